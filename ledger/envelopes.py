@@ -1,0 +1,247 @@
+"""The event envelope of DESIGN §3 and its wire codec.
+
+An :class:`Envelope` is what travels on Kafka and what the store records: the
+metadata every event shares plus an untyped ``data`` mapping. Typed views of
+``data`` are the catalogue models in :mod:`ledger.events`; :func:`decode` turns
+an envelope into one, upcasting older schema versions on the way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+from uuid import UUID
+
+import orjson
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+
+from ledger.canonical import canonical_json, format_timestamp
+
+__all__ = [
+    "MAX_EVENT_BYTES",
+    "Envelope",
+    "EventData",
+    "EventDecodeError",
+    "InvalidEvent",
+    "OversizedEvent",
+    "UnknownEventType",
+    "UnsupportedSchemaVersion",
+    "decode",
+    "envelope_from_wire",
+    "event_type",
+    "registered_types",
+    "upcaster",
+]
+
+#: A message larger than this is refused at ingest (Kafka's default max is 1 MiB).
+MAX_EVENT_BYTES = 1_000_000
+
+
+class EventDecodeError(ValueError):
+    """An event that cannot be turned into a known, valid domain event."""
+
+    reason: ClassVar[str] = "invalid"
+
+
+class InvalidEvent(EventDecodeError):
+    reason = "invalid-schema"
+
+
+class OversizedEvent(EventDecodeError):
+    reason = "oversized"
+
+
+class UnknownEventType(EventDecodeError):
+    reason = "unknown-type"
+
+
+class UnsupportedSchemaVersion(EventDecodeError):
+    reason = "newer-schema-version"
+
+
+class EventData(BaseModel):
+    """Base of every catalogue payload. Subclasses register with :func:`event_type`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type_name: ClassVar[str] = ""
+    schema_version: ClassVar[int] = 1
+
+
+class Envelope(BaseModel):
+    """One event: identity, placement in a stream, clocks, provenance and payload."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: UUID
+    type: str = Field(min_length=1, max_length=100)
+    schema_version: int = Field(ge=1)
+    stream: str = Field(min_length=3, max_length=300, pattern=r"^[a-z-]+/.+$")
+    occurred_at: AwareDatetime
+    observed_at: AwareDatetime
+    source: str = Field(min_length=1, max_length=200)
+    causation_id: UUID | None = None
+    correlation_id: UUID | None = None
+    data: dict[str, Any]
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready mapping (optional ids omitted when absent)."""
+        wire: dict[str, Any] = {
+            "event_id": str(self.event_id),
+            "type": self.type,
+            "schema_version": self.schema_version,
+            "stream": self.stream,
+            "occurred_at": format_timestamp(self.occurred_at),
+            "observed_at": format_timestamp(self.observed_at),
+            "source": self.source,
+            "data": self.data,
+        }
+        if self.causation_id is not None:
+            wire["causation_id"] = str(self.causation_id)
+        if self.correlation_id is not None:
+            wire["correlation_id"] = str(self.correlation_id)
+        return wire
+
+    def to_json(self) -> bytes:
+        """Canonical JSON bytes: the Kafka message value."""
+        return canonical_json(self.to_wire())
+
+    def fact(self) -> dict[str, Any]:
+        """What makes two copies of an event "the same": the fact, not who saw it when.
+
+        ``observed_at``, ``source`` and the causation ids may differ between a first
+        observation and a re-list of the same fact; they are not compared.
+        """
+        return {
+            "type": self.type,
+            "schema_version": self.schema_version,
+            "stream": self.stream,
+            "occurred_at": format_timestamp(self.occurred_at),
+            "data": self.data,
+        }
+
+
+def envelope_from_wire(raw: bytes | str | Mapping[str, Any]) -> Envelope:
+    """Parse and validate a wire message; every failure is an :class:`EventDecodeError`."""
+    if isinstance(raw, (bytes, str)):
+        size = len(raw.encode() if isinstance(raw, str) else raw)
+        if size > MAX_EVENT_BYTES:
+            raise OversizedEvent(f"message of {size} bytes exceeds {MAX_EVENT_BYTES}")
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidEvent(f"not JSON: {exc}") from exc
+    else:
+        parsed = raw
+    if not isinstance(parsed, dict):
+        raise InvalidEvent(f"envelope must be a JSON object, got {type(parsed).__name__}")
+    try:
+        envelope = Envelope.model_validate(parsed)
+    except ValidationError as exc:
+        raise InvalidEvent(_summarise(exc)) from exc
+    decode(envelope)  # type and payload must be known and valid too
+    return envelope
+
+
+# --- registry and upcasting -------------------------------------------------
+
+_TYPES: dict[str, type[EventData]] = {}
+_UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+D = TypeVar("D", bound=type[EventData])
+
+
+def event_type(name: str, *, version: int = 1) -> Callable[[D], D]:
+    """Class decorator: register a payload model under its wire type name."""
+
+    def register(cls: D) -> D:
+        if name in _TYPES:
+            raise ValueError(f"event type {name!r} registered twice")
+        cls.type_name = name
+        cls.schema_version = version
+        _TYPES[name] = cls
+        return cls
+
+    return register
+
+
+def upcaster(
+    type_name: str, from_version: int
+) -> Callable[[Callable[[dict[str, Any]], dict[str, Any]]], Callable[[dict[str, Any]], dict[str, Any]]]:
+    """Register a function turning version ``from_version`` data into ``from_version + 1``."""
+
+    def register(
+        fn: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        _UPCASTERS[(type_name, from_version)] = fn
+        return fn
+
+    return register
+
+
+def registered_types() -> Mapping[str, type[EventData]]:
+    return dict(_TYPES)
+
+
+def decode(envelope: Envelope) -> EventData:
+    """The typed payload of ``envelope``, upcast to the version this code knows."""
+    cls = _TYPES.get(envelope.type)
+    if cls is None:
+        raise UnknownEventType(f"unknown event type {envelope.type!r}")
+    version = envelope.schema_version
+    if version > cls.schema_version:
+        raise UnsupportedSchemaVersion(
+            f"{envelope.type} schema_version {version} is newer than {cls.schema_version}"
+        )
+    data = envelope.data
+    while version < cls.schema_version:
+        step = _UPCASTERS.get((envelope.type, version))
+        if step is None:
+            raise UnsupportedSchemaVersion(
+                f"no upcaster for {envelope.type} from schema_version {version}"
+            )
+        data = step(dict(data))
+        version += 1
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidEvent(f"{envelope.type}: {_summarise(exc)}") from exc
+
+
+def _summarise(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        parts.append(f"{loc}: {err['msg']}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def make_envelope(
+    data: EventData,
+    *,
+    event_id: UUID,
+    stream: str,
+    occurred_at: datetime,
+    observed_at: datetime,
+    source: str,
+    causation_id: UUID | None = None,
+    correlation_id: UUID | None = None,
+) -> Envelope:
+    """Wrap a typed payload; ``data`` is stored in its JSON form (decimals as strings)."""
+    return Envelope(
+        event_id=event_id,
+        type=data.type_name,
+        schema_version=data.schema_version,
+        stream=stream,
+        occurred_at=occurred_at,
+        observed_at=observed_at,
+        source=source,
+        causation_id=causation_id,
+        correlation_id=correlation_id,
+        data=data.model_dump(mode="json"),
+    )
+
+
+__all__ += ["make_envelope"]

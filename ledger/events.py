@@ -1,0 +1,411 @@
+"""The event catalogue of DESIGN §3: one typed payload model per event type.
+
+Units are fixed here once: GPUs in milli-GPU, CPU in milli-cores, memory in MiB,
+money as decimal strings (rates) or integer minor units (ledger amounts). Every
+model is frozen and refuses unknown fields, so a producer's typo is an error at
+the edge rather than a silently missing value in a bill.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from ledger.envelopes import EventData, event_type
+
+__all__ = [
+    "AdmissionDecided",
+    "BillingMode",
+    "BudgetExceeded",
+    "CreditNoteIssued",
+    "InvoiceIssued",
+    "InvoiceLine",
+    "InvoiceVoided",
+    "JobAdmitted",
+    "JobDeleted",
+    "JobFailed",
+    "JobPreempted",
+    "JobQueued",
+    "JobRestarted",
+    "JobStarted",
+    "JobStopped",
+    "JobSubmitted",
+    "JobSucceeded",
+    "JobTransition",
+    "LedgerTransactionPosted",
+    "NodeBillingMode",
+    "NodeCordoned",
+    "NodeRegistered",
+    "NodeRemoved",
+    "NotificationDelivered",
+    "NotificationFailed",
+    "NotificationQueued",
+    "OccupancyEndReason",
+    "OccupancyEnded",
+    "OccupancyStarted",
+    "PreemptionDecided",
+    "PreemptionPolicy",
+    "PriceBookPublished",
+    "Posting",
+    "QuotaChanged",
+    "QuotaCreated",
+    "QuotaDeleted",
+    "QuotaSpec",
+    "ReplicaSpec",
+    "SpotPriceChanged",
+    "Victim",
+    "WorkspaceBound",
+]
+
+BillingMode = Literal["quota", "public", "spot", "idle"]
+NodeBillingMode = Literal["subscription", "public", "spot"]
+OccupancyEndReason = Literal[
+    "completed",
+    "failed",
+    "evicted",
+    "preempted",
+    "deleted",
+    "node-lost",
+    "vanished-during-relist",
+    "out-of-scope",
+]
+Name = Field(min_length=1, max_length=253)
+NonNegative = Field(ge=0)
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- cluster ------------------------------------------------------------------
+
+
+@event_type("NodeRegistered")
+class NodeRegistered(EventData):
+    node: str = Name
+    pool: str = "default"
+    resource_group: str = "default"
+    flavor: str = "gpu/any"
+    gpus: int = NonNegative
+    cpu_milli: int = NonNegative
+    memory_mib: int = NonNegative
+    billing_mode: NodeBillingMode = "public"
+
+
+@event_type("NodeCordoned")
+class NodeCordoned(EventData):
+    node: str = Name
+    cordoned: bool = True
+
+
+@event_type("NodeRemoved")
+class NodeRemoved(EventData):
+    node: str = Name
+
+
+# --- jobs ---------------------------------------------------------------------
+
+
+class ReplicaSpec(_Part):
+    replica_type: str = "worker"
+    count: int = Field(default=1, ge=0)
+    flavor: str = "gpu/any"
+    mgpu: int = NonNegative
+    cpu_milli: int = NonNegative
+    memory_mib: int = NonNegative
+
+
+@event_type("JobSubmitted")
+class JobSubmitted(EventData):
+    job_uid: str = Name
+    name: str = Name
+    namespace: str = "default"
+    kind: str = "Job"
+    framework: str = "none"
+    workspace: str = Name
+    quota: str | None = None
+    user: str = "unknown"
+    priority: int = 0
+    billing_mode: BillingMode = "public"
+    replicas: tuple[ReplicaSpec, ...] = ()
+
+
+class JobTransition(EventData):
+    """A lifecycle step of a job; ``by`` is who or what caused it, ``reason`` why."""
+
+    job_uid: str = Name
+    by: str | None = None
+    reason: str | None = None
+
+
+@event_type("JobQueued")
+class JobQueued(JobTransition):
+    pass
+
+
+@event_type("JobAdmitted")
+class JobAdmitted(JobTransition):
+    pass
+
+
+@event_type("JobStarted")
+class JobStarted(JobTransition):
+    pass
+
+
+@event_type("JobRestarted")
+class JobRestarted(JobTransition):
+    pass
+
+
+@event_type("JobPreempted")
+class JobPreempted(JobTransition):
+    pass
+
+
+@event_type("JobSucceeded")
+class JobSucceeded(JobTransition):
+    pass
+
+
+@event_type("JobFailed")
+class JobFailed(JobTransition):
+    pass
+
+
+@event_type("JobStopped")
+class JobStopped(JobTransition):
+    pass
+
+
+@event_type("JobDeleted")
+class JobDeleted(JobTransition):
+    pass
+
+
+# --- occupancy ----------------------------------------------------------------
+
+
+@event_type("OccupancyStarted")
+class OccupancyStarted(EventData):
+    """A pod bound to a node: resources are occupied (and billable) from ``started_at``."""
+
+    occupancy_id: str = Name
+    job_uid: str = Name
+    pod_uid: str = Name
+    pod_name: str = ""
+    node: str = ""
+    flavor: str = "gpu/any"
+    mgpu: int = NonNegative
+    cpu_milli: int = NonNegative
+    memory_mib: int = NonNegative
+    billing_mode: BillingMode = "public"
+    workspace: str = Name
+    quota: str | None = None
+    user: str = "unknown"
+    started_at: AwareDatetime
+
+
+@event_type("OccupancyEnded")
+class OccupancyEnded(EventData):
+    occupancy_id: str = Name
+    job_uid: str = Name
+    pod_uid: str = Name
+    ended_at: AwareDatetime
+    reason: OccupancyEndReason = "completed"
+    estimated: bool = False
+
+
+# --- quotas -------------------------------------------------------------------
+
+QueuePolicy = Literal["StrictFIFO", "BestEffortFIFO", "Priority"]
+WithinQuotaPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
+
+
+class BorrowWithin(_Part):
+    policy: Literal["Never", "LowerPriority"] = "Never"
+    max_priority_threshold: int | None = None
+
+
+class PreemptionPolicy(_Part):
+    within_quota: WithinQuotaPolicy = "Never"
+    reclaim: ReclaimPolicy = "Never"
+    borrow_within: BorrowWithin = BorrowWithin()
+
+
+class QuotaSpec(_Part):
+    """A quota node as applied: per resource key, guaranteed ``min`` and cap ``max``."""
+
+    quota_id: str = Name
+    parent: str | None = None
+    min: dict[str, int] = {}
+    max: dict[str, int] = {}
+    lend_limit: dict[str, int] = {}
+    preemption: PreemptionPolicy = PreemptionPolicy()
+    queue_policy: QueuePolicy = "BestEffortFIFO"
+
+
+@event_type("QuotaCreated")
+class QuotaCreated(EventData):
+    spec: QuotaSpec
+
+
+@event_type("QuotaChanged")
+class QuotaChanged(EventData):
+    spec: QuotaSpec
+
+
+@event_type("QuotaDeleted")
+class QuotaDeleted(EventData):
+    quota_id: str = Name
+
+
+@event_type("WorkspaceBound")
+class WorkspaceBound(EventData):
+    workspace: str = Name
+    quota: str | None = None  # None unbinds
+
+
+# --- prices -------------------------------------------------------------------
+
+
+class Rates(_Part):
+    """Per unit-hour rates keyed by resource: ``gpu/<model>``, ``gpu/any``, ``cpu``, ``memory``."""
+
+    public: dict[str, Decimal] = {}
+    spot: dict[str, Decimal] = {}
+
+
+@event_type("PriceBookPublished")
+class PriceBookPublished(EventData):
+    book_id: str = Name
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    scale: int = Field(ge=0, le=6)
+    effective_from: AwareDatetime
+    rates: Rates
+    idle_multiplier: Decimal = Field(ge=0)
+
+
+@event_type("SpotPriceChanged")
+class SpotPriceChanged(EventData):
+    resource: str = Name
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    rate: Decimal = Field(ge=0)
+    effective_from: AwareDatetime
+
+
+# --- money --------------------------------------------------------------------
+
+
+class Posting(_Part):
+    account: str = Name
+    amount_minor: int
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+
+
+@event_type("LedgerTransactionPosted")
+class LedgerTransactionPosted(EventData):
+    transaction_id: str = Name
+    postings: tuple[Posting, ...]
+    cause_event_ids: tuple[str, ...] = ()
+    period: str | None = None  # "YYYY-MM"
+    memo: str = ""
+    reverses: str | None = None
+
+
+class InvoiceLine(_Part):
+    description: str
+    workspace: str
+    resource: str
+    billing_mode: BillingMode
+    job_uid: str | None = None
+    quantity: Decimal
+    unit: str
+    amount_minor: int
+    transaction_ids: tuple[str, ...] = ()
+
+
+@event_type("InvoiceIssued")
+class InvoiceIssued(EventData):
+    invoice_id: str = Name
+    workspace: str = Name
+    period: str
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    lines: tuple[InvoiceLine, ...]
+    total_minor: int
+    issued_at: AwareDatetime
+
+
+@event_type("InvoiceVoided")
+class InvoiceVoided(EventData):
+    invoice_id: str = Name
+    reason: str
+
+
+@event_type("CreditNoteIssued")
+class CreditNoteIssued(EventData):
+    credit_note_id: str = Name
+    invoice_id: str = Name
+    amount_minor: int
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    reason: str
+
+
+# --- decisions ----------------------------------------------------------------
+
+
+class Victim(_Part):
+    job_uid: str
+    quota: str
+    reason: str
+
+
+@event_type("AdmissionDecided")
+class AdmissionDecided(EventData):
+    job_uid: str = Name
+    quota: str
+    outcome: Literal["admit", "preempt", "pending"]
+    borrowing: bool = False
+    state: dict[str, dict[str, int]] = {}
+
+
+@event_type("PreemptionDecided")
+class PreemptionDecided(EventData):
+    preemptor: str = Name
+    victims: tuple[Victim, ...]
+    reason: str
+    state: dict[str, dict[str, int]] = {}
+
+
+@event_type("BudgetExceeded")
+class BudgetExceeded(EventData):
+    workspace: str = Name
+    budget_minor: int
+    spent_minor: int
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+
+
+@event_type("NotificationQueued")
+class NotificationQueued(EventData):
+    notification_id: str = Name
+    target: str
+    subject: str
+    body: dict[str, str] = {}
+
+
+@event_type("NotificationDelivered")
+class NotificationDelivered(EventData):
+    notification_id: str = Name
+    attempts: int = Field(ge=1)
+
+
+@event_type("NotificationFailed")
+class NotificationFailed(EventData):
+    notification_id: str = Name
+    attempts: int = Field(ge=1)
+    error: str
+
+

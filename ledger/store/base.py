@@ -1,0 +1,220 @@
+"""The event store port: what every adapter promises (DESIGN §4).
+
+The contract tests in ``tests/store/contract.py`` are written against this
+interface, so a second adapter proves itself by passing them unchanged.
+
+Guarantees an adapter must give:
+- append-only, idempotent by ``event_id`` (same fact again: no-op; same id with a
+  different fact: :class:`DuplicateEventConflict`, recorded as a dead letter);
+- per-stream versions with optimistic concurrency (``expected_versions``);
+- a global position that a tailing reader can follow without ever skipping an
+  event committed later at a lower position;
+- checkpoints written in the same transaction as the work they account for.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ledger.envelopes import Envelope
+
+__all__ = [
+    "AppendResult",
+    "Checkpoint",
+    "ConcurrencyConflict",
+    "DeadLetter",
+    "DuplicateEventConflict",
+    "EventStore",
+    "RecordedEvent",
+    "StoreError",
+    "UnitOfWork",
+    "VerifyResult",
+]
+
+
+class StoreError(Exception):
+    """Base of the store's own errors."""
+
+
+class ConcurrencyConflict(StoreError):
+    """A stream was not at the version the writer expected."""
+
+    def __init__(self, stream: str, expected: int, actual: int) -> None:
+        super().__init__(f"stream {stream!r} is at version {actual}, expected {expected}")
+        self.stream, self.expected, self.actual = stream, expected, actual
+
+
+class DuplicateEventConflict(StoreError):
+    """An event id already stored with a different fact."""
+
+    def __init__(self, event_id: UUID) -> None:
+        super().__init__(f"event {event_id} already stored with a different payload")
+        self.event_id = event_id
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """An event as stored: its envelope plus where and when the store put it."""
+
+    position: int
+    version: int
+    recorded_at: datetime
+    envelope: Envelope
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """``positions`` of the newly stored events; ``duplicates`` skipped as already stored."""
+
+    positions: tuple[int, ...]
+    duplicates: tuple[UUID, ...] = ()
+
+    @property
+    def last_position(self) -> int | None:
+        return self.positions[-1] if self.positions else None
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """How far a consumer or projector got: a store position and/or Kafka offsets."""
+
+    name: str
+    position: int = 0
+    offsets: Mapping[str, int] = field(default_factory=dict)  # "topic:partition" -> next offset
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    id: int
+    source: str
+    reason: str
+    error: str
+    payload: bytes
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    first_seen: datetime
+    last_seen: datetime
+    count: int
+    resolved_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    """Outcome of recomputing the hash chain; ``broken_at`` is the first bad position."""
+
+    checked: int
+    broken_at: int | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.broken_at is None
+
+
+class UnitOfWork(abc.ABC):
+    """One database transaction: appends, checkpoints and projection rows commit together."""
+
+    @abc.abstractmethod
+    def append(
+        self,
+        events: Sequence[Envelope],
+        *,
+        expected_versions: Mapping[str, int] | None = None,
+    ) -> AppendResult: ...
+
+    @abc.abstractmethod
+    def load_checkpoint(self, name: str, *, for_update: bool = False) -> Checkpoint: ...
+
+    @abc.abstractmethod
+    def save_checkpoint(
+        self, name: str, *, position: int | None = None, offsets: Mapping[str, int] | None = None
+    ) -> None: ...
+
+    @abc.abstractmethod
+    def record_dead_letter(
+        self,
+        *,
+        source: str,
+        reason: str,
+        error: str,
+        payload: bytes,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def connection(self) -> Any:
+        """The adapter's connection, for projections writing their rows in this transaction."""
+
+
+class EventStore(abc.ABC):
+    """The port. Reads are consistent snapshots; writes go through :meth:`transaction`."""
+
+    @abc.abstractmethod
+    def transaction(self) -> AbstractContextManager[UnitOfWork]: ...
+
+    def append(
+        self,
+        events: Sequence[Envelope],
+        *,
+        expected_versions: Mapping[str, int] | None = None,
+    ) -> AppendResult:
+        """Append one batch in its own transaction."""
+        with self.transaction() as uow:
+            return uow.append(events, expected_versions=expected_versions)
+
+    @abc.abstractmethod
+    def read_stream(self, stream: str, *, after_version: int = 0) -> list[RecordedEvent]: ...
+
+    @abc.abstractmethod
+    def read_after(self, position: int, *, limit: int = 1000) -> list[RecordedEvent]:
+        """Events with position > ``position`` in position order, gap-safe for tailing."""
+
+    @abc.abstractmethod
+    def read_by_type(
+        self,
+        types: Sequence[str],
+        *,
+        occurred_from: datetime | None = None,
+        occurred_to: datetime | None = None,
+        after_position: int = 0,
+        limit: int = 1000,
+    ) -> list[RecordedEvent]: ...
+
+    @abc.abstractmethod
+    def head_position(self) -> int: ...
+
+    @abc.abstractmethod
+    def stream_version(self, stream: str) -> int: ...
+
+    @abc.abstractmethod
+    def verify(self, *, batch: int = 10_000) -> VerifyResult: ...
+
+    @abc.abstractmethod
+    def dead_letters(self, *, include_resolved: bool = False) -> list[DeadLetter]: ...
+
+    @abc.abstractmethod
+    def dead_letter(self, letter_id: int) -> DeadLetter | None: ...
+
+    @abc.abstractmethod
+    def resolve_dead_letter(self, letter_id: int) -> None: ...
+
+    def iter_all(self, *, after: int = 0, page: int = 5000) -> Iterator[RecordedEvent]:
+        """Every event after ``after``, paging through :meth:`read_after`."""
+        position = after
+        while True:
+            rows = self.read_after(position, limit=page)
+            if not rows:
+                return
+            yield from rows
+            position = rows[-1].position
