@@ -45,14 +45,15 @@ __all__ = [
     "OccupancyEndReason",
     "OccupancyEnded",
     "OccupancyStarted",
+    "Posting",
     "PreemptionDecided",
     "PreemptionPolicy",
     "PriceBookPublished",
-    "Posting",
     "QuotaChanged",
     "QuotaCreated",
     "QuotaDeleted",
     "QuotaSpec",
+    "RatedUsage",
     "ReplicaSpec",
     "SpotPriceChanged",
     "Victim",
@@ -306,6 +307,29 @@ class Posting(_Part):
     currency: str = Field(pattern=r"^[A-Z]{3}$")
 
 
+class RatedUsage(_Part):
+    """The usage a rating transaction charges for, so invoices and reports need no re-rating.
+
+    ``usage`` is exact: resource units times microseconds (mGPU·µs, milli-core·µs,
+    MiB·µs); ``quantity`` is the same in billing units (GPU-hour, core-hour,
+    GiB-hour). Both are deltas: what this transaction adds to the line.
+    """
+
+    occupancy_id: str = Name
+    job_uid: str = Name
+    workspace: str = Name
+    quota: str | None = None
+    user: str = "unknown"
+    flavor: str = "gpu/any"
+    resource: str = Name
+    billing_mode: BillingMode
+    usage_period: str  # "YYYY-MM" the usage happened in; the posting period may be later
+    unit: str
+    usage: int
+    quantity: Decimal
+    as_of: AwareDatetime
+
+
 @event_type("LedgerTransactionPosted")
 class LedgerTransactionPosted(EventData):
     transaction_id: str = Name
@@ -314,6 +338,7 @@ class LedgerTransactionPosted(EventData):
     period: str | None = None  # "YYYY-MM"
     memo: str = ""
     reverses: str | None = None
+    usage: RatedUsage | None = None  # set on rating transactions (additive, optional)
 
 
 class InvoiceLine(_Part):
