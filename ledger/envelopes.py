@@ -168,7 +168,9 @@ def event_type(name: str, *, version: int = 1) -> Callable[[D], D]:
 
 def upcaster(
     type_name: str, from_version: int
-) -> Callable[[Callable[[dict[str, Any]], dict[str, Any]]], Callable[[dict[str, Any]], dict[str, Any]]]:
+) -> Callable[
+    [Callable[[dict[str, Any]], dict[str, Any]]], Callable[[dict[str, Any]], dict[str, Any]]
+]:
     """Register a function turning version ``from_version`` data into ``from_version + 1``."""
 
     def register(

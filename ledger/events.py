@@ -432,5 +432,3 @@ class NotificationFailed(EventData):
     notification_id: str = Name
     attempts: int = Field(ge=1)
     error: str
-
-

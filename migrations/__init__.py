@@ -1,0 +1,1 @@
+"""Alembic migrations of DLC Ledger's database (applied by ``dlc-ledger db upgrade``)."""

@@ -1,0 +1,31 @@
+"""Shared fixtures: real PostgreSQL databases, one fresh migrated clone per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from ledger.store.postgres import PostgresEventStore
+from tests.databases import TemplateDatabases, template_databases
+
+
+@pytest.fixture(scope="session")
+def databases() -> Iterator[TemplateDatabases]:
+    with template_databases() as dbs:
+        yield dbs
+
+
+@pytest.fixture
+def database_url(databases: TemplateDatabases) -> Iterator[str]:
+    """URL of a fresh database with every migration applied."""
+    url = databases.clone()
+    yield url
+    databases.drop(url)
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[PostgresEventStore]:
+    store = PostgresEventStore(database_url)
+    yield store
+    store.close()
