@@ -31,7 +31,6 @@ from itertools import pairwise
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
-from ledger.canonical import format_timestamp
 from ledger.events import BillingMode, OccupancyEnded, OccupancyStarted
 from ledger.money import to_decimal, to_minor
 from ledger.prices import AppliedRate, PriceSchedule
@@ -412,8 +411,12 @@ class LineDelta:
 
     @property
     def step(self) -> str:
-        """The cumulative step this delta brings the line to (part of the transaction id)."""
-        return format_timestamp(self.as_of)
+        """The cumulative step this delta brings the line to (part of the transaction id).
+
+        Formatted here, not by the canonical JSON helpers, so ids never move when
+        a display format does: UTC, microseconds, ``Z``.
+        """
+        return self.as_of.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def accrue(
