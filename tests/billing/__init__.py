@@ -1,0 +1,1 @@
+"""Pure billing tests: money, prices, rating, ledger transactions, invoices (no database)."""
