@@ -6,14 +6,13 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 from itertools import pairwise
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.events import BillingMode, OccupancyEnded, OccupancyStarted
-from ledger.prices import NoApplicableRate, PriceSchedule, load_price_book
+from ledger.events import OccupancyEnded, OccupancyStarted
+from ledger.prices import NoApplicableRate, PriceSchedule
 from ledger.rating import (
     LineKey,
     Occupancy,
@@ -26,14 +25,7 @@ from ledger.rating import (
     totals_after,
 )
 
-from .helpers import at, book, occupancy, spot
-
-DEMO = Path(__file__).resolve().parents[2] / "ops" / "pricebooks" / "demo-2026.yaml"
-A100 = "gpu/A100-SXM4-80GB"
-
-
-def demo() -> PriceSchedule:
-    return PriceSchedule([load_price_book(DEMO).to_event()])
+from .helpers import A100, SCHEDULE, T0, at, book, demo, micros, occupancies, occupancy, spot
 
 
 def test_interval_across_a_price_change_splits_exactly() -> None:
@@ -197,49 +189,6 @@ def test_open_interval_and_events() -> None:
 
 
 # --- properties ---------------------------------------------------------------------
-
-T0 = at("2026-01-01T00:00")
-SPAN = timedelta(days=75)
-
-
-def busy_schedule() -> PriceSchedule:
-    return PriceSchedule(
-        [
-            book("a", "2026-01-01T00:00", {"gpu/any": "2.40", A100: "3.33", "cpu": "0.048",
-                 "memory": "0.006"}, {"gpu/any": "0.90", "cpu": "0.020", "memory": "0.002"}),
-            spot("gpu/any", "1.17", "2026-01-07T03:17:11"),
-            spot("cpu", "0.031", "2026-01-20T00:00:00.5"),
-            book("b", "2026-01-31T13:13:13", {"gpu/any": "2.70", "cpu": "0.051", "memory": "0.007"},
-                 {"gpu/any": "0.95", A100: "1.40", "cpu": "0.021", "memory": "0.003"}, idle="0.35"),
-            spot(A100, "1.23", "2026-02-14T14:14:14"),
-            book("c", "2026-03-01T00:00", {"gpu/any": "2.20", "cpu": "0.045", "memory": "0.005"},
-                 {"gpu/any": "0.85", "cpu": "0.019", "memory": "0.002"}, idle="0.30"),
-        ]
-    )  # fmt: skip
-
-
-SCHEDULE = busy_schedule()
-MODES: list[BillingMode] = ["public", "spot", "idle", "quota"]
-micros = st.integers(min_value=0, max_value=int(SPAN / timedelta(microseconds=1)))
-
-
-@st.composite
-def occupancies(draw: st.DrawFn, open_: bool = False) -> Occupancy:
-    a, b = sorted((draw(micros), draw(micros)))
-    start = T0 + timedelta(microseconds=a)
-    return Occupancy(
-        occupancy_id=f"occ-{draw(st.integers(0, 5))}",
-        job_uid="job-x",
-        workspace="ws-p",
-        flavor=draw(st.sampled_from(["gpu/any", A100, "gpu/H100"])),
-        mgpu=draw(st.integers(0, 8000)),
-        cpu_milli=draw(st.integers(0, 64000)),
-        memory_mib=draw(st.integers(0, 512 * 1024)),
-        billing_mode=draw(st.sampled_from(MODES)),
-        start=start,
-        end=None if open_ else T0 + timedelta(microseconds=b),
-    )
-
 
 zones = st.sampled_from(["UTC", "Europe/Berlin", "America/Los_Angeles", "Asia/Kolkata"])
 
