@@ -3,7 +3,9 @@
 Every hash in the store (the tamper-evident chain and the payload fingerprint that
 decides whether a redelivered event is "the same") is taken over these bytes, so
 the encoding must be a pure function of the value: sorted keys, no whitespace,
-UTC timestamps with a ``Z`` suffix and microseconds, decimals as strings.
+timestamps in UTC with a ``Z`` suffix (microseconds only when non-zero, as
+orjson renders them), decimals and UUIDs as strings. Money never travels as a
+float: rates are decimal strings and amounts integer minor units.
 """
 
 from __future__ import annotations
@@ -15,14 +17,19 @@ from uuid import UUID
 
 import orjson
 
-__all__ = ["canonical_json", "format_timestamp", "parse_timestamp"]
+__all__ = ["Fragment", "canonical_json", "format_timestamp", "parse_timestamp"]
+
+_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z
+
+#: Already-canonical JSON embedded as-is (lets the store serialise ``data`` once).
+Fragment = orjson.Fragment
 
 
 def format_timestamp(value: datetime) -> str:
-    """Render an aware datetime as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC."""
+    """Render an aware datetime in UTC, e.g. ``2026-11-01T00:00:00Z``."""
     if value.tzinfo is None:
         raise ValueError(f"naive datetime {value!r}: every timestamp in the ledger is UTC-aware")
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return orjson.dumps(value.astimezone(UTC), option=orjson.OPT_UTC_Z)[1:-1].decode()
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -34,30 +41,16 @@ def parse_timestamp(text: str) -> datetime:
 
 
 def _default(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, UUID):
+    if isinstance(value, (Decimal, UUID)):
         return str(value)
     raise TypeError(f"{type(value).__name__} is not canonically serialisable")
 
 
 def canonical_json(value: Any) -> bytes:
-    """Encode ``value`` canonically. Floats are refused: money and quantities are exact."""
-    return orjson.dumps(
-        _normalise(value),
-        default=_default,
-        option=orjson.OPT_SORT_KEYS,
-    )
+    """Encode ``value`` canonically (sorted keys, compact).
 
-
-def _normalise(value: Any) -> Any:
-    # orjson renders datetimes in its own shape; the ledger's shape is fixed above.
-    if isinstance(value, dict):
-        return {str(k): _normalise(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_normalise(v) for v in value]
-    if isinstance(value, datetime):
-        return format_timestamp(value)
-    if isinstance(value, float):
-        raise TypeError(f"float {value!r} in an event: use int or Decimal for exact values")
-    return value
+    Datetimes must already be in UTC (the envelope guarantees it for its own
+    fields; payloads carry timestamps as strings): orjson renders them natively,
+    which is several times faster than formatting each in Python.
+    """
+    return orjson.dumps(value, default=_default, option=_OPTIONS)

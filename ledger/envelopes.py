@@ -9,14 +9,14 @@ an envelope into one, upcasting older schema versions on the way.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
 import orjson
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ledger.canonical import canonical_json, format_timestamp
+from ledger.canonical import canonical_json
 
 __all__ = [
     "MAX_EVENT_BYTES",
@@ -85,17 +85,27 @@ class Envelope(BaseModel):
     correlation_id: UUID | None = None
     data: dict[str, Any]
 
-    def to_wire(self) -> dict[str, Any]:
-        """The JSON-ready mapping (optional ids omitted when absent)."""
+    @field_validator("occurred_at", "observed_at")
+    @classmethod
+    def _in_utc(cls, value: datetime) -> datetime:
+        # one instant, one rendering: canonical JSON depends on it
+        return value.astimezone(UTC)
+
+    def to_wire(self, data: Any = None) -> dict[str, Any]:
+        """The mapping :func:`canonical_json` encodes (optional ids omitted when absent).
+
+        Timestamps stay datetimes (UTC, rendered by the encoder); ``data`` may be
+        passed pre-serialised as a :data:`Fragment`.
+        """
         wire: dict[str, Any] = {
             "event_id": str(self.event_id),
             "type": self.type,
             "schema_version": self.schema_version,
             "stream": self.stream,
-            "occurred_at": format_timestamp(self.occurred_at),
-            "observed_at": format_timestamp(self.observed_at),
+            "occurred_at": self.occurred_at,
+            "observed_at": self.observed_at,
             "source": self.source,
-            "data": self.data,
+            "data": self.data if data is None else data,
         }
         if self.causation_id is not None:
             wire["causation_id"] = str(self.causation_id)
@@ -107,7 +117,7 @@ class Envelope(BaseModel):
         """Canonical JSON bytes: the Kafka message value."""
         return canonical_json(self.to_wire())
 
-    def fact(self) -> dict[str, Any]:
+    def fact(self, data: Any = None) -> dict[str, Any]:
         """What makes two copies of an event "the same": the fact, not who saw it when.
 
         ``observed_at``, ``source`` and the causation ids may differ between a first
@@ -117,8 +127,8 @@ class Envelope(BaseModel):
             "type": self.type,
             "schema_version": self.schema_version,
             "stream": self.stream,
-            "occurred_at": format_timestamp(self.occurred_at),
-            "data": self.data,
+            "occurred_at": self.occurred_at,
+            "data": self.data if data is None else data,
         }
 
 
@@ -140,7 +150,11 @@ def envelope_from_wire(raw: bytes | str | Mapping[str, Any]) -> Envelope:
         envelope = Envelope.model_validate(parsed)
     except ValidationError as exc:
         raise InvalidEvent(_summarise(exc)) from exc
-    decode(envelope)  # type and payload must be known and valid too
+    typed = decode(envelope)  # type and payload must be known and valid too
+    if envelope.schema_version == typed.schema_version:
+        # store the payload in its normal form (1.0 -> 1, defaults filled in), so
+        # two producers' renderings of one fact hash the same
+        envelope = envelope.model_copy(update={"data": typed.model_dump(mode="json")})
     return envelope
 
 

@@ -23,11 +23,11 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-import orjson
+from psycopg.errors import UniqueViolation
 from sqlalchemy import Connection, Engine, and_, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from ledger.canonical import canonical_json, format_timestamp
+from ledger.canonical import Fragment, canonical_json
 from ledger.envelopes import Envelope
 from ledger.store.base import (
     AppendResult,
@@ -70,18 +70,24 @@ _READ_COLUMNS = [
 ]
 
 
-def fact_hash(envelope: Envelope) -> bytes:
-    return hashlib.sha256(canonical_json(envelope.fact())).digest()
+def fact_hash(envelope: Envelope, data_json: bytes | None = None) -> bytes:
+    data = Fragment(data_json) if data_json is not None else None
+    return hashlib.sha256(canonical_json(envelope.fact(data))).digest()
 
 
 def record_hash(
-    previous: bytes, position: int, version: int, recorded_at: datetime, envelope: Envelope
+    previous: bytes,
+    position: int,
+    version: int,
+    recorded_at: datetime,
+    envelope: Envelope,
+    data_json: bytes | None = None,
 ) -> bytes:
     """sha256(previous hash ‖ canonical JSON of the record), the chain's link."""
-    record = envelope.to_wire()
+    record = envelope.to_wire(Fragment(data_json) if data_json is not None else None)
     record["position"] = position
     record["version"] = version
-    record["recorded_at"] = format_timestamp(recorded_at)
+    record["recorded_at"] = recorded_at
     return hashlib.sha256(previous + canonical_json(record)).digest()
 
 
@@ -127,11 +133,12 @@ class PostgresUnitOfWork(UnitOfWork):
         conn = self._conn
         conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
 
-        batch: list[tuple[Envelope, bytes]] = []
+        batch: list[tuple[Envelope, bytes, bytes]] = []
         seen: dict[UUID, bytes] = {}
         duplicates: list[UUID] = []
         for envelope in events_in:
-            fingerprint = fact_hash(envelope)
+            data_json = canonical_json(envelope.data)
+            fingerprint = fact_hash(envelope, data_json)
             earlier = seen.get(envelope.event_id)
             if earlier is not None:
                 if earlier != fingerprint:
@@ -140,29 +147,60 @@ class PostgresUnitOfWork(UnitOfWork):
                     duplicates.append(envelope.event_id)
                 continue
             seen[envelope.event_id] = fingerprint
-            batch.append((envelope, fingerprint))
+            batch.append((envelope, fingerprint, data_json))
 
-        if seen:
-            stored = dict(
-                conn.execute(
-                    select(events.c.event_id, events.c.fact_hash).where(
-                        events.c.event_id.in_(list(seen))
-                    )
-                ).all()
-            )
-            if stored:
-                kept = []
-                for envelope, fingerprint in batch:
-                    known = stored.get(envelope.event_id)
-                    if known is None:
-                        kept.append((envelope, fingerprint))
-                    elif bytes(known) == fingerprint:
-                        duplicates.append(envelope.event_id)
-                    else:
-                        self._conflict(envelope, on_conflict)
-                batch = kept
+        # Optimistic path: most batches hold no already-stored event, so try the
+        # COPY first and let the unique index find duplicates; only a batch that
+        # trips it pays for the look-up (a redelivery after a crash, typically).
+        savepoint = conn.begin_nested()
+        try:
+            result = self._write(batch, duplicates, expected_versions)
+        except UniqueViolation as exc:
+            savepoint.rollback()
+            if exc.diag.constraint_name != "events_event_id_key":
+                raise
+            batch = self._drop_stored(batch, duplicates, on_conflict)
+            return self._write(batch, duplicates, expected_versions)
+        except BaseException:
+            savepoint.rollback()
+            raise
+        savepoint.commit()
+        return result
 
-        streams = {envelope.stream for envelope, _ in batch} | set(expected_versions or ())
+    def _drop_stored(
+        self,
+        batch: list[tuple[Envelope, bytes, bytes]],
+        duplicates: list[UUID],
+        on_conflict: str,
+    ) -> list[tuple[Envelope, bytes, bytes]]:
+        stored = dict(
+            self._conn.execute(
+                text(
+                    "SELECT event_id, fact_hash FROM events "
+                    "WHERE event_id = ANY(CAST(:ids AS uuid[]))"
+                ),
+                {"ids": [envelope.event_id for envelope, _, _ in batch]},
+            ).all()
+        )
+        kept = []
+        for envelope, fingerprint, data_json in batch:
+            known = stored.get(envelope.event_id)
+            if known is None:
+                kept.append((envelope, fingerprint, data_json))
+            elif bytes(known) == fingerprint:
+                duplicates.append(envelope.event_id)
+            else:
+                self._conflict(envelope, on_conflict)
+        return kept
+
+    def _write(
+        self,
+        batch: list[tuple[Envelope, bytes, bytes]],
+        duplicates: list[UUID],
+        expected_versions: Mapping[str, int] | None,
+    ) -> AppendResult:
+        conn = self._conn
+        streams = {envelope.stream for envelope, _, _ in batch} | set(expected_versions or ())
         versions = self._stream_versions(streams)
         for stream, expected in (expected_versions or {}).items():
             actual = versions.get(stream, 0)
@@ -176,38 +214,39 @@ class PostgresUnitOfWork(UnitOfWork):
         ).first()
         position, previous = (head[0], bytes(head[1])) if head else (0, GENESIS_HASH)
         recorded_at = datetime.now(UTC)
-        rows = []
         positions = []
-        for envelope, fingerprint in batch:
-            position += 1
-            version = versions.get(envelope.stream, 0) + 1
-            versions[envelope.stream] = version
-            previous = record_hash(previous, position, version, recorded_at, envelope)
-            positions.append(position)
-            rows.append(
-                (
-                    position,
-                    envelope.event_id,
-                    envelope.stream,
-                    version,
-                    envelope.type,
-                    envelope.schema_version,
-                    envelope.occurred_at,
-                    envelope.observed_at,
-                    recorded_at,
-                    envelope.source,
-                    envelope.causation_id,
-                    envelope.correlation_id,
-                    orjson.dumps(envelope.data).decode(),
-                    fingerprint,
-                    previous,
-                )
-            )
         raw = conn.connection.driver_connection
         assert raw is not None
+        # Rows are hashed and written inside the COPY, so the server parses and
+        # indexes one chunk while Python hashes the next.
         with raw.cursor() as cur, cur.copy(f"COPY events ({_COLUMNS}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+            for envelope, fingerprint, data_json in batch:
+                position += 1
+                version = versions.get(envelope.stream, 0) + 1
+                versions[envelope.stream] = version
+                previous = record_hash(
+                    previous, position, version, recorded_at, envelope, data_json
+                )
+                positions.append(position)
+                copy.write_row(
+                    (
+                        position,
+                        envelope.event_id,
+                        envelope.stream,
+                        version,
+                        envelope.type,
+                        envelope.schema_version,
+                        envelope.occurred_at,
+                        envelope.observed_at,
+                        recorded_at,
+                        envelope.source,
+                        envelope.causation_id,
+                        envelope.correlation_id,
+                        data_json.decode(),
+                        fingerprint,
+                        previous,
+                    )
+                )
         return AppendResult(tuple(positions), tuple(duplicates))
 
     def _conflict(self, envelope: Envelope, on_conflict: str) -> None:

@@ -39,7 +39,6 @@ def upgrade() -> None:
         sa.UniqueConstraint("stream", "version", name="events_stream_version_key"),
         sa.CheckConstraint("position > 0 AND version > 0", name="events_positive"),
     )
-    op.create_index("events_type_position", "events", ["type", "position"])
     op.execute(
         """
         CREATE FUNCTION dlc_refuse_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
