@@ -301,10 +301,12 @@ class PriceSchedule:
     def rate_at(self, resource: str, mode: BillingMode, t: datetime) -> AppliedRate:
         """The rate per unit-hour for ``resource`` in billing ``mode`` at instant ``t``."""
         t = _utc(t)
+        if mode == "quota":  # prepaid: zero whatever the books say, even before the first one
+            i = bisect.bisect_right(self._book_times, t) - 1
+            book_id = self._books[i].book.book_id if i >= 0 else ""
+            return AppliedRate(Decimal(0), book_id, resource, "quota", t)
         entry = self._books[self._book_index(t)]
         book = entry.book
-        if mode == "quota":
-            return AppliedRate(Decimal(0), book.book_id, resource, "quota", entry.at)
         if mode == "spot":
             for key in lookup_keys(resource):
                 override = self._spot_override(key, t, entry.at)

@@ -109,6 +109,9 @@ def test_quota_mode_charges_zero_and_reports_quantity() -> None:
         ("gpu/any", Decimal(8), 0),
     ]
     assert r.total_minor == 0
+    # prepaid usage is reported even before the first price book
+    early = occupancy("2025-12-31T22:00", "2026-01-01T02:00", mode="quota")
+    assert [li.quantity for li in rate_occupancy(early, demo()).lines] == [Decimal(2), Decimal(2)]
 
 
 def test_idle_is_public_times_the_multiplier() -> None:
