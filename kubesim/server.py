@@ -209,6 +209,11 @@ class _Handler(BaseHTTPRequestHandler):
                     "major": "1",
                     "minor": "31",
                     "gitVersion": "v1.31.0-kubesim",
+                    "gitCommit": "0000000000000000000000000000000000000000",
+                    "gitTreeState": "clean",
+                    "buildDate": "2026-01-01T00:00:00Z",
+                    "goVersion": "go1.22.0",
+                    "compiler": "gc",
                     "platform": "linux/amd64",
                 },
             )

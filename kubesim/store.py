@@ -309,7 +309,7 @@ class Store:
                 raise NotFound(name)
             draft = clone(old)
             returned = mutate(draft)
-            new = returned if returned is not None else draft
+            new = returned if isinstance(returned, dict) else draft
             meta = new.setdefault("metadata", {})
             for key in ("name", "namespace", "uid", "creationTimestamp", "resourceVersion"):
                 if key in old["metadata"]:
@@ -340,7 +340,7 @@ class Store:
             body = clone(old)
             if final is not None:
                 returned = final(body)
-                body = returned if returned is not None else body
+                body = returned if isinstance(returned, dict) else body
             body["metadata"]["resourceVersion"] = str(self._next_rv())
             self._record(res.key, "DELETED", body, old)
             return clone(body)
