@@ -1,0 +1,1 @@
+"""Everything that consumes or feeds a stream: watchers, Kafka pipeline, projectors, dispatcher."""

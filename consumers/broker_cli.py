@@ -1,0 +1,84 @@
+"""``dlc-ledger broker start|stop|status``: the embedded Tansu broker from the command line.
+
+A Typer sub-app the composition root mounts; it only parses options and prints,
+the work is in :mod:`consumers.broker`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from consumers.broker import BrokerError, EmbeddedBroker
+from consumers.kafka_settings import DEFAULT_PARTITIONS, DEFAULT_TOPIC
+
+__all__ = ["broker_app", "default_data_dir"]
+
+broker_app = typer.Typer(
+    help="Run the embedded Kafka-compatible broker (Tansu).", no_args_is_help=True
+)
+
+
+def default_data_dir() -> Path:
+    """``DLC_DATA_DIR`` if set, else the user's data dir for ``dlc-ledger``."""
+    env = os.environ.get("DLC_DATA_DIR")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("dlc-ledger"))
+
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Where the broker's state and log live (DLC_DATA_DIR)."),
+]
+
+
+def _broker(
+    data_dir: Path | None,
+    port: int = 0,
+    topic: str = DEFAULT_TOPIC,
+    partitions: int = DEFAULT_PARTITIONS,
+) -> EmbeddedBroker:
+    return EmbeddedBroker(
+        (data_dir or default_data_dir()) / "broker", port=port, topic=topic, partitions=partitions
+    )
+
+
+@broker_app.command("start")
+def start(
+    data_dir: DataDir = None,
+    port: Annotated[int, typer.Option(help="Loopback port; 0 picks a free one.")] = 0,
+    topic: Annotated[str, typer.Option(help="Topic created if missing.")] = DEFAULT_TOPIC,
+    partitions: Annotated[
+        int, typer.Option(help="Partitions of a new topic.")
+    ] = DEFAULT_PARTITIONS,
+) -> None:
+    """Start Tansu (or report the one already running) and print its bootstrap address."""
+    try:
+        status = _broker(data_dir, port, topic, partitions).start()
+    except BrokerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(json.dumps(status.as_dict()))
+
+
+@broker_app.command("stop")
+def stop(data_dir: DataDir = None) -> None:
+    """Stop the embedded broker of this data dir."""
+    stopped = _broker(data_dir).stop()
+    typer.echo("stopped" if stopped else "not running")
+
+
+@broker_app.command("status")
+def status(data_dir: DataDir = None) -> None:
+    """Print the broker's state as JSON; exit code 3 when it is not running."""
+    current = _broker(data_dir).status()
+    typer.echo(json.dumps(current.as_dict()))
+    if not current.running:
+        raise typer.Exit(3)
