@@ -12,10 +12,10 @@ import orjson
 from sqlalchemy.engine import make_url
 
 from bench.databases import scratch_database
+from bench.events import occupancy_started
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
-from bench.events import occupancy_started
 
 
 def _events(count: int, salt: int) -> list:  # type: ignore[type-arg]

@@ -20,7 +20,9 @@ def _config(engine: Engine) -> Config:
     return cfg
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
+def upgrade(engine: Engine, revision: str = "heads") -> None:
+    """Apply migrations. Projections own independent branches off ``0001``, so the
+    default target is every head."""
     cfg = _config(engine)
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn

@@ -173,7 +173,7 @@ class PostgresUnitOfWork(UnitOfWork):
         duplicates: list[UUID],
         on_conflict: str,
     ) -> list[tuple[Envelope, bytes, bytes]]:
-        stored = dict(
+        stored: dict[UUID, bytes] = dict(
             self._conn.execute(
                 text(
                     "SELECT event_id, fact_hash FROM events "
@@ -247,6 +247,8 @@ class PostgresUnitOfWork(UnitOfWork):
                         previous,
                     )
                 )
+        # delivered at commit; wakes tailing projectors without polling
+        conn.execute(text("SELECT pg_notify('dlc_events', :p)"), {"p": str(position)})
         return AppendResult(tuple(positions), tuple(duplicates))
 
     def _conflict(self, envelope: Envelope, on_conflict: str) -> None:
@@ -387,12 +389,19 @@ class PostgresEventStore(EventStore):
         )
 
     def read_after(self, position: int, *, limit: int = 1000) -> list[RecordedEvent]:
-        return self._read(
+        with self.engine.connect() as conn:
+            return self.read_after_on(conn, position, limit)
+
+    @staticmethod
+    def read_after_on(conn: Connection, position: int, limit: int) -> list[RecordedEvent]:
+        """:meth:`read_after` inside the caller's transaction (projector runner)."""
+        query = (
             select(*_READ_COLUMNS)
             .where(events.c.position > position)
             .order_by(events.c.position)
             .limit(limit)
         )
+        return [_recorded(row) for row in conn.execute(query)]
 
     def read_by_type(
         self,

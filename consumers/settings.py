@@ -1,0 +1,81 @@
+"""Service configuration: environment variables, optionally a YAML config file.
+
+Precedence: environment (``DATABASE_URL``, ``KAFKA_BOOTSTRAP``, ``DLC_*``) over the
+file named by ``DLC_CONFIG`` over the defaults here. Unset ``DATABASE_URL`` and
+``KAFKA_BOOTSTRAP`` mean "use the embedded PostgreSQL / Tansu broker".
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import AliasChoices, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+__all__ = ["Settings", "load_settings"]
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("dlc-ledger"))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DLC_", extra="forbid")
+
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "DLC_DATABASE_URL")
+    )
+    kafka_bootstrap: str | None = Field(
+        default=None, validation_alias=AliasChoices("KAFKA_BOOTSTRAP", "DLC_KAFKA_BOOTSTRAP")
+    )
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    topic: str = "dlc.cluster-events"
+    partitions: int = Field(default=4, ge=1)
+    cluster: str = "local"
+    epoch: str = "2026-11-01T00:00:00Z"
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    kafka_security_protocol: str | None = None
+    kafka_sasl_mechanism: str | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: str | None = None
+    kafka_ssl_cafile: str | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("DLC_CONFIG")
+        if config_file:
+            if not Path(config_file).is_file():
+                raise ValueError(f"DLC_CONFIG={config_file!r} is not a file")
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    def kafka_client_options(self) -> dict[str, Any]:
+        """SASL/TLS settings passed through to kafka-python unchanged."""
+        options = {
+            "security_protocol": self.kafka_security_protocol,
+            "sasl_mechanism": self.kafka_sasl_mechanism,
+            "sasl_plain_username": self.kafka_sasl_username,
+            "sasl_plain_password": self.kafka_sasl_password,
+            "ssl_cafile": self.kafka_ssl_cafile,
+        }
+        return {k: v for k, v in options.items() if v is not None}
+
+
+def load_settings() -> Settings:
+    return Settings()

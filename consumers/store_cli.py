@@ -1,0 +1,136 @@
+"""``dlc-ledger db …``, ``verify`` and ``dead-letters …``: the store from the command line."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from consumers import context
+from ledger.envelopes import EventDecodeError, envelope_from_wire
+from ledger.store.base import DeadLetter
+from ledger.store.engines import make_engine
+from ledger.store.migrations import current_revision, downgrade, upgrade
+
+__all__ = ["db_app", "dead_letters_app", "verify"]
+
+db_app = typer.Typer(help="Database schema and connection.", no_args_is_help=True)
+dead_letters_app = typer.Typer(help="Events that could not be stored.", no_args_is_help=True)
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = "heads") -> None:
+    """Apply migrations up to REVISION (default: the newest)."""
+    engine = make_engine(context.database_url())
+    upgrade(engine, revision)
+    typer.echo(f"database at revision {current_revision(engine)}")
+
+
+@db_app.command("downgrade")
+def db_downgrade(
+    revision: str,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: downgrading drops data.")] = False,
+) -> None:
+    """Revert migrations down to REVISION ('base' removes every table)."""
+    if not yes:
+        raise typer.BadParameter("downgrade drops tables and their data: add --yes to confirm")
+    engine = make_engine(context.database_url())
+    downgrade(engine, revision)
+    typer.echo(f"database at revision {current_revision(engine) or 'base'}")
+
+
+@db_app.command("url")
+def db_url() -> None:
+    """Print the database URL in use (DATABASE_URL, or the embedded server's)."""
+    typer.echo(context.database_url(announce=False))
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Schema revision and the store's head position."""
+    store = context.open_store(migrate=False)
+    typer.echo(f"revision: {current_revision(store.engine) or 'none (run: dlc-ledger db upgrade)'}")
+    if current_revision(store.engine):
+        typer.echo(f"events: {store.head_position()}")
+
+
+def verify(
+    batch: Annotated[int, typer.Option(help="Rows read per query.")] = 10_000,
+) -> None:
+    """Recompute the hash chain; exit 0 if intact, 1 naming the first broken position."""
+    store = context.open_store()
+    result = store.verify(batch=batch)
+    if result.ok:
+        typer.echo(f"chain intact: {result.checked} events verified")
+        return
+    typer.echo(
+        f"chain broken at position {result.broken_at}: {result.detail} "
+        f"({result.checked} events verified before it)",
+        err=True,
+    )
+    raise typer.Exit(1)
+
+
+def _letter_row(letter: DeadLetter) -> dict[str, object]:
+    return {
+        "id": letter.id,
+        "reason": letter.reason,
+        "source": letter.source,
+        "where": f"{letter.topic}:{letter.partition}@{letter.offset}" if letter.topic else "-",
+        "count": letter.count,
+        "last_seen": letter.last_seen.isoformat(),
+        "resolved": letter.resolved_at is not None,
+        "error": letter.error,
+    }
+
+
+@dead_letters_app.command("list")
+def dead_letters_list(
+    all_: Annotated[bool, typer.Option("--all", help="Include resolved ones.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Dead letters, oldest first."""
+    rows = [_letter_row(d) for d in context.open_store().dead_letters(include_resolved=all_)]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("no dead letters")
+    for row in rows:
+        typer.echo(
+            f"{row['id']:>6}  {row['reason']:<22} x{row['count']:<4} {row['where']:<28} "
+            f"{str(row['error'])[:80]}"
+        )
+
+
+def _letter(store_letter: DeadLetter | None, letter_id: int) -> DeadLetter:
+    if store_letter is None:
+        raise typer.BadParameter(f"no dead letter with id {letter_id}")
+    return store_letter
+
+
+@dead_letters_app.command("show")
+def dead_letters_show(letter_id: int) -> None:
+    """One dead letter with its raw payload."""
+    letter = _letter(context.open_store().dead_letter(letter_id), letter_id)
+    row = _letter_row(letter)
+    row["first_seen"] = letter.first_seen.isoformat()
+    row["payload"] = letter.payload.decode("utf-8", errors="replace")
+    typer.echo(json.dumps(row, indent=2))
+
+
+@dead_letters_app.command("retry")
+def dead_letters_retry(letter_id: int) -> None:
+    """Validate the payload again (say, after an upgrade taught us its type) and store it."""
+    store = context.open_store()
+    letter = _letter(store.dead_letter(letter_id), letter_id)
+    try:
+        envelope = envelope_from_wire(letter.payload)
+    except EventDecodeError as exc:
+        typer.echo(f"still invalid ({exc.reason}): {exc}", err=True)
+        raise typer.Exit(1) from exc
+    result = store.append([envelope])
+    store.resolve_dead_letter(letter_id)
+    stored = "stored" if result.positions else "already stored"
+    typer.echo(f"dead letter {letter_id}: event {envelope.event_id} {stored}; marked resolved")

@@ -1,0 +1,38 @@
+"""The projection contract the runner drives.
+
+A projection owns some tables (created by Alembic migrations) and folds pages of
+recorded events into them. The runner calls :meth:`Projection.apply` inside the
+same database transaction that advances the projection's checkpoint, so a page
+is applied exactly once whatever crashes in between. Projections must be
+deterministic functions of the events (never of the wall clock), so dropping
+and replaying gives the same rows byte for byte.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, Table
+
+from ledger.store.base import RecordedEvent
+
+__all__ = ["Projection"]
+
+
+class Projection(abc.ABC):
+    #: Unique name; the checkpoint is stored as ``projection:<name>``.
+    name: str = ""
+    #: Tables this projection owns; ``rebuild`` empties them before replaying.
+    tables: Sequence[Table] = ()
+    #: Event types this projection reads (empty: all). Lets the runner skip pages cheaply.
+    event_types: frozenset[str] = frozenset()
+
+    @abc.abstractmethod
+    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+        """Fold one page of events (position order) into the tables, on ``conn``."""
+
+    def reset(self, conn: Connection) -> None:
+        """Empty the owned tables (rebuild). Override when rows outside ``tables`` exist."""
+        for table in reversed(self.tables):
+            conn.execute(table.delete())
