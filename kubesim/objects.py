@@ -154,8 +154,11 @@ def owner_reference(owner: Mapping[str, Any]) -> Object:
 
 
 def pod_object(name: str, job: Mapping[str, Any], now: str) -> Object:
-    """A Pending pod stamped from a Job's template, owned by it."""
-    template = job["spec"]["template"]
+    """A Pending pod stamped from its owner's pod template (or a bare one), owned by it."""
+    template = (job.get("spec") or {}).get("template") or {
+        "metadata": {"labels": {LABEL_JOB_NAME: job["metadata"]["name"]}},
+        "spec": _pod_spec(0, 0, 0, 0),
+    }
     meta = template.get("metadata", {})
     return {
         "apiVersion": PODS.api_version,

@@ -416,8 +416,9 @@ class _Handler(BaseHTTPRequestHandler):
             if sub.stalled:
                 time.sleep(_POLL)
                 continue
+            item = None if sub.cut_requested else sub.get(min(_POLL, deadline - now))
             if sub.cut_requested:
-                pending = sub.get(0)
+                pending = item or sub.get(0)
                 line = (
                     self._event_line(*pending)
                     if pending
@@ -426,8 +427,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._write_chunk(line[: max(1, len(line) // 2)])
                 self._drop()
                 return
-            item = sub.get(min(_POLL, deadline - now))
             if item is not None:
+                if sub.stalled:  # stalled while we waited: keep the event queued, send nothing
+                    sub.unget(item)
+                    continue
                 self._write_line(self._event_line(*item))
                 continue
             due = bookmarks and (

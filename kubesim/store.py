@@ -122,6 +122,10 @@ class Subscription:
             self._queue.append((kind, obj))
             self._cond.notify_all()
 
+    def unget(self, item: tuple[str, Object]) -> None:
+        with self._cond:
+            self._queue.appendleft(item)
+
     def wake(self) -> None:
         with self._cond:
             self._cond.notify_all()

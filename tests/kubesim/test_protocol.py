@@ -115,9 +115,7 @@ def test_selector_change_is_seen_as_added_and_deleted(sim: KubeSim, v1: client.C
         "p0",
         lambda p: p["metadata"]["labels"].update({"x": "1"}),
     )
-    sim.cluster.update(
-        PODS, "ns1", "p0", lambda p: p["metadata"]["labels"].pop("x")
-    )
+    sim.cluster.update(PODS, "ns1", "p0", lambda p: p["metadata"]["labels"].pop("x"))
     events = list(
         watch.Watch().stream(
             v1.list_pod_for_all_namespaces,
