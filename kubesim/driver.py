@@ -112,8 +112,7 @@ class NodePlacer:
     def place(self, gpu: int, cpu: int, mem: int) -> str | None:
         """Pick a node; None when there are no nodes of a usable kind at all."""
         if gpu:
-            shapes = [s for s in self._heaps if s[0] > 0]
-            tiers = [shapes]
+            tiers = [[s for s in self._heaps if s[0] > 0], list(self._heaps)]
         else:
             tiers = [[s for s in self._heaps if s[0] == 0], list(self._heaps)]
         fallback: _NodeState | None = None
@@ -129,6 +128,8 @@ class NodePlacer:
                         break
             if best is not None:
                 return best.node.name
+            if fallback is not None:
+                break  # overcommit within the first usable tier
         if fallback is None:
             return None
         self.overcommits += 1
