@@ -30,7 +30,7 @@ EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
 def make_events(
     n: int, *, streams: int = 200, run: str | None = None, start: int = 0
 ) -> list[Envelope]:
-    """``n`` JobQueued events over ``streams`` job streams; ``reason`` carries the sequence number."""
+    """``n`` JobQueued events over ``streams`` streams; ``reason`` holds the sequence number."""
     run = run or uuid.uuid4().hex
     events = []
     for i in range(start, start + n):

@@ -1,4 +1,4 @@
-"""Poison messages of every kind go to dead letters with their reason; valid neighbours are stored."""
+"""Every kind of poison message is dead-lettered with its reason; valid neighbours are stored."""
 
 from __future__ import annotations
 
