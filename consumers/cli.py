@@ -64,7 +64,8 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        app(args=argv, prog_name="dlc-ledger", standalone_mode=False)
+        # click returns an Exit's code instead of raising it when not standalone
+        code = app(args=argv, prog_name="dlc-ledger", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
@@ -76,11 +77,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (StoreError, OperationalError, ProgrammingError, ValidationError, ValueError,
-            OSError, RuntimeError) as exc:
+    except (
+        StoreError,
+        OperationalError,
+        ProgrammingError,
+        ValidationError,
+        ValueError,
+        OSError,
+        RuntimeError,
+    ) as exc:
         print(f"dlc-ledger: error: {_one_line(exc)}", file=sys.stderr)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def entrypoint() -> None:

@@ -49,9 +49,7 @@ def kafka_bootstrap(*, start: bool = True) -> str:
         return cfg.kafka_bootstrap
     from consumers.broker import EmbeddedBroker
 
-    broker = EmbeddedBroker(
-        cfg.data_dir / "broker", topic=cfg.topic, partitions=cfg.partitions
-    )
+    broker = EmbeddedBroker(cfg.data_dir / "broker", topic=cfg.topic, partitions=cfg.partitions)
     status = broker.start() if start else broker.status()
     if not status.running:
         raise RuntimeError("the embedded broker is not running: dlc-ledger broker start")

