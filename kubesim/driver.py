@@ -242,7 +242,8 @@ class TraceDriver:
         while self._next < len(self._actions) and self._actions[self._next][0] == t:
             _, kind, index = self._actions[self._next]
             self._next += 1
-            self._apply(kind, self.trace.instances[index])
+            with self.sim.store.lock:  # HTTP writes (suspend, delete) interleave safely
+                self._apply(kind, self.trace.instances[index])
             self.applied += 1
         return True
 

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -113,8 +114,8 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
+        self.server.sim._record(self.command, self.path, code)  # before the client can see it
         self.wfile.write(data)
-        self.server.sim._record(self.command, self.path, code)
 
     def _dispatch(self) -> None:
         sim = self.server.sim
@@ -393,11 +394,11 @@ class _Handler(BaseHTTPRequestHandler):
         except Expired as exc:
             if sim.expired_watch_as_status:
                 raise _ApiError(410, "Expired", str(exc)) from exc
+            sim._record("WATCH", self.path, 200)
             self._start_stream()
             event = {"type": "ERROR", "object": _status(410, "Expired", str(exc))}
             self._write_line(orjson.dumps(event) + b"\n")
             self.wfile.write(b"0\r\n\r\n")
-            sim._record("WATCH", self.path, 200)
             return
         sim._record("WATCH", self.path, 200)
         try:
@@ -590,7 +591,7 @@ class KubeSim:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        epoch: Any = DEFAULT_EPOCH,
+        epoch: datetime = DEFAULT_EPOCH,
         history_size: int = 10_000,
         bookmark_interval: float = 1.0,
         timeout_scale: float = 1.0,
