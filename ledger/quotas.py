@@ -1,0 +1,483 @@
+"""Quota rules, with no IO: the quota tree file, its validation, diffs and usage arithmetic.
+
+An operator edits a quota tree as YAML (``ops/quotas/*.yaml``) and applies it; the
+tree becomes ``QuotaCreated`` / ``QuotaChanged`` / ``QuotaDeleted`` / ``WorkspaceBound``
+events. Everything here is a pure function of plain values, so the apply command, the
+quota projection and the tests share one definition of "valid tree", "what changed"
+and "who borrows from whom".
+
+Units (one per resource key, integers only, never fractions):
+
+- ``gpu/<model>`` and ``gpu/any``: milli-GPU (1 GPU = 1000);
+- ``cpu``: milli-cores (1 core = 1000);
+- ``memory``: MiB.
+
+Usage arithmetic, per quota node and flavor (see ``docs/quotas.md``):
+
+- ``used``: the subtree's usage (only leaves own usage);
+- ``borrowed``: usage above the node's ``min`` (never negative); a leaf's idle-mode usage
+  always counts as borrowed. A root has nobody to borrow from: it never borrows, usage
+  above its capacity is over-admission;
+- ``lent``: at each inner node, the children's borrowing is supplied first from the
+  node's shared pool (its min minus its children's mins), then from the siblings' unused
+  min (the lendable part first, in proportion to it), and whatever is left the node
+  itself borrowed from above (or, at a root, is over capacity) and passes down. Each
+  supplier's share is its ``lent``, so the tree's total ``lent`` equals its total
+  ``borrowed`` exactly;
+- ``max``: the node's own cap, else its parent's; a root's cap is its min;
+- ``over_admitted``: usage above ``max`` (a quota change never evicts, it shows here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ledger.canonical import canonical_json
+from ledger.envelopes import EventData
+from ledger.events import (
+    PreemptionPolicy,
+    QuotaChanged,
+    QuotaCreated,
+    QuotaDeleted,
+    QuotaSpec,
+    WorkspaceBound,
+)
+
+__all__ = [
+    "NO_QUOTA",
+    "RESOURCE_UNITS",
+    "NodeUsage",
+    "QuotaTree",
+    "QuotaTreeError",
+    "allocate",
+    "build_quota_tree",
+    "compute_usage",
+    "diff",
+    "parse_quota_tree",
+    "resource_unit",
+    "spec_hash",
+    "topological_order",
+    "validate_tree",
+]
+
+#: Where usage goes whose job has no quota (unbound workspace, deleted or inner quota).
+NO_QUOTA = "-"
+
+RESOURCE_UNITS = {"gpu/*": "mGPU", "cpu": "milli-cores", "memory": "MiB"}
+
+_KEY = re.compile(r"^(gpu/[A-Za-z0-9][A-Za-z0-9._-]*|cpu|memory)$")
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$")
+_NODE_FIELDS = frozenset(
+    {"name", "parent", "min", "max", "lend_limit", "preemption", "queue_policy", "workspaces"}
+)
+
+
+class QuotaTreeError(ValueError):
+    """A quota tree that cannot be applied; the message names the quota and the field."""
+
+
+def resource_unit(key: str) -> str:
+    """The unit quantities of ``key`` are counted in."""
+    if key.startswith("gpu/"):
+        return "mGPU"
+    return RESOURCE_UNITS[key]
+
+
+@dataclass(frozen=True)
+class QuotaTree:
+    """Quota specs by id and workspace bindings (workspace -> quota id)."""
+
+    specs: Mapping[str, QuotaSpec] = field(default_factory=dict)
+    bindings: Mapping[str, str] = field(default_factory=dict)
+
+    def children(self) -> dict[str, list[str]]:
+        return _children(self.specs)
+
+    def workspaces_of(self, quota_id: str) -> list[str]:
+        return sorted(ws for ws, q in self.bindings.items() if q == quota_id)
+
+
+def spec_hash(spec: QuotaSpec) -> str:
+    """A stable digest of a spec (deterministic event ids of apply)."""
+    return hashlib.sha256(canonical_json(spec.model_dump(mode="json"))).hexdigest()
+
+
+# --- parsing ------------------------------------------------------------------
+
+
+def parse_quota_tree(text: str) -> QuotaTree:
+    """Parse a quota tree file: a list of nodes, or a mapping with a ``quotas`` list."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise QuotaTreeError(f"not valid YAML: {exc}") from exc
+    if isinstance(raw, dict):
+        unknown = sorted(set(raw) - {"quotas"})
+        if unknown:
+            raise QuotaTreeError(f"unknown top-level field(s) {unknown}; expected 'quotas'")
+        raw = raw.get("quotas")
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise QuotaTreeError("a quota tree is a list of quota nodes (or {quotas: [...]})")
+    return build_quota_tree(raw)
+
+
+def _quantities(name: str, what: str, value: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise QuotaTreeError(f"quota {name!r}: {what} must be a mapping of resource -> quantity")
+    out: dict[str, int] = {}
+    for key, qty in value.items():
+        if not isinstance(key, str) or not _KEY.match(key):
+            raise QuotaTreeError(
+                f"quota {name!r}: {what}: unknown resource key {key!r} "
+                "(expected gpu/<model>, gpu/any, cpu or memory)"
+            )
+        if isinstance(qty, bool) or not isinstance(qty, int) or qty < 0:
+            raise QuotaTreeError(
+                f"quota {name!r}: {what}.{key}: {qty!r} is not a non-negative integer "
+                f"({key} is counted in {resource_unit(key)})"
+            )
+        out[key] = qty
+    return out
+
+
+def build_quota_tree(nodes: Sequence[Any]) -> QuotaTree:
+    """Validate plain node mappings (as parsed from YAML) into a :class:`QuotaTree`."""
+    raw_nodes: dict[str, dict[str, Any]] = {}
+    explicit_min: dict[str, bool] = {}
+    bindings: dict[str, str] = {}
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            raise QuotaTreeError(f"quota node #{index + 1} is not a mapping")
+        name = node.get("name")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise QuotaTreeError(
+                f"quota node #{index + 1}: name {name!r} must be lower-case letters, digits, "
+                "'-', '_' or '.' (at most 253)"
+            )
+        unknown = sorted(set(node) - _NODE_FIELDS)
+        if unknown:
+            raise QuotaTreeError(
+                f"quota {name!r}: unknown field(s) {unknown} (known: {sorted(_NODE_FIELDS)})"
+            )
+        if name in raw_nodes:
+            raise QuotaTreeError(f"quota {name!r} is defined twice")
+        parent = node.get("parent")
+        if parent is not None and not isinstance(parent, str):
+            raise QuotaTreeError(f"quota {name!r}: parent must be a quota name")
+        workspaces = node.get("workspaces") or []
+        if not isinstance(workspaces, list) or not all(
+            isinstance(w, str) and w for w in workspaces
+        ):
+            raise QuotaTreeError(f"quota {name!r}: workspaces must be a list of names")
+        for ws in workspaces:
+            if ws in bindings:
+                raise QuotaTreeError(
+                    f"workspace {ws!r} is bound to both {bindings[ws]!r} and {name!r}"
+                )
+            bindings[ws] = name
+        explicit_min[name] = "min" in node
+        raw_nodes[name] = {
+            "quota_id": name,
+            "parent": parent,
+            "min": _quantities(name, "min", node.get("min")),
+            "max": _quantities(name, "max", node.get("max")),
+            "lend_limit": _quantities(name, "lend_limit", node.get("lend_limit")),
+            "preemption": node.get("preemption") or {},
+            "queue_policy": node.get("queue_policy", "BestEffortFIFO"),
+        }
+    for name, node in raw_nodes.items():
+        if node["parent"] is not None and node["parent"] not in raw_nodes:
+            raise QuotaTreeError(f"quota {name!r}: unknown parent {node['parent']!r}")
+    _refuse_cycles({n: v["parent"] for n, v in raw_nodes.items()})
+
+    # an inner node without a min guarantees exactly its children's mins (README)
+    children = _children_of({n: v["parent"] for n, v in raw_nodes.items()})
+    for name in reversed(_topo({n: v["parent"] for n, v in raw_nodes.items()})):
+        if not explicit_min[name] and children.get(name):
+            total: dict[str, int] = {}
+            for child in children[name]:
+                for key, qty in raw_nodes[child]["min"].items():
+                    total[key] = total.get(key, 0) + qty
+            raw_nodes[name]["min"] = total
+
+    specs: dict[str, QuotaSpec] = {}
+    for name, node in raw_nodes.items():
+        try:
+            preemption = PreemptionPolicy.model_validate(node.pop("preemption"))
+            specs[name] = QuotaSpec.model_validate({**node, "preemption": preemption})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise QuotaTreeError(f"quota {name!r}: {where}: {err['msg']}") from exc
+    tree = QuotaTree(specs=specs, bindings=bindings)
+    validate_tree(tree)
+    return tree
+
+
+# --- validation ---------------------------------------------------------------
+
+
+def _children_of(parents: Mapping[str, str | None]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name in sorted(parents):
+        parent = parents[name]
+        if parent is not None and parent in parents:
+            out.setdefault(parent, []).append(name)
+    return out
+
+
+def _children(specs: Mapping[str, QuotaSpec]) -> dict[str, list[str]]:
+    return _children_of({n: s.parent for n, s in specs.items()})
+
+
+def _refuse_cycles(parents: Mapping[str, str | None]) -> None:
+    for start in sorted(parents):
+        seen = [start]
+        node = parents[start]
+        while node is not None and node in parents:
+            if node in seen:
+                cycle = " -> ".join([*seen[seen.index(node) :], node])
+                raise QuotaTreeError(f"quota {node!r} is in a parent cycle: {cycle}")
+            seen.append(node)
+            node = parents[node]
+
+
+def _topo(parents: Mapping[str, str | None]) -> list[str]:
+    """Parents before children, siblings by name; unknown parents count as roots."""
+    children = _children_of(parents)
+    roots = sorted(n for n, p in parents.items() if p is None or p not in parents)
+    order: list[str] = []
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(reversed(children.get(node, [])))
+    return order
+
+
+def topological_order(specs: Mapping[str, QuotaSpec]) -> list[str]:
+    """Quota ids with every parent before its children (depth first, by name)."""
+    return _topo({n: s.parent for n, s in specs.items()})
+
+
+def validate_tree(tree: QuotaTree) -> None:
+    """Raise :class:`QuotaTreeError` naming the first rule a tree breaks."""
+    specs = tree.specs
+    for name, spec in specs.items():
+        if spec.parent is not None and spec.parent not in specs:
+            raise QuotaTreeError(f"quota {name!r}: unknown parent {spec.parent!r}")
+    _refuse_cycles({n: s.parent for n, s in specs.items()})
+    children = _children(specs)
+    for name in topological_order(specs):
+        spec = specs[name]
+        for key, cap in spec.max.items():
+            if cap < spec.min.get(key, 0):
+                raise QuotaTreeError(
+                    f"quota {name!r}: max.{key} = {cap} is below min.{key} = {spec.min.get(key, 0)}"
+                )
+        if spec.parent is None:
+            for key, cap in spec.max.items():
+                if cap > spec.min.get(key, 0):
+                    raise QuotaTreeError(
+                        f"quota {name!r} has no parent, so it has nothing to borrow from: "
+                        f"max.{key} = {cap} must not exceed min.{key} = {spec.min.get(key, 0)}"
+                    )
+        for key, limit in spec.lend_limit.items():
+            if limit > spec.min.get(key, 0):
+                raise QuotaTreeError(
+                    f"quota {name!r}: lend_limit.{key} = {limit} exceeds min.{key} = "
+                    f"{spec.min.get(key, 0)}"
+                )
+        kids = children.get(name, [])
+        if kids:
+            keys = sorted({k for kid in kids for k in specs[kid].min})
+            for key in keys:
+                total = sum(specs[kid].min.get(key, 0) for kid in kids)
+                if total > spec.min.get(key, 0):
+                    raise QuotaTreeError(
+                        f"quota {name!r}: its children's min.{key} add up to {total}, "
+                        f"more than its own min.{key} = {spec.min.get(key, 0)} "
+                        f"(children: {', '.join(kids)})"
+                    )
+    for ws, quota in sorted(tree.bindings.items()):
+        if quota not in specs:
+            raise QuotaTreeError(f"workspace {ws!r} is bound to unknown quota {quota!r}")
+        if children.get(quota):
+            raise QuotaTreeError(
+                f"quota {quota!r} has child quotas, so workspace {ws!r} cannot be bound to it "
+                "(only leaf quotas run jobs)"
+            )
+
+
+# --- diff ---------------------------------------------------------------------
+
+
+def diff(current: QuotaTree, desired: QuotaTree) -> list[EventData]:
+    """The events that turn ``current`` into ``desired``, and nothing else.
+
+    Order: creations and changes with parents before children, then workspace
+    (re)bindings (workspaces absent from ``desired`` are unbound), then deletions
+    with children before parents.
+    """
+    events: list[EventData] = []
+    for name in topological_order(desired.specs):
+        spec = desired.specs[name]
+        old = current.specs.get(name)
+        if old is None:
+            events.append(QuotaCreated(spec=spec))
+        elif old != spec:
+            events.append(QuotaChanged(spec=spec))
+    for ws in sorted(set(current.bindings) | set(desired.bindings)):
+        want = desired.bindings.get(ws)
+        if current.bindings.get(ws) != want:
+            events.append(WorkspaceBound(workspace=ws, quota=want))
+    for name in reversed(topological_order(current.specs)):
+        if name not in desired.specs:
+            events.append(QuotaDeleted(quota_id=name))
+    return events
+
+
+# --- usage arithmetic ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """One quota node x flavor at an instant (all quantities in the key's unit)."""
+
+    quota: str
+    flavor: str
+    min: int
+    max: int
+    used: int
+    borrowed: int
+    lent: int
+    over_admitted: int
+
+    @property
+    def within_min(self) -> int:
+        return self.used - self.borrowed
+
+
+def allocate(amount: int, weights: Mapping[str, int]) -> dict[str, int]:
+    """Split ``amount`` in proportion to ``weights`` (integers, largest remainder, ties by
+    name); never more than a weight each, so ``amount >= sum(weights)`` returns weights."""
+    total = sum(weights.values())
+    if amount >= total:
+        return dict(weights)
+    if amount <= 0 or total == 0:
+        return {k: 0 for k in weights}
+    shares = {k: amount * w // total for k, w in weights.items()}
+    left = amount - sum(shares.values())
+    ranked = sorted(weights, key=lambda k: (-(amount * weights[k] % total), k))
+    for k in ranked[:left]:
+        shares[k] += 1
+    return shares
+
+
+def compute_usage(
+    specs: Mapping[str, QuotaSpec],
+    used: Mapping[str, Mapping[str, int]],
+    idle: Mapping[str, Mapping[str, int]] | None = None,
+    *,
+    flavors: Iterable[str] | None = None,
+) -> dict[tuple[str, str], NodeUsage]:
+    """Per (quota, flavor): min, max, used, borrowed, lent, over-admission.
+
+    ``used`` is each leaf quota's usage per flavor (idle-mode usage included);
+    ``idle`` the part of it by idle-mode jobs. Usage on an inner or unknown quota is
+    refused: the caller reports it under :data:`NO_QUOTA`.
+    """
+    idle = idle or {}
+    children = _children(specs)
+    for quota in [*used, *idle]:
+        if quota not in specs or children.get(quota):
+            raise ValueError(f"usage on {quota!r}, which is not a leaf quota")
+    if flavors is None:
+        keys: set[str] = set()
+        for spec in specs.values():
+            keys.update(spec.min, spec.max, spec.lend_limit)
+        for per in used.values():
+            keys.update(per)
+        flavors = keys
+    order = topological_order(specs)
+    out: dict[tuple[str, str], NodeUsage] = {}
+    for flavor in sorted(set(flavors)):
+        _one_flavor(specs, children, order, used, idle, flavor, out)
+    return out
+
+
+def _one_flavor(
+    specs: Mapping[str, QuotaSpec],
+    children: Mapping[str, list[str]],
+    order: Sequence[str],
+    used_in: Mapping[str, Mapping[str, int]],
+    idle_in: Mapping[str, Mapping[str, int]],
+    flavor: str,
+    out: dict[tuple[str, str], NodeUsage],
+) -> None:
+    mins = {n: specs[n].min.get(flavor, 0) for n in order}
+    used: dict[str, int] = {}
+    borrowed: dict[str, int] = {}
+    unused: dict[str, int] = {}
+    for name in reversed(order):  # children before parents
+        kids = children.get(name, [])
+        if kids:
+            total = sum(used[k] for k in kids)
+            used[name] = total
+            borrowed[name] = max(0, total - mins[name])
+            unused[name] = max(0, mins[name] - total)
+        else:
+            total = used_in.get(name, {}).get(flavor, 0)
+            idle = min(total, idle_in.get(name, {}).get(flavor, 0))
+            regular = total - idle
+            used[name] = total
+            borrowed[name] = max(0, regular - mins[name]) + idle
+            unused[name] = max(0, mins[name] - regular)
+        if specs[name].parent is None or specs[name].parent not in specs:
+            borrowed[name] = 0  # a root has nobody to borrow from: over capacity instead
+    lent = dict.fromkeys(order, 0)
+    for name in order:
+        kids = children.get(name, [])
+        if not kids:
+            continue
+        demand = sum(borrowed[k] for k in kids)
+        pool = max(0, mins[name] - sum(mins[k] for k in kids))
+        from_pool = min(demand, pool)
+        lent[name] += from_pool
+        rest = demand - from_pool
+        lendable = {k: min(unused[k], specs[k].lend_limit.get(flavor, unused[k])) for k in kids}
+        for k, share in allocate(rest, lendable).items():
+            lent[k] += share
+            rest -= share
+        beyond = {k: unused[k] - lendable[k] for k in kids}
+        for k, share in allocate(rest, beyond).items():
+            lent[k] += share
+            rest -= share
+        lent[name] += rest  # borrowed from above (or over capacity) and passed down
+    caps: dict[str, int] = {}
+    for name in order:
+        spec = specs[name]
+        parent = spec.parent if spec.parent in specs else None
+        default = caps[parent] if parent is not None else mins[name]
+        caps[name] = spec.max.get(flavor, default)
+        out[(name, flavor)] = NodeUsage(
+            quota=name,
+            flavor=flavor,
+            min=mins[name],
+            max=caps[name],
+            used=used[name],
+            borrowed=borrowed[name],
+            lent=lent[name],
+            over_admitted=max(0, used[name] - caps[name]),
+        )
