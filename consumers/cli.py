@@ -15,6 +15,8 @@ from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from consumers.broker_cli import broker_app
+from consumers.jobs_cli import jobs_app
+from consumers.projections_cli import project, projections_app
 from consumers.report_cli import report_app
 from consumers.store_cli import db_app, dead_letters_app, verify
 from ledger.store.base import StoreError
@@ -35,6 +37,9 @@ app.add_typer(report_app, name="report")
 app.command("verify")(verify)
 
 # Mount further command groups below, one line each (import above).
+app.command("project")(project)
+app.add_typer(projections_app, name="projections")
+app.add_typer(jobs_app, name="jobs")
 
 
 @app.command("demo")
