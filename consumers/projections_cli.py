@@ -1,0 +1,106 @@
+"""``dlc-ledger project`` and ``dlc-ledger projections …``: run, rebuild and watch read models.
+
+``project`` catches every registered projection (or one, ``--name``) up to the
+store's head, or with ``--follow`` keeps tailing until SIGINT/SIGTERM; each page
+and its checkpoint commit together, so stopping at any moment is safe.
+``projections rebuild`` empties a projection and replays it from position 0;
+``projections status`` shows each one's position, the head and the lag.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from consumers import context
+from consumers.jobs_cli import render_table
+from consumers.projector import Projector
+from projections.base import Projection
+from projections.registry import all_projections, projection_named
+
+__all__ = ["project", "projections_app"]
+
+projections_app = typer.Typer(
+    help="Read models: rebuild them, see how far behind they are.", no_args_is_help=True
+)
+
+NameOption = Annotated[
+    str | None, typer.Option("--name", help="Only this projection (default: all registered).")
+]
+PageOption = Annotated[int, typer.Option("--page-size", min=1, help="Events per transaction.")]
+
+
+def _selected(name: str | None) -> list[Projection]:
+    return [projection_named(name)] if name else all_projections()
+
+
+def project(
+    name: NameOption = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="Keep tailing new events until SIGINT/SIGTERM.")
+    ] = False,
+    page_size: PageOption = 2000,
+    poll_interval: Annotated[
+        float, typer.Option("--poll-interval", help="Seconds between polls when idle.")
+    ] = 2.0,
+) -> None:
+    """Bring projections up to date with the event store (once, or live with --follow)."""
+    projector = Projector(context.open_store(), _selected(name), page_size=page_size)
+    started = time.perf_counter()
+    read = projector.catch_up()
+    elapsed = time.perf_counter() - started
+    rate = f" ({read / elapsed:,.0f} events/s)" if read and elapsed > 0 else ""
+    typer.echo(f"caught up: {read} events applied across projections{rate}")
+    if not follow:
+        return
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        typer.echo("following the store (Ctrl-C to stop)")
+        projector.run_forever(stop, poll_interval=poll_interval)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    typer.echo("stopped; checkpoints are saved")
+
+
+@projections_app.command("rebuild")
+def rebuild(
+    name: Annotated[
+        str | None, typer.Argument(help="Projection to rebuild (default: every one).")
+    ] = None,
+    page_size: PageOption = 2000,
+) -> None:
+    """Empty a projection's tables and replay the whole store into it."""
+    projector = Projector(context.open_store(), _selected(name), page_size=page_size)
+    for projection in projector.projections:
+        started = time.perf_counter()
+        read = projector.rebuild(projection)
+        elapsed = time.perf_counter() - started
+        typer.echo(f"rebuilt {projection.name}: {read} events in {elapsed:.1f} s")
+
+
+@projections_app.command("status")
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+) -> None:
+    """Position, store head and lag of every registered projection."""
+    projector = Projector(context.open_store(), all_projections())
+    rows = [
+        {"name": s.name, "position": s.position, "head": s.head, "lag": s.lag}
+        for s in projector.status()
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        typer.echo(render_table(rows))

@@ -1,0 +1,536 @@
+"""Job state and audit timeline: "what is my job doing, and what happened to it, why, by whom".
+
+One row per job uid in ``job_state`` (current status, when it entered each status,
+who submitted it where, requested resources, restart and preemption counts, time
+spent running and goodput) and one row per event about the job in
+``job_timeline`` (lifecycle events on ``job/<uid>``, pod occupancy, and decisions
+naming the job), each with a one-line summary, its source, ``by`` and ``reason``.
+
+Status model (DESIGN §3 lifecycle events, plus occupancy):
+
+- JobSubmitted → Creating; JobQueued → Queuing; JobAdmitted → Admitted;
+  JobStarted, or a pod bound (OccupancyStarted) while Creating/Queuing/Admitted/
+  Restarting/Preempted → Running; JobRestarted → Restarting; JobPreempted → Preempted;
+- JobSucceeded → Succeeded, JobFailed → Failed (from any non-final status);
+- JobStopped or JobDeleted → Stopping while pods still occupy resources, Stopped
+  once the last one is released (at that release's time); a deleted job that had
+  already finished keeps its final status and only gets ``deleted_at``;
+- Succeeded, Failed and Stopped are final: later lifecycle events still appear in
+  the timeline but change nothing. A job recreated under the same name has a new
+  uid, hence a new row and its own occupancies.
+
+Times are cluster times (``occurred_at``, or the pod's own ``started_at`` /
+``ended_at``), never the wall clock, so a rebuild reproduces every row.
+``goodput`` = time in Running / (end - submission), for ended jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+import orjson
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    DateTime,
+    Integer,
+    Numeric,
+    Table,
+    Text,
+    Uuid,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+
+from ledger.canonical import format_timestamp
+from ledger.store.base import RecordedEvent
+from ledger.store.schema import metadata
+from projections.base import Projection
+from projections.bulk import copy_rows, fetch_by_keys, upsert_rows
+
+__all__ = [
+    "FINAL_STATUSES",
+    "STATUSES",
+    "JobsProjection",
+    "find_job",
+    "job_detail",
+    "job_state",
+    "job_timeline",
+    "list_jobs",
+]
+
+STATUSES = (
+    "Creating",
+    "Queuing",
+    "Admitted",
+    "Running",
+    "Restarting",
+    "Preempted",
+    "Stopping",
+    "Succeeded",
+    "Failed",
+    "Stopped",
+)
+FINAL_STATUSES = frozenset({"Succeeded", "Failed", "Stopped"})
+_STARTABLE = frozenset({"Creating", "Queuing", "Admitted", "Restarting", "Preempted"})
+
+_TS = DateTime(timezone=True)
+
+job_state = Table(
+    "job_state",
+    metadata,
+    Column("job_uid", Text, primary_key=True),
+    Column("name", Text),
+    Column("namespace", Text),
+    Column("kind", Text),
+    Column("framework", Text),
+    Column("workspace", Text),
+    Column("quota", Text),
+    Column("user", Text),
+    Column("priority", Integer),
+    Column("billing_mode", Text),
+    Column("replicas", JSONB, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("status_since", _TS, nullable=False),
+    Column("entered", JSONB, nullable=False),
+    Column("submitted_at", _TS),
+    Column("ended_at", _TS),
+    Column("deleted_at", _TS),
+    Column("restarts", Integer, nullable=False),
+    Column("preemptions", Integer, nullable=False),
+    Column("running_since", _TS),
+    Column("running_us", BigInteger, nullable=False),
+    Column("goodput", Numeric(12, 6)),
+    Column("open_occupancies", ARRAY(Text), nullable=False),
+    Column("events", Integer, nullable=False),
+    Column("last_position", BigInteger, nullable=False),
+)
+
+job_timeline = Table(
+    "job_timeline",
+    metadata,
+    Column("job_uid", Text, primary_key=True),
+    Column("position", BigInteger, primary_key=True),
+    Column("occurred_at", _TS, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("by", Text),
+    Column("reason", Text),
+    Column("stream", Text, nullable=False),
+    Column("event_id", Uuid, nullable=False),
+)
+
+_TIMELINE_COLUMNS = [c.name for c in job_timeline.columns]
+_LIFECYCLE = frozenset(
+    {
+        "JobSubmitted",
+        "JobQueued",
+        "JobAdmitted",
+        "JobStarted",
+        "JobRestarted",
+        "JobPreempted",
+        "JobSucceeded",
+        "JobFailed",
+        "JobStopped",
+        "JobDeleted",
+    }
+)
+_OCCUPANCY = frozenset({"OccupancyStarted", "OccupancyEnded"})
+_DECISIONS = frozenset({"AdmissionDecided", "PreemptionDecided"})
+_MICRO = Decimal("0.000001")
+
+
+def _parse(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def _micros(delta: timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@dataclass(slots=True)
+class _Job:
+    job_uid: str
+    status: str
+    status_since: datetime
+    name: str | None = None
+    namespace: str | None = None
+    kind: str | None = None
+    framework: str | None = None
+    workspace: str | None = None
+    quota: str | None = None
+    user: str | None = None
+    priority: int | None = None
+    billing_mode: str | None = None
+    replicas: list[dict[str, Any]] = field(default_factory=list)
+    entered: dict[str, str] = field(default_factory=dict)
+    submitted_at: datetime | None = None
+    ended_at: datetime | None = None
+    deleted_at: datetime | None = None
+    restarts: int = 0
+    preemptions: int = 0
+    running_since: datetime | None = None
+    running_us: int = 0
+    goodput: Decimal | None = None
+    open_occupancies: list[str] = field(default_factory=list)
+    events: int = 0
+    last_position: int = 0
+
+    @classmethod
+    def new(cls, uid: str, at: datetime) -> _Job:
+        job = cls(uid, "Creating", at)
+        job.entered["Creating"] = format_timestamp(at)
+        return job
+
+    @classmethod
+    def from_row(cls, row: Any) -> _Job:
+        m = row._mapping
+        return cls(**{k: m[k] for k in _JOB_COLUMNS})
+
+    def row(self) -> tuple[Any, ...]:
+        values = []
+        for name in _JOB_COLUMNS:
+            value = getattr(self, name)
+            if name in ("replicas", "entered"):
+                value = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+            values.append(value)
+        return tuple(values)
+
+    def enter(self, status: str, at: datetime) -> None:
+        if status == self.status:
+            return
+        if self.running_since is not None:
+            self.running_us += max(0, _micros(at - self.running_since))
+            self.running_since = None
+        self.status = status
+        self.status_since = at
+        self.entered.setdefault(status, format_timestamp(at))
+        if status == "Running":
+            self.running_since = at
+        elif status in FINAL_STATUSES:
+            self.ended_at = at
+            self.goodput = self._goodput()
+
+    def _goodput(self) -> Decimal | None:
+        start = self.submitted_at
+        if start is None or self.ended_at is None:
+            return None
+        lifetime = _micros(self.ended_at - start)
+        if lifetime <= 0:
+            return None
+        ratio = Decimal(min(self.running_us, lifetime)) / Decimal(lifetime)
+        return ratio.quantize(_MICRO, rounding=ROUND_HALF_EVEN)
+
+    def stop(self, at: datetime) -> None:
+        self.enter("Stopping" if self.open_occupancies else "Stopped", at)
+
+
+_JOB_COLUMNS = tuple(c.name for c in job_state.columns)
+
+
+def _resources(mgpu: Any, cpu: Any, mem: Any) -> str:
+    return f"{mgpu} mGPU, {cpu} mCPU, {mem} MiB"
+
+
+def _replicas_summary(replicas: Sequence[dict[str, Any]]) -> str:
+    parts = [
+        f"{r.get('count', 1)} x {r.get('replica_type', 'worker')} "
+        f"({_resources(r.get('mgpu', 0), r.get('cpu_milli', 0), r.get('memory_mib', 0))}"
+        f" on {r.get('flavor', 'gpu/any')})"
+        for r in replicas
+    ]
+    return ", ".join(parts) or "no replicas"
+
+
+def _suffix(by: str | None, reason: str | None) -> str:
+    out = f" by {by}" if by else ""
+    return out + (f": {reason}" if reason else "")
+
+
+_TRANSITION_TEXT = {
+    "JobQueued": "queued",
+    "JobAdmitted": "admitted",
+    "JobStarted": "started running",
+    "JobRestarted": "restarted",
+    "JobPreempted": "preempted",
+    "JobSucceeded": "succeeded",
+    "JobFailed": "failed",
+    "JobStopped": "stopped",
+    "JobDeleted": "deleted",
+}
+
+
+def _summary(kind: str, data: dict[str, Any], job_uid: str) -> str:
+    if kind == "JobSubmitted":
+        quota = data.get("quota") or "none"
+        return (
+            f"submitted {data.get('kind', 'Job')} {data.get('namespace', 'default')}/"
+            f"{data.get('name')} by {data.get('user', 'unknown')} to workspace "
+            f"{data.get('workspace')} (quota {quota}, {data.get('billing_mode', 'public')}, "
+            f"priority {data.get('priority', 0)}): {_replicas_summary(data.get('replicas', ()))}"
+        )
+    if kind in _TRANSITION_TEXT:
+        return _TRANSITION_TEXT[kind] + _suffix(data.get("by"), data.get("reason"))
+    if kind == "OccupancyStarted":
+        pod = data.get("pod_name") or data.get("pod_uid")
+        return (
+            f"pod {pod} bound to node {data.get('node') or '?'} at {data.get('started_at')}: "
+            f"{_resources(data.get('mgpu'), data.get('cpu_milli'), data.get('memory_mib'))} "
+            f"({data.get('flavor')}, {data.get('billing_mode')})"
+        )
+    if kind == "OccupancyEnded":
+        estimated = ", estimated" if data.get("estimated") else ""
+        return (
+            f"pod {data.get('pod_uid')} released at {data.get('ended_at')} "
+            f"({data.get('reason', 'completed')}{estimated})"
+        )
+    if kind == "AdmissionDecided":
+        borrowing = ", borrowing" if data.get("borrowing") else ""
+        return f"admission decision: {data.get('outcome')} in quota {data.get('quota')}{borrowing}"
+    if kind == "PreemptionDecided":
+        victims = [v.get("job_uid") for v in data.get("victims", ())]
+        if data.get("preemptor") == job_uid:
+            return f"preempts {len(victims)} job(s) ({', '.join(map(str, victims))}): " + str(
+                data.get("reason")
+            )
+        return f"chosen as preemption victim for job {data.get('preemptor')}"
+    return kind
+
+
+def _named_jobs(event: RecordedEvent) -> list[tuple[str, str | None, str | None]]:
+    """(job uid, by, reason) for every job the event is about."""
+    env = event.envelope
+    data = env.data
+    found: dict[str, tuple[str | None, str | None]] = {}
+    if env.stream.startswith("job/"):
+        found[env.stream[4:]] = (data.get("by"), data.get("reason"))
+    uid = data.get("job_uid")
+    if isinstance(uid, str) and uid not in found:
+        found[uid] = (data.get("by"), data.get("reason"))
+    if env.type == "OccupancyEnded":
+        for key in list(found):
+            found[key] = (None, data.get("reason"))
+    elif env.type == "AdmissionDecided":
+        for key in list(found):
+            found[key] = ("dispatcher", data.get("outcome"))
+    elif env.type == "PreemptionDecided":
+        preemptor = data.get("preemptor")
+        if isinstance(preemptor, str):
+            found.setdefault(preemptor, (None, data.get("reason")))
+        for victim in data.get("victims", ()):
+            vid = victim.get("job_uid")
+            if isinstance(vid, str):
+                found[vid] = (preemptor, victim.get("reason") or data.get("reason"))
+    return [(uid, by, reason) for uid, (by, reason) in found.items()]
+
+
+class JobsProjection(Projection):
+    """Folds job lifecycle, occupancy and decision events into job_state and job_timeline."""
+
+    name = "jobs"
+    tables = (job_state, job_timeline)
+
+    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+        about: list[tuple[RecordedEvent, list[tuple[str, str | None, str | None]]]] = []
+        uids: set[str] = set()
+        for event in events:
+            kind = event.envelope.type
+            if event.envelope.stream.startswith("job/") or kind in _OCCUPANCY or kind in _DECISIONS:
+                named = _named_jobs(event)
+                if named:
+                    about.append((event, named))
+                    if kind in _LIFECYCLE or kind in _OCCUPANCY:
+                        uids.update(uid for uid, _, _ in named)
+        if not about:
+            return
+        jobs = {
+            row.job_uid: _Job.from_row(row)
+            for row in fetch_by_keys(conn, job_state, "job_uid", uids)
+        }
+        changed: set[str] = set()
+        timeline: list[tuple[Any, ...]] = []
+        for event, named in about:
+            env = event.envelope
+            data = env.data
+            for uid, by, reason in named:
+                timeline.append(
+                    (
+                        uid,
+                        event.position,
+                        env.occurred_at,
+                        env.type,
+                        _summary(env.type, data, uid),
+                        env.source,
+                        by,
+                        reason,
+                        env.stream,
+                        env.event_id,
+                    )
+                )
+            if env.type in _LIFECYCLE or env.type in _OCCUPANCY:
+                uid = data.get("job_uid") or env.stream[4:]
+                job = jobs.get(uid)
+                if job is None:
+                    job = jobs[uid] = _Job.new(uid, env.occurred_at)
+                _fold(job, env.type, data, env.occurred_at)
+                job.events += 1
+                job.last_position = event.position
+                changed.add(uid)
+        upsert_rows(conn, job_state, [jobs[uid].row() for uid in sorted(changed)], key=["job_uid"])
+        copy_rows(conn, "job_timeline", _TIMELINE_COLUMNS, timeline)
+
+
+def _fold(job: _Job, kind: str, data: dict[str, Any], at: datetime) -> None:
+    final = job.status in FINAL_STATUSES
+    if kind == "OccupancyStarted":
+        occupancy = data["occupancy_id"]
+        if occupancy not in job.open_occupancies:
+            job.open_occupancies = [*job.open_occupancies, occupancy]
+        if job.status in _STARTABLE:
+            job.enter("Running", _parse(data["started_at"]))
+    elif kind == "OccupancyEnded":
+        occupancy = data["occupancy_id"]
+        if occupancy in job.open_occupancies:
+            job.open_occupancies = [o for o in job.open_occupancies if o != occupancy]
+            if job.status == "Stopping" and not job.open_occupancies:
+                job.enter("Stopped", _parse(data["ended_at"]))
+    elif kind == "JobSubmitted":
+        job.name = data.get("name")
+        job.namespace = data.get("namespace", "default")
+        job.kind = data.get("kind", "Job")
+        job.framework = data.get("framework", "none")
+        job.workspace = data.get("workspace")
+        job.quota = data.get("quota")
+        job.user = data.get("user", "unknown")
+        job.priority = data.get("priority", 0)
+        job.billing_mode = data.get("billing_mode", "public")
+        job.replicas = list(data.get("replicas", ()))
+        if job.submitted_at is None:
+            job.submitted_at = at
+    elif final:
+        if kind == "JobDeleted" and job.deleted_at is None:
+            job.deleted_at = at
+    elif kind == "JobQueued":
+        job.enter("Queuing", at)
+    elif kind == "JobAdmitted":
+        job.enter("Admitted", at)
+    elif kind == "JobStarted":
+        if job.status != "Stopping":
+            job.enter("Running", at)
+    elif kind == "JobRestarted":
+        job.restarts += 1
+        job.enter("Restarting", at)
+    elif kind == "JobPreempted":
+        job.preemptions += 1
+        job.enter("Preempted", at)
+    elif kind == "JobSucceeded":
+        job.enter("Succeeded", at)
+    elif kind == "JobFailed":
+        job.enter("Failed", at)
+    elif kind == "JobStopped":
+        job.stop(at)
+    elif kind == "JobDeleted":
+        if job.deleted_at is None:
+            job.deleted_at = at
+        job.stop(at)
+
+
+# --- queries ------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def _job_dict(row: Any) -> dict[str, Any]:
+    m = dict(row._mapping)
+    hidden = ("running_since", "open_occupancies", "last_position", "events", "running_us")
+    out = {k: _jsonable(v) for k, v in m.items() if k not in hidden}
+    out["running_seconds"] = _jsonable(Decimal(m["running_us"]) / 1_000_000)
+    out["open_occupancies"] = len(m["open_occupancies"])
+    return out
+
+
+def list_jobs(
+    conn: Connection,
+    *,
+    workspace: str | None = None,
+    status: str | None = None,
+    user: str | None = None,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """Jobs, newest submission first, filtered; JSON-ready dicts."""
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
+    query = job_state.select()
+    if workspace is not None:
+        query = query.where(job_state.c.workspace == workspace)
+    if status is not None:
+        query = query.where(job_state.c.status == status)
+    if user is not None:
+        query = query.where(job_state.c.user == user)
+    query = query.order_by(job_state.c.submitted_at.desc().nulls_last(), job_state.c.job_uid).limit(
+        limit
+    )
+    return [_job_dict(row) for row in conn.execute(query)]
+
+
+def find_job(conn: Connection, ref: str) -> str:
+    """The uid of job ``ref`` (a uid, or a name that only one job carries)."""
+    if conn.execute(job_state.select().where(job_state.c.job_uid == ref)).first():
+        return ref
+    uids = [
+        row.job_uid
+        for row in conn.execute(
+            job_state.select().where(job_state.c.name == ref).order_by(job_state.c.submitted_at)
+        )
+    ]
+    if not uids:
+        raise ValueError(f"no job with uid or name {ref!r}")
+    if len(uids) > 1:
+        raise ValueError(f"name {ref!r} is ambiguous, {len(uids)} jobs: {', '.join(uids)}")
+    return str(uids[0])
+
+
+def job_detail(conn: Connection, uid: str) -> dict[str, Any]:
+    """One job: state, occupied resource-seconds per flavor (closed occupancies), timeline."""
+    row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
+    if row is None:
+        raise ValueError(f"no job with uid {uid!r}")
+    detail = _job_dict(row)
+    usage = conn.execute(
+        text(
+            """
+            SELECT flavor,
+                   sum(mgpu * extract(epoch FROM ended_at - started_at)) AS mgpu_seconds,
+                   sum(cpu_milli * extract(epoch FROM ended_at - started_at)) AS cpu_milli_seconds,
+                   sum(memory_mib * extract(epoch FROM ended_at - started_at))
+                     AS memory_mib_seconds,
+                   count(*) AS occupancies
+            FROM occupancy
+            WHERE job_uid = :uid AND started_at IS NOT NULL AND ended_at IS NOT NULL
+            GROUP BY flavor ORDER BY flavor
+            """
+        ),
+        {"uid": uid},
+    )
+    detail["occupied"] = [{k: _jsonable(v) for k, v in u._mapping.items()} for u in usage]
+    timeline = conn.execute(
+        job_timeline.select().where(job_timeline.c.job_uid == uid).order_by(job_timeline.c.position)
+    )
+    detail["timeline"] = [
+        {k: _jsonable(v) for k, v in t._mapping.items() if k not in ("job_uid", "event_id")}
+        | {"event_id": str(t.event_id)}
+        for t in timeline
+    ]
+    return detail

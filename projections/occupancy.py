@@ -1,0 +1,191 @@
+"""Occupancy intervals: which pod held which resources, where, from when to when.
+
+One row per occupancy id (a pod bound to a node, DESIGN §5), opened by
+OccupancyStarted and closed by OccupancyEnded. Intervals are half-open
+``[started_at, ended_at)``; a GiST index on that range makes "what was occupied
+at T" one index probe however long the history grows.
+
+Edge cases, decided once: an end recorded before its start is kept (columns of
+the start stay empty) and completed when the start arrives; a second end only
+replaces an *estimated* one; an end earlier than the start is clamped to the
+start (a zero-length interval), so the range is always valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Connection,
+    DateTime,
+    Table,
+    Text,
+    text,
+)
+
+from ledger.store.base import RecordedEvent
+from ledger.store.schema import metadata
+from projections.base import Projection
+from projections.bulk import fetch_by_keys, upsert_rows
+
+__all__ = ["GROUP_KEYS", "OccupancyProjection", "occupancy", "occupied_at"]
+
+_TS = DateTime(timezone=True)
+
+occupancy = Table(
+    "occupancy",
+    metadata,
+    Column("occupancy_id", Text, primary_key=True),
+    Column("job_uid", Text, nullable=False),
+    Column("pod_uid", Text, nullable=False),
+    Column("pod_name", Text),
+    Column("node", Text),
+    Column("flavor", Text),
+    Column("mgpu", BigInteger),
+    Column("cpu_milli", BigInteger),
+    Column("memory_mib", BigInteger),
+    Column("billing_mode", Text),
+    Column("workspace", Text),
+    Column("quota", Text),
+    Column("user", Text),
+    Column("started_at", _TS),
+    Column("ended_at", _TS),
+    Column("end_reason", Text),
+    Column("estimated", Boolean, nullable=False),
+    Column("start_position", BigInteger),
+    Column("end_position", BigInteger),
+    CheckConstraint(
+        "started_at IS NULL OR ended_at IS NULL OR ended_at >= started_at",
+        name="occupancy_interval_ordered",
+    ),
+)
+
+#: Columns ``occupied_at`` may group by.
+GROUP_KEYS = ("workspace", "quota", "flavor", "billing_mode", "user", "node", "job_uid")
+
+
+@dataclass(slots=True)
+class _Occupancy:
+    occupancy_id: str
+    job_uid: str
+    pod_uid: str
+    pod_name: str | None = None
+    node: str | None = None
+    flavor: str | None = None
+    mgpu: int | None = None
+    cpu_milli: int | None = None
+    memory_mib: int | None = None
+    billing_mode: str | None = None
+    workspace: str | None = None
+    quota: str | None = None
+    user: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    end_reason: str | None = None
+    estimated: bool = False
+    start_position: int | None = None
+    end_position: int | None = None
+
+    def clamp(self) -> None:
+        if self.started_at and self.ended_at and self.ended_at < self.started_at:
+            self.ended_at = self.started_at
+
+
+class OccupancyProjection(Projection):
+    name = "occupancy"
+    tables = (occupancy,)
+    event_types = frozenset({"OccupancyStarted", "OccupancyEnded"})
+
+    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+        ids = {
+            e.envelope.data["occupancy_id"] for e in events if e.envelope.type in self.event_types
+        }
+        if not ids:
+            return
+        rows = {
+            r.occupancy_id: _Occupancy(*r)
+            for r in fetch_by_keys(conn, occupancy, "occupancy_id", ids)
+        }
+        changed: set[str] = set()
+        for event in events:
+            kind = event.envelope.type
+            data = event.envelope.data
+            if kind == "OccupancyStarted":
+                occ_id = data["occupancy_id"]
+                row = rows.get(occ_id)
+                if row is None:
+                    row = rows[occ_id] = _Occupancy(occ_id, data["job_uid"], data["pod_uid"])
+                elif row.started_at is not None:
+                    continue  # the first start stands
+                row.job_uid = data["job_uid"]
+                row.pod_uid = data["pod_uid"]
+                row.pod_name = data.get("pod_name", "")
+                row.node = data.get("node", "")
+                row.flavor = data.get("flavor", "gpu/any")
+                row.mgpu = data["mgpu"]
+                row.cpu_milli = data["cpu_milli"]
+                row.memory_mib = data["memory_mib"]
+                row.billing_mode = data.get("billing_mode", "public")
+                row.workspace = data["workspace"]
+                row.quota = data.get("quota")
+                row.user = data.get("user", "unknown")
+                row.started_at = datetime.fromisoformat(data["started_at"])
+                row.start_position = event.position
+            elif kind == "OccupancyEnded":
+                occ_id = data["occupancy_id"]
+                row = rows.get(occ_id)
+                if row is None:
+                    row = rows[occ_id] = _Occupancy(occ_id, data["job_uid"], data["pod_uid"])
+                elif row.ended_at is not None and not row.estimated:
+                    continue  # the first real end stands
+                row.ended_at = datetime.fromisoformat(data["ended_at"])
+                row.end_reason = data.get("reason", "completed")
+                row.estimated = bool(data.get("estimated", False))
+                row.end_position = event.position
+            else:
+                continue
+            row.clamp()
+            changed.add(data["occupancy_id"])
+        upsert_rows(
+            conn, occupancy, [astuple(rows[i]) for i in sorted(changed)], key=["occupancy_id"]
+        )
+
+
+def occupied_at(conn: Connection, at: datetime, group_by: Sequence[str]) -> list[dict[str, Any]]:
+    """Resources occupied at instant ``at`` (half-open intervals), summed per group.
+
+    Rows carry the group keys plus ``mgpu``, ``cpu_milli``, ``memory_mib`` and
+    ``jobs`` (distinct jobs), ordered by the group keys.
+    """
+    unknown = [g for g in group_by if g not in GROUP_KEYS]
+    if unknown or not group_by:
+        raise ValueError(
+            f"cannot group by {', '.join(unknown) or 'nothing'}; "
+            f"choose from {', '.join(GROUP_KEYS)}"
+        )
+    keys = ", ".join(f'"{g}"' for g in group_by)
+    result = conn.execute(
+        text(
+            f"""
+            SELECT {keys},
+                   sum(mgpu)::bigint AS mgpu,
+                   sum(cpu_milli)::bigint AS cpu_milli,
+                   sum(memory_mib)::bigint AS memory_mib,
+                   count(DISTINCT job_uid) AS jobs
+            FROM occupancy
+            WHERE started_at IS NOT NULL
+              AND tstzrange(started_at, ended_at, '[)') @> CAST(:at AS timestamptz)
+            GROUP BY {keys}
+            ORDER BY {keys}
+            """
+        ),
+        {"at": at},
+    )
+    return [dict(r._mapping) for r in result]

@@ -1,0 +1,31 @@
+"""Every projection the runner drives, in one list.
+
+``dlc-ledger project`` / ``projections rebuild|status`` and the benchmark build
+exactly these. Adding a read model is a one-line edit here (plus its migration).
+"""
+
+from __future__ import annotations
+
+from projections.base import Projection
+from projections.inventory import InventoryProjection
+from projections.jobs import JobsProjection
+from projections.occupancy import OccupancyProjection
+
+__all__ = ["all_projections", "projection_named"]
+
+
+def all_projections() -> list[Projection]:
+    """A fresh instance of every registered projection, in run order."""
+    return [
+        JobsProjection(),
+        OccupancyProjection(),
+        InventoryProjection(),
+    ]
+
+
+def projection_named(name: str) -> Projection:
+    """The registered projection called ``name``; a ValueError names the known ones."""
+    found = {p.name: p for p in all_projections()}
+    if name not in found:
+        raise ValueError(f"no projection named {name!r}; known: {', '.join(sorted(found))}")
+    return found[name]
