@@ -1,0 +1,33 @@
+"""Fixtures for projection tests: the CLI pointed at the test database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from consumers import context
+from consumers.cli import app
+
+CliCall = Callable[..., str]
+
+
+@pytest.fixture
+def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliCall]:
+    """``cli("jobs", "list")`` runs the real command on the test database, returns stdout."""
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    context.settings.cache_clear()
+    runner = CliRunner()
+
+    def call(*args: str, ok: bool = True) -> str:
+        result = runner.invoke(app, list(args))
+        if ok:
+            assert result.exit_code == 0, (result.output, result.exception)
+            return result.stdout
+        assert result.exit_code != 0, result.output
+        # ValueErrors reach the user through consumers.cli.main as one line
+        return result.output + (str(result.exception) if result.exception else "")
+
+    yield call
+    context.settings.cache_clear()
