@@ -17,6 +17,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from consumers.broker_cli import broker_app
 from consumers.jobs_cli import jobs_app
 from consumers.projections_cli import project, projections_app
+from consumers.quotas_cli import quotas_app
 from consumers.report_cli import report_app
 from consumers.store_cli import db_app, dead_letters_app, verify
 from ledger.store.base import StoreError
@@ -40,6 +41,7 @@ app.command("verify")(verify)
 app.command("project")(project)
 app.add_typer(projections_app, name="projections")
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(quotas_app, name="quotas")
 
 
 @app.command("demo")

@@ -87,7 +87,7 @@ def resource_unit(key: str) -> str:
     """The unit quantities of ``key`` are counted in."""
     if key.startswith("gpu/"):
         return "mGPU"
-    return RESOURCE_UNITS[key]
+    return RESOURCE_UNITS.get(key, "")
 
 
 @dataclass(frozen=True)

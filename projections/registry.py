@@ -10,6 +10,7 @@ from projections.base import Projection
 from projections.inventory import InventoryProjection
 from projections.jobs import JobsProjection
 from projections.occupancy import OccupancyProjection
+from projections.quotas import QuotaProjection
 
 __all__ = ["all_projections", "projection_named"]
 
@@ -20,6 +21,7 @@ def all_projections() -> list[Projection]:
         JobsProjection(),
         OccupancyProjection(),
         InventoryProjection(),
+        QuotaProjection(),
     ]
 
 

@@ -1,0 +1,311 @@
+"""``dlc-ledger quotas apply|list|show`` and ``dlc-ledger report quota-usage``.
+
+``apply`` works like ``kubectl apply``: it brings the quota projection up to date,
+diffs the file against the projected tree, and appends only the differences as
+events (streams ``quota/<id>`` and ``workspace/<id>``, source ``api/<$USER>``). Event
+ids are deterministic over (stream, its version before the change, what changes), and
+the append expects those stream versions, so two concurrent applies cannot both win.
+Applying the same file twice appends nothing the second time.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from consumers import context
+from consumers.jobs_cli import Format, parse_instant, render_table
+from consumers.projector import Projector
+from consumers.report_cli import report_app
+from ledger.envelopes import Envelope, EventData, make_envelope
+from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
+from ledger.ids import deterministic_id
+from ledger.quotas import QuotaTree, diff, parse_quota_tree, resource_unit, spec_hash
+from ledger.store.postgres import PostgresEventStore
+from projections.quotas import QuotaProjection, quota_tree, usage_at
+
+__all__ = ["apply_quota_file", "describe", "quota_envelopes", "quotas_app"]
+
+quotas_app = typer.Typer(
+    help="Quota tree: apply a YAML file, list, show usage.", no_args_is_help=True
+)
+
+FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
+
+
+def _principal() -> str:
+    user = os.environ.get("USER")
+    if not user:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "unknown"
+    return user
+
+
+def _stream(event: EventData) -> tuple[str, str]:
+    """(stream, what-changes digest) of one apply event."""
+    if isinstance(event, (QuotaCreated, QuotaChanged)):
+        return f"quota/{event.spec.quota_id}", spec_hash(event.spec)
+    if isinstance(event, QuotaDeleted):
+        return f"quota/{event.quota_id}", "deleted"
+    if isinstance(event, WorkspaceBound):
+        return f"workspace/{event.workspace}", event.quota or "-"
+    raise TypeError(f"not an apply event: {type(event).__name__}")
+
+
+def quota_envelopes(
+    store: PostgresEventStore,
+    events: list[EventData],
+    *,
+    at: datetime,
+    source: str,
+) -> tuple[list[Envelope], dict[str, int]]:
+    """Envelopes for ``events`` and the stream versions the append must find."""
+    expected: dict[str, int] = {}
+    envelopes: list[Envelope] = []
+    for event in events:
+        stream, digest = _stream(event)
+        if stream not in expected:
+            expected[stream] = store.stream_version(stream)
+        version = expected[stream] + sum(1 for e in envelopes if e.stream == stream)
+        event_id = deterministic_id("apply", stream, str(version), event.type_name, digest)
+        envelopes.append(
+            make_envelope(
+                event,
+                event_id=event_id,
+                stream=stream,
+                occurred_at=at,
+                observed_at=at,
+                source=source,
+            )
+        )
+    return envelopes, expected
+
+
+def _catch_up(store: PostgresEventStore) -> None:
+    Projector(store, [QuotaProjection()]).catch_up()
+
+
+def _current(store: PostgresEventStore) -> QuotaTree:
+    _catch_up(store)
+    with store.engine.connect() as conn:
+        return quota_tree(conn)
+
+
+def _quantities(values: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(values.items())) or "-"
+
+
+def _changes(old: QuotaSpec, new: QuotaSpec) -> str:
+    parts = []
+    a, b = old.model_dump(mode="json"), new.model_dump(mode="json")
+    for field in ("parent", "min", "max", "lend_limit", "preemption", "queue_policy"):
+        if a[field] != b[field]:
+            if isinstance(a[field], dict) and isinstance(b[field], dict):
+                for key in sorted(set(a[field]) | set(b[field])):
+                    if a[field].get(key) != b[field].get(key):
+                        parts.append(
+                            f"{field}.{key} {a[field].get(key, '-')} -> {b[field].get(key, '-')}"
+                        )
+            else:
+                parts.append(f"{field} {a[field]} -> {b[field]}")
+    return "; ".join(parts)
+
+
+def describe(current: QuotaTree, event: EventData) -> str:
+    """One human line per apply event."""
+    if isinstance(event, QuotaCreated):
+        s = event.spec
+        return (
+            f"created quota {s.quota_id} (parent {s.parent or '-'}; "
+            f"min {_quantities(s.min)}; max {_quantities(s.max)})"
+        )
+    if isinstance(event, QuotaChanged):
+        return (
+            f"changed quota {event.spec.quota_id}: "
+            f"{_changes(current.specs[event.spec.quota_id], event.spec)}"
+        )
+    if isinstance(event, QuotaDeleted):
+        return f"deleted quota {event.quota_id}"
+    if isinstance(event, WorkspaceBound):
+        was = current.bindings.get(event.workspace, "-")
+        if event.quota is None:
+            return f"unbound workspace {event.workspace} (was {was})"
+        return f"bound workspace {event.workspace} to {event.quota} (was {was})"
+    return type(event).__name__
+
+
+def apply_quota_file(
+    store: PostgresEventStore,
+    text: str,
+    *,
+    at: datetime | None = None,
+    dry_run: bool = False,
+    user: str | None = None,
+) -> list[str]:
+    """Diff ``text`` against the projected tree; append the differences unless dry-run.
+
+    Returns one line per change (empty: nothing to do).
+    """
+    desired = parse_quota_tree(text)
+    current = _current(store)
+    events = diff(current, desired)
+    lines = [describe(current, e) for e in events]
+    if events and not dry_run:
+        when = at or datetime.now(UTC)
+        envelopes, expected = quota_envelopes(
+            store, events, at=when, source=f"api/{user or _principal()}"
+        )
+        store.append(envelopes, expected_versions=expected)
+        _catch_up(store)
+    return lines
+
+
+@quotas_app.command("apply")
+def apply(
+    file: Annotated[Path, typer.Argument(help="Quota tree YAML (see ops/quotas/demo.yaml).")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the changes, append nothing.")
+    ] = False,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at", help="occurred_at of the events (ISO; default now), e.g. a replay's epoch."
+        ),
+    ] = None,
+) -> None:
+    """Make the quota tree match FILE: append only the differences (idempotent)."""
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {file}: {exc.strerror}") from exc
+    store = context.open_store()
+    lines = apply_quota_file(store, text, at=parse_instant(at) if at else None, dry_run=dry_run)
+    if not lines:
+        typer.echo("no changes")
+        return
+    prefix = "would: " if dry_run else ""
+    for line in lines:
+        typer.echo(prefix + line)
+    if not dry_run:
+        typer.echo(f"applied {len(lines)} change(s)")
+
+
+@quotas_app.command("list")
+def list_quotas(fmt: FormatOption = Format.table) -> None:
+    """Every quota node: parent, min, max, bound workspaces."""
+    tree = _current(context.open_store())
+    rows: list[dict[str, Any]] = []
+    from ledger.quotas import topological_order
+
+    for name in topological_order(tree.specs):
+        spec = tree.specs[name]
+        rows.append(
+            {
+                "quota": name,
+                "parent": spec.parent,
+                "min": spec.min if fmt is Format.json else _quantities(spec.min),
+                "max": spec.max if fmt is Format.json else _quantities(spec.max),
+                "workspaces": tree.workspaces_of(name)
+                if fmt is Format.json
+                else ",".join(tree.workspaces_of(name)) or "-",
+            }
+        )
+    if fmt is Format.json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        typer.echo(render_table(rows))
+
+
+@quotas_app.command("show")
+def show(quota: str, fmt: FormatOption = Format.table) -> None:
+    """One quota: spec, bound workspaces, current usage per flavor."""
+    store = context.open_store()
+    tree = _current(store)
+    spec = tree.specs.get(quota)
+    if spec is None:
+        raise typer.BadParameter(
+            f"no quota named {quota!r}; known: {', '.join(sorted(tree.specs))}"
+        )
+    with store.engine.connect() as conn:
+        usage = usage_at(conn, quota=quota)
+    if fmt is Format.json:
+        typer.echo(
+            json.dumps(
+                {
+                    "spec": spec.model_dump(mode="json"),
+                    "workspaces": tree.workspaces_of(quota),
+                    "usage": [_usage_json(u.as_json()) for u in usage],
+                },
+                indent=2,
+                default=str,
+            )
+        )
+        return
+    children = sorted(n for n, s in tree.specs.items() if s.parent == quota)
+    typer.echo(f"quota       {quota}")
+    typer.echo(f"parent      {spec.parent or '-'}")
+    typer.echo(f"children    {', '.join(children) or '-'}")
+    typer.echo(f"workspaces  {', '.join(tree.workspaces_of(quota)) or '-'}")
+    typer.echo(f"min         {_quantities(spec.min)}")
+    typer.echo(f"max         {_quantities(spec.max)}")
+    typer.echo(f"lend_limit  {_quantities(spec.lend_limit)}")
+    p = spec.preemption
+    typer.echo(
+        f"preemption  within_quota={p.within_quota} reclaim={p.reclaim} "
+        f"borrow_within={p.borrow_within.policy}"
+    )
+    typer.echo(f"queue       {spec.queue_policy}")
+    typer.echo("")
+    typer.echo(render_table([_usage_table(u.as_json()) for u in usage]))
+
+
+_KEYS = (
+    "quota",
+    "flavor",
+    "min",
+    "max",
+    "used",
+    "borrowed",
+    "lent",
+    "queued",
+    "running_jobs",
+    "queued_jobs",
+    "over_admitted",
+)
+
+
+def _usage_json(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: row[k] for k in _KEYS}
+    out["unit"] = resource_unit(row["flavor"]) if row["flavor"] else ""
+    out["since"] = row["at"].isoformat().replace("+00:00", "Z")
+    return out
+
+
+def _usage_table(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: row[k] for k in _KEYS}
+    out["unit"] = resource_unit(row["flavor"])
+    return out
+
+
+@report_app.command("quota-usage")
+def quota_usage_report(
+    at: Annotated[str | None, typer.Option("--at", help="ISO instant (default: latest).")] = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Per quota node x flavor: min, max, used, borrowed, lent, queued demand, job counts."""
+    store = context.open_store()
+    _catch_up(store)
+    with store.engine.connect() as conn:
+        rows = usage_at(conn, parse_instant(at) if at else None)
+    if fmt is Format.json:
+        typer.echo(json.dumps([_usage_json(r.as_json()) for r in rows], indent=2))
+    else:
+        typer.echo(render_table([_usage_table(r.as_json()) for r in rows]))

@@ -1,0 +1,735 @@
+"""Quota tree and quota usage over time: "who uses, borrows and lends what, and when".
+
+Tables (migration ``0003_quotas``):
+
+- ``quota_nodes`` / ``quota_workspaces``: the current tree (spec per quota node) and
+  which workspace is bound to which quota; ``dlc-ledger quotas apply`` diffs against them;
+- ``quota_usage_history``: change points per quota node x flavor: at each instant where
+  something changes, the new min, max, used, borrowed, lent, queued demand, running and
+  queued job counts and over-admission of every affected node (a deleted quota gets a
+  ``deleted`` row), so any window can be charted and any instant answered;
+- ``quota_usage``: the latest row per quota node x flavor;
+- ``quota_jobs``, ``quota_occupancies``, ``quota_own_usage``, ``quota_projection_state``:
+  the fold's own state (each job's quota and status, open pods, per-quota raw usage).
+
+Rules (also in ``docs/quotas.md``):
+
+- a job's quota is its JobSubmitted ``quota``, else the quota its workspace is bound to
+  at submission (a job seen first through its pod: the pod's ``quota``, else the
+  binding then); a job with neither counts under quota ``-``; so does usage whose quota
+  is, at that instant, deleted or not a leaf;
+- used = open pods' resources (``gpu/<model>``/``gpu/any`` in mGPU from the pod's
+  flavor, ``cpu`` in milli-cores, ``memory`` in MiB), from OccupancyStarted to
+  OccupancyEnded; idle-mode pods always count as borrowed;
+- queued demand = requested resources (replicas x count) of jobs submitted and not yet
+  admitted, started or running (JobQueued and JobPreempted put a job back in the queue);
+  JobSucceeded / Failed / Stopped / Deleted end a job's queued and running counts;
+- a quota change never evicts: it shows as over-admission;
+- the time of a change point is the event's ``occurred_at``; an event older than the
+  latest change point already written (a late event) is stamped at that latest
+  change point: history is never rewritten, so a rebuild gives identical rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Connection,
+    DateTime,
+    Integer,
+    Table,
+    Text,
+    select,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+from ledger.events import QuotaSpec
+from ledger.quotas import NO_QUOTA, NodeUsage, QuotaTree, compute_usage, topological_order
+from ledger.store.base import RecordedEvent
+from ledger.store.schema import metadata
+from projections.base import Projection
+from projections.bulk import fetch_by_keys, upsert_rows
+
+__all__ = [
+    "QuotaProjection",
+    "UsageRow",
+    "quota_jobs",
+    "quota_nodes",
+    "quota_occupancies",
+    "quota_own_usage",
+    "quota_projection_state",
+    "quota_tree",
+    "quota_usage",
+    "quota_usage_history",
+    "quota_workspaces",
+    "usage_at",
+]
+
+_TS = DateTime(timezone=True)
+_NUMBERS = (
+    "min",
+    "max",
+    "used",
+    "borrowed",
+    "lent",
+    "queued",
+    "running_jobs",
+    "queued_jobs",
+    "over_admitted",
+)
+
+quota_nodes = Table(
+    "quota_nodes",
+    metadata,
+    Column("quota_id", Text, primary_key=True),
+    Column("parent", Text),
+    Column("spec", JSONB, nullable=False),
+    Column("created_at", _TS, nullable=False),
+    Column("changed_at", _TS, nullable=False),
+    Column("position", BigInteger, nullable=False),
+)
+quota_workspaces = Table(
+    "quota_workspaces",
+    metadata,
+    Column("workspace", Text, primary_key=True),
+    Column("quota", Text, nullable=False),
+    Column("bound_at", _TS, nullable=False),
+    Column("position", BigInteger, nullable=False),
+)
+quota_jobs = Table(
+    "quota_jobs",
+    metadata,
+    Column("job_uid", Text, primary_key=True),
+    Column("workspace", Text),
+    Column("quota", Text, nullable=False),
+    Column("billing_mode", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("requested", JSONB, nullable=False),
+    Column("submitted_at", _TS, nullable=False),
+)
+quota_occupancies = Table(
+    "quota_occupancies",
+    metadata,
+    Column("occupancy_id", Text, primary_key=True),
+    Column("job_uid", Text, nullable=False, index=True),
+    Column("quota", Text, nullable=False),
+    Column("idle", Boolean, nullable=False),
+    Column("resources", JSONB, nullable=False),
+    Column("open", Boolean, nullable=False),
+)
+quota_own_usage = Table(
+    "quota_own_usage",
+    metadata,
+    Column("quota", Text, primary_key=True),
+    Column("flavor", Text, primary_key=True),
+    Column("used", BigInteger, nullable=False),
+    Column("idle_used", BigInteger, nullable=False),
+    Column("queued", BigInteger, nullable=False),
+    Column("running_jobs", BigInteger, nullable=False),
+    Column("queued_jobs", BigInteger, nullable=False),
+)
+quota_usage = Table(
+    "quota_usage",
+    metadata,
+    Column("quota", Text, primary_key=True),
+    Column("flavor", Text, primary_key=True),
+    Column("at", _TS, nullable=False),
+    *(Column(n, BigInteger, nullable=False) for n in _NUMBERS),
+    Column("position", BigInteger, nullable=False),
+)
+quota_usage_history = Table(
+    "quota_usage_history",
+    metadata,
+    Column("quota", Text, primary_key=True),
+    Column("flavor", Text, primary_key=True),
+    Column("at", _TS, primary_key=True),
+    *(Column(n, BigInteger, nullable=False) for n in _NUMBERS),
+    Column("deleted", Boolean, nullable=False),
+    Column("position", BigInteger, nullable=False),
+)
+quota_projection_state = Table(
+    "quota_projection_state",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("watermark", _TS),
+)
+
+_JOB_EVENTS = frozenset(
+    {
+        "JobSubmitted",
+        "JobQueued",
+        "JobAdmitted",
+        "JobStarted",
+        "JobRestarted",
+        "JobPreempted",
+        "JobSucceeded",
+        "JobFailed",
+        "JobStopped",
+        "JobDeleted",
+    }
+)
+_QUEUE = frozenset({"JobQueued", "JobPreempted"})
+_RUN = frozenset({"JobAdmitted", "JobStarted", "JobRestarted"})
+_END = frozenset({"JobSucceeded", "JobFailed", "JobStopped", "JobDeleted"})
+_TREE_EVENTS = frozenset({"QuotaCreated", "QuotaChanged", "QuotaDeleted", "WorkspaceBound"})
+_OCC_EVENTS = frozenset({"OccupancyStarted", "OccupancyEnded"})
+
+# own usage columns: used, idle_used, queued, running_jobs, queued_jobs
+_USED, _IDLE, _QUEUED, _RUNNING, _QJOBS = range(5)
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+@dataclass
+class _Job:
+    uid: str
+    workspace: str | None
+    quota: str
+    billing_mode: str
+    state: str  # queued | running | done
+    requested: dict[str, int]
+    submitted_at: datetime
+
+    def row(self) -> tuple[Any, ...]:
+        return (
+            self.uid,
+            self.workspace,
+            self.quota,
+            self.billing_mode,
+            self.state,
+            _dumps(self.requested),
+            self.submitted_at,
+        )
+
+
+@dataclass
+class _Occ:
+    occupancy_id: str
+    job_uid: str
+    quota: str
+    idle: bool
+    resources: dict[str, int]
+    open: bool
+
+    def row(self) -> tuple[Any, ...]:
+        return (
+            self.occupancy_id,
+            self.job_uid,
+            self.quota,
+            self.idle,
+            _dumps(self.resources),
+            self.open,
+        )
+
+
+def _resources(
+    flavor: str, mgpu: int, cpu_milli: int, memory_mib: int, n: int = 1
+) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key, qty in ((flavor, mgpu), ("cpu", cpu_milli), ("memory", memory_mib)):
+        if qty * n > 0:
+            out[key] = out.get(key, 0) + qty * n
+    return out
+
+
+def _requested(replicas: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in replicas:
+        part = _resources(
+            r.get("flavor", "gpu/any"),
+            int(r.get("mgpu", 0)),
+            int(r.get("cpu_milli", 0)),
+            int(r.get("memory_mib", 0)),
+            int(r.get("count", 1)),
+        )
+        for key, qty in part.items():
+            out[key] = out.get(key, 0) + qty
+    return out
+
+
+@dataclass
+class _Fold:
+    """One page's working state: loaded rows, changes, and pending change points."""
+
+    specs: dict[str, QuotaSpec]
+    created: dict[str, tuple[datetime, datetime, int]]  # quota -> created_at, changed_at, pos
+    bindings: dict[str, tuple[str, datetime, int]]
+    jobs: dict[str, _Job]
+    occs: dict[str, _Occ]
+    own: dict[tuple[str, str], list[int]]
+    current: dict[tuple[str, str], tuple[Any, ...]]  # numbers tuple (len 9)
+    watermark: datetime | None
+    history: dict[tuple[str, str, datetime], tuple[Any, ...]] = field(default_factory=dict)
+    current_at: dict[tuple[str, str], tuple[datetime, int]] = field(default_factory=dict)
+    removed_current: set[tuple[str, str]] = field(default_factory=set)
+    tree_changed: bool = False
+    bindings_changed: bool = False
+    dirty_jobs: set[str] = field(default_factory=set)
+    dirty_occs: set[str] = field(default_factory=set)
+    dirty_own: set[tuple[str, str]] = field(default_factory=set)
+    dirty_flavors: set[str] = field(default_factory=set)
+    whole_tree: bool = False
+
+    # --- raw usage -------------------------------------------------------------
+
+    def _bump(self, quota: str, flavor: str, column: int, delta: int) -> None:
+        key = (quota, flavor)
+        values = self.own.get(key)
+        if values is None:
+            values = self.own[key] = [0, 0, 0, 0, 0]
+        values[column] += delta
+        self.dirty_own.add(key)
+        self.dirty_flavors.add(flavor)
+
+    def _contribute(self, job: _Job, sign: int) -> None:
+        if job.state == "queued":
+            for flavor, qty in job.requested.items():
+                self._bump(job.quota, flavor, _QUEUED, sign * qty)
+                self._bump(job.quota, flavor, _QJOBS, sign)
+        elif job.state == "running":
+            for flavor in job.requested:
+                self._bump(job.quota, flavor, _RUNNING, sign)
+
+    def _enter(self, job: _Job, state: str) -> None:
+        if job.state == state or job.state == "done":
+            return
+        self._contribute(job, -1)
+        job.state = state
+        self._contribute(job, +1)
+        self.dirty_jobs.add(job.uid)
+
+    def _quota_for(self, quota: str | None, workspace: str | None) -> str:
+        if quota:
+            return quota
+        bound = self.bindings.get(workspace or "")
+        return bound[0] if bound else NO_QUOTA
+
+    # --- events ----------------------------------------------------------------
+
+    def apply(self, kind: str, data: Mapping[str, Any], at: datetime, position: int) -> None:
+        if kind in _TREE_EVENTS:
+            self._tree(kind, data, at, position)
+        elif kind == "JobSubmitted":
+            uid = data["job_uid"]
+            if uid in self.jobs:
+                return
+            job = _Job(
+                uid=uid,
+                workspace=data.get("workspace"),
+                quota=self._quota_for(data.get("quota"), data.get("workspace")),
+                billing_mode=data.get("billing_mode", "public"),
+                state="queued",
+                requested=_requested(data.get("replicas", ())),
+                submitted_at=at,
+            )
+            self.jobs[uid] = job
+            self._contribute(job, +1)
+            self.dirty_jobs.add(uid)
+        elif kind in _JOB_EVENTS:
+            job_or_none = self.jobs.get(data["job_uid"])
+            if job_or_none is None:
+                return
+            if kind in _QUEUE:
+                self._enter(job_or_none, "queued")
+            elif kind in _RUN:
+                self._enter(job_or_none, "running")
+            elif kind in _END:
+                self._enter(job_or_none, "done")
+        elif kind == "OccupancyStarted":
+            self._started(data, at)
+        elif kind == "OccupancyEnded":
+            occ = self.occs.get(data["occupancy_id"])
+            if occ is None or not occ.open:
+                return
+            occ.open = False
+            self.dirty_occs.add(occ.occupancy_id)
+            for flavor, qty in occ.resources.items():
+                self._bump(occ.quota, flavor, _USED, -qty)
+                if occ.idle:
+                    self._bump(occ.quota, flavor, _IDLE, -qty)
+
+    def _started(self, data: Mapping[str, Any], at: datetime) -> None:
+        occupancy_id = data["occupancy_id"]
+        if occupancy_id in self.occs:
+            return
+        resources = _resources(
+            data.get("flavor", "gpu/any"),
+            int(data.get("mgpu", 0)),
+            int(data.get("cpu_milli", 0)),
+            int(data.get("memory_mib", 0)),
+        )
+        uid = data["job_uid"]
+        job = self.jobs.get(uid)
+        if job is None:
+            job = _Job(
+                uid=uid,
+                workspace=data.get("workspace"),
+                quota=self._quota_for(data.get("quota"), data.get("workspace")),
+                billing_mode=data.get("billing_mode", "public"),
+                state="running",
+                requested=dict(resources),
+                submitted_at=at,
+            )
+            self.jobs[uid] = job
+            self._contribute(job, +1)
+            self.dirty_jobs.add(uid)
+        else:
+            self._enter(job, "running")
+        idle = data.get("billing_mode") == "idle" or job.billing_mode == "idle"
+        occ = _Occ(occupancy_id, uid, job.quota, idle, resources, True)
+        self.occs[occupancy_id] = occ
+        self.dirty_occs.add(occupancy_id)
+        for flavor, qty in resources.items():
+            self._bump(job.quota, flavor, _USED, qty)
+            if idle:
+                self._bump(job.quota, flavor, _IDLE, qty)
+
+    def _tree(self, kind: str, data: Mapping[str, Any], at: datetime, position: int) -> None:
+        if kind in ("QuotaCreated", "QuotaChanged"):
+            spec = QuotaSpec.model_validate(data["spec"])
+            before = self.created.get(spec.quota_id)
+            self.specs[spec.quota_id] = spec
+            self.created[spec.quota_id] = (before[0] if before else at, at, position)
+        elif kind == "QuotaDeleted":
+            self.specs.pop(data["quota_id"], None)
+            self.created.pop(data["quota_id"], None)
+        else:
+            quota = data.get("quota")
+            if quota:
+                self.bindings[data["workspace"]] = (quota, at, position)
+            else:
+                self.bindings.pop(data["workspace"], None)
+            self.bindings_changed = True
+            return  # a binding changes only future jobs' quotas
+        self.tree_changed = True
+        self.whole_tree = True
+
+    # --- change points -----------------------------------------------------------
+
+    def flush(self, at: datetime, position: int) -> None:
+        """Recompute the nodes x flavors touched since the last flush; record changes."""
+        if not self.whole_tree and not self.dirty_flavors:
+            return
+        flavors: set[str] = {f for (_, f) in self.own}
+        for spec in self.specs.values():
+            flavors.update(spec.min, spec.max, spec.lend_limit)
+        if not self.whole_tree:
+            flavors &= self.dirty_flavors
+        rows = _rows(self.specs, self.own, flavors)
+        for key, numbers in rows.items():
+            if self.current.get(key) != numbers:
+                self.current[key] = numbers
+                self.current_at[key] = (at, position)
+                self.removed_current.discard(key)
+                self.history[(key[0], key[1], at)] = (*numbers, False, position)
+        if self.whole_tree:
+            for key in list(self.current):
+                if key not in rows and key[1] in flavors:
+                    del self.current[key]
+                    self.current_at.pop(key, None)
+                    self.removed_current.add(key)
+                    self.history[(key[0], key[1], at)] = (*(0,) * len(_NUMBERS), True, position)
+        self.dirty_flavors.clear()
+        self.whole_tree = False
+
+
+def _rows(
+    specs: Mapping[str, QuotaSpec],
+    own: Mapping[tuple[str, str], Sequence[int]],
+    flavors: set[str],
+) -> dict[tuple[str, str], tuple[int, ...]]:
+    """Numbers (in ``_NUMBERS`` order) per (quota, flavor) for ``flavors``."""
+    order = topological_order(specs)
+    has_children = {s.parent for s in specs.values() if s.parent in specs}
+    leaves = {q for q in order if q not in has_children}
+    used: dict[str, dict[str, int]] = {}
+    idle: dict[str, dict[str, int]] = {}
+    counts: dict[tuple[str, str], list[int]] = {}  # queued, running_jobs, queued_jobs
+    orphan: dict[str, list[int]] = {}  # used, queued, running_jobs, queued_jobs
+    for (quota, flavor), v in own.items():
+        if flavor not in flavors:
+            continue
+        if quota in leaves:
+            if v[_USED]:
+                used.setdefault(quota, {})[flavor] = v[_USED]
+            if v[_IDLE]:
+                idle.setdefault(quota, {})[flavor] = v[_IDLE]
+            c = counts.setdefault((quota, flavor), [0, 0, 0])
+            c[0] += v[_QUEUED]
+            c[1] += v[_RUNNING]
+            c[2] += v[_QJOBS]
+        else:
+            o = orphan.setdefault(flavor, [0, 0, 0, 0])
+            o[0] += v[_USED]
+            o[1] += v[_QUEUED]
+            o[2] += v[_RUNNING]
+            o[3] += v[_QJOBS]
+    for quota in reversed(order):  # children before parents: sum counts upwards
+        parent = specs[quota].parent
+        if parent in specs and parent is not None:
+            for flavor in flavors:
+                child = counts.get((quota, flavor))
+                if child:
+                    p = counts.setdefault((parent, flavor), [0, 0, 0])
+                    p[0] += child[0]
+                    p[1] += child[1]
+                    p[2] += child[2]
+    usage: dict[tuple[str, str], NodeUsage] = compute_usage(
+        {q: specs[q] for q in order}, used, idle, flavors=flavors
+    )
+    out: dict[tuple[str, str], tuple[int, ...]] = {}
+    for (quota, flavor), u in usage.items():
+        c = counts.get((quota, flavor), [0, 0, 0])
+        out[(quota, flavor)] = (
+            u.min,
+            u.max,
+            u.used,
+            u.borrowed,
+            u.lent,
+            c[0],
+            c[1],
+            c[2],
+            u.over_admitted,
+        )
+    for flavor, o in orphan.items():
+        if any(o):
+            out[(NO_QUOTA, flavor)] = (0, 0, o[0], 0, 0, o[1], o[2], o[3], 0)
+    return out
+
+
+def _key(event: RecordedEvent) -> str | None:
+    data = event.envelope.data
+    uid = data.get("job_uid")
+    return uid if isinstance(uid, str) else None
+
+
+class QuotaProjection(Projection):
+    """Folds quota, workspace, job and occupancy events into the quota tables."""
+
+    name = "quotas"
+    tables = (
+        quota_usage_history,
+        quota_usage,
+        quota_own_usage,
+        quota_occupancies,
+        quota_jobs,
+        quota_workspaces,
+        quota_nodes,
+        quota_projection_state,
+    )
+    event_types = _TREE_EVENTS | _JOB_EVENTS | _OCC_EVENTS
+
+    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+        uids = {uid for uid in map(_key, events) if uid is not None}
+        fold = self._load(conn, uids)
+        pending: tuple[datetime, int] | None = None
+        for event in events:
+            env = event.envelope
+            at = env.occurred_at
+            if fold.watermark is not None and at < fold.watermark:
+                at = fold.watermark
+            if pending is not None and at > pending[0]:
+                fold.flush(*pending)
+            fold.apply(env.type, env.data, at, event.position)
+            fold.watermark = at
+            pending = (at, event.position)
+        if pending is not None:
+            fold.flush(*pending)
+        self._save(conn, fold)
+
+    @staticmethod
+    def _load(conn: Connection, uids: set[str]) -> _Fold:
+        specs: dict[str, QuotaSpec] = {}
+        created: dict[str, tuple[datetime, datetime, int]] = {}
+        for row in conn.execute(select(quota_nodes)):
+            specs[row.quota_id] = QuotaSpec.model_validate(row.spec)
+            created[row.quota_id] = (row.created_at, row.changed_at, row.position)
+        bindings = {
+            row.workspace: (row.quota, row.bound_at, row.position)
+            for row in conn.execute(select(quota_workspaces))
+        }
+        jobs = {
+            row.job_uid: _Job(
+                row.job_uid,
+                row.workspace,
+                row.quota,
+                row.billing_mode,
+                row.state,
+                dict(row.requested),
+                row.submitted_at,
+            )
+            for row in fetch_by_keys(conn, quota_jobs, "job_uid", uids)
+        }
+        occs = {
+            row.occupancy_id: _Occ(
+                row.occupancy_id, row.job_uid, row.quota, row.idle, dict(row.resources), row.open
+            )
+            for row in fetch_by_keys(conn, quota_occupancies, "job_uid", uids)
+        }
+        own = {
+            (row.quota, row.flavor): [
+                row.used,
+                row.idle_used,
+                row.queued,
+                row.running_jobs,
+                row.queued_jobs,
+            ]
+            for row in conn.execute(select(quota_own_usage))
+        }
+        current = {
+            (row.quota, row.flavor): tuple(getattr(row, n) for n in _NUMBERS)
+            for row in conn.execute(select(quota_usage))
+        }
+        watermark = conn.execute(
+            select(quota_projection_state.c.watermark).where(quota_projection_state.c.id == 1)
+        ).scalar()
+        return _Fold(specs, created, bindings, jobs, occs, own, current, watermark)
+
+    @staticmethod
+    def _save(conn: Connection, fold: _Fold) -> None:
+        if fold.tree_changed:
+            conn.execute(quota_nodes.delete())
+            upsert_rows(
+                conn,
+                quota_nodes,
+                [
+                    (
+                        q,
+                        fold.specs[q].parent,
+                        _dumps(fold.specs[q].model_dump(mode="json")),
+                        *fold.created[q],
+                    )
+                    for q in sorted(fold.specs)
+                ],
+                key=["quota_id"],
+            )
+        if fold.bindings_changed:  # bindings are few: rewrite them all
+            conn.execute(quota_workspaces.delete())
+            upsert_rows(
+                conn,
+                quota_workspaces,
+                [(ws, *fold.bindings[ws]) for ws in sorted(fold.bindings)],
+                key=["workspace"],
+            )
+        upsert_rows(
+            conn, quota_jobs, [fold.jobs[u].row() for u in sorted(fold.dirty_jobs)], key=["job_uid"]
+        )
+        upsert_rows(
+            conn,
+            quota_occupancies,
+            [fold.occs[o].row() for o in sorted(fold.dirty_occs)],
+            key=["occupancy_id"],
+        )
+        upsert_rows(
+            conn,
+            quota_own_usage,
+            [(*k, *fold.own[k]) for k in sorted(fold.dirty_own)],
+            key=["quota", "flavor"],
+        )
+        for quota, flavor in sorted(fold.removed_current):
+            conn.execute(
+                quota_usage.delete().where(
+                    quota_usage.c.quota == quota, quota_usage.c.flavor == flavor
+                )
+            )
+        upsert_rows(
+            conn,
+            quota_usage,
+            [
+                (*k, fold.current_at[k][0], *fold.current[k], fold.current_at[k][1])
+                for k in sorted(fold.current_at)
+            ],
+            key=["quota", "flavor"],
+        )
+        upsert_rows(
+            conn,
+            quota_usage_history,
+            [(*k, *v) for k, v in sorted(fold.history.items())],
+            key=["quota", "flavor", "at"],
+        )
+        if fold.watermark is not None:
+            conn.execute(
+                text(
+                    "INSERT INTO quota_projection_state (id, watermark) VALUES (1, :w) "
+                    "ON CONFLICT (id) DO UPDATE SET watermark = EXCLUDED.watermark"
+                ),
+                {"w": fold.watermark},
+            )
+
+
+# --- queries --------------------------------------------------------------------
+
+
+def quota_tree(conn: Connection) -> QuotaTree:
+    """The projected tree (specs and bindings), as ``quotas apply`` diffs against it."""
+    specs = {
+        row.quota_id: QuotaSpec.model_validate(row.spec)
+        for row in conn.execute(select(quota_nodes.c.quota_id, quota_nodes.c.spec))
+    }
+    bindings = {
+        row.workspace: row.quota
+        for row in conn.execute(select(quota_workspaces.c.workspace, quota_workspaces.c.quota))
+    }
+    return QuotaTree(specs=specs, bindings=bindings)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    quota: str
+    flavor: str
+    at: datetime
+    min: int
+    max: int
+    used: int
+    borrowed: int
+    lent: int
+    queued: int
+    running_jobs: int
+    queued_jobs: int
+    over_admitted: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "quota": self.quota,
+            "flavor": self.flavor,
+            "at": self.at,
+            **{n: getattr(self, n) for n in _NUMBERS},
+        }
+
+
+def usage_at(
+    conn: Connection, at: datetime | None = None, *, quota: str | None = None
+) -> list[UsageRow]:
+    """Usage per quota node x flavor at instant ``at`` (latest when None), tree order."""
+    cols = ", ".join(f'"{n}"' for n in ("quota", "flavor", "at", *_NUMBERS))
+    params: dict[str, Any] = {}
+    where = ""
+    if quota is not None:
+        where = " WHERE quota = :quota"
+        params["quota"] = quota
+    if at is None:
+        sql = f"SELECT {cols} FROM quota_usage{where}"
+    else:
+        params["at"] = at
+        where = (where + " AND" if where else " WHERE") + " at <= :at"
+        sql = (
+            f"SELECT {cols} FROM (SELECT DISTINCT ON (quota, flavor) {cols}, deleted "
+            f"FROM quota_usage_history{where} ORDER BY quota, flavor, at DESC) h "
+            "WHERE NOT deleted"
+        )
+    rows = [UsageRow(*row) for row in conn.execute(text(sql), params)]
+    specs = quota_tree(conn).specs
+    rank = {q: i for i, q in enumerate(topological_order(specs))}
+    rows.sort(key=lambda r: (rank.get(r.quota, len(rank)), r.quota, r.flavor))
+    return rows
