@@ -15,7 +15,10 @@ from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from consumers.broker_cli import broker_app
+from consumers.finance_cli import report_cost as _report_cost  # noqa: F401  (registers)
+from consumers.invoices_cli import billing_app, invoices_app
 from consumers.jobs_cli import jobs_app
+from consumers.prices_cli import prices_app
 from consumers.projections_cli import project, projections_app
 from consumers.quotas_cli import quotas_app
 from consumers.report_cli import report_app
@@ -42,6 +45,9 @@ app.command("project")(project)
 app.add_typer(projections_app, name="projections")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(quotas_app, name="quotas")
+app.add_typer(prices_app, name="prices")
+app.add_typer(billing_app, name="billing")
+app.add_typer(invoices_app, name="invoices")
 
 
 @app.command("demo")

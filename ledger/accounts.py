@@ -111,8 +111,13 @@ def transaction_from_delta(
     *,
     cause_event_ids: Sequence[str] = (),
     period: str | None = None,
+    step: str | None = None,
 ) -> LedgerTransactionPosted:
     """The transaction that posts one accrual/final delta.
+
+    ``step`` overrides the id's step (default ``delta.step``); the rater marks
+    final postings with ``<as_of>/final`` so they never share an id with an
+    accrual taken at the same instant.
 
     ``period`` is the posting period; it defaults to the period the usage falls in
     and is set to the next open period when that one is already invoiced (the
@@ -144,12 +149,14 @@ def transaction_from_delta(
     )
     kind = "final" if delta.final else "accrual"
     return balanced_transaction(
-        transaction_id(occ.occupancy_id, line.period, line.resource, line.billing_mode, delta.step),
+        transaction_id(
+            occ.occupancy_id, line.period, line.resource, line.billing_mode, step or delta.step
+        ),
         postings,
         cause_event_ids=cause_event_ids,
         period=period or line.period,
         memo=f"{kind} {line.billing_mode} {line.resource} {line.period} "
-        f"job {occ.job_uid} occupancy {occ.occupancy_id} to {delta.step}",
+        f"job {occ.job_uid} occupancy {occ.occupancy_id} to {step or delta.step}",
         usage=usage,
     )
 

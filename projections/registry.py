@@ -7,6 +7,7 @@ exactly these. Adding a read model is a one-line edit here (plus its migration).
 from __future__ import annotations
 
 from projections.base import Projection
+from projections.billing import BillingProjection
 from projections.inventory import InventoryProjection
 from projections.jobs import JobsProjection
 from projections.occupancy import OccupancyProjection
@@ -22,6 +23,7 @@ def all_projections() -> list[Projection]:
         OccupancyProjection(),
         InventoryProjection(),
         QuotaProjection(),
+        BillingProjection(),
     ]
 
 

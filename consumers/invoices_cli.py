@@ -1,0 +1,305 @@
+"""``dlc-ledger billing run|serve`` and ``dlc-ledger invoices list|show|void|credit``.
+
+Invoices are events (``InvoiceIssued`` on ``invoice/<id>``), never edited: a
+wrong one is voided (``InvoiceVoided``; the period reopens and the next tick
+issues the next revision) or partly refunded with a credit note
+(``CreditNoteIssued`` plus a balanced ``LedgerTransactionPosted`` that credits
+the workspace's receivable and debits ``revenue/credit-notes``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import typer
+from sqlalchemy import text
+
+from consumers.billing_jobs import DEFAULT_GRACE, TickResult, serve, tick
+from consumers.context import open_store
+from consumers.finance_cli import FORMAT_OPTION, emit, sync_billing
+from ledger.accounts import balanced_transaction, receivable_account
+from ledger.canonical import parse_timestamp
+from ledger.envelopes import make_envelope
+from ledger.events import CreditNoteIssued, InvoiceVoided, Posting
+from ledger.ids import deterministic_id
+from ledger.money import format_minor, parse_decimal, to_minor
+from ledger.store.postgres import PostgresEventStore
+from projections.billing_rater import load_schedule, transaction_envelope
+
+__all__ = [
+    "CREDIT_NOTES_ACCOUNT",
+    "billing_app",
+    "invoice_detail",
+    "invoices_app",
+    "issue_credit_note",
+    "void_invoice",
+]
+
+billing_app = typer.Typer(help="Rating, accrual and period close.", no_args_is_help=True)
+invoices_app = typer.Typer(help="Invoices and credit notes.", no_args_is_help=True)
+
+CREDIT_NOTES_ACCOUNT = "revenue/credit-notes"
+SOURCE = "api/invoices-cli"
+
+
+def _print_tick(result: TickResult) -> None:
+    r = result.rated
+    typer.echo(
+        f"rated {r.finals} ended occupancies, accrued {r.accrued} open ones to "
+        f"{result.accrued_to.isoformat()}, posted {r.posted} transactions, "
+        f"{r.unrateable} unrateable; issued {len(result.invoices)} invoices"
+    )
+
+
+@billing_app.command("run")
+def run(
+    until: str | None = typer.Option(None, "--until", help="cluster 'now' (default: wall clock)"),
+    grace_hours: float = typer.Option(DEFAULT_GRACE.total_seconds() / 3600, "--grace-hours"),
+) -> None:
+    """Run the rater and one scheduler tick, then exit."""
+    now = parse_timestamp(until) if until else datetime.now(UTC)
+    store = open_store()
+    _print_tick(tick(store, now, grace=timedelta(hours=grace_hours)))
+
+
+@billing_app.command("serve")
+def serve_cmd(
+    interval_seconds: float = typer.Option(60.0, "--interval-seconds"),
+    grace_hours: float = typer.Option(DEFAULT_GRACE.total_seconds() / 3600, "--grace-hours"),
+) -> None:
+    """Run the rater and ticks under APScheduler on the wall clock until interrupted."""
+    store = open_store()
+    stop = threading.Event()
+    try:
+        serve(
+            store,
+            stop,
+            interval=timedelta(seconds=interval_seconds),
+            grace=timedelta(hours=grace_hours),
+            on_tick=_print_tick,
+        )
+    except KeyboardInterrupt:
+        stop.set()
+
+
+# --- invoices -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Invoice:
+    invoice_id: str
+    workspace: str
+    period: str
+    currency: str
+    total_minor: int
+    credited_minor: int
+    status: str
+
+
+def _invoice(store: PostgresEventStore, invoice_id: str) -> _Invoice:
+    sync_billing(store)
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            text(
+                "SELECT invoice_id, workspace, period, currency, total_minor, credited_minor, "
+                "status FROM billing_invoices WHERE invoice_id = :i"
+            ),
+            {"i": invoice_id},
+        ).first()
+    if row is None:
+        raise ValueError(f"no invoice {invoice_id!r}")
+    return _Invoice(*row)
+
+
+def invoice_detail(store: PostgresEventStore, invoice_id: str) -> dict[str, Any]:
+    """The invoice header with its lines (as stored by the billing projection)."""
+    head = _invoice(store, invoice_id)
+    with store.engine.connect() as conn:
+        header = (
+            conn.execute(
+                text("SELECT * FROM billing_invoices WHERE invoice_id = :i"), {"i": invoice_id}
+            )
+            .mappings()
+            .one()
+        )
+        lines = [
+            dict(r)
+            for r in conn.execute(
+                text(
+                    "SELECT line_no, job_uid, resource, billing_mode, quantity, unit, "
+                    "amount_minor, description, transaction_ids FROM billing_invoice_lines "
+                    "WHERE invoice_id = :i ORDER BY line_no"
+                ),
+                {"i": head.invoice_id},
+            ).mappings()
+        ]
+    out = {k: v for k, v in header.items() if k not in ("position",)}
+    out["lines"] = lines
+    return out
+
+
+def void_invoice(store: PostgresEventStore, invoice_id: str, reason: str) -> None:
+    inv = _invoice(store, invoice_id)
+    if inv.status != "issued":
+        raise ValueError(f"invoice {invoice_id} is already {inv.status}")
+    if not reason.strip():
+        raise ValueError("a void needs a --reason")
+    now = datetime.now(UTC)
+    stream = f"invoice/{invoice_id}"
+    store.append(
+        [
+            make_envelope(
+                InvoiceVoided(invoice_id=invoice_id, reason=reason),
+                event_id=deterministic_id("event", "InvoiceVoided", invoice_id),
+                stream=stream,
+                occurred_at=now,
+                observed_at=now,
+                source=SOURCE,
+            )
+        ],
+    )
+
+
+def issue_credit_note(
+    store: PostgresEventStore, invoice_id: str, amount: str, reason: str
+) -> CreditNoteIssued:
+    """Credit ``amount`` (currency units, e.g. ``"12.50"``) against an issued invoice."""
+    inv = _invoice(store, invoice_id)
+    if inv.status != "issued":
+        raise ValueError(f"invoice {invoice_id} is {inv.status}: credit notes need an issued one")
+    with store.engine.connect() as conn:
+        schedule = load_schedule(conn)
+    scale = schedule.scale if schedule.scale is not None else 2
+    minor = to_minor(parse_decimal(amount, what="amount"), scale)
+    if minor <= 0:
+        raise ValueError("a credit note amount must be positive")
+    open_minor = inv.total_minor - inv.credited_minor
+    if minor > open_minor:
+        raise ValueError(
+            f"credit of {format_minor(minor, scale, inv.currency)} exceeds what is left on the "
+            f"invoice ({format_minor(open_minor, scale, inv.currency)})"
+        )
+    stream = f"invoice/{invoice_id}"
+    version = store.stream_version(stream)
+    note_id = str(deterministic_id("credit-note", invoice_id, str(version)))
+    note = CreditNoteIssued(
+        credit_note_id=note_id,
+        invoice_id=invoice_id,
+        amount_minor=minor,
+        currency=inv.currency,
+        reason=reason,
+    )
+    txn = balanced_transaction(
+        str(deterministic_id("txn-credit-note", note_id)),
+        [
+            Posting(
+                account=receivable_account(inv.workspace),
+                amount_minor=-minor,
+                currency=inv.currency,
+            ),
+            Posting(account=CREDIT_NOTES_ACCOUNT, amount_minor=minor, currency=inv.currency),
+        ],
+        cause_event_ids=(str(deterministic_id("event", "CreditNoteIssued", note_id)),),
+        period=None,
+        memo=f"credit note {note_id} on invoice {invoice_id} ({inv.period}): {reason}",
+    )
+    now = datetime.now(UTC)
+    store.append(
+        [
+            make_envelope(
+                note,
+                event_id=deterministic_id("event", "CreditNoteIssued", note_id),
+                stream=stream,
+                occurred_at=now,
+                observed_at=now,
+                source=SOURCE,
+            ),
+            transaction_envelope(txn, now),
+        ],
+        expected_versions={stream: version},
+    )
+    return note
+
+
+@invoices_app.command("list")
+def list_invoices(
+    workspace: str | None = typer.Option(None, "--workspace"),
+    period: str | None = typer.Option(None, "--period"),
+    fmt: str = FORMAT_OPTION,
+) -> None:
+    """Issued and voided invoices."""
+    store = open_store()
+    sync_billing(store)
+    with store.engine.connect() as conn:
+        rows = [
+            dict(r)
+            for r in conn.execute(
+                text(
+                    "SELECT invoice_id, workspace, period, status, currency, total_minor, "
+                    "credited_minor, line_count, issued_at FROM billing_invoices "
+                    "WHERE (CAST(:w AS text) IS NULL OR workspace = :w) "
+                    "AND (CAST(:p AS text) IS NULL OR period = :p) "
+                    "ORDER BY period, workspace, issued_at"
+                ),
+                {"w": workspace, "p": period},
+            ).mappings()
+        ]
+    emit(rows, fmt)
+
+
+@invoices_app.command("show")
+def show_invoice(invoice_id: str = typer.Argument(...), fmt: str = FORMAT_OPTION) -> None:
+    """One invoice: header and lines (json: one object; csv/table: the lines)."""
+    store = open_store()
+    detail = invoice_detail(store, invoice_id)
+    if fmt == "json":
+        typer.echo(_json(detail))
+        return
+    if fmt == "table":
+        typer.echo(
+            f"invoice {detail['invoice_id']}  workspace {detail['workspace']}  period "
+            f"{detail['period']}  {detail['status']}  total {detail['total_minor']} "
+            f"{detail['currency']} (minor units)"
+        )
+    lines = [{k: v for k, v in line.items() if k != "transaction_ids"} for line in detail["lines"]]
+    emit(lines, fmt)
+
+
+def _json(detail: dict[str, Any]) -> str:
+    import json
+    from decimal import Decimal
+
+    def default(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return value.isoformat()
+        if isinstance(value, Decimal):
+            return str(value)
+        raise TypeError(type(value).__name__)
+
+    return json.dumps(detail, indent=2, default=default)
+
+
+@invoices_app.command("void")
+def void(
+    invoice_id: str = typer.Argument(...),
+    reason: str = typer.Option(..., "--reason"),
+) -> None:
+    """Void an issued invoice (its period reopens; the next tick re-issues)."""
+    store = open_store()
+    void_invoice(store, invoice_id, reason)
+    typer.echo(f"invoice {invoice_id} voided")
+
+
+@invoices_app.command("credit")
+def credit(
+    invoice_id: str = typer.Argument(...),
+    amount: str = typer.Option(..., "--amount", help='currency units, e.g. "12.50"'),
+    reason: str = typer.Option(..., "--reason"),
+) -> None:
+    """Issue a credit note against an invoice (and post it to the ledger)."""
+    store = open_store()
+    note = issue_credit_note(store, invoice_id, amount, reason)
+    typer.echo(f"credit note {note.credit_note_id}: {note.amount_minor} {note.currency} (minor)")

@@ -1,0 +1,322 @@
+"""The rater: turns occupancy facts and prices into ``LedgerTransactionPosted`` events.
+
+Why a process of its own and not part of the projection: postings are facts of
+the ledger (DESIGN §5), so they are appended to the store like every other
+event, with deterministic ids, and the billing projection folds them back.
+
+One run is one database transaction that
+
+1. takes the store's append lock, so the head cannot move while it decides;
+2. brings the billing projection to the head (same transaction, same checkpoint
+   as the projector runner), so occupancy facts, prices, posted line totals and
+   issued invoices are exactly what the store holds;
+3. posts the final segment of every occupancy whose ``OccupancyEnded`` (or late
+   ``OccupancyStarted``) was recorded after the rater's checkpoint, and, when
+   an ``as_of`` instant is given (the cluster clock), the cost to date of every
+   occupancy still open at ``as_of`` (accrual);
+4. appends the transactions and saves its checkpoint (``rater:billing``).
+
+So the reads, the appends and the checkpoint commit together: exactly once.
+Re-running posts nothing new: the cumulative deltas are zero, and should a
+transaction id come up again its event id (derived from it) is already stored.
+
+Bounds: a run sees only events recorded before it (recorded_at) and rates each
+open occupancy only up to ``as_of`` (occurred_at). Usage whose period already has
+an issued invoice for its workspace is posted to the next open period, memo
+naming the original period (``usage.usage_period`` keeps it too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, func, select, text
+
+from ledger.accounts import receivable_account, transaction_from_delta
+from ledger.envelopes import Envelope, decode, make_envelope
+from ledger.events import LedgerTransactionPosted, PriceBookPublished, SpotPriceChanged
+from ledger.ids import deterministic_id
+from ledger.prices import NoApplicableRate, PriceSchedule
+from ledger.rating import (
+    LineDelta,
+    LineKey,
+    Occupancy,
+    PeriodFn,
+    Posted,
+    accrue,
+    calendar_months,
+)
+from ledger.store.postgres import APPEND_LOCK_KEY, PostgresEventStore, PostgresUnitOfWork
+from projections.billing import catch_up_on
+
+__all__ = [
+    "RATER_CHECKPOINT",
+    "RATER_SOURCE",
+    "RateResult",
+    "decoded_transactions",
+    "load_schedule",
+    "next_period",
+    "rate",
+    "transaction_envelope",
+]
+
+RATER_CHECKPOINT = "rater:billing"
+RATER_SOURCE = "billing-rater"
+
+_OCC_COLS = (
+    "occupancy_id, job_uid, workspace, quota, user_name, flavor, mgpu, cpu_milli, memory_mib, "
+    "billing_mode, started_at, ended_at, start_event_id, end_event_id, rated_to, "
+    "GREATEST(start_position, COALESCE(end_position, 0)) AS pos"
+)
+
+
+@dataclass(frozen=True)
+class RateResult:
+    finals: int  # occupancies whose final segment was rated
+    accrued: int  # open occupancies rated to as_of
+    posted: int  # transactions appended (new)
+    unrateable: int  # occupancies without an applicable rate (dead-lettered)
+    checkpoint: int
+
+
+def load_schedule(conn: Connection, *, recorded_by: datetime | None = None) -> PriceSchedule:
+    """The price schedule from the projection's price events (optionally as recorded by then)."""
+    where = "WHERE recorded_at <= :t" if recorded_by is not None else ""
+    rows = conn.execute(
+        text(f"SELECT type, data FROM billing_prices {where} ORDER BY position"),
+        {"t": recorded_by},
+    ).all()
+    events: list[PriceBookPublished | SpotPriceChanged] = []
+    for kind, data in rows:
+        model = PriceBookPublished if kind == "PriceBookPublished" else SpotPriceChanged
+        events.append(model.model_validate(data))
+    return PriceSchedule(events)
+
+
+def next_period(period: str, periods: PeriodFn) -> str:
+    """The key of the period after ``period`` (``"2026-11"`` -> ``"2026-12"``)."""
+    year, month = (int(p) for p in period.split("-"))
+    start = datetime(year, month, 15, tzinfo=UTC)
+    return periods(periods(start).end).key
+
+
+def transaction_envelope(txn: LedgerTransactionPosted, at: datetime) -> Envelope:
+    """The event carrying ``txn``: stream ``account/receivable/<workspace>``, id from the txn id."""
+    workspace = txn.usage.workspace if txn.usage is not None else None
+    account = receivable_account(workspace) if workspace else txn.postings[0].account
+    return make_envelope(
+        txn,
+        event_id=deterministic_id("event", "LedgerTransactionPosted", txn.transaction_id),
+        stream=f"account/{account}",
+        occurred_at=at,
+        observed_at=at,
+        source=RATER_SOURCE,
+    )
+
+
+def _occupancy(row: Any) -> Occupancy:
+    start = row.started_at
+    end = row.ended_at
+    return Occupancy(
+        occupancy_id=row.occupancy_id,
+        job_uid=row.job_uid,
+        workspace=row.workspace,
+        quota=row.quota,
+        user=row.user_name or "unknown",
+        flavor=row.flavor,
+        mgpu=int(row.mgpu),
+        cpu_milli=int(row.cpu_milli),
+        memory_mib=int(row.memory_mib),
+        billing_mode=row.billing_mode,
+        start=start,
+        end=None if end is None else max(end, start),
+    )
+
+
+def _posted(conn: Connection, occupancy_ids: Sequence[str]) -> dict[str, dict[LineKey, Posted]]:
+    out: dict[str, dict[LineKey, Posted]] = {}
+    if not occupancy_ids:
+        return out
+    rows = conn.execute(
+        text(
+            "SELECT occupancy_id, usage_period, resource, billing_mode, usage, amount_minor "
+            "FROM billing_line_totals WHERE occupancy_id = ANY(:ids)"
+        ),
+        {"ids": list(occupancy_ids)},
+    ).all()
+    for o, p, r, m, usage, amount in rows:
+        out.setdefault(o, {})[LineKey(o, p, r, m)] = Posted(int(usage), int(amount))
+    return out
+
+
+class _Periods:
+    """Which (workspace, period) pairs are closed by an issued, not voided, invoice."""
+
+    def __init__(self, conn: Connection, periods: PeriodFn) -> None:
+        self._closed = {
+            (w, p)
+            for w, p in conn.execute(
+                text("SELECT workspace, period FROM billing_invoices WHERE status = 'issued'")
+            ).all()
+        }
+        self._periods = periods
+
+    def posting_period(self, workspace: str, usage_period: str) -> str:
+        period = usage_period
+        while (workspace, period) in self._closed:
+            period = next_period(period, self._periods)
+        return period
+
+
+def _transactions(
+    deltas: Iterable[LineDelta],
+    causes: Sequence[str],
+    periods: _Periods,
+    *,
+    final: bool,
+) -> list[LedgerTransactionPosted]:
+    out = []
+    for delta in deltas:
+        line = delta.line
+        posting = periods.posting_period(line.workspace, line.period)
+        step = f"{delta.step}/final" if final else delta.step
+        txn = transaction_from_delta(delta, cause_event_ids=causes, period=posting, step=step)
+        if posting != line.period:
+            txn = txn.model_copy(
+                update={
+                    "memo": f"late adjustment for invoiced period {line.period} "
+                    f"posted to {posting}: {txn.memo}"
+                }
+            )
+        out.append(txn)
+    return out
+
+
+def rate(
+    store: PostgresEventStore,
+    *,
+    as_of: datetime | None = None,
+    periods: PeriodFn | None = None,
+    batch: int = 2000,
+    on_posted: Callable[[Sequence[LedgerTransactionPosted]], None] | None = None,
+) -> RateResult:
+    """Run the rater until no final is pending (and, with ``as_of``, accrue open intervals)."""
+    period_fn = periods or calendar_months()
+    totals = [0, 0, 0, 0]
+    checkpoint = 0
+    accrue_pending = as_of is not None
+    while True:
+        with store.transaction() as uow:
+            done, result = _run_once(
+                uow, store, as_of if accrue_pending else None, period_fn, batch
+            )
+            accrue_pending = False
+        totals = [a + b for a, b in zip(totals, result[:4], strict=True)]
+        checkpoint = result[4]
+        if on_posted is not None and result[5]:
+            on_posted(result[5])
+        if done:
+            return RateResult(totals[0], totals[1], totals[2], totals[3], checkpoint)
+
+
+def _run_once(
+    uow: PostgresUnitOfWork,
+    store: PostgresEventStore,
+    as_of: datetime | None,
+    periods: PeriodFn,
+    batch: int,
+) -> tuple[bool, tuple[int, int, int, int, int, list[LedgerTransactionPosted]]]:
+    conn = uow.connection
+    conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
+    catch_up_on(store, conn)
+    head = int(conn.execute(text("SELECT COALESCE(max(position), 0) FROM events")).scalar_one())
+    if uow.load_checkpoint(RATER_CHECKPOINT).updated_at is None:
+        uow.save_checkpoint(RATER_CHECKPOINT, position=0)
+    cp = uow.load_checkpoint(RATER_CHECKPOINT, for_update=True).position
+    schedule = load_schedule(conn)
+    if schedule.currency is None:
+        return True, (0, 0, 0, 0, cp, [])  # nothing can be rated before the first book
+    closed = _Periods(conn, periods)
+
+    pending = conn.execute(
+        text(
+            f"SELECT {_OCC_COLS} FROM billing_occupancies "
+            "WHERE started_at IS NOT NULL AND ended_at IS NOT NULL "
+            "AND GREATEST(start_position, end_position) > :cp "
+            "ORDER BY pos LIMIT :n"
+        ),
+        {"cp": cp, "n": batch},
+    ).all()
+    done = len(pending) < batch
+    new_cp = head if done else int(pending[-1].pos)
+    txns: list[LedgerTransactionPosted] = []
+    unrateable = 0
+    posted = _posted(conn, [r.occupancy_id for r in pending])
+    for row in pending:
+        occ = _occupancy(row)
+        assert occ.end is not None
+        causes = [str(row.start_event_id), str(row.end_event_id)]
+        try:
+            deltas = accrue(occ, schedule, occ.end, posted.get(occ.occupancy_id), periods)
+        except NoApplicableRate as exc:
+            unrateable += 1
+            _dead_letter(uow, occ, exc)
+            continue
+        txns.extend(_transactions(deltas, causes, closed, final=True))
+
+    accrued = 0
+    if as_of is not None:
+        open_rows = conn.execute(
+            text(
+                f"SELECT {_OCC_COLS} FROM billing_occupancies WHERE ended_at IS NULL "
+                "AND started_at IS NOT NULL AND started_at < :t "
+                "AND (rated_to IS NULL OR rated_to < :t) ORDER BY occupancy_id"
+            ),
+            {"t": as_of},
+        ).all()
+        open_posted = _posted(conn, [r.occupancy_id for r in open_rows])
+        for row in open_rows:
+            occ = _occupancy(row)
+            try:
+                deltas = accrue(occ, schedule, as_of, open_posted.get(occ.occupancy_id), periods)
+            except NoApplicableRate as exc:
+                unrateable += 1
+                _dead_letter(uow, occ, exc)
+                continue
+            accrued += 1
+            txns.extend(_transactions(deltas, [str(row.start_event_id)], closed, final=False))
+
+    appended = 0
+    if txns:
+        envelopes = []
+        for t in txns:
+            assert t.usage is not None  # rating transactions always carry their usage
+            envelopes.append(transaction_envelope(t, t.usage.as_of))
+        result = uow.append(envelopes, on_conflict="dead-letter")
+        appended = len(result.positions)
+    uow.save_checkpoint(RATER_CHECKPOINT, position=new_cp)
+    return done, (len(pending) - unrateable, accrued, appended, unrateable, new_cp, txns)
+
+
+def _dead_letter(uow: PostgresUnitOfWork, occ: Occupancy, exc: Exception) -> None:
+    import orjson
+
+    uow.record_dead_letter(
+        source=RATER_SOURCE,
+        reason="unrateable",
+        error=f"occupancy {occ.occupancy_id} of job {occ.job_uid}: {exc}",
+        payload=orjson.dumps({"occupancy_id": occ.occupancy_id, "job_uid": occ.job_uid}),
+    )
+
+
+def decoded_transactions(records: Iterable[Any]) -> list[LedgerTransactionPosted]:
+    """Typed transactions from recorded events (helper for tests and the CLI)."""
+    out = []
+    for r in records:
+        d = decode(r.envelope)
+        if isinstance(d, LedgerTransactionPosted):
+            out.append(d)
+    return out

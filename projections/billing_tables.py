@@ -1,0 +1,206 @@
+"""The billing read model's tables (SQLAlchemy Core), mirroring migration ``0004_billing``.
+
+Kept apart from the projection code so the rater, the reports and the CLI can
+build queries from typed columns without importing the fold logic. The
+migration owns the DDL (indexes and the BI views included); see ``docs/finance.md``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    Numeric,
+    Table,
+    Text,
+    Uuid,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+__all__ = [
+    "billing_cost_monthly",
+    "billing_credit_notes",
+    "billing_invoice_lines",
+    "billing_invoices",
+    "billing_line_totals",
+    "billing_metadata",
+    "billing_occupancies",
+    "billing_postings",
+    "billing_prices",
+    "billing_transactions",
+    "billing_usage_lines",
+]
+
+billing_metadata = MetaData()
+_TS = DateTime(timezone=True)
+
+#: Occupancy facts as billing sees them, with when each half was recorded (for --as-of).
+billing_occupancies = Table(
+    "billing_occupancies",
+    billing_metadata,
+    Column("occupancy_id", Text, primary_key=True),
+    Column("job_uid", Text, nullable=False),
+    Column("workspace", Text),
+    Column("quota", Text),
+    Column("user_name", Text),
+    Column("flavor", Text),
+    Column("mgpu", BigInteger),
+    Column("cpu_milli", BigInteger),
+    Column("memory_mib", BigInteger),
+    Column("billing_mode", Text),
+    Column("started_at", _TS),
+    Column("ended_at", _TS),
+    Column("end_reason", Text),
+    Column("start_event_id", Uuid),
+    Column("end_event_id", Uuid),
+    Column("start_position", BigInteger),
+    Column("end_position", BigInteger),
+    Column("start_recorded_at", _TS),
+    Column("end_recorded_at", _TS),
+    Column("rated_to", _TS),  # latest as_of of a rating transaction for this occupancy
+)
+
+#: Price events in publication order (the rater and the cost report build schedules from them).
+billing_prices = Table(
+    "billing_prices",
+    billing_metadata,
+    Column("position", BigInteger, primary_key=True),
+    Column("event_id", Uuid, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("key", Text, nullable=False),  # book id or spot resource
+    Column("effective_from", _TS, nullable=False),
+    Column("recorded_at", _TS, nullable=False),
+    Column("data", JSONB, nullable=False),
+)
+
+#: One row per LedgerTransactionPosted; usage attributes flattened for reports.
+billing_transactions = Table(
+    "billing_transactions",
+    billing_metadata,
+    Column("transaction_id", Text, primary_key=True),
+    Column("event_id", Uuid, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("occurred_at", _TS, nullable=False),
+    Column("recorded_at", _TS, nullable=False),
+    Column("period", Text),
+    Column("memo", Text, nullable=False),
+    Column("reverses", Text),
+    Column("cause_event_ids", JSONB, nullable=False),
+    Column("currency", Text),
+    Column("amount_minor", BigInteger, nullable=False),  # receivable side (what is owed)
+    Column("workspace", Text),
+    Column("occupancy_id", Text),
+    Column("job_uid", Text),
+    Column("quota", Text),
+    Column("user_name", Text),
+    Column("flavor", Text),
+    Column("resource", Text),
+    Column("billing_mode", Text),
+    Column("usage_period", Text),
+    Column("unit", Text),
+    Column("usage", Numeric),
+    Column("as_of", _TS),
+    Column("data", JSONB, nullable=False),
+)
+
+billing_postings = Table(
+    "billing_postings",
+    billing_metadata,
+    Column("transaction_id", Text, primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("account", Text, nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("currency", Text, nullable=False),
+)
+
+#: What has been posted per rated line key: the rater's ``posted`` totals for ``accrue``.
+billing_line_totals = Table(
+    "billing_line_totals",
+    billing_metadata,
+    Column("occupancy_id", Text, primary_key=True),
+    Column("usage_period", Text, primary_key=True),
+    Column("resource", Text, primary_key=True),
+    Column("billing_mode", Text, primary_key=True),
+    Column("usage", Numeric, nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+)
+
+#: Rated usage per job x usage period x resource x billing mode.
+billing_usage_lines = Table(
+    "billing_usage_lines",
+    billing_metadata,
+    Column("job_uid", Text, primary_key=True),
+    Column("usage_period", Text, primary_key=True),
+    Column("resource", Text, primary_key=True),
+    Column("billing_mode", Text, primary_key=True),
+    Column("currency", Text, primary_key=True),
+    Column("workspace", Text, nullable=False),
+    Column("quota", Text, nullable=False),
+    Column("user_name", Text, nullable=False),
+    Column("flavor", Text, nullable=False),
+    Column("unit", Text, nullable=False),
+    Column("usage", Numeric, nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+)
+
+#: Pre-aggregated cost per month x workspace x quota x user x flavor x mode (the fast report).
+billing_cost_monthly = Table(
+    "billing_cost_monthly",
+    billing_metadata,
+    Column("usage_period", Text, primary_key=True),
+    Column("workspace", Text, primary_key=True),
+    Column("quota", Text, primary_key=True),  # '' when the job has none
+    Column("user_name", Text, primary_key=True),
+    Column("flavor", Text, primary_key=True),
+    Column("billing_mode", Text, primary_key=True),
+    Column("currency", Text, primary_key=True),
+    Column("amount_minor", BigInteger, nullable=False),
+)
+
+billing_invoices = Table(
+    "billing_invoices",
+    billing_metadata,
+    Column("invoice_id", Text, primary_key=True),
+    Column("workspace", Text, nullable=False),
+    Column("period", Text, nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("total_minor", BigInteger, nullable=False),
+    Column("line_count", Integer, nullable=False),
+    Column("issued_at", _TS, nullable=False),
+    Column("status", Text, nullable=False),  # issued | voided
+    Column("void_reason", Text),
+    Column("credited_minor", BigInteger, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("recorded_at", _TS, nullable=False),
+)
+
+billing_invoice_lines = Table(
+    "billing_invoice_lines",
+    billing_metadata,
+    Column("invoice_id", Text, primary_key=True),
+    Column("line_no", Integer, primary_key=True),
+    Column("description", Text, nullable=False),
+    Column("workspace", Text, nullable=False),
+    Column("job_uid", Text),
+    Column("resource", Text, nullable=False),
+    Column("billing_mode", Text, nullable=False),
+    Column("quantity", Numeric, nullable=False),
+    Column("unit", Text, nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("transaction_ids", JSONB, nullable=False),
+)
+
+billing_credit_notes = Table(
+    "billing_credit_notes",
+    billing_metadata,
+    Column("credit_note_id", Text, primary_key=True),
+    Column("invoice_id", Text, nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("recorded_at", _TS, nullable=False),
+)

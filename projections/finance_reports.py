@@ -1,0 +1,298 @@
+"""Finance reports: usage and cost grouped by workspace, quota, user, flavor, mode, day, month.
+
+Two questions, answered from the billing read model (:mod:`projections.billing`):
+
+- **usage** is the exact occupied quantity (mGPU·s, CPU milli·s, MiB·s) of the
+  occupancy facts clipped to ``[from, to)``, split at day / month boundaries in
+  SQL; an interval still open (or whose end was not yet recorded at ``as_of``)
+  counts up to ``to``.
+- **cost** comes from the ledger when it can (``source="ledger"``: what the
+  rater posted, per usage month, from the pre-aggregated ``billing_cost_monthly``
+  or, with ``as_of``, the transactions recorded by then), and otherwise is rated
+  from the facts with the same pure rating code (``source="rated"``: needed for
+  day grouping or windows that do not fall on month boundaries), rounding once
+  per occupancy x period x resource exactly like the ledger.
+
+``as_of`` (store time) keeps only what had been recorded by then: occupancy
+halves, price events and transactions with ``recorded_at <= as_of``. ``from`` /
+``to`` are cluster time. Without ``to``, the window ends at the cluster clock as
+the store knows it (the latest occupancy instant recorded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any, Literal
+
+from sqlalchemy import Connection, text
+
+from ledger.prices import NoApplicableRate
+from ledger.rating import BillingPeriod, Occupancy, PeriodFn, calendar_months, rate_interval
+from projections.billing_rater import load_schedule
+
+__all__ = [
+    "GROUP_KEYS",
+    "ReportWindow",
+    "calendar_days",
+    "cluster_clock",
+    "cost_report",
+    "parse_group_by",
+    "usage_report",
+]
+
+GROUP_KEYS = ("workspace", "quota", "user", "flavor", "billing_mode", "day", "month")
+_COLUMN = {
+    "workspace": "workspace",
+    "quota": "COALESCE(quota, '')",
+    "user": "user_name",
+    "flavor": "flavor",
+    "billing_mode": "billing_mode",
+}
+
+
+def parse_group_by(text_value: str) -> tuple[str, ...]:
+    """``"workspace,month"`` -> ``("workspace", "month")``; unknown keys are a ValueError."""
+    keys = tuple(k.strip() for k in text_value.split(",") if k.strip())
+    bad = [k for k in keys if k not in GROUP_KEYS]
+    if bad:
+        raise ValueError(f"unknown --group-by key(s) {', '.join(bad)}: use {', '.join(GROUP_KEYS)}")
+    if len(set(keys)) != len(keys):
+        raise ValueError("--group-by lists a key twice")
+    return keys
+
+
+@dataclass(frozen=True)
+class ReportWindow:
+    start: datetime | None = None  # cluster time, inclusive
+    end: datetime | None = None  # cluster time, exclusive; None: the cluster clock
+    as_of: datetime | None = None  # store time: recorded_at <= as_of
+
+
+def cluster_clock(conn: Connection, as_of: datetime | None = None) -> datetime | None:
+    """The latest occupancy instant recorded (by ``as_of``): "now" in cluster time."""
+    value = conn.execute(
+        text(
+            "SELECT GREATEST("
+            " (SELECT max(started_at) FROM billing_occupancies "
+            "   WHERE CAST(:t AS timestamptz) IS NULL OR start_recorded_at <= :t),"
+            " (SELECT max(ended_at) FROM billing_occupancies "
+            "   WHERE CAST(:t AS timestamptz) IS NULL OR end_recorded_at <= :t))"
+        ),
+        {"t": as_of},
+    ).scalar_one()
+    return value  # type: ignore[no-any-return]
+
+
+def _end(conn: Connection, window: ReportWindow) -> datetime:
+    end = window.end or cluster_clock(conn, window.as_of)
+    return end or datetime(1970, 1, 1, tzinfo=UTC)
+
+
+_OCCUPANCIES = """
+SELECT occupancy_id, job_uid, workspace, quota, user_name, flavor, mgpu, cpu_milli,
+       memory_mib, billing_mode, started_at,
+       CASE WHEN ended_at IS NOT NULL
+             AND (CAST(:as_of AS timestamptz) IS NULL OR end_recorded_at <= :as_of)
+            THEN GREATEST(ended_at, started_at) END AS ended_at
+  FROM billing_occupancies
+ WHERE started_at IS NOT NULL AND started_at < :to
+   AND (CAST(:as_of AS timestamptz) IS NULL OR start_recorded_at <= :as_of)
+"""
+
+
+def usage_report(
+    conn: Connection, group_by: Sequence[str], window: ReportWindow
+) -> list[dict[str, Any]]:
+    """Rows of the group keys + ``mgpu_seconds``, ``cpu_milli_seconds``, ``memory_mib_seconds``."""
+    end = _end(conn, window)
+    start = window.start or datetime(1970, 1, 1, tzinfo=UTC)
+    bucket = "day" if "day" in group_by else "month" if "month" in group_by else None
+    keys_sql = [f"{_COLUMN[k]} AS {k}" for k in group_by if k in _COLUMN]
+    if bucket is None:
+        piece = "c.a, c.b"
+        split = ""
+    else:
+        split = (
+            f", LATERAL generate_series(date_trunc('{bucket}', c.a), "
+            f"c.b - interval '1 microsecond', interval '1 {bucket}') AS s(bucket)"
+        )
+        piece = (
+            f"GREATEST(c.a, s.bucket) AS a, LEAST(c.b, s.bucket + interval '1 {bucket}') AS b, "
+            "s.bucket"
+        )
+        if "day" in group_by:
+            keys_sql.append("to_char(bucket, 'YYYY-MM-DD') AS day")
+        if "month" in group_by:
+            keys_sql.append("to_char(bucket, 'YYYY-MM') AS month")
+    cols = ", ".join(group_by)
+    select_keys = ", ".join(keys_sql)
+    sql = f"""
+WITH o AS ({_OCCUPANCIES}),
+c AS (
+  SELECT o.*, GREATEST(started_at, :from) AS a, LEAST(COALESCE(ended_at, :to), :to) AS b FROM o
+),
+p AS (
+  SELECT c.workspace, c.quota, c.user_name, c.flavor, c.billing_mode, c.mgpu, c.cpu_milli,
+         c.memory_mib, {piece}
+    FROM c {split} WHERE c.a < c.b
+),
+q AS (
+  SELECT {select_keys + ", " if select_keys else ""}
+         round(EXTRACT(EPOCH FROM (b - a)) * 1000000)::bigint AS us, mgpu, cpu_milli, memory_mib
+    FROM p WHERE a < b
+)
+SELECT {cols + ", " if cols else ""}
+       COALESCE(sum(mgpu::numeric * us), 0) AS mgpu_us,
+       COALESCE(sum(cpu_milli::numeric * us), 0) AS cpu_us,
+       COALESCE(sum(memory_mib::numeric * us), 0) AS mem_us
+  FROM q {"GROUP BY " + cols if cols else ""} {"ORDER BY " + cols if cols else ""}
+"""
+    conn.execute(text("SET LOCAL TimeZone = 'UTC'"))
+    rows = conn.execute(text(sql), {"from": start, "to": end, "as_of": window.as_of}).all()
+    out = []
+    for row in rows:
+        item = {k: getattr(row, k) for k in group_by}
+        if not cols and row.mgpu_us == 0 and row.cpu_us == 0 and row.mem_us == 0:
+            return []
+        item["mgpu_seconds"] = _seconds(row.mgpu_us)
+        item["cpu_milli_seconds"] = _seconds(row.cpu_us)
+        item["memory_mib_seconds"] = _seconds(row.mem_us)
+        out.append(item)
+    return out
+
+
+def _seconds(micros: Any) -> int:
+    # exact whenever instants are whole seconds (Kubernetes timestamps are)
+    return int((Decimal(micros) / 1_000_000).to_integral_value(ROUND_HALF_EVEN))
+
+
+# --- cost -----------------------------------------------------------------------------
+
+
+def calendar_days() -> PeriodFn:
+    """Periods = UTC calendar days (keys ``YYYY-MM-DD``)."""
+
+    def period_of(t: datetime) -> BillingPeriod:
+        u = t.astimezone(UTC)
+        first = datetime(u.year, u.month, u.day, tzinfo=UTC)
+        return BillingPeriod(first.strftime("%Y-%m-%d"), first, first + timedelta(days=1))
+
+    return period_of
+
+
+def _month_aligned(t: datetime | None) -> bool:
+    if t is None:
+        return True
+    u = t.astimezone(UTC)
+    return (u.day, u.hour, u.minute, u.second, u.microsecond) == (1, 0, 0, 0, 0)
+
+
+Source = Literal["auto", "ledger", "rated"]
+
+
+def cost_report(
+    conn: Connection,
+    group_by: Sequence[str],
+    window: ReportWindow,
+    *,
+    source: Source = "auto",
+) -> list[dict[str, Any]]:
+    """Rows of the group keys + ``cost_minor`` and ``currency``."""
+    ledger_ok = (
+        "day" not in group_by and _month_aligned(window.start) and _month_aligned(window.end)
+    )
+    if source == "ledger" and not ledger_ok:
+        raise ValueError(
+            "the ledger books cost per month: day grouping or a window not on month "
+            "boundaries needs --source rated"
+        )
+    if source == "ledger" or (source == "auto" and ledger_ok):
+        return _ledger_cost(conn, group_by, window)
+    return _rated_cost(conn, group_by, window)
+
+
+def _ledger_cost(
+    conn: Connection, group_by: Sequence[str], window: ReportWindow
+) -> list[dict[str, Any]]:
+    keys = [f"{_COLUMN[k]} AS {k}" if k in _COLUMN else "usage_period AS month" for k in group_by]
+    table = "billing_cost_monthly"
+    where = ["TRUE"]
+    params: dict[str, Any] = {}
+    if window.as_of is not None:
+        table = "billing_transactions"
+        where.append("recorded_at <= :as_of AND usage_period IS NOT NULL")
+        params["as_of"] = window.as_of
+    if window.start is not None:
+        where.append("usage_period >= :pf")
+        params["pf"] = window.start.astimezone(UTC).strftime("%Y-%m")
+    if window.end is not None:
+        where.append("usage_period < :pt")
+        params["pt"] = window.end.astimezone(UTC).strftime("%Y-%m")
+    group = ", ".join([*group_by, "currency"])
+    sql = (
+        f"SELECT {', '.join([*keys, 'currency'])}, sum(amount_minor)::bigint AS cost_minor "
+        f"FROM {table} WHERE {' AND '.join(where)} GROUP BY {group} ORDER BY {group}"
+    )
+    return [
+        {**{k: getattr(r, k) for k in group_by}, "cost_minor": int(r.cost_minor),
+         "currency": r.currency}
+        for r in conn.execute(text(sql), params)
+    ]  # fmt: skip
+
+
+def _rated_cost(
+    conn: Connection, group_by: Sequence[str], window: ReportWindow
+) -> list[dict[str, Any]]:
+    end = _end(conn, window)
+    start = window.start or datetime(1970, 1, 1, tzinfo=UTC)
+    schedule = load_schedule(conn, recorded_by=window.as_of)
+    if schedule.currency is None:
+        return []
+    periods = calendar_days() if "day" in group_by else calendar_months()
+    rows = conn.execute(
+        text(_OCCUPANCIES + " AND (ended_at IS NULL OR ended_at > :from)"),
+        {"from": start, "to": end, "as_of": window.as_of},
+    ).all()
+    sums: dict[tuple[Any, ...], int] = {}
+    for row in rows:
+        occ = Occupancy(
+            occupancy_id=row.occupancy_id,
+            job_uid=row.job_uid,
+            workspace=row.workspace,
+            quota=row.quota,
+            user=row.user_name or "unknown",
+            flavor=row.flavor,
+            mgpu=int(row.mgpu),
+            cpu_milli=int(row.cpu_milli),
+            memory_mib=int(row.memory_mib),
+            billing_mode=row.billing_mode,
+            start=row.started_at,
+            end=row.ended_at,
+        )
+        a = max(occ.start, start)
+        b = min(occ.end or end, end)
+        if b <= a:
+            continue
+        try:
+            rating = rate_interval(occ, schedule, a, b, periods)
+        except NoApplicableRate as exc:
+            raise ValueError(f"cannot rate occupancy {occ.occupancy_id}: {exc}") from None
+        for line in rating.lines:
+            attrs = {
+                "workspace": occ.workspace,
+                "quota": occ.quota or "",
+                "user": occ.user,
+                "flavor": occ.flavor,
+                "billing_mode": occ.billing_mode,
+                "day": line.period,
+                "month": line.period[:7],
+            }
+            key = tuple(attrs[k] for k in group_by)
+            sums[key] = sums.get(key, 0) + line.amount_minor
+    return [
+        {**dict(zip(group_by, key, strict=True)), "cost_minor": v, "currency": schedule.currency}
+        for key, v in sorted(sums.items())
+    ]
