@@ -77,6 +77,15 @@ class IngestStats:
     batches: int = 0
     store_failures: int = 0
     started: float = field(default_factory=time.monotonic)
+    first_data_at: float | None = None  # when the first non-empty poll returned
+    last_batch_at: float | None = None  # when the last batch committed
+
+    @property
+    def busy_seconds(self) -> float:
+        """From the first data to the last commit: the rate base, without group-join time."""
+        if self.first_data_at is None or self.last_batch_at is None:
+            return 0.0
+        return self.last_batch_at - self.first_data_at
 
     @property
     def elapsed(self) -> float:
@@ -249,11 +258,15 @@ class IngestConsumer:
                 timeout_ms=self.poll_timeout_ms, max_records=self.max_records
             )
             if not polled:
+                if not self.consumer.assignment():
+                    last_data = time.monotonic()  # joining a group is not idleness
                 if idle_timeout is not None and time.monotonic() - last_data > idle_timeout:
                     break
                 self._update_lag()
                 continue
             last_data = time.monotonic()
+            if self.stats.first_data_at is None:
+                self.stats.first_data_at = last_data
             try:
                 self._ingest(polled)
             except Exception as exc:
@@ -293,6 +306,7 @@ class IngestConsumer:
         for tp, offset in reseek.items():
             self._seek(tp, offset)
         stats.batches += 1
+        stats.last_batch_at = time.monotonic()
         stats.messages += sum(len(v) for v in decoded.values())
         stats.appended += appended
         stats.duplicates += duplicates
@@ -517,6 +531,7 @@ def ingest_command(
     idle_exit: Annotated[
         float | None, typer.Option(help="Exit after this many idle seconds.")
     ] = None,
+    max_messages: Annotated[int | None, typer.Option(help="Exit after this many messages.")] = None,
     stats_file: Annotated[
         Path | None, typer.Option(help="Write the final counters here as JSON.")
     ] = None,
@@ -546,6 +561,7 @@ def ingest_command(
             stop_event,
             partitions=[int(p) for p in partitions.split(",")] if partitions else None,
             idle_timeout=idle_exit,
+            max_messages=max_messages,
             metrics_port=metrics_port,
             max_poll_records=max_poll_records,
             session_timeout_ms=session_timeout_ms,
@@ -560,6 +576,7 @@ def ingest_command(
         "dead_letters": stats.dead_letters,
         "batches": stats.batches,
         "store_failures": stats.store_failures,
+        "busy_seconds": round(stats.busy_seconds, 3),
     }
     if stats_file is not None:
         import json

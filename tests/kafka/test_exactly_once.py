@@ -1,0 +1,105 @@
+"""Exactly-once effects: a consumer SIGKILLed at random points still stores every event once."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from consumers.kafka_settings import checkpoint_name
+from ledger.store.postgres import PostgresEventStore
+from tests.kafka.helpers import make_events, produce, stored_ids, streams_in_order
+
+EVENTS = 50_000
+KILLS = 10
+
+
+def start_consumer(
+    database_url: str, bootstrap: str, topic: str, group: str, log: Path
+) -> subprocess.Popen[bytes]:
+    argv = [
+        sys.executable,
+        "-m",
+        "consumers.ingest",
+        "--database-url",
+        database_url,
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--max-poll-records",
+        "500",
+        "--session-timeout-ms",
+        "2000",
+    ]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**__import__("os").environ, "PYTHONFAULTHANDLER": "1"},
+        )
+
+
+def wait_for(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_sigkill_at_random_points_stores_every_event_exactly_once(
+    store: PostgresEventStore, database_url: str, bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    rng = random.Random(20261101)
+    events = make_events(EVENTS, streams=500)
+    produce(bootstrap, topic, events)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "consumer.log"
+
+    kills = 0
+    while kills < KILLS:
+        before = store.head_position()
+        assert before < EVENTS, f"all events stored after only {kills} kills"
+        proc = start_consumer(database_url, bootstrap, topic, group, log)
+        try:
+            # kill somewhere after the first committed batch, mid-stream
+            try:
+                wait_for(
+                    lambda: store.head_position() > before, 15, "the consumer to make progress"
+                )
+            except AssertionError:
+                proc.send_signal(signal.SIGABRT)
+                time.sleep(1)
+                raise
+            time.sleep(rng.uniform(0.0, 0.35))
+        finally:
+            proc.kill()
+            proc.wait()
+        kills += 1
+
+    proc = start_consumer(database_url, bootstrap, topic, group, log)
+    try:
+        wait_for(lambda: store.head_position() >= EVENTS, 120, "all events")
+        time.sleep(0.5)  # anything extra would show up now
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()[-3000:]
+
+    ids = stored_ids(store)
+    assert len(ids) == EVENTS
+    assert set(ids) == {e.event_id for e in events}
+    for stream, sequence in streams_in_order(store).items():
+        assert sequence == sorted(sequence), stream
+    with store.transaction() as uow:
+        offsets = uow.load_checkpoint(checkpoint_name(group)).offsets
+    assert sum(offsets.values()) == EVENTS
+    assert store.verify().ok
