@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from consumers.kafka_settings import checkpoint_name
@@ -43,17 +45,17 @@ def start_consumer(
             argv,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**__import__("os").environ, "PYTHONFAULTHANDLER": "1"},
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         )
 
 
-def wait_for(predicate: object, timeout: float, what: str) -> None:
+def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
+        if predicate():
+            return True
         time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    return False
 
 
 def test_sigkill_at_random_points_stores_every_event_exactly_once(
@@ -72,14 +74,11 @@ def test_sigkill_at_random_points_stores_every_event_exactly_once(
         proc = start_consumer(database_url, bootstrap, topic, group, log)
         try:
             # kill somewhere after the first committed batch, mid-stream
-            try:
-                wait_for(
-                    lambda: store.head_position() > before, 15, "the consumer to make progress"
-                )
-            except AssertionError:
-                proc.send_signal(signal.SIGABRT)
-                time.sleep(1)
-                raise
+            progressed = wait_for(lambda b=before: store.head_position() > b, 60)
+            if not progressed:
+                proc.send_signal(signal.SIGABRT)  # faulthandler dumps every thread's stack
+                proc.wait()
+                raise AssertionError("consumer made no progress:\n" + log.read_text()[-6000:])
             time.sleep(rng.uniform(0.0, 0.35))
         finally:
             proc.kill()
@@ -88,7 +87,7 @@ def test_sigkill_at_random_points_stores_every_event_exactly_once(
 
     proc = start_consumer(database_url, bootstrap, topic, group, log)
     try:
-        wait_for(lambda: store.head_position() >= EVENTS, 120, "all events")
+        assert wait_for(lambda: store.head_position() >= EVENTS, 120), "not all events stored"
         time.sleep(0.5)  # anything extra would show up now
     finally:
         proc.send_signal(signal.SIGTERM)
