@@ -52,26 +52,32 @@ def project(
 ) -> None:
     """Bring projections up to date with the event store (once, or live with --follow)."""
     projector = Projector(context.open_store(), _selected(name), page_size=page_size)
-    started = time.perf_counter()
-    read = projector.catch_up()
-    elapsed = time.perf_counter() - started
-    rate = f" ({read / elapsed:,.0f} events/s)" if read and elapsed > 0 else ""
-    typer.echo(f"caught up: {read} events applied across projections{rate}")
     if not follow:
+        _catch_up(projector)
         return
     stop = threading.Event()
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
+    # installed before the first page, so a signal at any moment ends cleanly
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        _catch_up(projector)
         typer.echo("following the store (Ctrl-C to stop)")
         projector.run_forever(stop, poll_interval=poll_interval)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     typer.echo("stopped; checkpoints are saved")
+
+
+def _catch_up(projector: Projector) -> None:
+    started = time.perf_counter()
+    read = projector.catch_up()
+    elapsed = time.perf_counter() - started
+    rate = f" ({read / elapsed:,.0f} events/s)" if read and elapsed > 0 else ""
+    typer.echo(f"caught up: {read} events applied across projections{rate}", nl=True)
 
 
 @projections_app.command("rebuild")
