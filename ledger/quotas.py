@@ -42,7 +42,6 @@ from pydantic import ValidationError
 from ledger.canonical import canonical_json
 from ledger.envelopes import EventData
 from ledger.events import (
-    PreemptionPolicy,
     QuotaChanged,
     QuotaCreated,
     QuotaDeleted,
@@ -214,8 +213,7 @@ def build_quota_tree(nodes: Sequence[Any]) -> QuotaTree:
     specs: dict[str, QuotaSpec] = {}
     for name, node in raw_nodes.items():
         try:
-            preemption = PreemptionPolicy.model_validate(node.pop("preemption"))
-            specs[name] = QuotaSpec.model_validate({**node, "preemption": preemption})
+            specs[name] = QuotaSpec.model_validate(node)
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])

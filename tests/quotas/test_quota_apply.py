@@ -1,0 +1,121 @@
+"""``dlc-ledger quotas apply`` is idempotent and appends only the differences."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from consumers import context
+from consumers.cli import app
+from ledger.store.postgres import PostgresEventStore
+from tests.quotas.helpers import occ_started
+
+DEMO = Path(__file__).resolve().parents[2] / "ops" / "quotas" / "demo.yaml"
+Cli = Callable[..., str]
+
+
+@pytest.fixture
+def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("USER", "alice")
+    context.settings.cache_clear()
+    runner = CliRunner()
+
+    def call(*args: str, ok: bool = True) -> str:
+        result = runner.invoke(app, list(args))
+        if ok:
+            assert result.exit_code == 0, (result.output, result.exception)
+        else:
+            assert result.exit_code != 0, result.output
+            return result.output + str(result.exception or "")
+        return result.stdout
+
+    yield call
+    context.settings.cache_clear()
+
+
+def _events(store: PostgresEventStore) -> list[tuple[str, str, str]]:
+    with store.engine.connect() as conn:
+        return [
+            (r.type, r.stream, r.source)
+            for r in conn.execute(text("SELECT type, stream, source FROM events ORDER BY position"))
+        ]
+
+
+def test_apply_twice_appends_nothing_the_second_time(cli: Cli, store: PostgresEventStore) -> None:
+    out = cli("quotas", "apply", str(DEMO), "--at", "2026-11-01T00:00:00Z")
+    assert "created quota openb" in out and "bound workspace ws-be to be" in out
+    first = _events(store)
+    assert len(first) == 7 + 4
+    assert {source for _, _, source in first} == {"api/alice"}
+    assert ("QuotaCreated", "quota/ls", "api/alice") in first
+    assert ("WorkspaceBound", "workspace/ws-ls", "api/alice") in first
+    assert cli("quotas", "apply", str(DEMO)).strip() == "no changes"
+    assert _events(store) == first
+
+
+def test_a_changed_file_emits_only_the_differences(
+    cli: Cli, store: PostgresEventStore, tmp_path: Path
+) -> None:
+    cli("quotas", "apply", str(DEMO), "--at", "2026-11-01T00:00:00Z")
+    before = len(_events(store))
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(
+        DEMO.read_text()
+        .replace("max: {gpu/any: 48000, cpu: 600000", "max: {gpu/any: 40000, cpu: 600000")
+        .replace("workspaces: [ws-guaranteed]", "workspaces: []")
+    )
+    dry = cli("quotas", "apply", str(changed), "--dry-run")
+    assert "would: changed quota burstable: max.gpu/any 48000 -> 40000" in dry
+    assert len(_events(store)) == before
+    out = cli("quotas", "apply", str(changed))
+    assert "unbound workspace ws-guaranteed (was guaranteed)" in out
+    assert _events(store)[before:] == [
+        ("QuotaChanged", "quota/burstable", "api/alice"),
+        ("WorkspaceBound", "workspace/ws-guaranteed", "api/alice"),
+    ]
+    # back to the original: the reverse differences, with fresh ids (streams moved on)
+    out = cli("quotas", "apply", str(DEMO))
+    assert len(_events(store)) == before + 4
+    assert cli("quotas", "apply", str(DEMO)).strip() == "no changes"
+
+
+def test_invalid_file_is_one_clear_error(cli: Cli, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- {name: a, min: {cpu: 1}, colour: red}\n")
+    out = cli("quotas", "apply", str(bad), ok=False)
+    assert "quota 'a': unknown field(s) ['colour']" in out
+
+
+def test_list_show_and_quota_usage_report(cli: Cli, store: PostgresEventStore) -> None:
+    cli("quotas", "apply", str(DEMO), "--at", "2026-11-01T00:00:00Z")
+    from tests.quotas.helpers import at
+
+    store.append([occ_started("p1", "j1", "ws-be", at(60), mode="idle", mgpu=2000)])
+    listing = json.loads(cli("quotas", "list", "--format", "json"))
+    assert [r["quota"] for r in listing][:3] == ["openb", "offline", "be"]
+    shown = cli("quotas", "show", "be")
+    assert "workspaces  ws-be" in shown and "gpu/any" in shown
+    rows = json.loads(cli("report", "quota-usage", "--format", "json"))
+    be = next(r for r in rows if r["quota"] == "be" and r["flavor"] == "gpu/any")
+    assert {k: be[k] for k in ("min", "max", "used", "borrowed", "lent", "queued")} == {
+        "min": 0,
+        "max": 40000,
+        "used": 2000,
+        "borrowed": 2000,
+        "lent": 0,
+        "queued": 0,
+    }
+    offline = next(r for r in rows if r["quota"] == "offline" and r["flavor"] == "gpu/any")
+    assert offline["lent"] == 2000  # from its shared pool
+    early = json.loads(
+        cli("report", "quota-usage", "--at", "2026-11-01T00:00:30Z", "--format", "json")
+    )
+    assert next(r for r in early if r["quota"] == "be" and r["flavor"] == "gpu/any")["used"] == 0
+    assert "borrowed" in cli("report", "quota-usage")
+    assert "no quota named 'nope'" in cli("quotas", "show", "nope", ok=False)

@@ -1,0 +1,188 @@
+"""Quota projection: invariants at every change point, --at queries, determinism."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from consumers.projector import Projector
+from ledger.envelopes import Envelope
+from ledger.events import JobAdmitted, JobPreempted, JobStarted, JobSucceeded
+from ledger.quotas import NO_QUOTA, parse_quota_tree
+from ledger.store.postgres import PostgresEventStore
+from projections.quotas import QuotaProjection, usage_at
+from tests.databases import TemplateDatabases
+from tests.quotas.helpers import (
+    at,
+    check_invariants,
+    history,
+    occ_ended,
+    occ_started,
+    states,
+    submitted,
+    transition,
+    tree_events,
+)
+
+TREE = parse_quota_tree(
+    """
+- {name: root, min: {gpu/any: 6000, cpu: 40000, memory: 65536}}
+- {name: mid, parent: root, min: {gpu/any: 3000, cpu: 16000, memory: 32768}}
+- {name: a, parent: mid, min: {gpu/any: 1000, cpu: 8000, memory: 16384}, workspaces: [ws-a],
+   lend_limit: {gpu/any: 500}}
+- {name: b, parent: mid, min: {gpu/any: 1000, cpu: 4000}, max: {gpu/any: 5000}, workspaces: [ws-b]}
+- {name: c, parent: root, min: {gpu/any: 2000, cpu: 8000}, workspaces: [ws-c]}
+"""
+)
+WORKSPACES = ("ws-a", "ws-b", "ws-c", "ws-unbound")
+
+actions = st.lists(
+    st.tuples(
+        st.sampled_from(["submit", "start", "end", "preempt", "succeed"]),
+        st.integers(0, 11),  # job number
+        st.sampled_from(WORKSPACES),
+        st.sampled_from(["public", "idle"]),
+        st.integers(0, 3),  # time step (0: same instant as the previous event)
+        st.booleans(),  # late: stamp 5 s in the past
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+def _events(
+    steps: list[tuple[str, int, str, str, int, bool]],
+) -> tuple[list[Envelope], dict[str, dict[str, int]]]:
+    """Events for ``steps`` and the expected final own usage (quota -> flavor -> used)."""
+    out: list[Envelope] = tree_events(TREE, at(0))
+    clock = 10.0
+    jobs: dict[int, tuple[str, str, str]] = {}  # n -> (uid, workspace, mode)
+    open_pods: dict[int, str] = {}
+    expected: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    serial = 0
+    for kind, n, ws, mode, step, late in steps:
+        clock += step
+        when = at(clock - 5 if late else clock)
+        if kind == "submit" and n not in jobs:
+            jobs[n] = (f"job-{n}", ws, mode)
+            out.append(submitted(f"job-{n}", ws, when, mode=mode, mgpu=500 * (n % 3 + 1)))
+            continue
+        if n not in jobs:
+            continue
+        uid, ws, mode = jobs[n]
+        quota = TREE.bindings.get(ws, NO_QUOTA)
+        mgpu = 500 * (n % 3 + 1)
+        if kind == "start" and n not in open_pods:
+            serial += 1
+            open_pods[n] = f"pod-{n}-{serial}"
+            out.append(transition(JobStarted, uid, when))
+            out.append(occ_started(open_pods[n], uid, ws, when, mode=mode, mgpu=mgpu))
+            expected[quota]["gpu/any"] += mgpu
+            expected[quota]["cpu"] += 4000
+        elif kind == "end" and n in open_pods:
+            out.append(occ_ended(open_pods.pop(n), uid, when))
+            expected[quota]["gpu/any"] -= mgpu
+            expected[quota]["cpu"] -= 4000
+        elif kind == "preempt":
+            out.append(transition(JobPreempted, uid, when))
+        elif kind == "succeed":
+            out.append(transition(JobSucceeded, uid, when))
+    return out, expected
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=actions, page=st.sampled_from([3, 7, 500]))
+def test_invariants_hold_at_every_change_point(
+    databases: TemplateDatabases, steps: list[tuple[str, int, str, str, int, bool]], page: int
+) -> None:
+    url = databases.clone()
+    store = PostgresEventStore(url)
+    try:
+        events, expected = _events(steps)
+        store.append(events)
+        projection = QuotaProjection()
+        Projector(store, [projection], page_size=page).catch_up()
+        rows = history(store)
+        for _, state in states(rows):
+            check_invariants(TREE.specs, state)
+        final = states(rows)[-1][1]
+        for quota in ("a", "b", "c", NO_QUOTA):
+            for flavor in ("gpu/any", "cpu"):
+                row = final.get((quota, flavor))
+                assert (row.used if row else 0) == expected[quota][flavor], (quota, flavor)
+        # projections are disposable: a rebuild (in one page) gives identical rows
+        Projector(store, [projection]).rebuild(projection)
+        assert history(store) == rows
+    finally:
+        store.close()
+        databases.drop(url)
+
+
+def _usage(store: PostgresEventStore, when: datetime | None) -> dict[tuple[str, str], object]:
+    with store.engine.connect() as conn:
+        return {(r.quota, r.flavor): r for r in usage_at(conn, when)}
+
+
+def test_usage_at_an_instant_before_and_after_changes(store: PostgresEventStore) -> None:
+    store.append(
+        [
+            *tree_events(TREE, at(0)),
+            submitted("j1", "ws-b", at(10), mgpu=2500, cpu=1000, memory=0),
+            transition(JobAdmitted, "j1", at(20)),
+            occ_started("p1", "j1", "ws-b", at(20), mgpu=2500, cpu=1000, memory=0),
+        ]
+    )
+    changed = parse_quota_tree(
+        """
+- {name: root, min: {gpu/any: 6000, cpu: 40000, memory: 65536}}
+- {name: mid, parent: root, min: {gpu/any: 3000, cpu: 16000, memory: 32768}}
+- {name: a, parent: mid, min: {gpu/any: 1000, cpu: 8000, memory: 16384}, workspaces: [ws-a],
+   lend_limit: {gpu/any: 500}}
+- {name: b, parent: mid, min: {gpu/any: 2000, cpu: 4000}, max: {gpu/any: 2000},
+   workspaces: [ws-b]}
+"""
+    )
+    store.append(tree_events(changed, at(50), current=TREE))
+    store.append([occ_ended("p1", "j1", at(100)), transition(JobSucceeded, "j1", at(100))])
+    Projector(store, [QuotaProjection()]).catch_up()
+
+    queued = _usage(store, at(15))[("b", "gpu/any")]
+    assert (queued.used, queued.queued, queued.queued_jobs) == (0, 2500, 1)  # type: ignore[attr-defined]
+    before = _usage(store, at(30))
+    b = before[("b", "gpu/any")]
+    assert (b.min, b.used, b.borrowed, b.queued, b.running_jobs) == (1000, 2500, 1500, 0, 1)  # type: ignore[attr-defined]
+    assert before[("a", "gpu/any")].lent == 500  # type: ignore[attr-defined]  # its lend limit
+    assert before[("mid", "gpu/any")].lent == 1000  # type: ignore[attr-defined]  # its shared pool
+    assert before[("root", "gpu/any")].lent == 0  # type: ignore[attr-defined]
+    assert ("c", "gpu/any") in before
+    after = _usage(store, at(60))  # b's min raised to 2000, max cut to 2000: over-admitted
+    b = after[("b", "gpu/any")]
+    assert (b.min, b.max, b.used, b.borrowed, b.over_admitted) == (2000, 2000, 2500, 500, 500)  # type: ignore[attr-defined]
+    assert ("c", "gpu/any") not in after  # deleted
+    done = _usage(store, at(100))[("b", "gpu/any")]
+    assert (done.used, done.running_jobs) == (0, 0)  # type: ignore[attr-defined]
+    assert _usage(store, None) == {k: v for k, v in _usage(store, at(1000)).items()}
+    assert _usage(store, at(-1)) == {}
+
+
+def test_jobs_of_unbound_workspaces_count_under_dash(store: PostgresEventStore) -> None:
+    store.append(
+        [
+            *tree_events(TREE, at(0)),
+            submitted("j1", "ws-nowhere", at(1), mgpu=700),
+            occ_started("p1", "j1", "ws-nowhere", at(2), mgpu=700),
+        ]
+    )
+    Projector(store, [QuotaProjection()]).catch_up()
+    row = _usage(store, None)[(NO_QUOTA, "gpu/any")]
+    assert (row.used, row.borrowed, row.running_jobs) == (700, 0, 1)  # type: ignore[attr-defined]
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT quota FROM quota_jobs")).scalar() == NO_QUOTA

@@ -1,0 +1,106 @@
+"""Usage arithmetic: subtree sums, borrowed within bounds, total lent = total borrowed."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.events import QuotaSpec
+from ledger.quotas import allocate, compute_usage, parse_quota_tree
+from tests.quotas.helpers import check_invariants
+
+FLAVORS = ("gpu/any", "cpu")
+
+
+@st.composite
+def trees_and_usage(
+    draw: st.DrawFn,
+) -> tuple[dict[str, QuotaSpec], dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    n = draw(st.integers(1, 8))
+    parents: list[int | None] = [None]
+    for i in range(1, n):
+        parents.append(draw(st.one_of(st.none(), st.integers(0, i - 1))))
+    names = [f"q{i}" for i in range(n)]
+    children: dict[int, list[int]] = {}
+    for i, p in enumerate(parents):
+        if p is not None:
+            children.setdefault(p, []).append(i)
+    mins: dict[int, dict[str, int]] = {}
+    for i in reversed(range(n)):  # children have larger indexes: build mins bottom-up
+        kids = children.get(i, [])
+        mins[i] = {f: sum(mins[k][f] for k in kids) + draw(st.integers(0, 6)) for f in FLAVORS}
+    specs: dict[str, QuotaSpec] = {}
+    for i in range(n):
+        root = parents[i] is None
+        cap = {f: mins[i][f] + (0 if root else draw(st.integers(0, 8))) for f in FLAVORS}
+        lend = {f: draw(st.integers(0, mins[i][f])) for f in FLAVORS if draw(st.booleans())}
+        specs[names[i]] = QuotaSpec(
+            quota_id=names[i],
+            parent=None if root else names[parents[i]],  # type: ignore[index]
+            min=mins[i],
+            max=cap if draw(st.booleans()) else {},
+            lend_limit=lend,
+        )
+    used: dict[str, dict[str, int]] = {}
+    idle: dict[str, dict[str, int]] = {}
+    for i in range(n):
+        if i in children:
+            continue
+        used[names[i]] = {f: draw(st.integers(0, 12)) for f in FLAVORS}
+        idle[names[i]] = {f: draw(st.integers(0, used[names[i]][f])) for f in FLAVORS}
+    return specs, used, idle
+
+
+@settings(max_examples=300, deadline=None)
+@given(trees_and_usage())
+def test_tree_invariants_hold_for_any_usage(
+    case: tuple[dict[str, QuotaSpec], dict[str, dict[str, int]], dict[str, dict[str, int]]],
+) -> None:
+    specs, used, idle = case
+    usage = compute_usage(specs, used, idle)
+    state = {k: SimpleNamespace(**vars_of(v)) for k, v in usage.items()}
+    check_invariants(specs, state)
+    for (quota, flavor), row in usage.items():
+        if quota in used:
+            assert row.used == used[quota][flavor]
+            if specs[quota].parent is not None:  # a root has nobody to borrow from
+                assert row.borrowed >= idle[quota][flavor]
+
+
+def vars_of(row: object) -> dict[str, int]:
+    return {n: getattr(row, n) for n in ("min", "max", "used", "borrowed", "lent", "over_admitted")}
+
+
+def test_borrower_is_supplied_by_the_pool_then_by_siblings() -> None:
+    tree = parse_quota_tree(
+        "- {name: root, min: {cpu: 12}}\n"
+        "- {name: a, parent: root, min: {cpu: 4}}\n"
+        "- {name: b, parent: root, min: {cpu: 4}, lend_limit: {cpu: 1}}\n"
+        "- {name: c, parent: root, min: {cpu: 2}}\n"
+    )
+    usage = compute_usage(tree.specs, {"a": {"cpu": 8}, "b": {"cpu": 0}, "c": {"cpu": 0}})
+    # a borrows 4: 2 from root's shared pool (12 - 10), then 1 from b (its lend limit), 1 from c
+    assert usage[("a", "cpu")].borrowed == 4
+    assert usage[("root", "cpu")].lent == 2
+    assert usage[("b", "cpu")].lent == 1
+    assert usage[("c", "cpu")].lent == 1
+    assert usage[("root", "cpu")].over_admitted == 0
+
+
+def test_idle_usage_always_borrows_and_a_root_never_does() -> None:
+    tree = parse_quota_tree(
+        "- {name: root, min: {cpu: 10}}\n- {name: a, parent: root, min: {cpu: 10}}\n"
+    )
+    usage = compute_usage(tree.specs, {"a": {"cpu": 12}}, {"a": {"cpu": 3}})
+    assert usage[("a", "cpu")].borrowed == 3 + 0  # 9 regular within min 10, 3 idle
+    assert usage[("root", "cpu")].borrowed == 0
+    assert usage[("root", "cpu")].over_admitted == 2
+    assert usage[("a", "cpu")].over_admitted == 2  # a's cap is inherited from root
+
+
+def test_allocate_is_proportional_exact_and_deterministic() -> None:
+    assert allocate(5, {"a": 3, "b": 3, "c": 3}) == {"a": 2, "b": 2, "c": 1}
+    assert allocate(10, {"a": 1, "b": 2}) == {"a": 1, "b": 2}
+    assert allocate(0, {"a": 1}) == {"a": 0}
