@@ -24,6 +24,7 @@ from typing import Any
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from consumers import metrics
 from consumers.kafka_settings import DEFAULT_TOPIC, message_key, producer_config
 from consumers.spool import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Spool, SpooledRecord, SpoolFull
 from ledger.envelopes import Envelope
@@ -153,6 +154,8 @@ class EventPublisher:
             exc.accepted = accepted
             log.error("%s", exc)
             raise
+        finally:
+            metrics.PRODUCER_SPOOLED.set(len(self.spool))
 
     def _drain_locked(self, *, force: bool) -> int:
         drained = 0
@@ -166,6 +169,7 @@ class EventPublisher:
                 drained += acked
             if acked < len(batch):
                 break
+        metrics.PRODUCER_SPOOLED.set(len(self.spool))
         if drained:
             log.info("drained %d spooled events to Kafka, %d left", drained, len(self.spool))
         return drained
