@@ -28,6 +28,7 @@ from ledger.ids import deterministic_id
 from ledger.money import format_minor, parse_decimal, to_minor
 from ledger.store.postgres import PostgresEventStore
 from projections.billing_rater import load_schedule, transaction_envelope
+from projections.finance_reports import invoice_lines
 
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
@@ -125,17 +126,7 @@ def invoice_detail(store: PostgresEventStore, invoice_id: str) -> dict[str, Any]
             .mappings()
             .one()
         )
-        lines = [
-            dict(r)
-            for r in conn.execute(
-                text(
-                    "SELECT line_no, job_uid, resource, billing_mode, quantity, unit, "
-                    "amount_minor, description, transaction_ids FROM billing_invoice_lines "
-                    "WHERE invoice_id = :i ORDER BY line_no"
-                ),
-                {"i": head.invoice_id},
-            ).mappings()
-        ]
+        lines = invoice_lines(conn, head.invoice_id)
     out = {k: v for k, v in header.items() if k not in ("position",)}
     out["lines"] = lines
     return out

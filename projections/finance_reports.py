@@ -39,6 +39,7 @@ __all__ = [
     "calendar_days",
     "cluster_clock",
     "cost_report",
+    "invoice_lines",
     "parse_group_by",
     "usage_report",
 ]
@@ -295,4 +296,19 @@ def _rated_cost(
     return [
         {**dict(zip(group_by, key, strict=True)), "cost_minor": v, "currency": schedule.currency}
         for key, v in sorted(sums.items())
+    ]
+
+
+def invoice_lines(conn: Connection, invoice_id: str) -> list[dict[str, Any]]:
+    """An invoice's lines in order (``invoices show``; indexed by the primary key)."""
+    return [
+        dict(r)
+        for r in conn.execute(
+            text(
+                "SELECT line_no, job_uid, resource, billing_mode, quantity, unit, amount_minor, "
+                "description, transaction_ids FROM billing_invoice_lines "
+                "WHERE invoice_id = :i ORDER BY line_no"
+            ),
+            {"i": invoice_id},
+        ).mappings()
     ]
