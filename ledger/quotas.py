@@ -55,6 +55,7 @@ __all__ = [
     "NodeUsage",
     "QuotaTree",
     "QuotaTreeError",
+    "UsageCalculator",
     "allocate",
     "build_quota_tree",
     "compute_usage",
@@ -397,9 +398,9 @@ def compute_usage(
     refused: the caller reports it under :data:`NO_QUOTA`.
     """
     idle = idle or {}
-    children = _children(specs)
+    calc = UsageCalculator(specs)
     for quota in [*used, *idle]:
-        if quota not in specs or children.get(quota):
+        if quota not in calc.leaves:
             raise ValueError(f"usage on {quota!r}, which is not a leaf quota")
     if flavors is None:
         keys: set[str] = set()
@@ -408,74 +409,116 @@ def compute_usage(
         for per in used.values():
             keys.update(per)
         flavors = keys
-    order = topological_order(specs)
     out: dict[tuple[str, str], NodeUsage] = {}
     for flavor in sorted(set(flavors)):
-        _one_flavor(specs, children, order, used, idle, flavor, out)
+        leaf_used = {q: v[flavor] for q, v in used.items() if v.get(flavor)}
+        leaf_idle = {q: v[flavor] for q, v in idle.items() if v.get(flavor)}
+        for row in calc.flavor(flavor, leaf_used, leaf_idle):
+            out[(row.quota, flavor)] = row
     return out
 
 
-def _one_flavor(
-    specs: Mapping[str, QuotaSpec],
-    children: Mapping[str, list[str]],
-    order: Sequence[str],
-    used_in: Mapping[str, Mapping[str, int]],
-    idle_in: Mapping[str, Mapping[str, int]],
-    flavor: str,
-    out: dict[tuple[str, str], NodeUsage],
-) -> None:
-    mins = {n: specs[n].min.get(flavor, 0) for n in order}
-    used: dict[str, int] = {}
-    borrowed: dict[str, int] = {}
-    unused: dict[str, int] = {}
-    for name in reversed(order):  # children before parents
-        kids = children.get(name, [])
-        if kids:
-            total = sum(used[k] for k in kids)
-            used[name] = total
-            borrowed[name] = max(0, total - mins[name])
-            unused[name] = max(0, mins[name] - total)
-        else:
-            total = used_in.get(name, {}).get(flavor, 0)
-            idle = min(total, idle_in.get(name, {}).get(flavor, 0))
-            regular = total - idle
-            used[name] = total
-            borrowed[name] = max(0, regular - mins[name]) + idle
-            unused[name] = max(0, mins[name] - regular)
-        if specs[name].parent is None or specs[name].parent not in specs:
-            borrowed[name] = 0  # a root has nobody to borrow from: over capacity instead
-    lent = dict.fromkeys(order, 0)
-    for name in order:
-        kids = children.get(name, [])
-        if not kids:
-            continue
-        demand = sum(borrowed[k] for k in kids)
-        pool = max(0, mins[name] - sum(mins[k] for k in kids))
-        from_pool = min(demand, pool)
-        lent[name] += from_pool
-        rest = demand - from_pool
-        lendable = {k: min(unused[k], specs[k].lend_limit.get(flavor, unused[k])) for k in kids}
-        for k, share in allocate(rest, lendable).items():
-            lent[k] += share
-            rest -= share
-        beyond = {k: unused[k] - lendable[k] for k in kids}
-        for k, share in allocate(rest, beyond).items():
-            lent[k] += share
-            rest -= share
-        lent[name] += rest  # borrowed from above (or over capacity) and passed down
-    caps: dict[str, int] = {}
-    for name in order:
-        spec = specs[name]
-        parent = spec.parent if spec.parent in specs else None
-        default = caps[parent] if parent is not None else mins[name]
-        caps[name] = spec.max.get(flavor, default)
-        out[(name, flavor)] = NodeUsage(
-            quota=name,
-            flavor=flavor,
-            min=mins[name],
-            max=caps[name],
-            used=used[name],
-            borrowed=borrowed[name],
-            lent=lent[name],
-            over_admitted=max(0, used[name] - caps[name]),
-        )
+class UsageCalculator:
+    """The usage arithmetic for one tree, compiled once and run per flavor (hot path of
+    the quota projection, which recomputes at every change point)."""
+
+    def __init__(self, specs: Mapping[str, QuotaSpec]) -> None:
+        self.specs = specs
+        self.order = topological_order(specs)
+        self.index = index = {name: i for i, name in enumerate(self.order)}
+        self.parent = [
+            index.get(specs[n].parent) if specs[n].parent is not None else None  # type: ignore[arg-type]
+            for n in self.order
+        ]
+        self.children: list[list[int]] = [[] for _ in self.order]
+        for i, p in enumerate(self.parent):
+            if p is not None:
+                self.children[p].append(i)
+        self.leaves = frozenset(n for i, n in enumerate(self.order) if not self.children[i])
+        self._per_flavor: dict[str, tuple[list[int], list[int | None], list[int | None]]] = {}
+
+    def _compiled(self, flavor: str) -> tuple[list[int], list[int | None], list[int | None]]:
+        found = self._per_flavor.get(flavor)
+        if found is None:
+            specs = [self.specs[n] for n in self.order]
+            found = (
+                [s.min.get(flavor, 0) for s in specs],
+                [s.max.get(flavor) for s in specs],
+                [s.lend_limit.get(flavor) for s in specs],
+            )
+            self._per_flavor[flavor] = found
+        return found
+
+    def flavor(
+        self, flavor: str, used_in: Mapping[str, int], idle_in: Mapping[str, int]
+    ) -> list[NodeUsage]:
+        """One row per node (tree order) from each leaf's usage and idle-mode part."""
+        return [
+            NodeUsage(self.order[i], flavor, *numbers)
+            for i, numbers in enumerate(self.numbers(flavor, used_in, idle_in))
+        ]
+
+    def numbers(
+        self, flavor: str, used_in: Mapping[str, int], idle_in: Mapping[str, int]
+    ) -> list[tuple[int, int, int, int, int, int]]:
+        """Per node in tree order: (min, max, used, borrowed, lent, over_admitted)."""
+        mins, maxes, lends = self._compiled(flavor)
+        order, parent, children = self.order, self.parent, self.children
+        n = len(order)
+        used = [0] * n
+        borrowed = [0] * n
+        unused = [0] * n
+        for i in range(n - 1, -1, -1):  # children before parents
+            kids = children[i]
+            if kids:
+                total = 0
+                for k in kids:
+                    total += used[k]
+                regular = total
+                extra = 0
+            else:
+                total = used_in.get(order[i], 0)
+                extra = min(total, idle_in.get(order[i], 0))
+                regular = total - extra
+            used[i] = total
+            if parent[i] is not None:  # a root has nobody to borrow from
+                borrowed[i] = max(0, regular - mins[i]) + extra
+            unused[i] = max(0, mins[i] - regular)
+        lent = [0] * n
+        for i in range(n):
+            kids = children[i]
+            if not kids:
+                continue
+            demand = 0
+            kid_mins = 0
+            for k in kids:
+                demand += borrowed[k]
+                kid_mins += mins[k]
+            if demand == 0:
+                continue
+            from_pool = min(demand, max(0, mins[i] - kid_mins))
+            lent[i] += from_pool
+            rest = demand - from_pool
+            if rest:
+                lendable = {}
+                for k in kids:
+                    cap = lends[k]
+                    lendable[order[k]] = unused[k] if cap is None else min(unused[k], cap)
+                for name, share in allocate(rest, lendable).items():
+                    lent[self.index[name]] += share
+                    rest -= share
+                if rest:
+                    beyond = {order[k]: unused[k] - lendable[order[k]] for k in kids}
+                    for name, share in allocate(rest, beyond).items():
+                        lent[self.index[name]] += share
+                        rest -= share
+            lent[i] += rest  # borrowed from above (or over capacity) and passed down
+        caps = [0] * n
+        for i in range(n):
+            p = parent[i]
+            own = maxes[i]
+            caps[i] = own if own is not None else (caps[p] if p is not None else mins[i])
+        return [
+            (mins[i], caps[i], used[i], borrowed[i], lent[i], max(0, used[i] - caps[i]))
+            for i in range(n)
+        ]

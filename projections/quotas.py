@@ -53,7 +53,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from ledger.events import QuotaSpec
-from ledger.quotas import NO_QUOTA, NodeUsage, QuotaTree, compute_usage, topological_order
+from ledger.quotas import NO_QUOTA, QuotaTree, UsageCalculator, topological_order
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
@@ -267,7 +267,7 @@ class _Fold:
     bindings: dict[str, tuple[str, datetime, int]]
     jobs: dict[str, _Job]
     occs: dict[str, _Occ]
-    own: dict[tuple[str, str], list[int]]
+    own: dict[str, dict[str, list[int]]]  # flavor -> quota -> raw values
     current: dict[tuple[str, str], tuple[Any, ...]]  # numbers tuple (len 9)
     watermark: datetime | None
     history: dict[tuple[str, str, datetime], tuple[Any, ...]] = field(default_factory=dict)
@@ -280,16 +280,19 @@ class _Fold:
     dirty_own: set[tuple[str, str]] = field(default_factory=set)
     dirty_flavors: set[str] = field(default_factory=set)
     whole_tree: bool = False
+    calculator: UsageCalculator | None = None
 
     # --- raw usage -------------------------------------------------------------
 
     def _bump(self, quota: str, flavor: str, column: int, delta: int) -> None:
-        key = (quota, flavor)
-        values = self.own.get(key)
+        per = self.own.get(flavor)
+        if per is None:
+            per = self.own[flavor] = {}
+        values = per.get(quota)
         if values is None:
-            values = self.own[key] = [0, 0, 0, 0, 0]
+            values = per[quota] = [0, 0, 0, 0, 0]
         values[column] += delta
-        self.dirty_own.add(key)
+        self.dirty_own.add((quota, flavor))
         self.dirty_flavors.add(flavor)
 
     def _contribute(self, job: _Job, sign: int) -> None:
@@ -414,6 +417,7 @@ class _Fold:
             return  # a binding changes only future jobs' quotas
         self.tree_changed = True
         self.whole_tree = True
+        self.calculator = None
 
     # --- change points -----------------------------------------------------------
 
@@ -421,12 +425,14 @@ class _Fold:
         """Recompute the nodes x flavors touched since the last flush; record changes."""
         if not self.whole_tree and not self.dirty_flavors:
             return
-        flavors: set[str] = {f for (_, f) in self.own}
+        flavors: set[str] = set(self.own)
         for spec in self.specs.values():
             flavors.update(spec.min, spec.max, spec.lend_limit)
         if not self.whole_tree:
             flavors &= self.dirty_flavors
-        rows = _rows(self.specs, self.own, flavors)
+        if self.calculator is None:
+            self.calculator = UsageCalculator(self.specs)
+        rows = _rows(self.calculator, self.own, flavors)
         for key, numbers in rows.items():
             if self.current.get(key) != numbers:
                 self.current[key] = numbers
@@ -445,66 +451,47 @@ class _Fold:
 
 
 def _rows(
-    specs: Mapping[str, QuotaSpec],
-    own: Mapping[tuple[str, str], Sequence[int]],
-    flavors: set[str],
+    calc: UsageCalculator,
+    own: Mapping[str, Mapping[str, Sequence[int]]],
+    flavors: Iterable[str],
 ) -> dict[tuple[str, str], tuple[int, ...]]:
     """Numbers (in ``_NUMBERS`` order) per (quota, flavor) for ``flavors``."""
-    order = topological_order(specs)
-    has_children = {s.parent for s in specs.values() if s.parent in specs}
-    leaves = {q for q in order if q not in has_children}
-    used: dict[str, dict[str, int]] = {}
-    idle: dict[str, dict[str, int]] = {}
-    counts: dict[tuple[str, str], list[int]] = {}  # queued, running_jobs, queued_jobs
-    orphan: dict[str, list[int]] = {}  # used, queued, running_jobs, queued_jobs
-    for (quota, flavor), v in own.items():
-        if flavor not in flavors:
-            continue
-        if quota in leaves:
-            if v[_USED]:
-                used.setdefault(quota, {})[flavor] = v[_USED]
-            if v[_IDLE]:
-                idle.setdefault(quota, {})[flavor] = v[_IDLE]
-            c = counts.setdefault((quota, flavor), [0, 0, 0])
-            c[0] += v[_QUEUED]
-            c[1] += v[_RUNNING]
-            c[2] += v[_QJOBS]
-        else:
-            o = orphan.setdefault(flavor, [0, 0, 0, 0])
-            o[0] += v[_USED]
-            o[1] += v[_QUEUED]
-            o[2] += v[_RUNNING]
-            o[3] += v[_QJOBS]
-    for quota in reversed(order):  # children before parents: sum counts upwards
-        parent = specs[quota].parent
-        if parent in specs and parent is not None:
-            for flavor in flavors:
-                child = counts.get((quota, flavor))
-                if child:
-                    p = counts.setdefault((parent, flavor), [0, 0, 0])
-                    p[0] += child[0]
-                    p[1] += child[1]
-                    p[2] += child[2]
-    usage: dict[tuple[str, str], NodeUsage] = compute_usage(
-        {q: specs[q] for q in order}, used, idle, flavors=flavors
-    )
+    order, parent, index = calc.order, calc.parent, calc.index
+    leaves = calc.leaves
     out: dict[tuple[str, str], tuple[int, ...]] = {}
-    for (quota, flavor), u in usage.items():
-        c = counts.get((quota, flavor), [0, 0, 0])
-        out[(quota, flavor)] = (
-            u.min,
-            u.max,
-            u.used,
-            u.borrowed,
-            u.lent,
-            c[0],
-            c[1],
-            c[2],
-            u.over_admitted,
-        )
-    for flavor, o in orphan.items():
-        if any(o):
-            out[(NO_QUOTA, flavor)] = (0, 0, o[0], 0, 0, o[1], o[2], o[3], 0)
+    empty: dict[str, Sequence[int]] = {}
+    for flavor in flavors:
+        used: dict[str, int] = {}
+        idle: dict[str, int] = {}
+        counts = [[0, 0, 0] for _ in order]  # queued, running_jobs, queued_jobs
+        orphan = [0, 0, 0, 0]  # used, queued, running_jobs, queued_jobs
+        for quota, v in own.get(flavor, empty).items():
+            if quota in leaves:
+                if v[_USED]:
+                    used[quota] = v[_USED]
+                if v[_IDLE]:
+                    idle[quota] = v[_IDLE]
+                c = counts[index[quota]]
+                c[0] += v[_QUEUED]
+                c[1] += v[_RUNNING]
+                c[2] += v[_QJOBS]
+            else:
+                orphan[0] += v[_USED]
+                orphan[1] += v[_QUEUED]
+                orphan[2] += v[_RUNNING]
+                orphan[3] += v[_QJOBS]
+        for i in range(len(order) - 1, 0, -1):  # children before parents: sum upwards
+            p = parent[i]
+            if p is not None:
+                c, up = counts[i], counts[p]
+                up[0] += c[0]
+                up[1] += c[1]
+                up[2] += c[2]
+        for i, (lo, hi, u, b, lent, over) in enumerate(calc.numbers(flavor, used, idle)):
+            c = counts[i]
+            out[(order[i], flavor)] = (lo, hi, u, b, lent, c[0], c[1], c[2], over)
+        if any(orphan):
+            out[(NO_QUOTA, flavor)] = (0, 0, orphan[0], 0, 0, orphan[1], orphan[2], orphan[3], 0)
     return out
 
 
@@ -577,16 +564,15 @@ class QuotaProjection(Projection):
             )
             for row in fetch_by_keys(conn, quota_occupancies, "job_uid", uids)
         }
-        own = {
-            (row.quota, row.flavor): [
+        own: dict[str, dict[str, list[int]]] = {}
+        for row in conn.execute(select(quota_own_usage)):
+            own.setdefault(row.flavor, {})[row.quota] = [
                 row.used,
                 row.idle_used,
                 row.queued,
                 row.running_jobs,
                 row.queued_jobs,
             ]
-            for row in conn.execute(select(quota_own_usage))
-        }
         current = {
             (row.quota, row.flavor): tuple(getattr(row, n) for n in _NUMBERS)
             for row in conn.execute(select(quota_usage))
@@ -634,7 +620,7 @@ class QuotaProjection(Projection):
         upsert_rows(
             conn,
             quota_own_usage,
-            [(*k, *fold.own[k]) for k in sorted(fold.dirty_own)],
+            [(q, f, *fold.own[f][q]) for q, f in sorted(fold.dirty_own)],
             key=["quota", "flavor"],
         )
         for quota, flavor in sorted(fold.removed_current):
