@@ -29,6 +29,9 @@ from projections.registry import all_projections
 from tests.projections.builders import Narrator, at, replica
 from tests.projections.conftest import CliCall
 
+ODD = 'exit 1\twith "quotes",\nnewline and \\ backslash {braces}'
+ODD_POD = 'p,"s\\'
+
 
 def _submit(n: Narrator, uid: str, name: str, t: float, **kw: object) -> None:
     n.tell(
@@ -190,11 +193,11 @@ def test_stop_waits_for_pods_and_failure_is_final(store: PostgresEventStore) -> 
     n = Narrator()
     _submit(n, "s1", "stopper", 0)
     n.tell(JobStarted(job_uid="s1"), "job/s1", at(5))
-    _occupy(n, "s1", "ps", 5, None)
+    _occupy(n, "s1", ODD_POD, 5, None)
     n.tell(JobStopped(job_uid="s1", by="bob", reason="budget"), "job/s1", at(50))
     _submit(n, "f1", "failer", 0)
     n.tell(JobStarted(job_uid="f1"), "job/f1", at(5))
-    n.tell(JobFailed(job_uid="f1", reason="exit 1"), "job/f1", at(25))
+    n.tell(JobFailed(job_uid="f1", reason=ODD), "job/f1", at(25))
     n.tell(JobStarted(job_uid="f1"), "job/f1", at(30))  # late and stale: ignored
     store.append(n.events)
     projector = Projector(store, all_projections())
@@ -205,11 +208,12 @@ def test_stop_waits_for_pods_and_failure_is_final(store: PostgresEventStore) -> 
     assert failed["status"] == "Failed" and failed["running_seconds"] == 20
     assert failed["goodput"] == 0.8
     assert failed["timeline"][-1]["type"] == "JobStarted"
+    assert failed["timeline"][-2]["reason"] == ODD  # COPY escaping round-trips
 
     more = Narrator("more")
     more.tell(
         OccupancyEnded(
-            occupancy_id="ps", job_uid="s1", pod_uid="ps", ended_at=at(60), reason="deleted"
+            occupancy_id=ODD_POD, job_uid="s1", pod_uid=ODD_POD, ended_at=at(60), reason="deleted"
         ),
         "job/s1",
         at(60),
