@@ -1,0 +1,35 @@
+"""The APScheduler job runs tick() with the clock it is given (the cluster's, in replays)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from consumers.billing_jobs import TickResult, build_scheduler
+from consumers.prices_cli import publish_price_book
+from ledger.store.postgres import PostgresEventStore
+from tests.billing_e2e.helpers import at, demo_book, ended, started
+
+
+def test_scheduler_ticks_on_the_given_clock_and_issues_due_invoices(
+    store: PostgresEventStore,
+) -> None:
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    store.append([started("a", at("2026-11-05T00:00")), ended("a", at("2026-11-05T10:00"))])
+    ticked = threading.Event()
+    results: list[TickResult] = []
+
+    def on_tick(result: TickResult) -> None:
+        results.append(result)
+        ticked.set()
+
+    scheduler = build_scheduler(
+        store, lambda: at("2026-12-02T00:30"), interval=timedelta(seconds=30), on_tick=on_tick
+    )
+    scheduler.start()  # type: ignore[attr-defined]
+    try:
+        assert ticked.wait(20)
+    finally:
+        scheduler.shutdown(wait=True)  # type: ignore[attr-defined]
+    assert results[0].accrued_to == at("2026-12-02T00:00")
+    assert len(results[0].invoices) == 1
