@@ -16,6 +16,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from consumers.broker_cli import broker_app
 from consumers.finance_cli import report_cost as _report_cost  # noqa: F401  (registers)
+from consumers.ingest import ingest_app
 from consumers.invoices_cli import billing_app, invoices_app
 from consumers.jobs_cli import jobs_app
 from consumers.prices_cli import prices_app
@@ -48,6 +49,7 @@ app.add_typer(quotas_app, name="quotas")
 app.add_typer(prices_app, name="prices")
 app.add_typer(billing_app, name="billing")
 app.add_typer(invoices_app, name="invoices")
+app.add_typer(ingest_app, name="ingest")
 
 
 @app.command("demo")
