@@ -1,0 +1,12 @@
+"""Kubernetes watchers: list + watch the cluster, map objects to domain events, publish them.
+
+``listwatch`` (the reflector loop per resource type), ``mapping`` (pure object → facts →
+envelopes), ``tracker`` (per-UID state and transitions), ``publisher`` (bounded buffer to the
+producer), ``checkpoints`` (resume point in PostgreSQL), ``runner`` (the process that wires
+them). See ``docs/watchers.md``.
+"""
+
+from consumers.watchers.listwatch import DEFAULT_RESOURCES, WatchedResource, WatchSettings
+from consumers.watchers.runner import Watcher, WatcherStats
+
+__all__ = ["DEFAULT_RESOURCES", "WatchSettings", "WatchedResource", "Watcher", "WatcherStats"]
