@@ -37,7 +37,9 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The applied head revisions (comma-separated: projections are branches), or None."""
     from alembic.runtime.migration import MigrationContext
 
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        heads = MigrationContext.configure(conn).get_current_heads()
+    return ",".join(sorted(heads)) or None
