@@ -345,6 +345,10 @@ class Store:
             if final is not None:
                 returned = final(body)
                 body = returned if isinstance(returned, dict) else body
+            if res.key != "pods":
+                # as after a foreground deletion: the final body says when it went (watchers
+                # date JobDeleted / NodeRemoved from it, so a replay is reproducible)
+                body["metadata"].setdefault("deletionTimestamp", self.clock.timestamp())
             body["metadata"]["resourceVersion"] = str(self._next_rv())
             self._record(res.key, "DELETED", body, old)
             return clone(body)
