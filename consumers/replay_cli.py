@@ -1,0 +1,73 @@
+"""``dlc-ledger replay``: a public GPU trace through kubesim, the watchers, Kafka and the store."""
+
+from __future__ import annotations
+
+import json
+import logging
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from consumers.replay import run_replay
+
+__all__ = ["replay"]
+
+
+class TraceFormat(StrEnum):
+    openb = "openb"
+    dlrm = "dlrm"
+
+
+def _speed(value: str) -> float | str:
+    if value == "max":
+        return "max"
+    try:
+        speed = float(value)
+    except ValueError as exc:
+        raise typer.BadParameter("--speed is 'max' or a positive number") from exc
+    if speed <= 0:
+        raise typer.BadParameter("--speed is 'max' or a positive number")
+    return speed
+
+
+def replay(
+    trace: Annotated[
+        str, typer.Option(help="Trace CSV file, or 'openb' / 'dlrm' for the bundled traces.")
+    ],
+    fmt: Annotated[TraceFormat, typer.Option("--format", help="Trace format.")],
+    nodes: Annotated[Path | None, typer.Option(help="openb node list CSV.")] = None,
+    epoch: Annotated[
+        str | None, typer.Option(help="ISO instant of trace second 0 (default 2026-11-01Z).")
+    ] = None,
+    speed: Annotated[str, typer.Option(help="'max' or a multiple of real time.")] = "max",
+    quotas: Annotated[Path | None, typer.Option(help="Quota tree to apply first.")] = None,
+    pricebook: Annotated[Path | None, typer.Option(help="Price book to publish first.")] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start from an empty database.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm --fresh on DATABASE_URL.")] = False,
+    limit: Annotated[int | None, typer.Option(help="Only the first N trace rows.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Replay a trace end to end; exit 0 once everything is stored and projected."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    summary = run_replay(
+        trace,
+        fmt.value,
+        nodes=nodes,
+        epoch=epoch,
+        speed=_speed(speed),  # type: ignore[arg-type]
+        quotas=quotas,
+        pricebook=pricebook,
+        fresh=fresh,
+        yes=yes,
+        limit=limit,
+    )
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict()))
+    else:
+        for line in summary.lines():
+            typer.echo(line)
+    if not summary.ok:
+        typer.echo("replay incomplete: the store does not match the trace", err=True)
+        raise typer.Exit(1)
