@@ -22,8 +22,10 @@ from consumers.jobs_cli import jobs_app
 from consumers.prices_cli import prices_app
 from consumers.projections_cli import project, projections_app
 from consumers.quotas_cli import quotas_app
+from consumers.replay_cli import replay
 from consumers.report_cli import report_app
 from consumers.store_cli import db_app, dead_letters_app, verify
+from consumers.watch_cli import watch
 from ledger.store.base import StoreError
 
 __all__ = ["app", "entrypoint", "main"]
@@ -50,6 +52,8 @@ app.add_typer(prices_app, name="prices")
 app.add_typer(billing_app, name="billing")
 app.add_typer(invoices_app, name="invoices")
 app.add_typer(ingest_app, name="ingest")
+app.command("watch")(watch)
+app.command("replay")(replay)
 
 
 @app.command("demo")
