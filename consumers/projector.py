@@ -1,8 +1,18 @@
 """The projector runner: tails the store and keeps projections current, exactly once.
 
-For each projection, one transaction: lock its checkpoint row, read the next page
-of events after it, apply the page, save the new position, commit. Crash
-anywhere and the page is applied again from the old checkpoint, never twice.
+One transaction per step: lock the checkpoint rows, read the next window of
+positions once, apply it to every projection that stands at that position, save
+their new positions, commit. Crash anywhere and the window is applied again from
+the old checkpoints, never twice. Projections that stand at different positions
+(one was rebuilt, one is new) are advanced separately until they meet, then read
+together: reading and decoding events costs more than most projections' writes,
+so a page is read once, not once per projection.
+
+Windows are ranges of positions ending at or below the visible head. The store
+assigns dense positions in commit order (``docs/store.md``), so such a window is
+complete when read, and a projection's event-type filter can go into the query
+without losing track of how far it got.
+
 Tailing waits on PostgreSQL ``LISTEN dlc_events`` (the store notifies after each
 append) with a polling fallback, so an idle runner costs nothing and a busy one
 never sleeps.
@@ -16,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
+from sqlalchemy import text
 
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
@@ -54,34 +65,66 @@ class Projector:
         self.page_size = page_size
 
     def step(self, projection: Projection) -> int:
-        """Apply at most one page to ``projection``; returns how many events were read."""
-        with self.store.transaction() as uow:
-            name = checkpoint_name(projection)
-            checkpoint = uow.load_checkpoint(name, for_update=True)
-            if checkpoint.updated_at is None:
-                uow.save_checkpoint(name, position=0)  # create the row so it can be locked
-                checkpoint = uow.load_checkpoint(name, for_update=True)
-            page = self.store.read_after_on(uow.connection, checkpoint.position, self.page_size)
-            if not page:
-                return 0
-            wanted = projection.event_types
-            relevant = [r for r in page if r.envelope.type in wanted] if wanted else page
-            if relevant:
-                projection.apply(uow.connection, relevant)
-            uow.save_checkpoint(name, position=page[-1].position)
-            return len(page)
+        """Advance ``projection`` alone by at most one page; returns positions covered."""
+        return self._advance([projection])
 
     def catch_up(self, *, until: int | None = None) -> int:
-        """Run every projection up to the store's head (or ``until``); returns events read."""
+        """Run every projection up to the store's head (or ``until``); returns positions covered."""
         total = 0
-        target = self.store.head_position() if until is None else until
-        for projection in self.projections:
-            while self.position(projection) < target:
-                read = self.step(projection)
-                if read == 0:
-                    break
-                total += read
+        while covered := self._advance(self.projections, until=until):
+            total += covered
         return total
+
+    def _advance(self, candidates: Sequence[Projection], *, until: int | None = None) -> int:
+        """One step for the candidates furthest behind, in one transaction."""
+        with self.store.transaction() as uow:
+            conn = uow.connection
+            names = sorted(checkpoint_name(p) for p in candidates)
+            conn.execute(
+                text(
+                    "INSERT INTO checkpoints (name, position, offsets, updated_at) "
+                    "SELECT n, 0, '{}'::jsonb, now() FROM unnest(CAST(:names AS text[])) n "
+                    "ON CONFLICT (name) DO NOTHING"
+                ),
+                {"names": names},
+            )
+            # sorted FOR UPDATE: two runners never deadlock, and never both apply a page
+            locked: dict[str, int] = dict(
+                conn.execute(
+                    text(
+                        "SELECT name, position FROM checkpoints "
+                        "WHERE name = ANY(CAST(:names AS text[])) ORDER BY name FOR UPDATE"
+                    ),
+                    {"names": names},
+                ).all()
+            )
+            head = self.store.head_position_on(conn)  # read after the locks: see module doc
+            if until is not None:
+                head = min(head, until)
+            positions = {p.name: int(locked[checkpoint_name(p)]) for p in candidates}
+            low = min(positions.values())
+            if low >= head:
+                return 0
+            group = [p for p in candidates if positions[p.name] == low]
+            ahead = [pos for pos in positions.values() if pos > low]
+            upto = min([low + self.page_size, head, *ahead])
+            wanted: set[str] | None = set()
+            for projection in group:
+                if not projection.event_types:
+                    wanted = None
+                    break
+                assert wanted is not None
+                wanted |= projection.event_types
+            page = self.store.read_window_on(
+                conn, low, upto, None if wanted is None else sorted(wanted)
+            )
+            for projection in group:
+                types = projection.event_types
+                relevant = [r for r in page if r.envelope.type in types] if types else page
+                if relevant:
+                    projection.apply(conn, relevant)
+                uow.save_checkpoint(checkpoint_name(projection), position=upto)
+            return upto - low
 
     def position(self, projection: Projection) -> int:
         with self.store.transaction() as uow:

@@ -91,21 +91,54 @@ def record_hash(
     return hashlib.sha256(previous + canonical_json(record)).digest()
 
 
+_ENVELOPE_FIELDS = frozenset(Envelope.model_fields)
+_SELECT_SQL = (
+    "SELECT position, version, recorded_at, event_id, type, schema_version, stream, "
+    "occurred_at, observed_at, source, causation_id, correlation_id, data FROM events "
+)
+
+
+def _trusted_envelope(fields: dict[str, Any]) -> Envelope:
+    """An Envelope from our own rows, validated on the way in, without re-validation.
+
+    Equivalent to ``Envelope.model_construct`` at a quarter of its cost, which
+    matters when projections read millions of rows.
+    """
+    envelope = Envelope.__new__(Envelope)
+    object.__setattr__(envelope, "__dict__", fields)
+    object.__setattr__(envelope, "__pydantic_fields_set__", _ENVELOPE_FIELDS)
+    object.__setattr__(envelope, "__pydantic_extra__", None)
+    object.__setattr__(envelope, "__pydantic_private__", None)
+    return envelope
+
+
 def _recorded(row: Any) -> RecordedEvent:
-    # Rows come from our own table, already validated on the way in: skip re-validation.
-    envelope = Envelope.model_construct(
-        event_id=row.event_id,
-        type=row.type,
-        schema_version=row.schema_version,
-        stream=row.stream,
-        occurred_at=row.occurred_at,
-        observed_at=row.observed_at,
-        source=row.source,
-        causation_id=row.causation_id,
-        correlation_id=row.correlation_id,
-        data=row.data,
+    (position, version, recorded_at, event_id, type_, schema_version, stream, occurred_at,
+     observed_at, source, causation_id, correlation_id, data) = row[:13]  # fmt: skip
+    envelope = _trusted_envelope(
+        {
+            "event_id": event_id,
+            "type": type_,
+            "schema_version": schema_version,
+            "stream": stream,
+            "occurred_at": occurred_at,
+            "observed_at": observed_at,
+            "source": source,
+            "causation_id": causation_id,
+            "correlation_id": correlation_id,
+            "data": data,
+        }
     )
-    return RecordedEvent(row.position, row.version, row.recorded_at, envelope)
+    return RecordedEvent(position, version, recorded_at, envelope)
+
+
+def _fetch(conn: Connection, sql: str, params: Sequence[Any]) -> list[RecordedEvent]:
+    # straight from the driver: SQLAlchemy's Row machinery costs more than the query
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    with raw.cursor() as cur:
+        cur.execute(sql, params)
+        return [_recorded(row) for row in cur.fetchall()]
 
 
 class PostgresUnitOfWork(UnitOfWork):
@@ -379,7 +412,7 @@ class PostgresEventStore(EventStore):
 
     def _read(self, query: Any) -> list[RecordedEvent]:
         with self.engine.connect() as conn:
-            return [_recorded(row) for row in conn.execute(query)]
+            return [_recorded(tuple(row)) for row in conn.execute(query)]
 
     def read_stream(self, stream: str, *, after_version: int = 0) -> list[RecordedEvent]:
         return self._read(
@@ -395,13 +428,36 @@ class PostgresEventStore(EventStore):
     @staticmethod
     def read_after_on(conn: Connection, position: int, limit: int) -> list[RecordedEvent]:
         """:meth:`read_after` inside the caller's transaction (projector runner)."""
-        query = (
-            select(*_READ_COLUMNS)
-            .where(events.c.position > position)
-            .order_by(events.c.position)
-            .limit(limit)
+        return _fetch(
+            conn, _SELECT_SQL + "WHERE position > %s ORDER BY position LIMIT %s", (position, limit)
         )
-        return [_recorded(row) for row in conn.execute(query)]
+
+    @staticmethod
+    def read_window_on(
+        conn: Connection, after: int, upto: int, types: Sequence[str] | None = None
+    ) -> list[RecordedEvent]:
+        """Events with ``after < position <= upto`` (optionally of ``types``), in order.
+
+        Positions are dense and assigned in commit order, so a window that ends at
+        or below the visible head is complete: nothing can commit into it later.
+        """
+        if types is None:
+            return _fetch(
+                conn,
+                _SELECT_SQL + "WHERE position > %s AND position <= %s ORDER BY position",
+                (after, upto),
+            )
+        return _fetch(
+            conn,
+            _SELECT_SQL
+            + "WHERE position > %s AND position <= %s AND type = ANY(%s) ORDER BY position",
+            (after, upto, list(types)),
+        )
+
+    @staticmethod
+    def head_position_on(conn: Connection) -> int:
+        value = conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
+        return int(value)
 
     def read_by_type(
         self,
