@@ -181,6 +181,11 @@ class ListWatch:
             with contextlib.suppress(Exception):
                 response.shutdown()
 
+    @property
+    def watching(self) -> bool:
+        """A watch stream is open right now (the server has subscribed it)."""
+        return self._response is not None
+
     def sleep(self, seconds: float) -> None:
         self.stats.backoffs.append(seconds)
         if self._sleep is not None:

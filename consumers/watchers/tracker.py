@@ -346,7 +346,9 @@ class ClusterTracker:
         # a replica pod replacing an earlier one of the same replica slot is a restart
         replicas = dict(jst.get("rep") or {})
         previous = replicas.get(pod.replica)
-        if jst and previous is not None and previous != pod.uid:
+        prior = self.state.get(f"pod/{previous}") if previous else None
+        replaced = prior is None or bool(prior.get("e"))  # the earlier pod is gone or done
+        if jst and previous is not None and previous != pod.uid and replaced:
             out.append(
                 self.factory.job_transition(
                     job_kind,
