@@ -152,6 +152,7 @@ class ClusterTracker:
                 continue
             if key.startswith("pod/"):
                 out += self._end_pod(key, st, now, "vanished-during-relist", True, now)
+                self._replica_done(key.split("/", 1)[1], st, now)
                 if st.get("bare"):
                     out.append(
                         self.factory.job_transition(
@@ -343,25 +344,26 @@ class ClusterTracker:
         else:
             jst = self.state.get(f"job/{job_uid}") or {}
             job_kind = jst.get("k") or (pod.owner.kind if pod.owner else None) or "Job"
-        # a replica pod replacing an earlier one of the same replica slot is a restart
+        # a replica pod created after the earlier pod of its replica slot ended is a restart
+        # (comparing times, not arrival order: an initial LIST is state, not a sequence)
         replicas = dict(jst.get("rep") or {})
         previous = replicas.get(pod.replica)
-        prior = self.state.get(f"pod/{previous}") if previous else None
-        replaced = prior is None or bool(prior.get("e"))  # the earlier pod is gone or done
-        if jst and previous is not None and previous != pod.uid and replaced:
-            out.append(
-                self.factory.job_transition(
-                    job_kind,
-                    job_uid,
-                    "restarted",
-                    pod.created_at or now,
-                    now,
-                    reason=f"replica {pod.replica} replaced",
-                    key=pod.uid,
+        if jst and previous is not None and previous[0] != pod.uid and previous[1] is not None:
+            ended = datetime.fromisoformat(previous[1])
+            if pod.created_at is None or pod.created_at >= ended:
+                out.append(
+                    self.factory.job_transition(
+                        job_kind,
+                        job_uid,
+                        "restarted",
+                        pod.created_at or now,
+                        now,
+                        reason=f"replica {pod.replica} replaced",
+                        key=pod.uid,
+                    )
                 )
-            )
         if jst:
-            replicas[pod.replica] = pod.uid
+            replicas[pod.replica] = [pod.uid, None]
             self._put(f"job/{job_uid}", {**jst, "rep": replicas})
         st: State = {
             "n": pod.name,
@@ -369,6 +371,7 @@ class ClusterTracker:
             "j": job_uid,
             "jk": job_kind,
             "bare": bare,
+            "r": pod.replica,
             "s": None,
             "e": False,
             "ph": None,
@@ -397,6 +400,7 @@ class ClusterTracker:
                 exact = pod.terminal and pod.finished_at is not None
                 at = pod.finished_at if exact and pod.finished_at else now
                 out += self._end_pod(key, st, at, "out-of-scope", not exact, now)
+            self._replica_done(pod.uid, st, pod.finished_at or now)
             self._drop(key)
             return out
         if pod.terminal and not st["e"]:
@@ -405,6 +409,7 @@ class ClusterTracker:
                 at = pod.finished_at or pod.deletion_at or now
                 out += self._end_pod(key, st, at, pod.end_reason, not exact, now)
             st["e"] = True
+            self._replica_done(pod.uid, st, pod.finished_at or pod.deletion_at or now)
             if st.get("bare") and st.get("ph") is None:
                 outcome = "succeeded" if pod.phase == "Succeeded" else "failed"
                 at = pod.finished_at or now
@@ -414,6 +419,7 @@ class ClusterTracker:
             if started is not None and not st["e"]:
                 at = pod.deletion_at or now
                 out += self._end_pod(key, st, at, "deleted", True, now)
+            self._replica_done(pod.uid, st, pod.finished_at or pod.deletion_at or now)
             if st.get("bare"):
                 out.append(
                     self.factory.job_transition(
@@ -426,6 +432,18 @@ class ClusterTracker:
         if st != self.state.get(key):
             self._put(key, st)
         return out
+
+    def _replica_done(self, pod_uid: str, st: State, at: datetime) -> None:
+        """Remember when the pod of a replica slot stopped (restart detection)."""
+        jkey = f"job/{st['j']}"
+        jst = self.state.get(jkey)
+        if jst is None:
+            return
+        replicas = dict(jst.get("rep") or {})
+        slot = replicas.get(st.get("r", ""))
+        if slot is not None and slot[0] == pod_uid and slot[1] is None:
+            replicas[st["r"]] = [pod_uid, at.isoformat()]
+            self._put(jkey, {**jst, "rep": replicas})
 
     def _end_pod(
         self,
