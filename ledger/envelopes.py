@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
-import orjson
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ledger.canonical import canonical_json
@@ -134,27 +133,28 @@ class Envelope(BaseModel):
 
 def envelope_from_wire(raw: bytes | str | Mapping[str, Any]) -> Envelope:
     """Parse and validate a wire message; every failure is an :class:`EventDecodeError`."""
-    if isinstance(raw, (bytes, str)):
-        size = len(raw.encode() if isinstance(raw, str) else raw)
-        if size > MAX_EVENT_BYTES:
-            raise OversizedEvent(f"message of {size} bytes exceeds {MAX_EVENT_BYTES}")
-        try:
-            parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidEvent(f"not JSON: {exc}") from exc
-    else:
-        parsed = raw
-    if not isinstance(parsed, dict):
-        raise InvalidEvent(f"envelope must be a JSON object, got {type(parsed).__name__}")
     try:
-        envelope = Envelope.model_validate(parsed)
+        if isinstance(raw, (bytes, str)):
+            size = len(raw.encode() if isinstance(raw, str) else raw)
+            if size > MAX_EVENT_BYTES:
+                raise OversizedEvent(f"message of {size} bytes exceeds {MAX_EVENT_BYTES}")
+            # pydantic parses the JSON itself: one pass, no intermediate dict
+            envelope = Envelope.model_validate_json(raw)
+        else:
+            envelope = Envelope.model_validate(raw)
     except ValidationError as exc:
+        if exc.errors()[0]["type"] == "json_invalid":
+            raise InvalidEvent(f"not JSON: {exc.errors()[0]['msg']}") from exc
         raise InvalidEvent(_summarise(exc)) from exc
     typed = decode(envelope)  # type and payload must be known and valid too
     if envelope.schema_version == typed.schema_version:
         # store the payload in its normal form (1.0 -> 1, defaults filled in), so
         # two producers' renderings of one fact hash the same
-        envelope = envelope.model_copy(update={"data": typed.model_dump(mode="json")})
+        normal = typed.model_dump(mode="json")
+        if normal != envelope.data:
+            fields = dict(envelope.__dict__)
+            fields["data"] = normal
+            envelope = Envelope.model_construct(**fields)
     return envelope
 
 
