@@ -10,12 +10,11 @@ import pytest
 
 from consumers.watchers.listwatch import JOBS, NODES, PODS, PYTORCHJOBS
 from consumers.watchers.mapping import EventFactory, job_facts, parse_quantity, pod_facts
-from kubesim import BATCH_JOBS, PYTORCHJOBS as SIM_PYTORCHJOBS
+from kubesim import BATCH_JOBS, KubeSim
 from kubesim import PODS as SIM_PODS
-from kubesim import KubeSim
-from kubesim.objects import bind_pod, pod_object, terminate_pod
+from kubesim import PYTORCHJOBS as SIM_PYTORCHJOBS
+from kubesim.objects import bind_pod, node_object, pod_object, terminate_pod
 from kubesim.resources import NODES as SIM_NODES
-from kubesim.objects import node_object
 from tests.watchers.conftest import (
     Recorder,
     bind,
