@@ -161,6 +161,7 @@ quota_projection_state = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("watermark", _TS),
+    Column("instant_position", BigInteger),
 )
 
 _JOB_EVENTS = frozenset(
@@ -269,10 +270,13 @@ class _Fold:
     occs: dict[str, _Occ]
     own: dict[str, dict[str, list[int]]]  # flavor -> quota -> raw values
     current: dict[tuple[str, str], tuple[Any, ...]]  # numbers tuple (len 9)
-    watermark: datetime | None
-    history: dict[tuple[str, str, datetime], tuple[Any, ...]] = field(default_factory=dict)
-    current_at: dict[tuple[str, str], tuple[datetime, int]] = field(default_factory=dict)
-    removed_current: set[tuple[str, str]] = field(default_factory=set)
+    current_at: dict[tuple[str, str], tuple[datetime, int]]  # latest change point per key
+    watermark: datetime | None  # the open instant: the latest change point's time
+    instant_position: int | None  # position of the open instant's first event
+    # value (numbers, (at, position)) of each key just before the open instant, for the
+    # keys the open instant changed: a change that cancels out within it leaves no row
+    before: dict[tuple[str, str], tuple[tuple[Any, ...] | None, tuple[datetime, int] | None]]
+    history: dict[tuple[str, str, datetime], tuple[Any, ...]]
     tree_changed: bool = False
     bindings_changed: bool = False
     dirty_jobs: set[str] = field(default_factory=set)
@@ -421,33 +425,64 @@ class _Fold:
 
     # --- change points -----------------------------------------------------------
 
-    def flush(self, at: datetime, position: int) -> None:
-        """Recompute the nodes x flavors touched since the last flush; record changes."""
+    def open_instant(self, at: datetime, position: int) -> None:
+        """Events stamped ``at`` begin (``at`` is later than every earlier change point)."""
+        self.watermark = at
+        self.instant_position = position
+        self.before = {}
+
+    def flush(self) -> None:
+        """Recompute the nodes x flavors touched since the last flush; record changes.
+
+        The rows of an instant are a function of the state at the instant's end only, so
+        page boundaries inside an instant (or a flush per event) give the same rows.
+        """
         if not self.whole_tree and not self.dirty_flavors:
             return
-        flavors: set[str] = set(self.own)
+        universe: set[str] = set(self.own)
         for spec in self.specs.values():
-            flavors.update(spec.min, spec.max, spec.lend_limit)
-        if not self.whole_tree:
-            flavors &= self.dirty_flavors
+            universe.update(spec.min, spec.max, spec.lend_limit)
+        if self.whole_tree:
+            targets = universe | {f for (_, f) in self.current}
+        else:
+            targets = set(self.dirty_flavors)
         if self.calculator is None:
             self.calculator = UsageCalculator(self.specs)
-        rows = _rows(self.calculator, self.own, flavors)
+        rows = _rows(self.calculator, self.own, targets & universe)
         for key, numbers in rows.items():
-            if self.current.get(key) != numbers:
-                self.current[key] = numbers
-                self.current_at[key] = (at, position)
-                self.removed_current.discard(key)
-                self.history[(key[0], key[1], at)] = (*numbers, False, position)
-        if self.whole_tree:
-            for key in list(self.current):
-                if key not in rows and key[1] in flavors:
-                    del self.current[key]
-                    self.current_at.pop(key, None)
-                    self.removed_current.add(key)
-                    self.history[(key[0], key[1], at)] = (*(0,) * len(_NUMBERS), True, position)
+            self._set(key, numbers)
+        for key in [k for k in self.current if k[1] in targets and k not in rows]:
+            self._set(key, None)
         self.dirty_flavors.clear()
         self.whole_tree = False
+
+    def _set(self, key: tuple[str, str], numbers: tuple[Any, ...] | None) -> None:
+        old = self.current.get(key)
+        if old == numbers:
+            return
+        assert self.watermark is not None and self.instant_position is not None
+        at, position = self.watermark, self.instant_position
+        if key not in self.before:
+            self.before[key] = (old, self.current_at.get(key))
+        before, before_at = self.before[key]
+        if numbers == before:  # back to where the instant started: no change point
+            self.history.pop((key[0], key[1], at), None)
+            if before is None:
+                self.current.pop(key, None)
+                self.current_at.pop(key, None)
+            else:
+                assert before_at is not None
+                self.current[key] = before
+                self.current_at[key] = before_at
+            return
+        if numbers is None:
+            self.current.pop(key, None)
+            self.current_at.pop(key, None)
+            self.history[(key[0], key[1], at)] = (*(0,) * len(_NUMBERS), True, position)
+        else:
+            self.current[key] = numbers
+            self.current_at[key] = (at, position)
+            self.history[(key[0], key[1], at)] = (*numbers, False, position)
 
 
 def _rows(
@@ -520,20 +555,49 @@ class QuotaProjection(Projection):
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         uids = {uid for uid in map(_key, events) if uid is not None}
         fold = self._load(conn, uids)
-        pending: tuple[datetime, int] | None = None
+        first = events[0].envelope.occurred_at if events else None
+        if first is not None and fold.watermark is not None and first <= fold.watermark:
+            self._reopen(conn, fold)  # the page continues the open instant
         for event in events:
             env = event.envelope
             at = env.occurred_at
-            if fold.watermark is not None and at < fold.watermark:
-                at = fold.watermark
-            if pending is not None and at > pending[0]:
-                fold.flush(*pending)
-            fold.apply(env.type, env.data, at, event.position)
-            fold.watermark = at
-            pending = (at, event.position)
-        if pending is not None:
-            fold.flush(*pending)
+            if fold.watermark is None or at > fold.watermark:
+                fold.flush()
+                fold.open_instant(at, event.position)
+            fold.apply(env.type, env.data, fold.watermark, event.position)  # type: ignore[arg-type]
+        fold.flush()
         self._save(conn, fold)
+
+    @staticmethod
+    def _reopen(conn: Connection, fold: _Fold) -> None:
+        """Take the open instant's change points back into memory (they may still change)."""
+        cols = ", ".join(f'"{n}"' for n in _NUMBERS)
+        prev = ", ".join(f'p."{n}"' for n in _NUMBERS)
+        params = {"w": fold.watermark}
+        for row in conn.execute(
+            text(
+                f"SELECT quota, flavor, {cols}, deleted, position FROM quota_usage_history "
+                "WHERE at = :w"
+            ),
+            params,
+        ):
+            key = (row[0], row[1])
+            fold.history[(*key, fold.watermark)] = tuple(row[2:])  # type: ignore[index]
+            fold.before[key] = (None, None)
+        for row in conn.execute(
+            text(
+                f"SELECT k.quota, k.flavor, {prev}, p.deleted, p.at, p.position "
+                "FROM quota_usage_history k CROSS JOIN LATERAL ("
+                f"  SELECT {cols}, deleted, at, position FROM quota_usage_history p"
+                "   WHERE p.quota = k.quota AND p.flavor = k.flavor AND p.at < :w"
+                "   ORDER BY p.at DESC LIMIT 1) p "
+                "WHERE k.at = :w"
+            ),
+            params,
+        ):
+            if not row.deleted:
+                fold.before[(row[0], row[1])] = (tuple(row[2:11]), (row.at, row.position))
+        conn.execute(text("DELETE FROM quota_usage_history WHERE at = :w"), params)
 
     @staticmethod
     def _load(conn: Connection, uids: set[str]) -> _Fold:
@@ -573,14 +637,30 @@ class QuotaProjection(Projection):
                 row.running_jobs,
                 row.queued_jobs,
             ]
-        current = {
-            (row.quota, row.flavor): tuple(getattr(row, n) for n in _NUMBERS)
-            for row in conn.execute(select(quota_usage))
-        }
-        watermark = conn.execute(
-            select(quota_projection_state.c.watermark).where(quota_projection_state.c.id == 1)
-        ).scalar()
-        return _Fold(specs, created, bindings, jobs, occs, own, current, watermark)
+        current: dict[tuple[str, str], tuple[Any, ...]] = {}
+        current_at: dict[tuple[str, str], tuple[datetime, int]] = {}
+        for row in conn.execute(select(quota_usage)):
+            current[(row.quota, row.flavor)] = tuple(getattr(row, n) for n in _NUMBERS)
+            current_at[(row.quota, row.flavor)] = (row.at, row.position)
+        state = conn.execute(
+            select(
+                quota_projection_state.c.watermark, quota_projection_state.c.instant_position
+            ).where(quota_projection_state.c.id == 1)
+        ).first()
+        return _Fold(
+            specs,
+            created,
+            bindings,
+            jobs,
+            occs,
+            own,
+            current,
+            current_at,
+            state.watermark if state else None,
+            state.instant_position if state else None,
+            {},
+            {},
+        )
 
     @staticmethod
     def _save(conn: Connection, fold: _Fold) -> None:
@@ -623,12 +703,7 @@ class QuotaProjection(Projection):
             [(q, f, *fold.own[f][q]) for q, f in sorted(fold.dirty_own)],
             key=["quota", "flavor"],
         )
-        for quota, flavor in sorted(fold.removed_current):
-            conn.execute(
-                quota_usage.delete().where(
-                    quota_usage.c.quota == quota, quota_usage.c.flavor == flavor
-                )
-            )
+        conn.execute(quota_usage.delete())  # a few rows per node: rewrite them all
         upsert_rows(
             conn,
             quota_usage,
@@ -647,10 +722,12 @@ class QuotaProjection(Projection):
         if fold.watermark is not None:
             conn.execute(
                 text(
-                    "INSERT INTO quota_projection_state (id, watermark) VALUES (1, :w) "
-                    "ON CONFLICT (id) DO UPDATE SET watermark = EXCLUDED.watermark"
+                    "INSERT INTO quota_projection_state (id, watermark, instant_position) "
+                    "VALUES (1, :w, :p) ON CONFLICT (id) DO UPDATE "
+                    "SET watermark = EXCLUDED.watermark, "
+                    "instant_position = EXCLUDED.instant_position"
                 ),
-                {"w": fold.watermark},
+                {"w": fold.watermark, "p": fold.instant_position},
             )
 
 

@@ -116,6 +116,7 @@ def upgrade() -> None:
         "quota_projection_state",
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("watermark", ts),
+        sa.Column("instant_position", sa.BigInteger),
     )
     op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(TABLES)} TO {APP_ROLE}")
 

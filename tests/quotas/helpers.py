@@ -20,6 +20,7 @@ from ledger.events import (
 )
 from ledger.quotas import NO_QUOTA, QuotaTree, diff
 from ledger.store.postgres import PostgresEventStore
+from projections.quotas import QuotaProjection
 
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -69,7 +70,7 @@ def submitted(
         name=uid,
         workspace=workspace,
         quota=quota,
-        billing_mode=mode,  # type: ignore[arg-type]
+        billing_mode=mode,
         replicas=(ReplicaSpec(count=count, mgpu=mgpu, cpu_milli=cpu, memory_mib=memory),),
     )
     return envelope(data, f"job/{uid}", when)
@@ -99,7 +100,7 @@ def occ_started(
         memory_mib=memory,
         billing_mode=mode,
         workspace=workspace,
-        started_at=when,  # type: ignore[arg-type]
+        started_at=when,
     )
     return envelope(data, f"job/{uid}", when)
 
@@ -123,6 +124,16 @@ def history(store: PostgresEventStore) -> list[Any]:
                 )
             )
         )
+
+
+def dump_tables(store: PostgresEventStore) -> dict[str, list[tuple[str, ...]]]:
+    """Every row of every table the quota projection owns, in a stable order."""
+    with store.engine.connect() as conn:
+        out = {}
+        for table in QuotaProjection.tables:
+            rows = conn.execute(text(f"SELECT * FROM {table.name}"))
+            out[table.name] = sorted(tuple(map(repr, row)) for row in rows)
+        return out
 
 
 def states(rows: Iterable[Any]) -> list[tuple[datetime, dict[tuple[str, str], Any]]]:

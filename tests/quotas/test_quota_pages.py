@@ -1,0 +1,61 @@
+"""The quota projection does not depend on page boundaries: projected incrementally, one
+event per page, it equals a rebuild row for row (regression for duplicate JobSubmitted)."""
+
+from __future__ import annotations
+
+from consumers.projector import Projector
+from ledger.envelopes import Envelope
+from ledger.events import JobStarted
+from ledger.store.postgres import PostgresEventStore
+from projections.quotas import QuotaProjection
+from tests.quotas.helpers import (
+    at,
+    dump_tables,
+    occ_ended,
+    occ_started,
+    submitted,
+    transition,
+    tree_events,
+)
+from tests.quotas.test_quota_projection import TREE
+
+
+def incremental_equals_rebuild(store: PostgresEventStore, events: list[Envelope]) -> None:
+    store.append(events)
+    projection = QuotaProjection()
+    Projector(store, [projection], page_size=1).catch_up()
+    incremental = dump_tables(store)
+    Projector(store, [projection], page_size=1000).rebuild(projection)
+    assert dump_tables(store) == incremental
+
+
+def test_duplicate_job_submitted_one_event_per_page(store: PostgresEventStore) -> None:
+    incremental_equals_rebuild(
+        store,
+        [
+            *tree_events(TREE, at(0)),
+            submitted("j1", "ws-a", at(10), mgpu=1500),
+            submitted("j1", "ws-a", at(10), mgpu=1500),  # same job, another event id
+            occ_started("p1", "j1", "ws-a", at(20), mgpu=1500),
+            submitted("j1", "ws-a", at(20), mgpu=1500),  # a watcher re-observation
+            occ_started("p1", "j1", "ws-a", at(20), mgpu=1500),
+        ],
+    )
+
+
+def test_changes_that_cancel_within_an_instant_leave_no_change_point(
+    store: PostgresEventStore,
+) -> None:
+    incremental_equals_rebuild(
+        store,
+        [
+            *tree_events(TREE, at(0)),
+            submitted("j1", "ws-b", at(10), mgpu=500),
+            transition(JobStarted, "j1", at(10)),
+            occ_started("p1", "j1", "ws-b", at(20), mgpu=2500),
+            occ_ended("p1", "j1", at(20)),  # the pod came and went within the instant
+            submitted("j2", "ws-nowhere", at(30), mgpu=700),
+            occ_started("p2", "j2", "ws-nowhere", at(30), mgpu=700),
+            occ_ended("p2", "j2", at(40)),
+        ],
+    )
