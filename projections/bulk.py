@@ -1,41 +1,109 @@
-"""Bulk writes for projections: COPY, and upsert through a COPY-filled temporary table.
+"""Bulk writes for projections: binary COPY, and upsert through a COPY-filled temporary table.
 
 A page of a few thousand events turns into a few thousand row writes; one
 statement per row would cap a projection at a few thousand events per second.
-COPY into a session-local temporary table followed by one
-``INSERT … SELECT … ON CONFLICT DO UPDATE`` writes the whole page in two round
-trips, inside the runner's transaction (so a rollback undoes it with the page).
+Rows go in with COPY (binary: psycopg's C dumpers turn a row into wire format
+several times faster than rendering text, and the server skips parsing it).
+Rows a projection loaded and folds are replaced (delete + COPY); rows it cannot
+know exist go through a session-local temporary table and one
+``INSERT … SELECT … ON CONFLICT DO UPDATE``. Everything runs inside the
+runner's transaction, so a rollback undoes it with the page.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from psycopg.adapt import Dumper
+from psycopg.postgres import types as pg_types
+from psycopg.pq import Format
 from sqlalchemy import Connection, Table, text
+from sqlalchemy.dialects import postgresql
 
-__all__ = ["copy_rows", "fetch_by_keys", "upsert_rows"]
+__all__ = [
+    "copy_rows",
+    "copy_table",
+    "driver",
+    "fetch_by_keys",
+    "pg_type_names",
+    "replace_rows",
+    "upsert_rows",
+]
+
+_JSONB_OID = pg_types["jsonb"].oid
 
 
-def _raw(conn: Connection) -> Any:
+class _JsonbText(Dumper):
+    """Binary jsonb from JSON *text* (rows carry JSON already serialised, e.g. by orjson)."""
+
+    format = Format.BINARY
+    oid = _JSONB_OID
+
+    def dump(self, obj: Any) -> bytes:
+        return b"\x01" + (obj if isinstance(obj, bytes) else str(obj).encode())
+
+
+class _JsonbMarker:
+    """Never instantiated: registers :class:`_JsonbText` under the jsonb oid on one cursor."""
+
+
+def driver(conn: Connection) -> Any:
+    """The psycopg connection under ``conn`` (same transaction), for COPY and raw queries."""
     raw = conn.connection.driver_connection
     if raw is None:  # pragma: no cover - a live SQLAlchemy connection always has one
         raise RuntimeError("connection has no driver connection")
     return raw
 
 
+_TYPE_NAMES: dict[str, list[str]] = {}
+
+
+def pg_type_names(table: Table) -> list[str]:
+    """PostgreSQL type names of ``table``'s columns (table order), for binary COPY."""
+    names = _TYPE_NAMES.get(table.name)
+    if names is None:
+        dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+        names = _TYPE_NAMES[table.name] = [
+            re.sub(r"\(.*?\)", "", c.type.compile(dialect=dialect)).strip().lower()
+            for c in table.columns
+        ]
+    return names
+
+
 def copy_rows(
-    conn: Connection, table: str, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]
+    conn: Connection,
+    table: str,
+    columns: Sequence[str],
+    rows: Iterable[tuple[Any, ...]],
+    *,
+    types: Sequence[str] | None = None,
 ) -> None:
     """COPY ``rows`` (tuples in ``columns`` order) into ``table``.
 
-    psycopg's C row writer beats rendering COPY text in Python (measured: 0.17 s
-    vs 0.35 s for 50,000 timeline rows, server time included).
+    With ``types`` (PostgreSQL type names, one per column) the COPY is binary:
+    values must then be of the matching Python type (datetime for timestamptz,
+    UUID for uuid, JSON text for jsonb). Measured on 50,000 timeline rows: 0.02 s
+    of client CPU binary, 0.10 s text, and half the wall time.
     """
     cols = ", ".join(f'"{c}"' for c in columns)
-    with _raw(conn).cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
+    with driver(conn).cursor() as cur:
+        if types is None:
+            with cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        cur.adapters.register_dumper(_JsonbMarker, _JsonbText)
+        with cur.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(types))
+            for row in rows:
+                copy.write_row(row)
+
+
+def copy_table(conn: Connection, table: Table, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Binary COPY of whole rows (every column, table order) into ``table``."""
+    copy_rows(conn, table.name, [c.name for c in table.columns], rows, types=pg_type_names(table))
 
 
 def upsert_rows(
@@ -44,10 +112,12 @@ def upsert_rows(
     rows: Sequence[tuple[Any, ...]],
     *,
     key: Sequence[str],
+    binary: bool = False,
 ) -> None:
     """Insert or replace whole rows (every column of ``table``, in table order).
 
     Keys must be unique within ``rows``; a row whose key exists replaces it.
+    ``binary``: COPY the rows in binary (see :func:`copy_rows` for the value types).
     """
     if not rows:
         return
@@ -59,7 +129,7 @@ def upsert_rows(
             f"(LIKE {table.name} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
         )
     )
-    copy_rows(conn, temp, columns, rows)
+    copy_rows(conn, temp, columns, rows, types=pg_type_names(table) if binary else None)
     cols = ", ".join(f'"{c}"' for c in columns)
     updates = ", ".join(f'"{c}" = EXCLUDED."{c}"' for c in columns if c not in key)
     keys = ", ".join(f'"{k}"' for k in key)
@@ -70,6 +140,30 @@ def upsert_rows(
         )
     )
     conn.execute(text(f"DELETE FROM {temp}"))
+
+
+def replace_rows(
+    conn: Connection,
+    table: Table,
+    stored: Sequence[tuple[Any, ...]],
+    new: Sequence[tuple[Any, ...]],
+    *,
+    key: str,
+) -> None:
+    """Write whole rows (every column, table order, ``key`` first): ``stored`` replace rows
+    known to exist, ``new`` are known not to.
+
+    The caller loaded the rows it folds, so it knows which exist: existing ones are
+    deleted and everything is COPYed straight into the table, without a temporary
+    table or ON CONFLICT's per-row speculative insertion.
+    """
+    if stored:
+        with driver(conn).cursor() as cur:
+            cur.execute(
+                f'DELETE FROM {table.name} WHERE "{key}" = ANY(%s)', ([r[0] for r in stored],)
+            )
+    if stored or new:
+        copy_table(conn, table, [*stored, *new])
 
 
 def fetch_by_keys(

@@ -27,7 +27,7 @@ Times are cluster times (``occurred_at``, or the pod's own ``started_at`` /
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
@@ -51,7 +51,7 @@ from ledger.canonical import format_timestamp
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
-from projections.bulk import copy_rows, fetch_by_keys, upsert_rows
+from projections.bulk import copy_table, driver, replace_rows
 
 __all__ = [
     "FINAL_STATUSES",
@@ -126,7 +126,6 @@ job_timeline = Table(
     Column("event_id", Uuid, nullable=False),
 )
 
-_TIMELINE_COLUMNS = [c.name for c in job_timeline.columns]
 _LIFECYCLE = frozenset(
     {
         "JobSubmitted",
@@ -168,7 +167,7 @@ class _Job:
     user: str | None = None
     priority: int | None = None
     billing_mode: str | None = None
-    replicas: list[dict[str, Any]] = field(default_factory=list)
+    replicas: str = "[]"  # JSON text: set once from JobSubmitted, written back untouched
     entered: dict[str, str] = field(default_factory=dict)
     submitted_at: datetime | None = None
     ended_at: datetime | None = None
@@ -188,19 +187,35 @@ class _Job:
         job.entered["Creating"] = format_timestamp(at)
         return job
 
-    @classmethod
-    def from_row(cls, row: Any) -> _Job:
-        m = row._mapping
-        return cls(**{k: m[k] for k in _JOB_COLUMNS})
-
     def row(self) -> tuple[Any, ...]:
-        values = []
-        for name in _JOB_COLUMNS:
-            value = getattr(self, name)
-            if name in ("replicas", "entered"):
-                value = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-            values.append(value)
-        return tuple(values)
+        """The job_state row, columns in table order (JSONB as text for COPY)."""
+        return (
+            self.job_uid,
+            self.name,
+            self.namespace,
+            self.kind,
+            self.framework,
+            self.workspace,
+            self.quota,
+            self.user,
+            self.priority,
+            self.billing_mode,
+            self.replicas,
+            self.status,
+            self.status_since,
+            orjson.dumps(self.entered, option=orjson.OPT_SORT_KEYS).decode(),
+            self.submitted_at,
+            self.ended_at,
+            self.deleted_at,
+            self.restarts,
+            self.preemptions,
+            self.running_since,
+            self.running_us,
+            self.goodput,
+            self.open_occupancies,
+            self.events,
+            self.last_position,
+        )
 
     def enter(self, status: str, at: datetime) -> None:
         if status == self.status:
@@ -229,9 +244,6 @@ class _Job:
 
     def stop(self, at: datetime) -> None:
         self.enter("Stopping" if self.open_occupancies else "Stopped", at)
-
-
-_JOB_COLUMNS = tuple(c.name for c in job_state.columns)
 
 
 def _resources(mgpu: Any, cpu: Any, mem: Any) -> str:
@@ -330,6 +342,19 @@ def _named_jobs(event: RecordedEvent) -> list[tuple[str, str | None, str | None]
     return [(uid, by, reason) for uid, (by, reason) in found.items()]
 
 
+# columns in _Job's field order, so a row constructs it positionally
+_LOAD_SQL = "SELECT {} FROM job_state WHERE job_uid = ANY(%s)".format(
+    ", ".join("replicas::text" if f.name == "replicas" else f'"{f.name}"' for f in fields(_Job))
+)
+
+
+def _load(conn: Connection, uids: set[str]) -> dict[str, _Job]:
+    """The stored state of ``uids`` (one round trip; replicas stay JSON text)."""
+    with driver(conn).cursor() as cur:
+        cur.execute(_LOAD_SQL, (list(uids),))
+        return {row[0]: _Job(*row) for row in cur.fetchall()}
+
+
 class JobsProjection(Projection):
     """Folds job lifecycle, occupancy and decision events into job_state and job_timeline."""
 
@@ -337,53 +362,99 @@ class JobsProjection(Projection):
     tables = (job_state, job_timeline)
 
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
-        about: list[tuple[RecordedEvent, list[tuple[str, str | None, str | None]]]] = []
+        # one pass: timeline rows (they depend on the event alone) and the fold's work list
+        timeline: list[tuple[Any, ...]] = []
+        folds: list[tuple[str, str, dict[str, Any], datetime, int]] = []
         uids: set[str] = set()
         for event in events:
-            kind = event.envelope.type
-            if event.envelope.stream.startswith("job/") or kind in _OCCUPANCY or kind in _DECISIONS:
-                named = _named_jobs(event)
-                if named:
-                    about.append((event, named))
-                    if kind in _LIFECYCLE or kind in _OCCUPANCY:
-                        uids.update(uid for uid, _, _ in named)
-        if not about:
-            return
-        jobs = {
-            row.job_uid: _Job.from_row(row)
-            for row in fetch_by_keys(conn, job_state, "job_uid", uids)
-        }
-        changed: set[str] = set()
-        timeline: list[tuple[Any, ...]] = []
-        for event, named in about:
             env = event.envelope
+            kind = env.type
+            stream = env.stream
             data = env.data
-            for uid, by, reason in named:
+            on_job = stream.startswith("job/")
+            if kind in _LIFECYCLE and on_job:
+                # fast path: a transition about its own stream's job
+                own = stream[4:]
+                uid = data.get("job_uid")
+                by = data.get("by")
+                reason = data.get("reason")
                 timeline.append(
                     (
-                        uid,
+                        own,
                         event.position,
                         env.occurred_at,
-                        env.type,
-                        _summary(env.type, data, uid),
+                        kind,
+                        _summary(kind, data, own),
                         env.source,
                         by,
                         reason,
-                        env.stream,
+                        stream,
                         env.event_id,
                     )
                 )
-            if env.type in _LIFECYCLE or env.type in _OCCUPANCY:
-                uid = data.get("job_uid") or env.stream[4:]
-                job = jobs.get(uid)
-                if job is None:
-                    job = jobs[uid] = _Job.new(uid, env.occurred_at)
-                _fold(job, env.type, data, env.occurred_at)
-                job.events += 1
-                job.last_position = event.position
-                changed.add(uid)
-        upsert_rows(conn, job_state, [jobs[uid].row() for uid in sorted(changed)], key=["job_uid"])
-        copy_rows(conn, "job_timeline", _TIMELINE_COLUMNS, timeline)
+                if isinstance(uid, str) and uid != own:
+                    timeline.append(
+                        (
+                            uid,
+                            event.position,
+                            env.occurred_at,
+                            kind,
+                            _summary(kind, data, uid),
+                            env.source,
+                            by,
+                            reason,
+                            stream,
+                            env.event_id,
+                        )
+                    )
+                target = uid or own
+            elif on_job or kind in _OCCUPANCY or kind in _DECISIONS:
+                named = _named_jobs(event)
+                if not named:
+                    continue
+                for uid, by, reason in named:
+                    timeline.append(
+                        (
+                            uid,
+                            event.position,
+                            env.occurred_at,
+                            kind,
+                            _summary(kind, data, uid),
+                            env.source,
+                            by,
+                            reason,
+                            stream,
+                            env.event_id,
+                        )
+                    )
+                if kind not in _OCCUPANCY and kind not in _LIFECYCLE:
+                    continue
+                target = data.get("job_uid") or stream[4:]
+            else:
+                continue
+            folds.append((target, kind, data, env.occurred_at, event.position))
+            uids.add(target)
+        if not timeline:
+            return
+        jobs = _load(conn, uids) if uids else {}
+        stored = set(jobs)
+        changed: set[str] = set()
+        for uid, kind, data, occurred_at, position in folds:
+            job = jobs.get(uid)
+            if job is None:
+                job = jobs[uid] = _Job.new(uid, occurred_at)
+            _fold(job, kind, data, occurred_at)
+            job.events += 1
+            job.last_position = position
+            changed.add(uid)
+        replace_rows(
+            conn,
+            job_state,
+            [jobs[uid].row() for uid in sorted(changed & stored)],
+            [jobs[uid].row() for uid in sorted(changed - stored)],
+            key="job_uid",
+        )
+        copy_table(conn, job_timeline, timeline)
 
 
 def _fold(job: _Job, kind: str, data: dict[str, Any], at: datetime) -> None:
@@ -410,7 +481,9 @@ def _fold(job: _Job, kind: str, data: dict[str, Any], at: datetime) -> None:
         job.user = data.get("user", "unknown")
         job.priority = data.get("priority", 0)
         job.billing_mode = data.get("billing_mode", "public")
-        job.replicas = list(data.get("replicas", ()))
+        job.replicas = orjson.dumps(
+            list(data.get("replicas", ())), option=orjson.OPT_SORT_KEYS
+        ).decode()
         if job.submitted_at is None:
             job.submitted_at = at
     elif final:
