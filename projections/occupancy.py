@@ -14,7 +14,7 @@ start (a zero-length interval), so the range is always valid.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +33,7 @@ from sqlalchemy import (
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
-from projections.bulk import fetch_by_keys, upsert_rows
+from projections.bulk import driver, replace_rows
 
 __all__ = ["GROUP_KEYS", "OccupancyProjection", "occupancy", "occupied_at"]
 
@@ -97,6 +97,42 @@ class _Occupancy:
         if self.started_at and self.ended_at and self.ended_at < self.started_at:
             self.ended_at = self.started_at
 
+    def row(self) -> tuple[Any, ...]:
+        """The occupancy row, columns in table order (dataclasses.astuple deep-copies: slow)."""
+        return (
+            self.occupancy_id,
+            self.job_uid,
+            self.pod_uid,
+            self.pod_name,
+            self.node,
+            self.flavor,
+            self.mgpu,
+            self.cpu_milli,
+            self.memory_mib,
+            self.billing_mode,
+            self.workspace,
+            self.quota,
+            self.user,
+            self.started_at,
+            self.ended_at,
+            self.end_reason,
+            self.estimated,
+            self.start_position,
+            self.end_position,
+        )
+
+
+# columns in _Occupancy's field order (= table order), so a row constructs it positionally
+_LOAD_SQL = "SELECT {} FROM occupancy WHERE occupancy_id = ANY(%s)".format(
+    ", ".join(f'"{f.name}"' for f in fields(_Occupancy))
+)
+
+
+def _load(conn: Connection, ids: set[str]) -> dict[str, _Occupancy]:
+    with driver(conn).cursor() as cur:
+        cur.execute(_LOAD_SQL, (list(ids),))
+        return {row[0]: _Occupancy(*row) for row in cur.fetchall()}
+
 
 class OccupancyProjection(Projection):
     name = "occupancy"
@@ -109,10 +145,8 @@ class OccupancyProjection(Projection):
         }
         if not ids:
             return
-        rows = {
-            r.occupancy_id: _Occupancy(*r)
-            for r in fetch_by_keys(conn, occupancy, "occupancy_id", ids)
-        }
+        rows = _load(conn, ids)
+        stored = set(rows)
         changed: set[str] = set()
         for event in events:
             kind = event.envelope.type
@@ -153,8 +187,12 @@ class OccupancyProjection(Projection):
                 continue
             row.clamp()
             changed.add(data["occupancy_id"])
-        upsert_rows(
-            conn, occupancy, [astuple(rows[i]) for i in sorted(changed)], key=["occupancy_id"]
+        replace_rows(
+            conn,
+            occupancy,
+            [rows[i].row() for i in sorted(changed & stored)],
+            [rows[i].row() for i in sorted(changed - stored)],
+            key="occupancy_id",
         )
 
 
