@@ -21,15 +21,29 @@ import sys
 import tempfile
 import time
 import uuid
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
+
+
+def _bind(pod: dict[str, Any], *, node: str, now: str) -> dict[str, Any]:
+    from kubesim.objects import bind_pod
+
+    return bind_pod(pod, node, now)
+
+
+def _finish(pod: dict[str, Any], *, now: str) -> dict[str, Any]:
+    from kubesim.objects import terminate_pod
+
+    return terminate_pod(pod, now, failed=False)
 
 
 def serve(pods: int) -> int:
     """Child process: a kubesim whose history holds ``pods`` pod lifecycles."""
     from kubesim import BATCH_JOBS, PODS, KubeSim
-    from kubesim.objects import bind_pod, job_object, pod_object, terminate_pod
+    from kubesim.objects import job_object, pod_object
 
     sim = KubeSim(history_size=4 * pods + 1_000, bookmark_interval=0.2).start()
     job = sim.cluster.create(
@@ -49,13 +63,9 @@ def serve(pods: int) -> int:
         name = f"bench-{i:06d}"
         sim.store.create(PODS, pod_object(name, job, sim.clock.timestamp()))
         now = sim.clock.timestamp()
-        node = f"n{i % 50}"
-        sim.store.update(PODS, "bench", name, lambda p, now=now, node=node: bind_pod(p, node, now))
+        sim.store.update(PODS, "bench", name, partial(_bind, node=f"n{i % 50}", now=now))
         sim.advance(1)
-        now = sim.clock.timestamp()
-        sim.store.update(
-            PODS, "bench", name, lambda p, now=now: terminate_pod(p, now, failed=False)
-        )
+        sim.store.update(PODS, "bench", name, partial(_finish, now=sim.clock.timestamp()))
         sim.store.delete(PODS, "bench", name)
     print(json.dumps({"url": sim.url, "rv": sim.store.resource_version}), flush=True)
     sys.stdin.read()  # until the parent closes our stdin

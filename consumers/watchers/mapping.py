@@ -120,6 +120,8 @@ def parse_quantity(value: Any) -> Decimal:
     if isinstance(value, int | float):
         return Decimal(str(value))
     text = str(value).strip()
+    if text.isdigit():
+        return Decimal(int(text))
     for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "m", "k", "M", "G", "T", "P", "E"):
         if text.endswith(suffix) and not (suffix == "E" and "e" in text.lower()[:-1]):
             try:
@@ -136,7 +138,16 @@ def parse_time(text: str | None) -> datetime | None:
     """An RFC 3339 API timestamp (``2026-11-01T00:00:00Z``) as an aware datetime."""
     if not text:
         return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    cached = _TIMES.get(text)
+    if cached is None:
+        cached = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+        if len(_TIMES) > 100_000:
+            _TIMES.clear()
+        _TIMES[text] = cached
+    return cached
+
+
+_TIMES: dict[str, datetime] = {}
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -231,25 +242,77 @@ class OwnerRef:
 
 
 @dataclass(frozen=True, slots=True)
-class PodFacts:
-    uid: str
-    name: str
-    namespace: str
-    resource_version: int
-    created_at: datetime | None
-    owner: OwnerRef | None  # None: a bare pod is its own single-replica job
-    replica: str  # "<type>/<index>"
-    node: str | None
-    scheduled_at: datetime | None  # PodScheduled=True on a node
-    phase: str
-    terminal: bool
-    finished_at: datetime | None  # last container finishedAt once terminal
-    end_reason: OccupancyEndReason
-    deletion_at: datetime | None
+class _PodCost:
     attribution: Attribution
     resources: Resources
     flavor: str
-    labels: Mapping[str, str]
+
+
+class PodFacts:
+    """What the ledger reads from a Pod; who pays and for what is parsed only when needed."""
+
+    __slots__ = (
+        "_cost",
+        "_obj",
+        "created_at",
+        "deletion_at",
+        "end_reason",
+        "finished_at",
+        "name",
+        "namespace",
+        "node",
+        "owner",
+        "phase",
+        "replica",
+        "resource_version",
+        "scheduled_at",
+        "terminal",
+        "uid",
+    )
+
+    def __init__(self, obj: Mapping[str, Any], **facts: Any) -> None:
+        self._obj = obj
+        self._cost: _PodCost | None = None
+        self.uid: str = facts["uid"]
+        self.name: str = facts["name"]
+        self.namespace: str = facts["namespace"]
+        self.resource_version: int = facts["resource_version"]
+        self.created_at: datetime | None = facts["created_at"]
+        self.owner: OwnerRef | None = facts["owner"]  # None: a bare pod is its own job
+        self.replica: str = facts["replica"]  # "<type>/<index>"
+        self.node: str | None = facts["node"]
+        self.scheduled_at: datetime | None = facts["scheduled_at"]  # PodScheduled=True
+        self.phase: str = facts["phase"]
+        self.terminal: bool = facts["terminal"]
+        self.finished_at: datetime | None = facts["finished_at"]  # last container finishedAt
+        self.end_reason: OccupancyEndReason = facts["end_reason"]
+        self.deletion_at: datetime | None = facts["deletion_at"]
+
+    def _costs(self) -> _PodCost:
+        if self._cost is None:
+            meta = _meta(self._obj)
+            labels = _str_map(meta.get("labels"))
+            annotations = _str_map(meta.get("annotations"))
+            spec = self._obj.get("spec") or {}
+            resources, flavor = _template_resources(spec, annotations)
+            self._cost = _PodCost(
+                Attribution.read(labels, annotations, self.namespace, spec.get("priority")),
+                resources,
+                flavor or "gpu/any",
+            )
+        return self._cost
+
+    @property
+    def attribution(self) -> Attribution:
+        return self._costs().attribution
+
+    @property
+    def resources(self) -> Resources:
+        return self._costs().resources
+
+    @property
+    def flavor(self) -> str:
+        return self._costs().flavor
 
 
 def _owner(meta: Mapping[str, Any], labels: Mapping[str, str]) -> OwnerRef | None:
@@ -322,8 +385,8 @@ def pod_facts(obj: Mapping[str, Any]) -> PodFacts:
             if at is not None and (finished is None or at > finished):
                 finished = at
     deletion_at = parse_time(meta.get("deletionTimestamp"))
-    resources, flavor = _template_resources(spec, annotations)
     return PodFacts(
+        obj,
         uid=str(meta.get("uid") or ""),
         name=str(meta.get("name") or ""),
         namespace=namespace,
@@ -338,10 +401,6 @@ def pod_facts(obj: Mapping[str, Any]) -> PodFacts:
         finished_at=finished,
         end_reason=_end_reason(status, phase, deletion_at is not None),
         deletion_at=deletion_at,
-        attribution=Attribution.read(labels, annotations, namespace, spec.get("priority")),
-        resources=resources,
-        flavor=flavor or "gpu/any",
-        labels=labels,
     )
 
 

@@ -66,7 +66,7 @@ def test_clean_close_resumes_from_last_rv_without_relisting(
     job = make_job(sim, "j1")
     for i in range(3):
         make_pod(sim, job, f"p{i}", node="n1")
-        wait_for(lambda: len(_requests(sim, "WATCH", "pods")) >= 2 * (i + 1), what="rewatch")
+        wait_for(lambda n=2 * (i + 1): len(_requests(sim, "WATCH", "pods")) >= n, what="rewatch")
     settle(watcher, sim)
     watches = _requests(sim, "WATCH", "pods")
     assert len(_requests(sim, "GET", "pods")) == 1  # one LIST, never again

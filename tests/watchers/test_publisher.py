@@ -40,7 +40,7 @@ def test_slow_kafka_does_not_stall_the_watch(
     assert published == [] and len(watcher.outbox) > 0
     # then the bounded buffer fills: back-pressure, with a warning, and nothing is dropped
     with caplog.at_level(logging.WARNING, logger="consumers.watchers.publisher"):
-        for i in range(5, 40):
+        for i in range(5, 100):
             make_pod(sim, job, f"p{i}", node="n1")
         wait_for(lambda: watcher.outbox.waits > 0, what="back-pressure")
         assert any("publish buffer full" in r.getMessage() for r in caplog.records)
@@ -50,7 +50,7 @@ def test_slow_kafka_does_not_stall_the_watch(
         wait_for(lambda: watcher.caught_up(rv), what="drained")
     watcher.stop()
     names = [e.data["pod_name"] for e in published if e.type == "OccupancyStarted"]
-    assert names == [f"p{i}" for i in range(40)]  # in order, none lost, none twice
+    assert names == [f"p{i}" for i in range(100)]  # in order, none lost, none twice
     ids = [e.event_id for e in published]
     assert len(ids) == len(set(ids))
 
