@@ -13,18 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, text
+import orjson
+from pydantic import AwareDatetime, TypeAdapter
+from sqlalchemy import Connection, Table, text
 
 from ledger.envelopes import decode
 from ledger.events import (
     CreditNoteIssued,
     InvoiceIssued,
     InvoiceVoided,
-    LedgerTransactionPosted,
-    OccupancyEnded,
-    OccupancyStarted,
     PriceBookPublished,
     SpotPriceChanged,
 )
@@ -43,6 +43,7 @@ from projections.billing_tables import (
     billing_transactions,
     billing_usage_lines,
 )
+from projections.bulk import copy_table, driver
 
 __all__ = ["BILLING_CHECKPOINT", "BillingProjection", "catch_up_on"]
 
@@ -52,15 +53,15 @@ BILLING_CHECKPOINT = "projection:billing"
 
 @dataclass
 class _Page:
-    starts: list[dict[str, Any]] = field(default_factory=list)
-    ends: list[dict[str, Any]] = field(default_factory=list)
+    # occupancy id -> [start half, end half] (the first of each in the page; None: absent)
+    occupancies: dict[str, list[tuple[Any, ...] | None]] = field(default_factory=dict)
     prices: list[dict[str, Any]] = field(default_factory=list)
-    txns: list[dict[str, Any]] = field(default_factory=list)
-    postings: list[dict[str, Any]] = field(default_factory=list)
+    txns: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    postings: dict[tuple[str, int], tuple[Any, ...]] = field(default_factory=dict)
     line_totals: dict[tuple[str, ...], list[int]] = field(default_factory=dict)
-    usage_lines: dict[tuple[str, ...], dict[str, Any]] = field(default_factory=dict)
+    usage_lines: dict[tuple[str, ...], list[Any]] = field(default_factory=dict)
     monthly: dict[tuple[str, ...], int] = field(default_factory=dict)
-    rated_to: dict[str, Any] = field(default_factory=dict)
+    rated_to: dict[str, datetime] = field(default_factory=dict)
     invoices: list[dict[str, Any]] = field(default_factory=list)
     invoice_lines: list[dict[str, Any]] = field(default_factory=list)
     voids: list[dict[str, Any]] = field(default_factory=list)
@@ -97,68 +98,110 @@ class BillingProjection(Projection):
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         page = _Page()
         for record in events:
-            if record.envelope.type not in self.event_types:
+            kind = record.envelope.type
+            # the high-volume types are read straight from the stored dicts (the store
+            # validated them on the way in); the rare ones through their models
+            if kind == "OccupancyStarted":
+                _fold_start(page, record)
+            elif kind == "OccupancyEnded":
+                _fold_end(page, record)
+            elif kind == "LedgerTransactionPosted":
+                _fold_transaction(page, record)
+            elif kind not in self.event_types:
                 continue
-            data = decode(record.envelope)
-            if isinstance(data, OccupancyStarted):
-                page.starts.append(_start_row(record, data))
-            elif isinstance(data, OccupancyEnded):
-                page.ends.append(_end_row(record, data))
-            elif isinstance(data, PriceBookPublished | SpotPriceChanged):
-                page.prices.append(_price_row(record, data))
-            elif isinstance(data, LedgerTransactionPosted):
-                _fold_transaction(page, record, data)
-            elif isinstance(data, InvoiceIssued):
-                _fold_invoice(page, record, data)
-            elif isinstance(data, InvoiceVoided):
-                page.voids.append({"invoice_id": data.invoice_id, "reason": data.reason})
-            elif isinstance(data, CreditNoteIssued):
-                page.credits.append(
-                    {
-                        "credit_note_id": data.credit_note_id,
-                        "invoice_id": data.invoice_id,
-                        "amount_minor": data.amount_minor,
-                        "currency": data.currency,
-                        "reason": data.reason,
-                        "position": record.position,
-                        "recorded_at": record.recorded_at,
-                    }
-                )
+            else:
+                data = decode(record.envelope)
+                if isinstance(data, PriceBookPublished | SpotPriceChanged):
+                    page.prices.append(_price_row(record, data))
+                elif isinstance(data, InvoiceIssued):
+                    _fold_invoice(page, record, data)
+                elif isinstance(data, InvoiceVoided):
+                    page.voids.append({"invoice_id": data.invoice_id, "reason": data.reason})
+                elif isinstance(data, CreditNoteIssued):
+                    page.credits.append(
+                        {
+                            "credit_note_id": data.credit_note_id,
+                            "invoice_id": data.invoice_id,
+                            "amount_minor": data.amount_minor,
+                            "currency": data.currency,
+                            "reason": data.reason,
+                            "position": record.position,
+                            "recorded_at": record.recorded_at,
+                        }
+                    )
         _write(conn, page)
 
 
 # --- folding ---------------------------------------------------------------------
 
 
-def _start_row(record: RecordedEvent, d: OccupancyStarted) -> dict[str, Any]:
-    return {
-        "occupancy_id": d.occupancy_id,
-        "job_uid": d.job_uid,
-        "workspace": d.workspace,
-        "quota": d.quota,
-        "user_name": d.user,
-        "flavor": d.flavor,
-        "mgpu": d.mgpu,
-        "cpu_milli": d.cpu_milli,
-        "memory_mib": d.memory_mib,
-        "billing_mode": d.billing_mode,
-        "started_at": d.started_at,
-        "start_event_id": record.envelope.event_id,
-        "start_position": record.position,
-        "start_recorded_at": record.recorded_at,
-    }
+def _ts(value: Any) -> datetime:
+    """A stored timestamp (ISO text) as an aware datetime, as the event model parses it."""
+    if isinstance(value, datetime):
+        return value
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return _AWARE.validate_python(value)
+    return parsed if parsed.tzinfo is not None else _AWARE.validate_python(value)
 
 
-def _end_row(record: RecordedEvent, d: OccupancyEnded) -> dict[str, Any]:
-    return {
-        "occupancy_id": d.occupancy_id,
-        "job_uid": d.job_uid,
-        "ended_at": d.ended_at,
-        "end_reason": d.reason,
-        "end_event_id": record.envelope.event_id,
-        "end_position": record.position,
-        "end_recorded_at": record.recorded_at,
-    }
+_AWARE: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
+
+
+def _fold_start(page: _Page, record: RecordedEvent) -> None:
+    d = record.envelope.data
+    halves = page.occupancies.setdefault(d["occupancy_id"], [None, None])
+    if halves[0] is not None:
+        return  # the first start of an occupancy wins
+    halves[0] = (
+        d["job_uid"],
+        d["workspace"],
+        d.get("quota"),
+        d.get("user", "unknown"),
+        d.get("flavor", "gpu/any"),
+        d["mgpu"],
+        d["cpu_milli"],
+        d["memory_mib"],
+        d.get("billing_mode", "public"),
+        _ts(d["started_at"]),
+        record.envelope.event_id,
+        record.position,
+        record.recorded_at,
+    )
+
+
+def _fold_end(page: _Page, record: RecordedEvent) -> None:
+    d = record.envelope.data
+    halves = page.occupancies.setdefault(d["occupancy_id"], [None, None])
+    if halves[1] is not None:
+        return  # the first end wins
+    halves[1] = (
+        d["job_uid"],
+        _ts(d["ended_at"]),
+        d.get("reason", "completed"),
+        record.envelope.event_id,
+        record.position,
+        record.recorded_at,
+    )
+
+
+def _occupancy_row(occupancy_id: str, halves: list[tuple[Any, ...] | None]) -> tuple[Any, ...]:
+    """A billing_occupancies row (table order) from a page's start and/or end half."""
+    start, end = halves
+    if start is None:
+        assert end is not None
+        job_uid, ended_at, reason, end_id, end_pos, end_rec = end
+        return (occupancy_id, job_uid, *(None,) * 9, ended_at, reason, None, end_id, None,
+                end_pos, None, end_rec, None)  # fmt: skip
+    (job_uid, workspace, quota, user, flavor, mgpu, cpu, mem, mode, started_at, start_id,
+     start_pos, start_rec) = start  # fmt: skip
+    ended_at = reason = end_id = end_pos = end_rec = None
+    if end is not None:
+        _, ended_at, reason, end_id, end_pos, end_rec = end
+    return (occupancy_id, job_uid, workspace, quota, user, flavor, mgpu, cpu, mem, mode,
+            started_at, ended_at, reason, start_id, end_id, start_pos, end_pos, start_rec,
+            end_rec, None)  # fmt: skip
 
 
 def _price_row(record: RecordedEvent, d: PriceBookPublished | SpotPriceChanged) -> dict[str, Any]:
@@ -174,86 +217,88 @@ def _price_row(record: RecordedEvent, d: PriceBookPublished | SpotPriceChanged) 
     }
 
 
-def _fold_transaction(page: _Page, record: RecordedEvent, d: LedgerTransactionPosted) -> None:
-    receivable = [p for p in d.postings if p.account.startswith("receivable/")]
-    amount = sum(p.amount_minor for p in receivable)
-    currency = d.postings[0].currency if d.postings else None
-    u = d.usage
-    workspace = (
-        u.workspace
-        if u is not None
-        else (receivable[0].account.removeprefix("receivable/") if receivable else None)
-    )
-    page.txns.append(
-        {
-            "transaction_id": d.transaction_id,
-            "event_id": record.envelope.event_id,
-            "position": record.position,
-            "occurred_at": record.envelope.occurred_at,
-            "recorded_at": record.recorded_at,
-            "period": d.period,
-            "memo": d.memo,
-            "reverses": d.reverses,
-            "cause_event_ids": list(d.cause_event_ids),
-            "currency": currency,
-            "amount_minor": amount,
-            "workspace": workspace,
-            "occupancy_id": u.occupancy_id if u else None,
-            "job_uid": u.job_uid if u else None,
-            "quota": u.quota if u else None,
-            "user_name": u.user if u else None,
-            "flavor": u.flavor if u else None,
-            "resource": u.resource if u else None,
-            "billing_mode": u.billing_mode if u else None,
-            "usage_period": u.usage_period if u else None,
-            "unit": u.unit if u else None,
-            "usage": u.usage if u else None,
-            "as_of": u.as_of if u else None,
-            "data": record.envelope.data,
-        }
-    )
-    for seq, p in enumerate(d.postings):
-        page.postings.append(
-            {
-                "transaction_id": d.transaction_id,
-                "seq": seq,
-                "account": p.account,
-                "amount_minor": p.amount_minor,
-                "currency": p.currency,
-            }
+def _fold_transaction(page: _Page, record: RecordedEvent) -> None:
+    env = record.envelope
+    d = env.data
+    transaction_id = d["transaction_id"]
+    postings = d["postings"]
+    amount = 0
+    receivable = None
+    for p in postings:
+        if p["account"].startswith("receivable/"):
+            amount += p["amount_minor"]
+            if receivable is None:
+                receivable = p["account"]
+    currency = postings[0]["currency"] if postings else None
+    u = d.get("usage")
+    if u is not None:
+        workspace = u["workspace"]
+        quota = u.get("quota")
+        user = u.get("user", "unknown")
+        flavor = u.get("flavor", "gpu/any")
+        as_of = _ts(u["as_of"])
+        usage_cols: tuple[Any, ...] = (
+            u["occupancy_id"],
+            u["job_uid"],
+            quota,
+            user,
+            flavor,
+            u["resource"],
+            u["billing_mode"],
+            u["usage_period"],
+            u["unit"],
+            u["usage"],
+            as_of,
+        )
+    else:
+        workspace = receivable.removeprefix("receivable/") if receivable else None
+        usage_cols = (None,) * 11
+    if transaction_id not in page.txns:  # the first one wins (ON CONFLICT DO NOTHING)
+        page.txns[transaction_id] = (
+            transaction_id,
+            env.event_id,
+            record.position,
+            env.occurred_at,
+            record.recorded_at,
+            d.get("period"),
+            d.get("memo", ""),
+            d.get("reverses"),
+            orjson.dumps(list(d.get("cause_event_ids", ()))),
+            currency,
+            amount,
+            workspace,
+            *usage_cols,
+            orjson.dumps(d),
+        )
+    for seq, p in enumerate(postings):
+        page.postings.setdefault(
+            (transaction_id, seq),
+            (transaction_id, seq, p["account"], p["amount_minor"], p["currency"]),
         )
     if u is None or currency is None:
         return
-    lk = (u.occupancy_id, u.usage_period, u.resource, u.billing_mode)
-    tot = page.line_totals.setdefault(lk, [0, 0])
-    tot[0] += u.usage
-    tot[1] += amount
-    quota = u.quota or ""
-    uk = (u.job_uid, u.usage_period, u.resource, u.billing_mode, currency)
-    line = page.usage_lines.setdefault(
-        uk,
-        {
-            "job_uid": u.job_uid,
-            "usage_period": u.usage_period,
-            "resource": u.resource,
-            "billing_mode": u.billing_mode,
-            "currency": currency,
-            "workspace": u.workspace,
-            "quota": quota,
-            "user_name": u.user,
-            "flavor": u.flavor,
-            "unit": u.unit,
-            "usage": 0,
-            "amount_minor": 0,
-        },
-    )
-    line["usage"] += u.usage
-    line["amount_minor"] += amount
-    mk = (u.usage_period, u.workspace, quota, u.user, u.flavor, u.billing_mode, currency)
+    occupancy_id, job_uid, usage_period = u["occupancy_id"], u["job_uid"], u["usage_period"]
+    resource, mode, usage = u["resource"], u["billing_mode"], u["usage"]
+    lk = (occupancy_id, usage_period, resource, mode)
+    tot = page.line_totals.get(lk)
+    if tot is None:
+        page.line_totals[lk] = [usage, amount]
+    else:
+        tot[0] += usage
+        tot[1] += amount
+    quota = quota or ""
+    uk = (job_uid, usage_period, resource, mode, currency)
+    line = page.usage_lines.get(uk)
+    if line is None:
+        page.usage_lines[uk] = [*uk, workspace, quota, user, flavor, u["unit"], usage, amount]
+    else:
+        line[10] += usage
+        line[11] += amount
+    mk = (usage_period, workspace, quota, user, flavor, mode, currency)
     page.monthly[mk] = page.monthly.get(mk, 0) + amount
-    previous = page.rated_to.get(u.occupancy_id)
-    if previous is None or u.as_of > previous:
-        page.rated_to[u.occupancy_id] = u.as_of
+    previous = page.rated_to.get(occupancy_id)
+    if previous is None or as_of > previous:
+        page.rated_to[occupancy_id] = as_of
 
 
 def _fold_invoice(page: _Page, record: RecordedEvent, d: InvoiceIssued) -> None:
@@ -291,35 +336,36 @@ def _fold_invoice(page: _Page, record: RecordedEvent, d: InvoiceIssued) -> None:
 
 # --- writing ---------------------------------------------------------------------
 
-_START_COLS = (
-    "occupancy_id, job_uid, workspace, quota, user_name, flavor, mgpu, cpu_milli, memory_mib, "
-    "billing_mode, started_at, start_event_id, start_position, start_recorded_at"
-)
-_END_COLS = (
-    "occupancy_id, job_uid, ended_at, end_reason, end_event_id, end_position, end_recorded_at"
-)
+_OCC_START = (
+    "workspace", "quota", "user_name", "flavor", "mgpu", "cpu_milli", "memory_mib",
+    "billing_mode", "started_at", "start_event_id", "start_position", "start_recorded_at",
+)  # fmt: skip
+_OCC_END = ("ended_at", "end_reason", "end_event_id", "end_position", "end_recorded_at")
 
 
-def _values(cols: str) -> str:
-    return ", ".join(f":{c.strip()}" for c in cols.split(","))
-
-
-def _updates(cols: str, skip: str = "occupancy_id, job_uid") -> str:
-    skipped = {c.strip() for c in skip.split(",")}
+def _keep_first(half: str, columns: Sequence[str]) -> str:
+    """SET clauses taking the page's half only where the stored row lacks it."""
     return ", ".join(
-        f"{c.strip()} = EXCLUDED.{c.strip()}" for c in cols.split(",") if c.strip() not in skipped
+        f"{c} = CASE WHEN billing_occupancies.{half}_event_id IS NULL "
+        f"THEN EXCLUDED.{c} ELSE billing_occupancies.{c} END"
+        for c in columns
     )
+
+
+_OCC_UPSERT = (
+    "INSERT INTO billing_occupancies SELECT * FROM {temp} ON CONFLICT (occupancy_id) DO UPDATE "
+    f"SET {_keep_first('start', _OCC_START)}, {_keep_first('end', _OCC_END)}"
+)
 
 
 def _insert(conn: Connection, table: str, rows: list[dict[str, Any]], *, json: Sequence[str] = ()
             ) -> None:  # fmt: skip
+    """Rare rows (prices, invoices): executemany is plenty."""
     if not rows:
         return
     cols = list(rows[0])
     values = ", ".join(f"CAST(:{c} AS jsonb)" if c in json else f":{c}" for c in cols)
     if json:
-        import orjson
-
         rows = [
             {k: (orjson.dumps(v).decode() if k in json else v) for k, v in r.items()} for r in rows
         ]
@@ -329,84 +375,61 @@ def _insert(conn: Connection, table: str, rows: list[dict[str, Any]], *, json: S
     )
 
 
+def _merge(conn: Connection, table: Table, rows: Sequence[tuple[Any, ...]], conflict: str) -> None:
+    """Binary COPY ``rows`` (whole rows, table order) into a temporary table, then one
+    ``INSERT … SELECT … ON CONFLICT`` with ``conflict`` (``{temp}`` names the table)."""
+    if not rows:
+        return
+    temp = f"_merge_{table.name}"
+    with driver(conn).cursor() as cur:
+        cur.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {temp} (LIKE {table.name}) ON COMMIT DELETE ROWS"
+        )
+    copy_table(conn, table, rows, into=temp)
+    with driver(conn).cursor() as cur:
+        cur.execute(conflict.format(temp=temp))
+        cur.execute(f"DELETE FROM {temp}")
+
+
+def _add_on_conflict(table: Table, added: Sequence[str]) -> str:
+    keys = ", ".join(c.name for c in table.primary_key.columns)
+    sets = ", ".join(f"{c} = {table.name}.{c} + EXCLUDED.{c}" for c in added)
+    return (
+        f"INSERT INTO {table.name} SELECT * FROM {{temp}} ON CONFLICT ({keys}) DO UPDATE SET {sets}"
+    )
+
+
+_TXN_INSERT = "INSERT INTO billing_transactions SELECT * FROM {temp} ON CONFLICT DO NOTHING"
+_POSTING_INSERT = "INSERT INTO billing_postings SELECT * FROM {temp} ON CONFLICT DO NOTHING"
+_LINE_TOTALS = _add_on_conflict(billing_line_totals, ("usage", "amount_minor"))
+_USAGE_LINES = _add_on_conflict(billing_usage_lines, ("usage", "amount_minor"))
+_MONTHLY = _add_on_conflict(billing_cost_monthly, ("amount_minor",))
+
+
 def _write(conn: Connection, page: _Page) -> None:
-    if page.starts:
-        # the first start of an occupancy wins; an end recorded earlier keeps its columns
-        conn.execute(
-            text(
-                f"INSERT INTO billing_occupancies ({_START_COLS}) VALUES ({_values(_START_COLS)}) "
-                f"ON CONFLICT (occupancy_id) DO UPDATE SET {_updates(_START_COLS)} "
-                "WHERE billing_occupancies.start_event_id IS NULL"
-            ),
-            page.starts,
-        )
-    if page.ends:
-        conn.execute(
-            text(
-                f"INSERT INTO billing_occupancies ({_END_COLS}) VALUES ({_values(_END_COLS)}) "
-                f"ON CONFLICT (occupancy_id) DO UPDATE SET {_updates(_END_COLS)} "
-                "WHERE billing_occupancies.end_event_id IS NULL"
-            ),
-            page.ends,
-        )
+    # one row per occupancy touched: the first start and the first end ever recorded win
+    _merge(
+        conn,
+        billing_occupancies,
+        [_occupancy_row(o, halves) for o, halves in page.occupancies.items()],
+        _OCC_UPSERT,
+    )
     _insert(conn, "billing_prices", page.prices, json=("data",))
-    _insert(conn, "billing_transactions", page.txns, json=("cause_event_ids", "data"))
-    _insert(conn, "billing_postings", page.postings)
-    if page.line_totals:
-        conn.execute(
-            text(
-                "INSERT INTO billing_line_totals VALUES (:o, :p, :r, :m, :u, :a) "
-                "ON CONFLICT (occupancy_id, usage_period, resource, billing_mode) DO UPDATE SET "
-                "usage = billing_line_totals.usage + EXCLUDED.usage, "
-                "amount_minor = billing_line_totals.amount_minor + EXCLUDED.amount_minor"
-            ),
-            [
-                {"o": k[0], "p": k[1], "r": k[2], "m": k[3], "u": v[0], "a": v[1]}
-                for k, v in page.line_totals.items()
-            ],
-        )
-    if page.usage_lines:
-        cols = list(next(iter(page.usage_lines.values())))
-        conn.execute(
-            text(
-                f"INSERT INTO billing_usage_lines ({', '.join(cols)}) "
-                f"VALUES ({', '.join(':' + c for c in cols)}) "
-                "ON CONFLICT (job_uid, usage_period, resource, billing_mode, currency) "
-                "DO UPDATE SET usage = billing_usage_lines.usage + EXCLUDED.usage, "
-                "amount_minor = billing_usage_lines.amount_minor + EXCLUDED.amount_minor"
-            ),
-            list(page.usage_lines.values()),
-        )
-    if page.monthly:
-        conn.execute(
-            text(
-                "INSERT INTO billing_cost_monthly VALUES (:p, :w, :q, :u, :f, :m, :c, :a) "
-                "ON CONFLICT (usage_period, workspace, quota, user_name, flavor, billing_mode, "
-                "currency) DO UPDATE SET "
-                "amount_minor = billing_cost_monthly.amount_minor + EXCLUDED.amount_minor"
-            ),
-            [
-                {
-                    "p": k[0],
-                    "w": k[1],
-                    "q": k[2],
-                    "u": k[3],
-                    "f": k[4],
-                    "m": k[5],
-                    "c": k[6],
-                    "a": v,
-                }
-                for k, v in page.monthly.items()
-            ],
-        )
+    _merge(conn, billing_transactions, list(page.txns.values()), _TXN_INSERT)
+    _merge(conn, billing_postings, list(page.postings.values()), _POSTING_INSERT)
+    _merge(
+        conn, billing_line_totals, [(*k, u, a) for k, (u, a) in page.line_totals.items()],
+        _LINE_TOTALS,
+    )  # fmt: skip
+    _merge(conn, billing_usage_lines, [tuple(r) for r in page.usage_lines.values()], _USAGE_LINES)
+    _merge(conn, billing_cost_monthly, [(*k, a) for k, a in page.monthly.items()], _MONTHLY)
     if page.rated_to:
-        conn.execute(
-            text(
-                "UPDATE billing_occupancies SET rated_to = GREATEST(rated_to, :t) "
-                "WHERE occupancy_id = :o"
-            ),
-            [{"o": o, "t": t} for o, t in page.rated_to.items()],
-        )
+        with driver(conn).cursor() as cur:
+            cur.execute(
+                "UPDATE billing_occupancies o SET rated_to = GREATEST(o.rated_to, v.t) "
+                "FROM unnest(%s::text[], %s::timestamptz[]) AS v(o, t) WHERE o.occupancy_id = v.o",
+                (list(page.rated_to), list(page.rated_to.values())),
+            )
     for row in page.invoices:
         row.setdefault("credited_minor", 0)
     _insert(conn, "billing_invoices", page.invoices)

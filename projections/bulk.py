@@ -101,9 +101,18 @@ def copy_rows(
                 copy.write_row(row)
 
 
-def copy_table(conn: Connection, table: Table, rows: Iterable[tuple[Any, ...]]) -> None:
-    """Binary COPY of whole rows (every column, table order) into ``table``."""
-    copy_rows(conn, table.name, [c.name for c in table.columns], rows, types=pg_type_names(table))
+def copy_table(
+    conn: Connection, table: Table, rows: Iterable[tuple[Any, ...]], *, into: str | None = None
+) -> None:
+    """Binary COPY of whole rows (every column, table order) into ``table`` (or ``into``,
+    a table of the same columns, e.g. a temporary one)."""
+    copy_rows(
+        conn,
+        into or table.name,
+        [c.name for c in table.columns],
+        rows,
+        types=pg_type_names(table),
+    )
 
 
 def upsert_rows(
