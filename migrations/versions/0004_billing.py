@@ -48,7 +48,7 @@ CREATE TABLE billing_occupancies (
     start_recorded_at timestamptz, end_recorded_at timestamptz,
     rated_to timestamptz
 );
-CREATE INDEX billing_occupancies_end_position ON billing_occupancies (end_position);
+-- no index on end_position: the rater's pending query filters on GREATEST(start, end)
 CREATE INDEX billing_occupancies_open ON billing_occupancies (started_at) WHERE ended_at IS NULL;
 CREATE INDEX billing_occupancies_window ON billing_occupancies (started_at, ended_at);
 
