@@ -238,6 +238,7 @@ class ClusterTracker:
                 # never seen alive (deleted between two lists): still a submitted job
                 out.append(self.factory.job_submitted(job, now))
                 st = self._new_job_state(job)
+                out += self._pending_start(job, st, now)
                 out += self._job_outcome(job, st, now)
             if st is not None:
                 if kind == DELETED:
@@ -252,6 +253,7 @@ class ClusterTracker:
         if st is None:
             out.append(self.factory.job_submitted(job, now))
             st = self._new_job_state(job)
+            out += self._pending_start(job, st, now)
             self._put(key, st)
             self._names[(job.namespace, job.name)] = job.uid
         out += self._job_outcome(job, st, now)
@@ -268,6 +270,16 @@ class ClusterTracker:
             "o": None,
             "rep": {},
         }
+
+    def _pending_start(self, job: JobFacts, st: State, now: datetime) -> list[Envelope]:
+        """JobStarted for a job whose pod started before the job itself was seen."""
+        pending = self.state.get(f"jobstart/{job.uid}")
+        if pending is None:
+            return []
+        self._drop(f"jobstart/{job.uid}")
+        st["st"] = True
+        at = datetime.fromisoformat(pending["at"])
+        return [self.factory.job_transition(job.kind, job.uid, "started", at, now)]
 
     def _job_outcome(self, job: JobFacts, st: State, now: datetime) -> list[Envelope]:
         if job.outcome is None or st.get("o") is not None:
@@ -394,6 +406,16 @@ class ClusterTracker:
                     self.factory.job_transition(st["jk"], job_uid, "started", pod.scheduled_at, now)
                 )
                 self._put(jkey, {**jst, "st": True})
+            elif jst is None:
+                # The job object is not known yet (pods and jobs arrive on separate
+                # streams): remember the start so the job's first sighting emits it.
+                # Otherwise whether JobStarted exists would depend on arrival timing.
+                pending = self.state.get(f"jobstart/{job_uid}")
+                if pending is None or pod.scheduled_at < datetime.fromisoformat(pending["at"]):
+                    self._put(
+                        f"jobstart/{job_uid}",
+                        {"at": pod.scheduled_at.isoformat(), "jk": st["jk"]},
+                    )
         started = datetime.fromisoformat(st["s"]) if st["s"] else None
         if kind == OUT_OF_SCOPE:
             if started is not None and not st["e"]:

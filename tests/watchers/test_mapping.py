@@ -13,7 +13,7 @@ from consumers.watchers.mapping import EventFactory, job_facts, parse_quantity, 
 from kubesim import BATCH_JOBS, KubeSim
 from kubesim import PODS as SIM_PODS
 from kubesim import PYTORCHJOBS as SIM_PYTORCHJOBS
-from kubesim.objects import bind_pod, node_object, pod_object, terminate_pod
+from kubesim.objects import bind_pod, job_object, node_object, pod_object, terminate_pod
 from kubesim.resources import NODES as SIM_NODES
 from tests.watchers.conftest import (
     Recorder,
@@ -270,3 +270,29 @@ def test_event_ids_are_deterministic_and_keyed_by_uid() -> None:
     assert c.event_id != a.event_id
     assert job_facts({"kind": "Job", "metadata": {"uid": "x"}}).replicas[0].count == 1
     _ = BATCH_JOBS
+
+
+def test_pod_started_before_its_job_was_seen_still_yields_job_started() -> None:
+    """Pods and jobs come on separate streams; JobStarted must not depend on which is first."""
+    from datetime import UTC, datetime
+
+    from consumers.watchers.tracker import ClusterTracker
+
+    now = datetime(2026, 11, 1, 1, tzinfo=UTC)
+    tracker = ClusterTracker(EventFactory("c1"), lambda: now, orphan_grace=0)
+    job = job_object(
+        "j1", "ns1", labels={}, annotations={}, cpu_milli=1000, memory_mib=1024, gpus=1,
+        priority=0,
+    )  # fmt: skip
+    job["metadata"]["uid"] = "job-uid-1"
+    pod = bind_pod(pod_object("j1-0", job, _at(0)), "n1", _at(7))
+    pod["metadata"]["uid"] = "pod-uid-1"
+    first = tracker.observe(PODS.name, "ADDED", pod)
+    assert [e.type for e in first] == ["OccupancyStarted"]  # no job known yet
+    later = tracker.observe(JOBS.name, "ADDED", job)
+    started = [e for e in later if e.type == "JobStarted"]
+    assert [e.type for e in later] == ["JobSubmitted", "JobStarted"]
+    assert started[0].occurred_at == datetime(2026, 11, 1, 0, 0, 7, tzinfo=UTC)
+    assert started[0].stream == "job/job-uid-1"
+    # seen again (a re-list): nothing new
+    assert tracker.observe(JOBS.name, "MODIFIED", job) == []
