@@ -52,6 +52,7 @@ from ledger.events import (
 __all__ = [
     "NO_QUOTA",
     "RESOURCE_UNITS",
+    "FlavorUsage",
     "NodeUsage",
     "QuotaTree",
     "QuotaTreeError",
@@ -522,3 +523,148 @@ class UsageCalculator:
             (mins[i], caps[i], used[i], borrowed[i], lent[i], max(0, used[i] - caps[i]))
             for i in range(n)
         ]
+
+
+class FlavorUsage:
+    """One flavor's usage over one tree, kept current as leaves change: a leaf's change
+    recomputes only the path to the root and the lending among each path node's children,
+    not the whole tree (the quota projection does this at every change point).
+
+    :meth:`row` gives the same numbers as :meth:`UsageCalculator.numbers`, plus the
+    subtree's counts (queued demand, running jobs, queued jobs).
+    """
+
+    def __init__(self, calc: UsageCalculator, flavor: str) -> None:
+        mins, maxes, lends = calc._compiled(flavor)
+        n = len(calc.order)
+        self.calc = calc
+        self.mins = mins
+        self.lends = lends
+        parent, children = calc.parent, calc.children
+        self.caps = caps = [0] * n
+        for i in range(n):
+            p, own = parent[i], maxes[i]
+            caps[i] = own if own is not None else (caps[p] if p is not None else mins[i])
+        self.kid_mins = [sum(mins[k] for k in children[i]) for i in range(n)]
+        self.total = [0] * n  # a leaf's usage (idle-mode part included)
+        self.idle = [0] * n
+        self.used = [0] * n
+        self.borrowed = [0] * n
+        self.unused = list(mins)
+        self.lent_down = [0] * n  # supplied to its children (shared pool + passed down)
+        self.lent_up = [0] * n  # its share of what its parent's children borrow
+        self.counts = [[0, 0, 0] for _ in range(n)]  # queued, running_jobs, queued_jobs
+        self._dirty: set[int] = set()
+        self.changed: set[int] = set()
+
+    def set_leaf(
+        self, i: int, total: int, idle: int, queued: int, running: int, queued_jobs: int
+    ) -> None:
+        """Set leaf ``i``'s own usage and counts; :meth:`settle` recomputes."""
+        if total != self.total[i] or idle != self.idle[i]:
+            self.total[i] = total
+            self.idle[i] = idle
+            self._dirty.add(i)
+        c = self.counts[i]
+        dq, dr, dj = queued - c[0], running - c[1], queued_jobs - c[2]
+        if dq or dr or dj:
+            parent, counts, changed = self.calc.parent, self.counts, self.changed
+            node: int | None = i
+            while node is not None:
+                up = counts[node]
+                up[0] += dq
+                up[1] += dr
+                up[2] += dj
+                changed.add(node)
+                node = parent[node]
+
+    def settle(self) -> set[int]:
+        """Recompute after :meth:`set_leaf` calls; returns (and forgets) the nodes whose
+        numbers changed since the last call."""
+        calc = self.calc
+        parent, children = calc.parent, calc.children
+        path: set[int] = set()
+        for leaf in self._dirty:
+            node: int | None = leaf
+            while node is not None and node not in path:
+                path.add(node)
+                node = parent[node]
+        self._dirty.clear()
+        mins, used, borrowed, unused = self.mins, self.used, self.borrowed, self.unused
+        changed = self.changed
+        for i in sorted(path, reverse=True):  # children before parents
+            kids = children[i]
+            if kids:
+                total = 0
+                for k in kids:
+                    total += used[k]
+                regular, extra = total, 0
+            else:
+                total = self.total[i]
+                extra = min(total, self.idle[i])
+                regular = total - extra
+            b = max(0, regular - mins[i]) + extra if parent[i] is not None else 0
+            u = max(0, mins[i] - regular)
+            if total != used[i] or b != borrowed[i]:
+                changed.add(i)
+            used[i], borrowed[i], unused[i] = total, b, u
+        for p in path:
+            if children[p]:
+                self._lend(p)
+        out = set(changed)
+        changed.clear()
+        return out
+
+    def _lend(self, p: int) -> None:
+        """Split the borrowing of ``p``'s children among its pool, its children, above."""
+        kids = self.calc.children[p]
+        order = self.calc.order
+        borrowed, unused, lends = self.borrowed, self.unused, self.lends
+        shares = dict.fromkeys(kids, 0)
+        demand = 0
+        for k in kids:
+            demand += borrowed[k]
+        down = 0
+        if demand:
+            from_pool = min(demand, max(0, self.mins[p] - self.kid_mins[p]))
+            down = from_pool
+            rest = demand - from_pool
+            if rest:
+                lendable: dict[str, int] = {}
+                for k in kids:
+                    cap = lends[k]
+                    lendable[order[k]] = unused[k] if cap is None else min(unused[k], cap)
+                index = self.calc.index
+                for name, share in allocate(rest, lendable).items():
+                    shares[index[name]] += share
+                    rest -= share
+                if rest:
+                    beyond = {order[k]: unused[k] - lendable[order[k]] for k in kids}
+                    for name, share in allocate(rest, beyond).items():
+                        shares[index[name]] += share
+                        rest -= share
+            down += rest
+        changed = self.changed
+        if down != self.lent_down[p]:
+            self.lent_down[p] = down
+            changed.add(p)
+        lent_up = self.lent_up
+        for k, share in shares.items():
+            if share != lent_up[k]:
+                lent_up[k] = share
+                changed.add(k)
+
+    def row(self, i: int) -> tuple[int, ...]:
+        """(min, max, used, borrowed, lent, queued, running_jobs, queued_jobs, over_admitted)."""
+        used, cap, c = self.used[i], self.caps[i], self.counts[i]
+        return (
+            self.mins[i],
+            cap,
+            used,
+            self.borrowed[i],
+            self.lent_down[i] + self.lent_up[i],
+            c[0],
+            c[1],
+            c[2],
+            max(0, used - cap),
+        )

@@ -53,11 +53,17 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from ledger.events import QuotaSpec
-from ledger.quotas import NO_QUOTA, QuotaTree, UsageCalculator, topological_order
+from ledger.quotas import (
+    NO_QUOTA,
+    FlavorUsage,
+    QuotaTree,
+    UsageCalculator,
+    topological_order,
+)
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
-from projections.bulk import fetch_by_keys, upsert_rows
+from projections.bulk import copy_rows, fetch_by_keys, upsert_rows
 
 __all__ = [
     "QuotaProjection",
@@ -156,12 +162,18 @@ quota_usage_history = Table(
     Column("deleted", Boolean, nullable=False),
     Column("position", BigInteger, nullable=False),
 )
+_JOB_COLUMNS = [c.name for c in quota_jobs.columns]
+_OCC_COLUMNS = [c.name for c in quota_occupancies.columns]
+_USAGE_COLUMNS = [c.name for c in quota_usage.columns]
+_HISTORY_COLUMNS = [c.name for c in quota_usage_history.columns]
+
 quota_projection_state = Table(
     "quota_projection_state",
     metadata,
     Column("id", Integer, primary_key=True),
     Column("watermark", _TS),
     Column("instant_position", BigInteger),
+    Column("open_deleted", JSONB),  # keys the open instant deleted: [[quota, flavor], ...]
 )
 
 _JOB_EVENTS = frozenset(
@@ -282,9 +294,13 @@ class _Fold:
     dirty_jobs: set[str] = field(default_factory=set)
     dirty_occs: set[str] = field(default_factory=set)
     dirty_own: set[tuple[str, str]] = field(default_factory=set)
-    dirty_flavors: set[str] = field(default_factory=set)
+    dirty_flavors: dict[str, set[str]] = field(default_factory=dict)  # flavor -> quotas
+    usage_changed: bool = False
+    loaded_jobs: frozenset[str] = frozenset()
+    loaded_occs: frozenset[str] = frozenset()
     whole_tree: bool = False
     calculator: UsageCalculator | None = None
+    usage: dict[str, FlavorUsage] = field(default_factory=dict)
 
     # --- raw usage -------------------------------------------------------------
 
@@ -297,7 +313,10 @@ class _Fold:
             values = per[quota] = [0, 0, 0, 0, 0]
         values[column] += delta
         self.dirty_own.add((quota, flavor))
-        self.dirty_flavors.add(flavor)
+        touched = self.dirty_flavors.get(flavor)
+        if touched is None:
+            touched = self.dirty_flavors[flavor] = set()
+        touched.add(quota)
 
     def _contribute(self, job: _Job, sign: int) -> None:
         if job.state == "queued":
@@ -439,22 +458,64 @@ class _Fold:
         """
         if not self.whole_tree and not self.dirty_flavors:
             return
-        universe: set[str] = set(self.own)
-        for spec in self.specs.values():
-            universe.update(spec.min, spec.max, spec.lend_limit)
-        if self.whole_tree:
-            targets = universe | {f for (_, f) in self.current}
-        else:
-            targets = set(self.dirty_flavors)
         if self.calculator is None:
             self.calculator = UsageCalculator(self.specs)
-        rows = _rows(self.calculator, self.own, targets & universe)
-        for key, numbers in rows.items():
-            self._set(key, numbers)
-        for key in [k for k in self.current if k[1] in targets and k not in rows]:
-            self._set(key, None)
+        calc = self.calculator
+        if self.whole_tree:
+            universe: set[str] = set(self.own)
+            for spec in self.specs.values():
+                universe.update(spec.min, spec.max, spec.lend_limit)
+            targets = universe | {f for (_, f) in self.current}
+            rows = _rows(calc, self.own, targets & universe)
+            for key, numbers in rows.items():
+                self._set(key, numbers)
+            for key in [k for k in self.current if k[1] in targets and k not in rows]:
+                self._set(key, None)
+            self.usage = {}  # rebuilt from ``own`` on the next change
+        else:
+            for flavor, quotas in self.dirty_flavors.items():
+                self._settle(calc, flavor, quotas)
         self.dirty_flavors.clear()
         self.whole_tree = False
+
+    def _settle(self, calc: UsageCalculator, flavor: str, quotas: set[str]) -> None:
+        """Only the paths from the changed leaves to the root, and the lending among
+        their children: :class:`FlavorUsage` keeps the flavor's numbers between changes."""
+        own = self.own[flavor]
+        index = calc.index
+        usage = self.usage.get(flavor)
+        if usage is None:  # first change of the flavor in this page (or tree): every node
+            usage = self.usage[flavor] = FlavorUsage(calc, flavor)
+            for quota, v in own.items():
+                if quota in calc.leaves:
+                    usage.set_leaf(index[quota], *v)
+            usage.settle()
+            nodes: Iterable[int] = range(len(calc.order))
+            orphans = True
+        else:
+            orphans = False
+            for quota in quotas:
+                if quota in calc.leaves:
+                    usage.set_leaf(index[quota], *own[quota])
+                else:
+                    orphans = True
+            nodes = usage.settle()
+        order = calc.order
+        for i in nodes:
+            self._set((order[i], flavor), usage.row(i))
+        if orphans:  # usage reported under NO_QUOTA
+            orphan = [0, 0, 0, 0]
+            for quota, v in own.items():
+                if quota not in calc.leaves:
+                    orphan[0] += v[_USED]
+                    orphan[1] += v[_QUEUED]
+                    orphan[2] += v[_RUNNING]
+                    orphan[3] += v[_QJOBS]
+            key = (NO_QUOTA, flavor)
+            if any(orphan):
+                self._set(key, (0, 0, orphan[0], 0, 0, orphan[1], orphan[2], orphan[3], 0))
+            elif key in self.current:
+                self._set(key, None)
 
     def _set(self, key: tuple[str, str], numbers: tuple[Any, ...] | None) -> None:
         old = self.current.get(key)
@@ -467,6 +528,7 @@ class _Fold:
         before, before_at = self.before[key]
         if numbers == before:  # back to where the instant started: no change point
             self.history.pop((key[0], key[1], at), None)
+            self.usage_changed = True
             if before is None:
                 self.current.pop(key, None)
                 self.current_at.pop(key, None)
@@ -475,6 +537,7 @@ class _Fold:
                 self.current[key] = before
                 self.current_at[key] = before_at
             return
+        self.usage_changed = True
         if numbers is None:
             self.current.pop(key, None)
             self.current_at.pop(key, None)
@@ -490,7 +553,8 @@ def _rows(
     own: Mapping[str, Mapping[str, Sequence[int]]],
     flavors: Iterable[str],
 ) -> dict[tuple[str, str], tuple[int, ...]]:
-    """Numbers (in ``_NUMBERS`` order) per (quota, flavor) for ``flavors``."""
+    """Numbers (in ``_NUMBERS`` order) per (quota, flavor) for ``flavors``, every node
+    (after a tree change; single changes go through :class:`FlavorUsage`)."""
     order, parent, index = calc.order, calc.parent, calc.index
     leaves = calc.leaves
     out: dict[tuple[str, str], tuple[int, ...]] = {}
@@ -554,10 +618,10 @@ class QuotaProjection(Projection):
 
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         uids = {uid for uid in map(_key, events) if uid is not None}
-        fold = self._load(conn, uids)
+        fold, open_deleted = self._load(conn, uids)
         first = events[0].envelope.occurred_at if events else None
         if first is not None and fold.watermark is not None and first <= fold.watermark:
-            self._reopen(conn, fold)  # the page continues the open instant
+            self._reopen(conn, fold, open_deleted)  # the page continues the open instant
         for event in events:
             env = event.envelope
             at = env.occurred_at
@@ -569,38 +633,49 @@ class QuotaProjection(Projection):
         self._save(conn, fold)
 
     @staticmethod
-    def _reopen(conn: Connection, fold: _Fold) -> None:
-        """Take the open instant's change points back into memory (they may still change)."""
-        cols = ", ".join(f'"{n}"' for n in _NUMBERS)
-        prev = ", ".join(f'p."{n}"' for n in _NUMBERS)
-        params = {"w": fold.watermark}
-        for row in conn.execute(
-            text(
-                f"SELECT quota, flavor, {cols}, deleted, position FROM quota_usage_history "
-                "WHERE at = :w"
-            ),
-            params,
-        ):
-            key = (row[0], row[1])
-            fold.history[(*key, fold.watermark)] = tuple(row[2:])  # type: ignore[index]
+    def _reopen(conn: Connection, fold: _Fold, open_deleted: Sequence[Sequence[str]]) -> None:
+        """Take the open instant's change points back into memory (they may still change).
+
+        Its rows are the keys whose latest change point is the open instant (in
+        ``quota_usage``) and the keys it deleted (kept in the state row), so no index on
+        ``at`` is needed.
+        """
+        w, position = fold.watermark, fold.instant_position
+        assert w is not None and position is not None
+        keys = [k for k, (at, _) in fold.current_at.items() if at == w]
+        for key in keys:
+            fold.history[(*key, w)] = (*fold.current[key], False, position)
+        for quota, flavor in open_deleted:
+            keys.append((quota, flavor))
+            fold.history[(quota, flavor, w)] = (*(0,) * len(_NUMBERS), True, position)
+        if not keys:
+            return
+        for key in keys:
             fold.before[key] = (None, None)
+        params = {"w": w, "q": [k[0] for k in keys], "f": [k[1] for k in keys]}
+        cols = ", ".join(f'p."{n}"' for n in _NUMBERS)
         for row in conn.execute(
             text(
-                f"SELECT k.quota, k.flavor, {prev}, p.deleted, p.at, p.position "
-                "FROM quota_usage_history k CROSS JOIN LATERAL ("
-                f"  SELECT {cols}, deleted, at, position FROM quota_usage_history p"
+                f"SELECT k.quota, k.flavor, {cols}, p.deleted, p.at, p.position "
+                "FROM unnest(CAST(:q AS text[]), CAST(:f AS text[])) AS k(quota, flavor) "
+                "CROSS JOIN LATERAL (SELECT * FROM quota_usage_history p"
                 "   WHERE p.quota = k.quota AND p.flavor = k.flavor AND p.at < :w"
-                "   ORDER BY p.at DESC LIMIT 1) p "
-                "WHERE k.at = :w"
+                "   ORDER BY p.at DESC LIMIT 1) p"
             ),
             params,
         ):
             if not row.deleted:
                 fold.before[(row[0], row[1])] = (tuple(row[2:11]), (row.at, row.position))
-        conn.execute(text("DELETE FROM quota_usage_history WHERE at = :w"), params)
+        conn.execute(
+            text(
+                "DELETE FROM quota_usage_history WHERE at = :w AND (quota, flavor) IN "
+                "(SELECT * FROM unnest(CAST(:q AS text[]), CAST(:f AS text[])))"
+            ),
+            params,
+        )
 
     @staticmethod
-    def _load(conn: Connection, uids: set[str]) -> _Fold:
+    def _load(conn: Connection, uids: set[str]) -> tuple[_Fold, list[list[str]]]:
         specs: dict[str, QuotaSpec] = {}
         created: dict[str, tuple[datetime, datetime, int]] = {}
         for row in conn.execute(select(quota_nodes)):
@@ -644,10 +719,12 @@ class QuotaProjection(Projection):
             current_at[(row.quota, row.flavor)] = (row.at, row.position)
         state = conn.execute(
             select(
-                quota_projection_state.c.watermark, quota_projection_state.c.instant_position
+                quota_projection_state.c.watermark,
+                quota_projection_state.c.instant_position,
+                quota_projection_state.c.open_deleted,
             ).where(quota_projection_state.c.id == 1)
         ).first()
-        return _Fold(
+        fold = _Fold(
             specs,
             created,
             bindings,
@@ -661,6 +738,9 @@ class QuotaProjection(Projection):
             {},
             {},
         )
+        fold.loaded_jobs = frozenset(jobs)
+        fold.loaded_occs = frozenset(occs)
+        return fold, list(state.open_deleted or []) if state else []
 
     @staticmethod
     def _save(conn: Connection, fold: _Fold) -> None:
@@ -688,14 +768,32 @@ class QuotaProjection(Projection):
                 [(ws, *fold.bindings[ws]) for ws in sorted(fold.bindings)],
                 key=["workspace"],
             )
+        # rows loaded at the page start may exist: upsert them; new ones: straight COPY
+        jobs = sorted(fold.dirty_jobs)
         upsert_rows(
-            conn, quota_jobs, [fold.jobs[u].row() for u in sorted(fold.dirty_jobs)], key=["job_uid"]
+            conn,
+            quota_jobs,
+            [fold.jobs[u].row() for u in jobs if u in fold.loaded_jobs],
+            key=["job_uid"],
         )
+        copy_rows(
+            conn,
+            "quota_jobs",
+            _JOB_COLUMNS,
+            (fold.jobs[u].row() for u in jobs if u not in fold.loaded_jobs),
+        )
+        occs = sorted(fold.dirty_occs)
         upsert_rows(
             conn,
             quota_occupancies,
-            [fold.occs[o].row() for o in sorted(fold.dirty_occs)],
+            [fold.occs[o].row() for o in occs if o in fold.loaded_occs],
             key=["occupancy_id"],
+        )
+        copy_rows(
+            conn,
+            "quota_occupancies",
+            _OCC_COLUMNS,
+            (fold.occs[o].row() for o in occs if o not in fold.loaded_occs),
         )
         upsert_rows(
             conn,
@@ -703,31 +801,45 @@ class QuotaProjection(Projection):
             [(q, f, *fold.own[f][q]) for q, f in sorted(fold.dirty_own)],
             key=["quota", "flavor"],
         )
-        conn.execute(quota_usage.delete())  # a few rows per node: rewrite them all
-        upsert_rows(
+        if fold.usage_changed:  # a few rows per node: rewrite them all
+            conn.execute(quota_usage.delete())
+            copy_rows(
+                conn,
+                "quota_usage",
+                _USAGE_COLUMNS,
+                (
+                    (*k, fold.current_at[k][0], *fold.current[k], fold.current_at[k][1])
+                    for k in sorted(fold.current_at)
+                ),
+            )
+        # the open instant's rows were deleted by _reopen: no row of the page exists yet
+        copy_rows(
             conn,
-            quota_usage,
-            [
-                (*k, fold.current_at[k][0], *fold.current[k], fold.current_at[k][1])
-                for k in sorted(fold.current_at)
-            ],
-            key=["quota", "flavor"],
-        )
-        upsert_rows(
-            conn,
-            quota_usage_history,
-            [(*k, *v) for k, v in sorted(fold.history.items())],
-            key=["quota", "flavor", "at"],
+            "quota_usage_history",
+            _HISTORY_COLUMNS,
+            ((*k, *v) for k, v in sorted(fold.history.items())),
         )
         if fold.watermark is not None:
             conn.execute(
                 text(
-                    "INSERT INTO quota_projection_state (id, watermark, instant_position) "
-                    "VALUES (1, :w, :p) ON CONFLICT (id) DO UPDATE "
+                    "INSERT INTO quota_projection_state "
+                    "(id, watermark, instant_position, open_deleted) "
+                    "VALUES (1, :w, :p, CAST(:d AS jsonb)) ON CONFLICT (id) DO UPDATE "
                     "SET watermark = EXCLUDED.watermark, "
-                    "instant_position = EXCLUDED.instant_position"
+                    "instant_position = EXCLUDED.instant_position, "
+                    "open_deleted = EXCLUDED.open_deleted"
                 ),
-                {"w": fold.watermark, "p": fold.instant_position},
+                {
+                    "w": fold.watermark,
+                    "p": fold.instant_position,
+                    "d": _dumps(
+                        sorted(
+                            [q, f]
+                            for (q, f, at), v in fold.history.items()
+                            if at == fold.watermark and v[len(_NUMBERS)]
+                        )
+                    ),
+                },
             )
 
 
@@ -784,12 +896,24 @@ def usage_at(
     if at is None:
         sql = f"SELECT {cols} FROM quota_usage{where}"
     else:
+        # skip-scan the primary key for the (quota, flavor) keys, then one index probe
+        # per key for its latest change point at or before ``at``
         params["at"] = at
-        where = (where + " AND" if where else " WHERE") + " at <= :at"
+        only = " AND h.quota = :quota" if quota is not None else ""
+        picked = ", ".join(f'p."{n}"' for n in ("quota", "flavor", "at", *_NUMBERS))
         sql = (
-            f"SELECT {cols} FROM (SELECT DISTINCT ON (quota, flavor) {cols}, deleted "
-            f"FROM quota_usage_history{where} ORDER BY quota, flavor, at DESC) h "
-            "WHERE NOT deleted"
+            "WITH RECURSIVE k(quota, flavor) AS ("
+            f" (SELECT quota, flavor FROM quota_usage_history h WHERE true{only}"
+            "  ORDER BY quota, flavor LIMIT 1)"
+            " UNION ALL"
+            " SELECT n.quota, n.flavor FROM k CROSS JOIN LATERAL ("
+            "  SELECT quota, flavor FROM quota_usage_history h"
+            f"  WHERE (h.quota, h.flavor) > (k.quota, k.flavor){only}"
+            "  ORDER BY quota, flavor LIMIT 1) n) "
+            f"SELECT {picked} FROM k CROSS JOIN LATERAL ("
+            f" SELECT {cols}, deleted FROM quota_usage_history h"
+            " WHERE h.quota = k.quota AND h.flavor = k.flavor AND h.at <= :at"
+            " ORDER BY h.at DESC LIMIT 1) p WHERE NOT p.deleted"
         )
     rows = [UsageRow(*row) for row in conn.execute(text(sql), params)]
     specs = quota_tree(conn).specs

@@ -111,12 +111,14 @@ def upgrade() -> None:
         sa.Column("deleted", sa.Boolean, nullable=False),
         sa.Column("position", sa.BigInteger, nullable=False),
     )
-    op.create_index("quota_usage_history_at", "quota_usage_history", ["at"])
+    # no index on "at" alone: every query names the quota and flavor (primary key), and
+    # a second index doubles the cost of writing the change points
     op.create_table(
         "quota_projection_state",
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("watermark", ts),
         sa.Column("instant_position", sa.BigInteger),
+        sa.Column("open_deleted", pg.JSONB),
     )
     op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(TABLES)} TO {APP_ROLE}")
 

@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger.events import QuotaSpec
-from ledger.quotas import allocate, compute_usage, parse_quota_tree
+from ledger.quotas import (
+    FlavorUsage,
+    UsageCalculator,
+    allocate,
+    compute_usage,
+    parse_quota_tree,
+)
 from tests.quotas.helpers import check_invariants
 
 FLAVORS = ("gpu/any", "cpu")
@@ -104,3 +110,34 @@ def test_allocate_is_proportional_exact_and_deterministic() -> None:
     assert allocate(5, {"a": 3, "b": 3, "c": 3}) == {"a": 2, "b": 2, "c": 1}
     assert allocate(10, {"a": 1, "b": 2}) == {"a": 1, "b": 2}
     assert allocate(0, {"a": 1}) == {"a": 0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    trees_and_usage(),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 12), st.integers(0, 12)), max_size=12),
+)
+def test_incremental_flavor_usage_equals_a_full_recomputation(
+    case: tuple[dict[str, QuotaSpec], dict[str, dict[str, int]], dict[str, dict[str, int]]],
+    updates: list[tuple[int, int, int]],
+) -> None:
+    specs, used, idle = case
+    calc = UsageCalculator(specs)
+    leaves = sorted(calc.leaves)
+    incremental = FlavorUsage(calc, "cpu")
+    for quota in leaves:
+        incremental.set_leaf(calc.index[quota], used[quota]["cpu"], idle[quota]["cpu"], 0, 0, 0)
+    incremental.settle()
+    for n, total, part in updates:  # then leaves change one at a time
+        quota = leaves[n % len(leaves)]
+        used[quota]["cpu"], idle[quota]["cpu"] = total, min(part, total)
+        before = [incremental.row(i) for i in range(len(calc.order))]
+        incremental.set_leaf(calc.index[quota], total, min(part, total), n, 1, 0)
+        changed = incremental.settle()
+        after = [incremental.row(i) for i in range(len(calc.order))]
+        assert {i for i in range(len(after)) if after[i] != before[i]} <= changed
+        full = compute_usage(specs, used, idle, flavors=["cpu"])
+        for i, name in enumerate(calc.order):
+            row = full[(name, "cpu")]
+            expected = (row.min, row.max, row.used, row.borrowed, row.lent)
+            assert after[i][:5] == expected and after[i][8] == row.over_admitted, name

@@ -1,0 +1,96 @@
+"""Quota projection throughput on the openb trace (Alibaba PAI GPU cluster trace v2023,
+alibaba/clusterdata, CC BY 4.0) with the demo tree: ``python -m tests.quotas.throughput``.
+
+Events per job, in time order like a replay: JobSubmitted at creation, JobStarted and
+OccupancyStarted at scheduling, OccupancyEnded and JobSucceeded at deletion. Prints the
+event count, change points written and events/s of a catch-up (and of a rebuild).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import text
+
+from bench.databases import scratch_database
+from consumers.projector import Projector
+from kubesim.traces import load_openb
+from ledger.envelopes import Envelope
+from ledger.events import JobStarted, JobSucceeded
+from ledger.quotas import parse_quota_tree
+from ledger.store.engines import make_engine
+from ledger.store.migrations import upgrade
+from ledger.store.postgres import PostgresEventStore
+from projections.quotas import QuotaProjection, usage_at
+from tests.quotas.helpers import occ_ended, occ_started, submitted, transition, tree_events
+
+__all__ = ["main", "openb_events"]
+
+DEMO = Path(__file__).resolve().parents[2] / "ops" / "quotas" / "demo.yaml"
+
+
+def openb_events() -> list[Envelope]:
+    trace = load_openb()
+    tree = parse_quota_tree(DEMO.read_text())
+    timed: list[tuple[int, int, Envelope]] = []
+    for n, inst in enumerate(trace.instances):
+        uid, ws = inst.job_name, inst.workspace
+        mode = "idle" if inst.billing_mode == "idle" else "public"
+        mgpu, cpu, memory = inst.gpu_milli, inst.cpu_milli, inst.memory_mib
+        when = trace.epoch + timedelta(seconds=inst.created)
+        job = submitted(uid, ws, when, mode=mode, mgpu=mgpu, cpu=cpu, memory=memory)
+        timed.append((inst.created, n, job))
+        if inst.scheduled is None:
+            continue
+        start = trace.epoch + timedelta(seconds=inst.scheduled)
+        timed.append((inst.scheduled, n, transition(JobStarted, uid, start)))
+        pod = occ_started(uid, uid, ws, start, mode=mode, mgpu=mgpu, cpu=cpu, memory=memory)
+        timed.append((inst.scheduled, n, pod))
+        if inst.deleted is not None:
+            end = trace.epoch + timedelta(seconds=inst.deleted)
+            timed.append((inst.deleted, n, occ_ended(uid, uid, end)))
+            timed.append((inst.deleted, n, transition(JobSucceeded, uid, end)))
+    timed.sort(key=lambda t: (t[0], t[1]))
+    return [*tree_events(tree, trace.epoch), *(e for _, _, e in timed)]
+
+
+def main(argv: list[str]) -> int:
+    page = int(argv[0]) if argv else 2000
+    events = openb_events()
+    trace_middle = events[len(events) // 2].occurred_at
+    with scratch_database() as url:
+        engine = make_engine(url)
+        upgrade(engine)
+        store = PostgresEventStore(engine)
+        for i in range(0, len(events), 5000):
+            store.append(events[i : i + 5000])
+        projection = QuotaProjection()
+        for label in ("catch-up", "rebuild"):
+            started = time.perf_counter()
+            projector = Projector(store, [projection], page_size=page)
+            if label == "rebuild":
+                projector.rebuild(projection)
+            else:
+                projector.catch_up()
+            elapsed = time.perf_counter() - started
+            with engine.connect() as conn:
+                rows = conn.execute(text("SELECT count(*) FROM quota_usage_history")).scalar()
+                query = time.perf_counter()
+                usage_at(conn, trace_middle)
+                query = time.perf_counter() - query
+            print(
+                f"{label}: {len(events):,} events, {rows:,} history rows in {elapsed:.2f} s "
+                f"({len(events) / elapsed:,.0f} events/s, page {page}); "
+                f"--at query {query * 1000:.0f} ms",
+                flush=True,
+            )
+        store.close()
+        engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
