@@ -42,6 +42,7 @@ from projections.billing_tables import (
     billing_prices,
     billing_transactions,
     billing_usage_lines,
+    billing_workspace_quotas,
 )
 from projections.bulk import copy_table, driver
 
@@ -66,6 +67,9 @@ class _Page:
     invoice_lines: list[dict[str, Any]] = field(default_factory=list)
     voids: list[dict[str, Any]] = field(default_factory=list)
     credits: list[dict[str, Any]] = field(default_factory=list)
+    # workspace -> (quota, position): bindings known so far; loaded on first need
+    bindings: dict[str, tuple[str | None, int]] | None = None
+    bound: dict[str, tuple[str | None, int]] = field(default_factory=dict)  # changed here
 
 
 class BillingProjection(Projection):
@@ -81,9 +85,11 @@ class BillingProjection(Projection):
         billing_invoices,
         billing_invoice_lines,
         billing_credit_notes,
+        billing_workspace_quotas,
     )
     event_types = frozenset(
         {
+            "WorkspaceBound",
             "OccupancyStarted",
             "OccupancyEnded",
             "PriceBookPublished",
@@ -102,11 +108,16 @@ class BillingProjection(Projection):
             # the high-volume types are read straight from the stored dicts (the store
             # validated them on the way in); the rare ones through their models
             if kind == "OccupancyStarted":
-                _fold_start(page, record)
+                _fold_start(page, record, conn)
             elif kind == "OccupancyEnded":
                 _fold_end(page, record)
             elif kind == "LedgerTransactionPosted":
                 _fold_transaction(page, record)
+            elif kind == "WorkspaceBound":
+                d = record.envelope.data
+                binding = (d.get("quota"), record.position)
+                _bindings(page, conn)[d["workspace"]] = binding
+                page.bound[d["workspace"]] = binding
             elif kind not in self.event_types:
                 continue
             else:
@@ -149,15 +160,31 @@ def _ts(value: Any) -> datetime:
 _AWARE: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
 
 
-def _fold_start(page: _Page, record: RecordedEvent) -> None:
+def _bindings(page: _Page, conn: Connection) -> dict[str, tuple[str | None, int]]:
+    if page.bindings is None:
+        page.bindings = {
+            ws: (quota, position)
+            for ws, quota, position in conn.execute(
+                text("SELECT workspace, quota, position FROM billing_workspace_quotas")
+            ).all()
+        }
+    return page.bindings
+
+
+def _fold_start(page: _Page, record: RecordedEvent, conn: Connection) -> None:
     d = record.envelope.data
     halves = page.occupancies.setdefault(d["occupancy_id"], [None, None])
     if halves[0] is not None:
         return  # the first start of an occupancy wins
+    quota = d.get("quota")
+    if quota is None:
+        # the pod named no quota: its workspace's binding when it started (events are
+        # folded in position order, so this is a function of the store, not of paging)
+        quota = _bindings(page, conn).get(d["workspace"], (None, 0))[0]
     halves[0] = (
         d["job_uid"],
         d["workspace"],
-        d.get("quota"),
+        quota,
         d.get("user", "unknown"),
         d.get("flavor", "gpu/any"),
         d["mgpu"],
@@ -407,6 +434,14 @@ _MONTHLY = _add_on_conflict(billing_cost_monthly, ("amount_minor",))
 
 
 def _write(conn: Connection, page: _Page) -> None:
+    if page.bound:
+        with driver(conn).cursor() as cur:
+            cur.executemany(
+                "INSERT INTO billing_workspace_quotas (workspace, quota, position) "
+                "VALUES (%s, %s, %s) ON CONFLICT (workspace) DO UPDATE "
+                "SET quota = EXCLUDED.quota, position = EXCLUDED.position",
+                [(ws, q, pos) for ws, (q, pos) in sorted(page.bound.items())],
+            )
     # one row per occupancy touched: the first start and the first end ever recorded win
     _merge(
         conn,

@@ -32,6 +32,7 @@ __all__ = [
     "billing_prices",
     "billing_transactions",
     "billing_usage_lines",
+    "billing_workspace_quotas",
 ]
 
 billing_metadata = MetaData()
@@ -203,4 +204,13 @@ billing_credit_notes = Table(
     Column("reason", Text, nullable=False),
     Column("position", BigInteger, nullable=False),
     Column("recorded_at", _TS, nullable=False),
+)
+
+#: Workspace -> quota bindings (WorkspaceBound) as of the events folded so far.
+billing_workspace_quotas = Table(
+    "billing_workspace_quotas",
+    billing_metadata,
+    Column("workspace", Text, primary_key=True),
+    Column("quota", Text),
+    Column("position", BigInteger, nullable=False),
 )

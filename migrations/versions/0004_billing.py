@@ -29,6 +29,7 @@ TABLES = (
     "billing_invoices",
     "billing_invoice_lines",
     "billing_credit_notes",
+    "billing_workspace_quotas",
 )
 VIEWS = (
     "finance_cost_by_workspace_month_flavor",
@@ -37,6 +38,14 @@ VIEWS = (
 )
 
 DDL = """
+-- workspace -> quota bindings as of the events folded so far: an occupancy whose pod named
+-- no quota is billed to the quota its workspace was bound to when it started
+CREATE TABLE billing_workspace_quotas (
+    workspace text PRIMARY KEY,
+    quota text,
+    position bigint NOT NULL
+);
+
 CREATE TABLE billing_occupancies (
     occupancy_id text PRIMARY KEY,
     job_uid text NOT NULL,
