@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from ledger.envelopes import make_envelope
+from ledger.envelopes import Envelope, make_envelope
 from ledger.events import WorkspaceBound
 from ledger.ids import deterministic_id
 from ledger.store.postgres import PostgresEventStore
@@ -13,7 +13,7 @@ from tests.billing_e2e.conftest import CliCall
 from tests.billing_e2e.helpers import at, ended, started
 
 
-def _bind(workspace: str, quota: str | None, when: datetime) -> object:
+def _bind(workspace: str, quota: str | None, when: datetime) -> Envelope:
     return make_envelope(
         WorkspaceBound(workspace=workspace, quota=quota),
         event_id=deterministic_id("test-bind", workspace, str(quota), when.isoformat()),
@@ -27,9 +27,9 @@ def _bind(workspace: str, quota: str | None, when: datetime) -> object:
 def test_usage_follows_the_binding_in_force_when_the_pod_started(
     store: PostgresEventStore, cli: CliCall
 ) -> None:
-    store.append([_bind("ws-a", "team-1", at("2026-11-01T00:00"))])  # type: ignore[list-item]
+    store.append([_bind("ws-a", "team-1", at("2026-11-01T00:00"))])
     store.append([started("p1", at("2026-11-02T00:00")), ended("p1", at("2026-11-02T01:00"))])
-    store.append([_bind("ws-a", "team-2", at("2026-11-03T00:00"))])  # type: ignore[list-item]
+    store.append([_bind("ws-a", "team-2", at("2026-11-03T00:00"))])
     store.append(
         [
             started("p2", at("2026-11-04T00:00")),
