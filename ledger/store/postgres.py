@@ -51,7 +51,7 @@ GENESIS_HASH = b"\x00" * 32
 
 _COLUMNS = (
     "position, event_id, stream, version, type, schema_version, occurred_at, observed_at, "
-    "recorded_at, source, causation_id, correlation_id, data, fact_hash, hash"
+    "recorded_at, source, causation_id, correlation_id, data, hash"
 )
 _READ_COLUMNS = [
     events.c.position,
@@ -71,8 +71,21 @@ _READ_COLUMNS = [
 
 
 def fact_hash(envelope: Envelope, data_json: bytes | None = None) -> bytes:
+    """What decides whether a repeated event id is "the same event" (see docs/store.md)."""
     data = Fragment(data_json) if data_json is not None else None
     return hashlib.sha256(canonical_json(envelope.fact(data))).digest()
+
+
+def _stored_fact_hash(row: Any) -> bytes:
+    _, type_, schema_version, stream, occurred_at, data = row
+    fact = {
+        "type": type_,
+        "schema_version": schema_version,
+        "stream": stream,
+        "occurred_at": occurred_at,
+        "data": data,
+    }
+    return hashlib.sha256(canonical_json(fact)).digest()
 
 
 def record_hash(
@@ -166,21 +179,21 @@ class PostgresUnitOfWork(UnitOfWork):
         conn = self._conn
         conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
 
-        batch: list[tuple[Envelope, bytes, bytes]] = []
-        seen: dict[UUID, bytes] = {}
+        batch: list[tuple[Envelope, bytes]] = []
+        seen: dict[UUID, tuple[Envelope, bytes]] = {}
         duplicates: list[UUID] = []
         for envelope in events_in:
             data_json = canonical_json(envelope.data)
-            fingerprint = fact_hash(envelope, data_json)
             earlier = seen.get(envelope.event_id)
             if earlier is not None:
-                if earlier != fingerprint:
+                # the fact's hash is only ever needed to compare a repeated id
+                if fact_hash(earlier[0], earlier[1]) != fact_hash(envelope, data_json):
                     self._conflict(envelope, on_conflict)
                 else:
                     duplicates.append(envelope.event_id)
                 continue
-            seen[envelope.event_id] = fingerprint
-            batch.append((envelope, fingerprint, data_json))
+            seen[envelope.event_id] = (envelope, data_json)
+            batch.append((envelope, data_json))
 
         # Optimistic path: most batches hold no already-stored event, so try the
         # COPY first and let the unique index find duplicates; only a batch that
@@ -202,25 +215,26 @@ class PostgresUnitOfWork(UnitOfWork):
 
     def _drop_stored(
         self,
-        batch: list[tuple[Envelope, bytes, bytes]],
+        batch: list[tuple[Envelope, bytes]],
         duplicates: list[UUID],
         on_conflict: str,
-    ) -> list[tuple[Envelope, bytes, bytes]]:
-        stored: dict[UUID, bytes] = dict(
-            self._conn.execute(
+    ) -> list[tuple[Envelope, bytes]]:
+        stored = {
+            row[0]: _stored_fact_hash(row)
+            for row in self._conn.execute(
                 text(
-                    "SELECT event_id, fact_hash FROM events "
-                    "WHERE event_id = ANY(CAST(:ids AS uuid[]))"
+                    "SELECT event_id, type, schema_version, stream, occurred_at, data "
+                    "FROM events WHERE event_id = ANY(CAST(:ids AS uuid[]))"
                 ),
-                {"ids": [envelope.event_id for envelope, _, _ in batch]},
+                {"ids": [envelope.event_id for envelope, _ in batch]},
             ).all()
-        )
+        }
         kept = []
-        for envelope, fingerprint, data_json in batch:
+        for envelope, data_json in batch:
             known = stored.get(envelope.event_id)
             if known is None:
-                kept.append((envelope, fingerprint, data_json))
-            elif bytes(known) == fingerprint:
+                kept.append((envelope, data_json))
+            elif known == fact_hash(envelope, data_json):
                 duplicates.append(envelope.event_id)
             else:
                 self._conflict(envelope, on_conflict)
@@ -228,12 +242,12 @@ class PostgresUnitOfWork(UnitOfWork):
 
     def _write(
         self,
-        batch: list[tuple[Envelope, bytes, bytes]],
+        batch: list[tuple[Envelope, bytes]],
         duplicates: list[UUID],
         expected_versions: Mapping[str, int] | None,
     ) -> AppendResult:
         conn = self._conn
-        streams = {envelope.stream for envelope, _, _ in batch} | set(expected_versions or ())
+        streams = {envelope.stream for envelope, _ in batch} | set(expected_versions or ())
         versions = self._stream_versions(streams)
         for stream, expected in (expected_versions or {}).items():
             actual = versions.get(stream, 0)
@@ -253,7 +267,7 @@ class PostgresUnitOfWork(UnitOfWork):
         # Rows are hashed and written inside the COPY, so the server parses and
         # indexes one chunk while Python hashes the next.
         with raw.cursor() as cur, cur.copy(f"COPY events ({_COLUMNS}) FROM STDIN") as copy:
-            for envelope, fingerprint, data_json in batch:
+            for envelope, data_json in batch:
                 position += 1
                 version = versions.get(envelope.stream, 0) + 1
                 versions[envelope.stream] = version
@@ -276,7 +290,6 @@ class PostgresUnitOfWork(UnitOfWork):
                         envelope.causation_id,
                         envelope.correlation_id,
                         data_json.decode(),
-                        fingerprint,
                         previous,
                     )
                 )
@@ -499,7 +512,7 @@ class PostgresEventStore(EventStore):
         with self.engine.connect() as conn:
             while True:
                 rows = conn.execute(
-                    select(*_READ_COLUMNS, events.c.fact_hash, events.c.hash)
+                    select(*_READ_COLUMNS, events.c.hash)
                     .where(events.c.position >= expected_position)
                     .order_by(events.c.position)
                     .limit(batch)

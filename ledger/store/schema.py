@@ -40,7 +40,6 @@ events = Table(
     Column("causation_id", Uuid),
     Column("correlation_id", Uuid),
     Column("data", JSONB, nullable=False),
-    Column("fact_hash", LargeBinary, nullable=False),
     Column("hash", LargeBinary, nullable=False),
 )
 

@@ -33,7 +33,6 @@ def upgrade() -> None:
         sa.Column("causation_id", sa.Uuid),
         sa.Column("correlation_id", sa.Uuid),
         sa.Column("data", pg.JSONB, nullable=False),
-        sa.Column("fact_hash", sa.LargeBinary, nullable=False),
         sa.Column("hash", sa.LargeBinary, nullable=False),
         sa.UniqueConstraint("event_id", name="events_event_id_key"),
         sa.UniqueConstraint("stream", "version", name="events_stream_version_key"),
