@@ -17,7 +17,7 @@ from tests.quotas.helpers import (
     transition,
     tree_events,
 )
-from tests.quotas.test_quota_projection import TREE
+from tests.quotas.test_quota_projection import CHANGED, TREE
 
 
 def incremental_equals_rebuild(store: PostgresEventStore, events: list[Envelope]) -> None:
@@ -57,5 +57,21 @@ def test_changes_that_cancel_within_an_instant_leave_no_change_point(
             submitted("j2", "ws-nowhere", at(30), mgpu=700),
             occ_started("p2", "j2", "ws-nowhere", at(30), mgpu=700),
             occ_ended("p2", "j2", at(40)),
+        ],
+    )
+
+
+def test_a_quota_deleted_and_restored_within_an_instant_across_pages(
+    store: PostgresEventStore,
+) -> None:
+    incremental_equals_rebuild(
+        store,
+        [
+            *tree_events(TREE, at(0)),
+            submitted("j1", "ws-c", at(5), mgpu=500),
+            occ_started("p1", "j1", "ws-c", at(5), mgpu=500),
+            *tree_events(CHANGED, at(10), current=TREE),  # c deleted, b resized ...
+            *tree_events(TREE, at(10), current=CHANGED),  # ... and back, same instant
+            *tree_events(CHANGED, at(20), current=TREE),  # deleted for good
         ],
     )

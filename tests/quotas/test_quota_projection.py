@@ -43,13 +43,26 @@ TREE = parse_quota_tree(
 - {name: c, parent: root, min: {gpu/any: 2000, cpu: 8000}, workspaces: [ws-c]}
 """
 )
+CHANGED = parse_quota_tree(
+    """
+- {name: root, min: {gpu/any: 6000, cpu: 40000, memory: 65536}}
+- {name: mid, parent: root, min: {gpu/any: 3000, cpu: 16000, memory: 32768}}
+- {name: a, parent: mid, min: {gpu/any: 1000, cpu: 8000, memory: 16384}, workspaces: [ws-a],
+   lend_limit: {gpu/any: 500}}
+- {name: b, parent: mid, min: {gpu/any: 2000, cpu: 4000}, max: {gpu/any: 2000},
+   workspaces: [ws-b]}
+"""
+)
 WORKSPACES = ("ws-a", "ws-b", "ws-c", "ws-unbound")
 
 actions = st.lists(
     st.tuples(
         # resubmit / reobserve: the same JobSubmitted / OccupancyStarted again under another
-        # event id (a re-submission, a watcher re-observation)
-        st.sampled_from(["submit", "start", "end", "preempt", "succeed", "resubmit", "reobserve"]),
+        # event id (a re-submission, a watcher re-observation); retree: apply CHANGED (c
+        # deleted, b resized) or back to TREE
+        st.sampled_from(
+            ["submit", "start", "end", "preempt", "succeed", "resubmit", "reobserve", "retree"]
+        ),
         st.integers(0, 11),  # job number
         st.sampled_from(WORKSPACES),
         st.sampled_from(["public", "idle"]),
@@ -64,24 +77,29 @@ actions = st.lists(
 def _events(
     steps: list[tuple[str, int, str, str, int, bool]],
 ) -> tuple[list[Envelope], dict[str, dict[str, int]]]:
-    """Events for ``steps`` and the expected final own usage (quota -> flavor -> used)."""
+    """Events for ``steps`` and the expected final usage (reported quota -> flavor -> used)."""
     out: list[Envelope] = tree_events(TREE, at(0))
+    tree = TREE
     clock = 10.0
-    jobs: dict[int, tuple[str, str, str]] = {}  # n -> (uid, workspace, mode)
+    jobs: dict[int, tuple[str, str, str, str]] = {}  # n -> (uid, workspace, mode, quota)
     open_pods: dict[int, str] = {}
     expected: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     serial = 0
     for kind, n, ws, mode, step, late in steps:
         clock += step
         when = at(clock - 5 if late else clock)
+        if kind == "retree":
+            new = CHANGED if tree is TREE else TREE
+            out.extend(tree_events(new, when, current=tree))
+            tree = new
+            continue
         if kind == "submit" and n not in jobs:
-            jobs[n] = (f"job-{n}", ws, mode)
+            jobs[n] = (f"job-{n}", ws, mode, tree.bindings.get(ws, NO_QUOTA))
             out.append(submitted(f"job-{n}", ws, when, mode=mode, mgpu=500 * (n % 3 + 1)))
             continue
         if n not in jobs:
             continue
-        uid, ws, mode = jobs[n]
-        quota = TREE.bindings.get(ws, NO_QUOTA)
+        uid, ws, mode, quota = jobs[n]
         mgpu = 500 * (n % 3 + 1)
         if kind == "resubmit":
             out.append(submitted(uid, ws, when, mode=mode, mgpu=mgpu))
@@ -102,7 +120,11 @@ def _events(
             out.append(transition(JobPreempted, uid, when))
         elif kind == "succeed":
             out.append(transition(JobSucceeded, uid, when))
-    return out, expected
+    reported: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for quota, per in expected.items():  # usage of a deleted quota is reported under "-"
+        for flavor, used in per.items():
+            reported[quota if quota in tree.specs else NO_QUOTA][flavor] += used
+    return out, reported
 
 
 class _Boom(Exception):
