@@ -555,6 +555,7 @@ class FlavorUsage:
         self.lent_up = [0] * n  # its share of what its parent's children borrow
         self.counts = [[0, 0, 0] for _ in range(n)]  # queued, running_jobs, queued_jobs
         self._dirty: set[int] = set()
+        self._paths: dict[int, tuple[int, ...]] = {}
         self.changed: set[int] = set()
 
     def set_leaf(
@@ -581,74 +582,95 @@ class FlavorUsage:
     def settle(self) -> set[int]:
         """Recompute after :meth:`set_leaf` calls; returns (and forgets) the nodes whose
         numbers changed since the last call."""
-        calc = self.calc
-        parent, children = calc.parent, calc.children
-        path: set[int] = set()
-        for leaf in self._dirty:
-            node: int | None = leaf
-            while node is not None and node not in path:
-                path.add(node)
-                node = parent[node]
-        self._dirty.clear()
-        mins, used, borrowed, unused = self.mins, self.used, self.borrowed, self.unused
-        changed = self.changed
-        for i in sorted(path, reverse=True):  # children before parents
-            kids = children[i]
-            if kids:
-                total = 0
-                for k in kids:
-                    total += used[k]
-                regular, extra = total, 0
+        dirty = self._dirty
+        if dirty:
+            calc = self.calc
+            parent, children = calc.parent, calc.children
+            if len(dirty) == 1:
+                path: Sequence[int] = self._path(next(iter(dirty)))
             else:
-                total = self.total[i]
-                extra = min(total, self.idle[i])
-                regular = total - extra
-            b = max(0, regular - mins[i]) + extra if parent[i] is not None else 0
-            u = max(0, mins[i] - regular)
-            if total != used[i] or b != borrowed[i]:
-                changed.add(i)
-            used[i], borrowed[i], unused[i] = total, b, u
-        for p in path:
-            if children[p]:
+                nodes: set[int] = set()
+                for leaf in dirty:
+                    nodes.update(self._path(leaf))
+                path = sorted(nodes, reverse=True)  # children before parents
+            dirty.clear()
+            mins, used, borrowed, unused = self.mins, self.used, self.borrowed, self.unused
+            changed = self.changed
+            lenders: set[int] = set()  # parents whose children's borrowed / unused moved
+            for i in path:
+                kids = children[i]
+                if kids:
+                    total = 0
+                    for k in kids:
+                        total += used[k]
+                    regular, extra = total, 0
+                else:
+                    total = self.total[i]
+                    extra = min(total, self.idle[i])
+                    regular = total - extra
+                p = parent[i]
+                b = max(0, regular - mins[i]) + extra if p is not None else 0
+                u = max(0, mins[i] - regular)
+                if total != used[i] or b != borrowed[i]:
+                    changed.add(i)
+                if p is not None and (b != borrowed[i] or u != unused[i]):
+                    lenders.add(p)
+                used[i], borrowed[i], unused[i] = total, b, u
+            for p in lenders:
                 self._lend(p)
-        out = set(changed)
-        changed.clear()
+        out = set(self.changed)
+        self.changed.clear()
         return out
+
+    def _path(self, leaf: int) -> tuple[int, ...]:
+        found = self._paths.get(leaf)
+        if found is None:
+            nodes = []
+            node: int | None = leaf
+            while node is not None:
+                nodes.append(node)
+                node = self.calc.parent[node]
+            found = self._paths[leaf] = tuple(nodes)
+        return found
 
     def _lend(self, p: int) -> None:
         """Split the borrowing of ``p``'s children among its pool, its children, above."""
         kids = self.calc.children[p]
-        order = self.calc.order
-        borrowed, unused, lends = self.borrowed, self.unused, self.lends
-        shares = dict.fromkeys(kids, 0)
+        borrowed, lent_up, changed = self.borrowed, self.lent_up, self.changed
         demand = 0
         for k in kids:
             demand += borrowed[k]
-        down = 0
-        if demand:
-            from_pool = min(demand, max(0, self.mins[p] - self.kid_mins[p]))
-            down = from_pool
-            rest = demand - from_pool
+        if not demand:
+            if self.lent_down[p]:
+                self.lent_down[p] = 0
+                changed.add(p)
+            for k in kids:
+                if lent_up[k]:
+                    lent_up[k] = 0
+                    changed.add(k)
+            return
+        order, index = self.calc.order, self.calc.index
+        unused, lends = self.unused, self.lends
+        shares = dict.fromkeys(kids, 0)
+        from_pool = min(demand, max(0, self.mins[p] - self.kid_mins[p]))
+        rest = demand - from_pool
+        if rest:
+            lendable: dict[str, int] = {}
+            for k in kids:
+                cap = lends[k]
+                lendable[order[k]] = unused[k] if cap is None else min(unused[k], cap)
+            for name, share in allocate(rest, lendable).items():
+                shares[index[name]] += share
+                rest -= share
             if rest:
-                lendable: dict[str, int] = {}
-                for k in kids:
-                    cap = lends[k]
-                    lendable[order[k]] = unused[k] if cap is None else min(unused[k], cap)
-                index = self.calc.index
-                for name, share in allocate(rest, lendable).items():
+                beyond = {order[k]: unused[k] - lendable[order[k]] for k in kids}
+                for name, share in allocate(rest, beyond).items():
                     shares[index[name]] += share
                     rest -= share
-                if rest:
-                    beyond = {order[k]: unused[k] - lendable[order[k]] for k in kids}
-                    for name, share in allocate(rest, beyond).items():
-                        shares[index[name]] += share
-                        rest -= share
-            down += rest
-        changed = self.changed
+        down = from_pool + rest
         if down != self.lent_down[p]:
             self.lent_down[p] = down
             changed.add(p)
-        lent_up = self.lent_up
         for k, share in shares.items():
             if share != lent_up[k]:
                 lent_up[k] = share
