@@ -234,6 +234,9 @@ def test_usage_at_an_instant_before_and_after_changes(store: PostgresEventStore)
     assert (done.used, done.running_jobs) == (0, 0)  # type: ignore[attr-defined]
     assert _usage(store, None) == {k: v for k, v in _usage(store, at(1000)).items()}
     assert _usage(store, at(-1)) == {}
+    with store.engine.connect() as conn:  # one quota only: the same rows as in the full set
+        only_b = usage_at(conn, at(30), quota="b")
+        assert only_b == [r for r in usage_at(conn, at(30)) if r.quota == "b"] and only_b
 
 
 def test_jobs_of_unbound_workspaces_count_under_dash(store: PostgresEventStore) -> None:
