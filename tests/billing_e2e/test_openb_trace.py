@@ -12,8 +12,8 @@ from consumers.prices_cli import publish_price_book
 from kubesim.traces import load_openb
 from ledger.store.postgres import PostgresEventStore
 from projections.billing_rater import rate
-from tests.billing_e2e.conftest import CliCall
 from tests.billing_e2e.helpers import at, demo_book, ended, started
+from tests.clis import CliCall
 
 RATES = {"gpu": Fraction("2.40"), "cpu": Fraction("0.048"), "memory": Fraction("0.006")}
 IDLE = Fraction("0.30")

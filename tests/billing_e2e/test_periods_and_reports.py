@@ -14,8 +14,8 @@ from consumers.prices_cli import publish_price_book
 from ledger.store.engines import make_engine
 from ledger.store.migrations import downgrade, upgrade
 from ledger.store.postgres import PostgresEventStore
-from tests.billing_e2e.conftest import CliCall
 from tests.billing_e2e.helpers import DEMO_BOOK, at, demo_book, ended, query, started
+from tests.clis import CliCall
 from tests.databases import TemplateDatabases
 
 

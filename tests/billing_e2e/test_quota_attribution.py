@@ -9,8 +9,8 @@ from ledger.envelopes import Envelope, make_envelope
 from ledger.events import WorkspaceBound
 from ledger.ids import deterministic_id
 from ledger.store.postgres import PostgresEventStore
-from tests.billing_e2e.conftest import CliCall
 from tests.billing_e2e.helpers import at, ended, started
+from tests.clis import CliCall
 
 
 def _bind(workspace: str, quota: str | None, when: datetime) -> Envelope:

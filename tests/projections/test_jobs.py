@@ -26,8 +26,8 @@ from ledger.events import (
 from ledger.store.postgres import PostgresEventStore
 from projections.jobs import job_detail
 from projections.registry import all_projections
+from tests.clis import CliCall
 from tests.projections.builders import Narrator, at, replica
-from tests.projections.conftest import CliCall
 
 ODD = 'exit 1\twith "quotes",\nnewline and \\ backslash {braces}'
 ODD_POD = 'p,"s\\'

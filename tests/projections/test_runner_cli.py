@@ -11,8 +11,8 @@ import time
 
 from ledger.events import JobSubmitted, JobSucceeded
 from ledger.store.postgres import PostgresEventStore
+from tests.clis import CliCall
 from tests.projections.builders import Narrator, at
-from tests.projections.conftest import CliCall
 
 
 def _jobs(n: Narrator, first: int, count: int) -> None:

@@ -1,23 +1,20 @@
-"""Fixtures for projection tests: the CLI pointed at the test database."""
+"""Running the real ``dlc-ledger`` commands in-process against a test database."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from typer.testing import CliRunner
 
-from consumers import context
 from consumers.cli import app
 
+__all__ = ["CliCall", "cli_caller"]
+
+#: ``cli("jobs", "list")`` → stdout; ``cli(..., ok=False)`` → output of a failing command.
 CliCall = Callable[..., str]
 
 
-@pytest.fixture
-def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliCall]:
-    """``cli("jobs", "list")`` runs the real command on the test database, returns stdout."""
-    monkeypatch.setenv("DATABASE_URL", database_url)
-    context.settings.cache_clear()
+def cli_caller() -> CliCall:
     runner = CliRunner()
 
     def call(*args: str, ok: bool = True) -> str:
@@ -29,5 +26,4 @@ def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliCall]
         # ValueErrors reach the user through consumers.cli.main as one line
         return result.output + (str(result.exception) if result.exception else "")
 
-    yield call
-    context.settings.cache_clear()
+    return call
