@@ -53,6 +53,15 @@ _COLUMNS = (
     "position, event_id, stream, version, type, schema_version, occurred_at, observed_at, "
     "recorded_at, source, causation_id, correlation_id, data, hash"
 )
+# Binary COPY costs a fraction of text COPY's Python time. The data column is sent as
+# jsonb's binary wire format (a version byte, then the JSON text) declared as bytea, so
+# psycopg passes our canonical bytes through untouched instead of re-serialising them.
+_COPY_TYPES = [
+    "int8", "uuid", "text", "int4", "text", "int4", "timestamptz", "timestamptz",
+    "timestamptz", "text", "uuid", "uuid", "bytea", "bytea",
+]  # fmt: skip
+_JSONB_V1 = b"\x01"
+
 _READ_COLUMNS = [
     events.c.position,
     events.c.version,
@@ -266,7 +275,11 @@ class PostgresUnitOfWork(UnitOfWork):
         assert raw is not None
         # Rows are hashed and written inside the COPY, so the server parses and
         # indexes one chunk while Python hashes the next.
-        with raw.cursor() as cur, cur.copy(f"COPY events ({_COLUMNS}) FROM STDIN") as copy:
+        with (
+            raw.cursor() as cur,
+            cur.copy(f"COPY events ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
+        ):
+            copy.set_types(_COPY_TYPES)
             for envelope, data_json in batch:
                 position += 1
                 version = versions.get(envelope.stream, 0) + 1
@@ -289,7 +302,7 @@ class PostgresUnitOfWork(UnitOfWork):
                         envelope.source,
                         envelope.causation_id,
                         envelope.correlation_id,
-                        data_json.decode(),
+                        _JSONB_V1 + data_json,
                         previous,
                     )
                 )

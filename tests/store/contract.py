@@ -102,6 +102,17 @@ class EventStoreContract:
         assert [r.envelope.data["occupancy_id"] for r in rows] == ["pod-3", "pod-4", "pod-5"]
         assert [r.envelope.type for r in store.read_by_type(["JobSucceeded"])] == ["JobSucceeded"]
 
+    def test_payload_text_round_trips_exactly(self, store: EventStore) -> None:
+        awkward = 'tab\t nl\n cr\r quote" backslash\\ é 日本 \u2028 \\N'
+        event = occupancy_started(1).model_copy(
+            update={"data": {**occupancy_started(1).data, "pod_name": awkward}}
+        )
+        store.append([event])
+        (read,) = store.read_stream(event.stream)
+        assert read.envelope.data["pod_name"] == awkward
+        assert read.envelope == event
+        assert store.verify().ok
+
     def test_verify_intact_chain(self, store: EventStore) -> None:
         store.append([occupancy_started(n) for n in range(30)])
         store.append([job_succeeded(n) for n in range(5)])
