@@ -313,7 +313,7 @@ def _fold_transaction(page: _Page, record: RecordedEvent) -> None:
     else:
         tot[0] += usage
         tot[1] += amount
-    quota = quota or ""
+    quota = quota or "-"  # no quota: spelled as the quota projection spells it
     uk = (job_uid, usage_period, resource, mode, currency)
     line = page.usage_lines.get(uk)
     if line is None:

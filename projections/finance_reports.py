@@ -47,7 +47,7 @@ __all__ = [
 GROUP_KEYS = ("workspace", "quota", "user", "flavor", "billing_mode", "day", "month")
 _COLUMN = {
     "workspace": "workspace",
-    "quota": "COALESCE(quota, '')",
+    "quota": "COALESCE(quota, '-')",  # '-': no quota, as in the quota projection
     "user": "user_name",
     "flavor": "flavor",
     "billing_mode": "billing_mode",
@@ -284,7 +284,7 @@ def _rated_cost(
         for line in rating.lines:
             attrs = {
                 "workspace": occ.workspace,
-                "quota": occ.quota or "",
+                "quota": occ.quota or "-",
                 "user": occ.user,
                 "flavor": occ.flavor,
                 "billing_mode": occ.billing_mode,

@@ -46,5 +46,5 @@ def test_usage_follows_the_binding_in_force_when_the_pod_started(
         "team-1": 3600 * 1000,
         "team-2": 2 * 3600 * 1000,
         "explicit": 3 * 3600 * 1000,
-        "": 4 * 3600 * 1000,  # no quota
+        "-": 4 * 3600 * 1000,  # no quota
     }
