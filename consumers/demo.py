@@ -95,45 +95,40 @@ def _print_reports(store: Any) -> None:
         _heading("GPU-hours and cost by workspace and billing mode (whole trace)")
         typer.echo(render(rows, "table"))
 
-        # GPU-hours per quota node: the integral of its projected usage over cluster time
-        by_quota = conn.execute(
+        # exact GPU-hours per leaf quota (occupancy facts, billed to the quota the
+        # workspace was bound to), against what its guarantee would have covered
+        by_quota = [r for r in usage_report(conn, ("quota",), window) if r["quota"] != "-"]
+        by_quota.sort(key=lambda r: r["mgpu_seconds"], reverse=True)
+        span = conn.execute(
             text(
-                "SELECT quota, sum(used * EXTRACT(EPOCH FROM (nxt - at))) AS mgpu_seconds "
-                "FROM (SELECT quota, used, at, lead(at, 1, at) OVER "
-                "(PARTITION BY quota, flavor ORDER BY at) AS nxt FROM quota_usage_history "
-                "WHERE flavor LIKE 'gpu/%') h GROUP BY quota ORDER BY mgpu_seconds DESC LIMIT 5"
+                "SELECT EXTRACT(EPOCH FROM max(occurred_at) - min(occurred_at)) FROM events "
+                "WHERE stream LIKE 'job/%'"
             )
-        ).all()
+        ).scalar_one()
+        guaranteed = dict(
+            conn.execute(
+                text(
+                    "SELECT quota, max(min) FROM quota_usage WHERE flavor LIKE 'gpu/%' "
+                    "GROUP BY quota"
+                )
+            ).all()
+        )
         _heading("Top quotas by GPU usage")
-        typer.echo(
-            render(
-                [{"quota": q, "gpu_hours": _gpu_hours(int(mgpu_s or 0))} for q, mgpu_s in by_quota],
-                "table",
+        rows = []
+        for r in by_quota[:5]:
+            min_mgpu = int(guaranteed.get(r["quota"], 0) or 0)
+            covered = Decimal(min_mgpu) * Decimal(span or 0)
+            rows.append(
+                {
+                    "quota": r["quota"],
+                    "gpu_hours": _gpu_hours(r["mgpu_seconds"]),
+                    "guaranteed_gpus": f"{min_mgpu / 1000:g}",
+                    "of_guarantee": f"{Decimal(r['mgpu_seconds']) / covered:.0%}"
+                    if covered
+                    else "borrowed only",
+                }
             )
-        )
-        peaks = conn.execute(
-            text(
-                "SELECT quota, flavor, max(borrowed) AS peak_borrowed, max(used) AS peak_used, "
-                "max(min) AS min FROM quota_usage_history WHERE flavor LIKE 'gpu/%' "
-                "GROUP BY quota, flavor ORDER BY peak_borrowed DESC, quota LIMIT 5"
-            )
-        ).mappings()
-        typer.echo("")
-        typer.echo(
-            render(
-                [
-                    {
-                        "quota": p["quota"],
-                        "flavor": p["flavor"],
-                        "guaranteed_gpus": f"{p['min'] / 1000:g}",
-                        "peak_used_gpus": f"{p['peak_used'] / 1000:g}",
-                        "peak_borrowed_gpus": f"{p['peak_borrowed'] / 1000:g}",
-                    }
-                    for p in peaks
-                ],
-                "table",
-            )
-        )
+        typer.echo(render(rows, "table"))
         _print_invoice_trail(store, conn)
 
 

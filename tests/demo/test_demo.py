@@ -42,6 +42,8 @@ def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: 
         for workspace in ("ws-ls", "ws-be", "ws-burstable", "ws-guaranteed"):
             assert workspace in out
         assert re.search(r"<- OccupancyStarted at .* pod openb-pod-\d{4}-0 on node", out)
+        # usage reaches the leaf quotas the demo tree binds the workspaces to
+        assert re.search(r"^ls\s+[\d,]+\.\d\s+32\s+\d+%$", out, re.MULTILINE), out
         assert "<- ledger transaction" in out
 
         second = subprocess.run(
