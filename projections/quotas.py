@@ -58,6 +58,7 @@ from ledger.quotas import (
     FlavorUsage,
     QuotaTree,
     UsageCalculator,
+    compute_usage,
     topological_order,
 )
 from ledger.store.base import RecordedEvent
@@ -131,6 +132,8 @@ quota_occupancies = Table(
     Column("idle", Boolean, nullable=False),
     Column("resources", JSONB, nullable=False),
     Column("open", Boolean, nullable=False),
+    Column("started_at", _TS),
+    Column("ended_at", _TS),
 )
 quota_own_usage = Table(
     "quota_own_usage",
@@ -234,6 +237,8 @@ class _Occ:
     idle: bool
     resources: dict[str, int]
     open: bool
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
 
     def row(self) -> tuple[Any, ...]:
         return (
@@ -243,7 +248,18 @@ class _Occ:
             self.idle,
             _dumps(self.resources),
             self.open,
+            self.started_at,
+            self.ended_at,
         )
+
+
+def _instant(value: Any, default: datetime) -> datetime:
+    """An event's own timestamp field (ISO text in stored payloads), else ``default``."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return default
 
 
 def _resources(
@@ -379,6 +395,7 @@ class _Fold:
             if occ is None or not occ.open:
                 return
             occ.open = False
+            occ.ended_at = _instant(data.get("ended_at"), at)
             self.dirty_occs.add(occ.occupancy_id)
             for flavor, qty in occ.resources.items():
                 self._bump(occ.quota, flavor, _USED, -qty)
@@ -413,7 +430,15 @@ class _Fold:
         else:
             self._enter(job, "running")
         idle = data.get("billing_mode") == "idle" or job.billing_mode == "idle"
-        occ = _Occ(occupancy_id, uid, job.quota, idle, resources, True)
+        occ = _Occ(
+            occupancy_id,
+            uid,
+            job.quota,
+            idle,
+            resources,
+            True,
+            _instant(data.get("started_at"), at),
+        )
         self.occs[occupancy_id] = occ
         self.dirty_occs.add(occupancy_id)
         for flavor, qty in resources.items():
@@ -699,7 +724,14 @@ class QuotaProjection(Projection):
         }
         occs = {
             row.occupancy_id: _Occ(
-                row.occupancy_id, row.job_uid, row.quota, row.idle, dict(row.resources), row.open
+                row.occupancy_id,
+                row.job_uid,
+                row.quota,
+                row.idle,
+                dict(row.resources),
+                row.open,
+                row.started_at,
+                row.ended_at,
             )
             for row in fetch_by_keys(conn, quota_occupancies, "job_uid", uids)
         }
@@ -917,6 +949,98 @@ def usage_at(
         )
     rows = [UsageRow(*row) for row in conn.execute(text(sql), params)]
     specs = quota_tree(conn).specs
+    if at is not None:
+        rows = _exact_at(conn, at, _specs_at(conn, at), rows, quota)
     rank = {q: i for i, q in enumerate(topological_order(specs))}
     rows.sort(key=lambda r: (rank.get(r.quota, len(rank)), r.quota, r.flavor))
     return rows
+
+
+def _specs_at(conn: Connection, at: datetime) -> dict[str, QuotaSpec]:
+    """The quota tree in force at ``at``: the tree events up to it, in cluster-time order."""
+    specs: dict[str, QuotaSpec] = {}
+    for type_, data in conn.execute(
+        text(
+            "SELECT type, data FROM events WHERE type IN "
+            "('QuotaCreated', 'QuotaChanged', 'QuotaDeleted') AND occurred_at <= :at "
+            "ORDER BY occurred_at, position"
+        ),
+        {"at": at},
+    ).all():
+        if type_ == "QuotaDeleted":
+            specs.pop(data["quota_id"], None)
+        else:
+            spec = QuotaSpec.model_validate(data["spec"])
+            specs[spec.quota_id] = spec
+    return specs
+
+
+def _exact_at(
+    conn: Connection,
+    at: datetime,
+    specs: Mapping[str, QuotaSpec],
+    rows: list[UsageRow],
+    quota: str | None,
+) -> list[UsageRow]:
+    """Usage numbers at ``at`` from the pods' own intervals, not from the change points.
+
+    The store's position order is cluster-time order only per job (Kafka keeps order per
+    key), so the change-point history stamps many events late (docs/quotas.md). What was
+    occupied at an instant does not depend on arrival order: sum the intervals open at
+    ``at`` per leaf, then derive borrowed, lent and over-admission from the tree. Queue
+    figures (``queued``, job counts) still come from the change points.
+    """
+    used: dict[str, dict[str, int]] = {}
+    idle: dict[str, dict[str, int]] = {}
+    leaves = {q for q in specs if not any(s.parent == q for s in specs.values())}
+    for occ_quota, is_idle, resources in conn.execute(
+        text(
+            "SELECT quota, idle, resources FROM quota_occupancies "
+            "WHERE started_at <= :at AND (ended_at IS NULL OR ended_at > :at)"
+        ),
+        {"at": at},
+    ).all():
+        target = occ_quota if occ_quota in leaves else NO_QUOTA
+        for key, qty in resources.items():
+            per = used.setdefault(target, {})
+            per[key] = per.get(key, 0) + int(qty)
+            if is_idle and target != NO_QUOTA:
+                per_idle = idle.setdefault(target, {})
+                per_idle[key] = per_idle.get(key, 0) + int(qty)
+    orphan = used.pop(NO_QUOTA, {})
+    exact = compute_usage(specs, used, idle) if specs else {}
+    by_key = {(r.quota, r.flavor): r for r in rows}
+    out: list[UsageRow] = []
+    keys = set(by_key) | set(exact) | {(NO_QUOTA, f) for f in orphan}
+    for key in sorted(keys):
+        if quota is not None and key[0] != quota:
+            continue
+        base = by_key.get(key)
+        queue = (base.queued, base.running_jobs, base.queued_jobs) if base else (0, 0, 0)
+        stamp = base.at if base else at
+        if key[0] == NO_QUOTA:
+            qty = orphan.get(key[1], 0)
+            if qty == 0 and base is None:
+                continue
+            out.append(UsageRow(key[0], key[1], stamp, 0, 0, qty, 0, 0, *queue, 0))
+            continue
+        node = exact.get(key)
+        if node is None:
+            if base is not None:
+                out.append(base)
+            continue
+        out.append(
+            UsageRow(
+                key[0],
+                key[1],
+                stamp,
+                node.min,
+                node.max,
+                node.used,
+                node.borrowed,
+                node.lent,
+                *queue,
+                node.over_admitted,
+            )
+        )
+    return out

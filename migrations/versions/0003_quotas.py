@@ -82,8 +82,13 @@ def upgrade() -> None:
         sa.Column("idle", sa.Boolean, nullable=False),
         sa.Column("resources", pg.JSONB, nullable=False),
         sa.Column("open", sa.Boolean, nullable=False),
+        # the pod's own interval: `report quota-usage --at` sums what was open at an
+        # instant from these, whatever order the events arrived in
+        sa.Column("started_at", sa.DateTime(timezone=True)),
+        sa.Column("ended_at", sa.DateTime(timezone=True)),
     )
     op.create_index("quota_occupancies_job", "quota_occupancies", ["job_uid"])
+    op.create_index("quota_occupancies_started", "quota_occupancies", ["started_at"])
     op.create_table(
         "quota_own_usage",
         sa.Column("quota", sa.Text, primary_key=True),

@@ -252,3 +252,28 @@ def test_jobs_of_unbound_workspaces_count_under_dash(store: PostgresEventStore) 
     assert (row.used, row.borrowed, row.running_jobs) == (700, 0, 1)  # type: ignore[attr-defined]
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT quota FROM quota_jobs")).scalar() == NO_QUOTA
+
+
+def test_usage_at_does_not_depend_on_arrival_order(store: PostgresEventStore) -> None:
+    """Kafka orders events per job only: a pod's start may be stored after a later one's."""
+    store.append(tree_events(TREE, at(0)))
+    store.append(
+        [
+            submitted("j2", "ws-b", at(50), mgpu=1000, cpu=0, memory=0),
+            occ_started("p2", "j2", "ws-b", at(50), mgpu=1000, cpu=0, memory=0),
+        ]
+    )
+    # j1's events arrive afterwards, from another partition, though they happened earlier
+    store.append(
+        [
+            submitted("j1", "ws-b", at(10), mgpu=2500, cpu=0, memory=0),
+            occ_started("p1", "j1", "ws-b", at(20), mgpu=2500, cpu=0, memory=0),
+            occ_ended("p1", "j1", at(40)),
+        ]
+    )
+    Projector(store, [QuotaProjection()]).catch_up()
+    during = _usage(store, at(30))[("b", "gpu/any")]
+    assert (during.used, during.borrowed) == (2500, 1500)  # type: ignore[attr-defined]
+    assert _usage(store, at(30))[("root", "gpu/any")].used == 2500  # type: ignore[attr-defined]
+    later = _usage(store, at(60))[("b", "gpu/any")]
+    assert (later.used, later.borrowed) == (1000, 0)  # type: ignore[attr-defined]
