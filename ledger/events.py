@@ -16,6 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from ledger.envelopes import EventData, event_type
 
 __all__ = [
+    "JOB_LIFECYCLE_TYPES",
     "AdmissionDecided",
     "BillingMode",
     "BudgetExceeded",
@@ -184,6 +185,24 @@ class JobStopped(JobTransition):
 @event_type("JobDeleted")
 class JobDeleted(JobTransition):
     pass
+
+
+#: Every job lifecycle event type (JobSubmitted and the transitions), for read models
+#: that fold a job's life.
+JOB_LIFECYCLE_TYPES: frozenset[str] = frozenset(
+    {
+        "JobSubmitted",
+        "JobQueued",
+        "JobAdmitted",
+        "JobStarted",
+        "JobRestarted",
+        "JobPreempted",
+        "JobSucceeded",
+        "JobFailed",
+        "JobStopped",
+        "JobDeleted",
+    }
+)
 
 
 # --- occupancy ----------------------------------------------------------------

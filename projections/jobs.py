@@ -48,6 +48,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from ledger.canonical import format_timestamp
+from ledger.events import JOB_LIFECYCLE_TYPES
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
@@ -126,20 +127,7 @@ job_timeline = Table(
     Column("event_id", Uuid, nullable=False),
 )
 
-_LIFECYCLE = frozenset(
-    {
-        "JobSubmitted",
-        "JobQueued",
-        "JobAdmitted",
-        "JobStarted",
-        "JobRestarted",
-        "JobPreempted",
-        "JobSucceeded",
-        "JobFailed",
-        "JobStopped",
-        "JobDeleted",
-    }
-)
+_LIFECYCLE = JOB_LIFECYCLE_TYPES
 _OCCUPANCY = frozenset({"OccupancyStarted", "OccupancyEnded"})
 _DECISIONS = frozenset({"AdmissionDecided", "PreemptionDecided"})
 _MICRO = Decimal("0.000001")

@@ -52,7 +52,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-from ledger.events import QuotaSpec
+from ledger.events import JOB_LIFECYCLE_TYPES, QuotaSpec
 from ledger.quotas import (
     NO_QUOTA,
     FlavorUsage,
@@ -179,20 +179,7 @@ quota_projection_state = Table(
     Column("open_deleted", JSONB),  # keys the open instant deleted: [[quota, flavor], ...]
 )
 
-_JOB_EVENTS = frozenset(
-    {
-        "JobSubmitted",
-        "JobQueued",
-        "JobAdmitted",
-        "JobStarted",
-        "JobRestarted",
-        "JobPreempted",
-        "JobSucceeded",
-        "JobFailed",
-        "JobStopped",
-        "JobDeleted",
-    }
-)
+_JOB_EVENTS = JOB_LIFECYCLE_TYPES
 _QUEUE = frozenset({"JobQueued", "JobPreempted"})
 _RUN = frozenset({"JobAdmitted", "JobStarted", "JobRestarted"})
 _END = frozenset({"JobSucceeded", "JobFailed", "JobStopped", "JobDeleted"})
