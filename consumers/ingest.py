@@ -540,9 +540,9 @@ def ingest_command(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     stop_event = threading.Event()
     stop_on_signals(stop_event)
-    if database_url is None or bootstrap is None:
-        from consumers import context
+    from consumers import context
 
+    if database_url is None or bootstrap is None:
         store_url = database_url or context.database_url()
         bootstrap = bootstrap or context.kafka_bootstrap()
         if metrics_port == 0:
@@ -566,6 +566,7 @@ def ingest_command(
             max_poll_records=max_poll_records,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=max(100, session_timeout_ms // 6),
+            **context.settings().kafka_client_options(),  # SASL / TLS, passed through
         )
     finally:
         store.close()

@@ -77,6 +77,7 @@ def watch(
         context.kafka_bootstrap(),
         data_dir=context.settings().data_dir / "watcher" / cluster,
         topic=context.settings().topic,
+        **context.settings().kafka_client_options(),  # SASL / TLS, passed through
     )
     stop = threading.Event()
     stop_on_signals(stop)
