@@ -43,9 +43,11 @@ from sqlalchemy import (
     Table,
     Text,
     Uuid,
+    select,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ledger.canonical import format_timestamp
 from ledger.events import JOB_LIFECYCLE_TYPES
@@ -62,6 +64,7 @@ __all__ = [
     "job_detail",
     "job_state",
     "job_timeline",
+    "job_workspace_quotas",
     "list_jobs",
 ]
 
@@ -110,6 +113,13 @@ job_state = Table(
     Column("open_occupancies", ARRAY(Text), nullable=False),
     Column("events", Integer, nullable=False),
     Column("last_position", BigInteger, nullable=False),
+)
+
+job_workspace_quotas = Table(
+    "job_workspace_quotas",
+    metadata,
+    Column("workspace", Text, primary_key=True),
+    Column("quota", Text),
 )
 
 job_timeline = Table(
@@ -347,7 +357,7 @@ class JobsProjection(Projection):
     """Folds job lifecycle, occupancy and decision events into job_state and job_timeline."""
 
     name = "jobs"
-    tables = (job_state, job_timeline)
+    tables = (job_state, job_timeline, job_workspace_quotas)
 
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         # one pass: timeline rows (they depend on the event alone) and the fold's work list
@@ -418,20 +428,35 @@ class JobsProjection(Projection):
                 if kind not in _OCCUPANCY and kind not in _LIFECYCLE:
                     continue
                 target = data.get("job_uid") or stream[4:]
+            elif kind == "WorkspaceBound":
+                target = ""  # not a job: a binding, folded in order with the jobs below
             else:
                 continue
             folds.append((target, kind, data, env.occurred_at, event.position))
-            uids.add(target)
-        if not timeline:
+            if target:
+                uids.add(target)
+        if not folds and not timeline:
             return
         jobs = _load(conn, uids) if uids else {}
         stored = set(jobs)
         changed: set[str] = set()
+        bindings: dict[str, str | None] | None = None
+        bound: dict[str, str | None] = {}
         for uid, kind, data, occurred_at, position in folds:
+            if kind == "WorkspaceBound" or (kind == "JobSubmitted" and not data.get("quota")):
+                if bindings is None:
+                    bindings = {
+                        ws: quota for ws, quota in conn.execute(select(job_workspace_quotas))
+                    }
+                if kind == "WorkspaceBound":
+                    bindings[data["workspace"]] = bound[data["workspace"]] = data.get("quota")
+                    continue
             job = jobs.get(uid)
             if job is None:
                 job = jobs[uid] = _Job.new(uid, occurred_at)
             _fold(job, kind, data, occurred_at)
+            if kind == "JobSubmitted" and job.quota is None and bindings is not None:
+                job.quota = bindings.get(job.workspace or "")
             job.events += 1
             job.last_position = position
             changed.add(uid)
@@ -443,6 +468,12 @@ class JobsProjection(Projection):
             key="job_uid",
         )
         copy_table(conn, job_timeline, timeline)
+        for workspace, quota in sorted(bound.items()):
+            conn.execute(
+                pg_insert(job_workspace_quotas)
+                .values(workspace=workspace, quota=quota)
+                .on_conflict_do_update(index_elements=["workspace"], set_={"quota": quota})
+            )
 
 
 def _fold(job: _Job, kind: str, data: dict[str, Any], at: datetime) -> None:

@@ -19,7 +19,7 @@ branch_labels = ("jobs",)
 depends_on = None
 
 APP_ROLE = "dlc_ledger_app"
-TABLES = ("job_state", "job_timeline", "occupancy", "inventory_nodes")
+TABLES = ("job_state", "job_timeline", "occupancy", "inventory_nodes", "job_workspace_quotas")
 
 
 def upgrade() -> None:
@@ -127,6 +127,14 @@ def upgrade() -> None:
         postgresql_where=sa.text("valid_to IS NULL"),
     )
     op.create_index("inventory_nodes_from", "inventory_nodes", ["valid_from"])
+
+    # workspace -> quota bindings as folded so far: a job that names no quota belongs to
+    # its workspace's quota at submission
+    op.create_table(
+        "job_workspace_quotas",
+        sa.Column("workspace", sa.Text, primary_key=True),
+        sa.Column("quota", sa.Text),
+    )
     op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(TABLES)} TO {APP_ROLE}")
 
 

@@ -278,3 +278,32 @@ def test_same_name_recreated_is_a_separate_job(store: PostgresEventStore, cli: C
     ]
     assert "old-uid" in cli("jobs", "list", "--user", "alice", "--limit", "5")
     assert "unknown status" in cli("jobs", "list", "--status", "Bogus", ok=False)
+
+
+def test_a_job_naming_no_quota_belongs_to_its_workspace_binding_at_submission(
+    store: PostgresEventStore,
+) -> None:
+    from ledger.events import WorkspaceBound
+
+    n = Narrator()
+
+    def submit(uid: str, t: float, quota: str | None = None) -> None:
+        n.tell(
+            JobSubmitted(job_uid=uid, name=uid, workspace="ws-a", quota=quota),
+            f"job/{uid}",
+            at(t),
+        )
+
+    n.tell(WorkspaceBound(workspace="ws-a", quota="q-1"), "workspace/ws-a", at(0))
+    submit("j1", 1)
+    submit("j2", 2, quota="explicit")
+    n.tell(WorkspaceBound(workspace="ws-a", quota="q-2"), "workspace/ws-a", at(3))
+    submit("j3", 4)
+    n.tell(WorkspaceBound(workspace="ws-a", quota=None), "workspace/ws-a", at(5))
+    submit("j4", 6)
+    for event in n.events:  # one page per event: the binding must survive between pages
+        store.append([event])
+    Projector(store, all_projections(), page_size=1).catch_up()
+    with store.engine.connect() as conn:
+        quotas = {uid: job_detail(conn, uid)["quota"] for uid in ("j1", "j2", "j3", "j4")}
+    assert quotas == {"j1": "q-1", "j2": "explicit", "j3": "q-2", "j4": None}
