@@ -24,7 +24,8 @@ from consumers.billing_jobs import tick
 from consumers.finance_cli import render
 from consumers.projector import Projector
 from consumers.replay import run_replay
-from ledger.money import format_minor
+from ledger.money import default_scale, format_minor
+from projections.billing_rater import load_schedule
 from projections.finance_reports import ReportWindow, cost_report, usage_report
 from projections.registry import all_projections
 
@@ -40,6 +41,17 @@ def _heading(title: str) -> None:
     typer.echo("")
     typer.echo(title)
     typer.echo("-" * len(title))
+
+
+class _Money:
+    """Formats minor units at the price books' scale (which may be finer than ISO's)."""
+
+    def __init__(self, currency: str | None, scale: int | None) -> None:
+        self.scales = {currency: scale} if currency and scale is not None else {}
+
+    def __call__(self, minor: int, currency: str) -> str:
+        scale = self.scales.get(currency, default_scale(currency))
+        return format_minor(minor, scale, currency, grouped=True)
 
 
 def _gpu_hours(mgpu_seconds: int) -> str:
@@ -75,6 +87,8 @@ def run_demo(*, fresh: bool = False) -> None:
 def _print_reports(store: Any) -> None:
     window = ReportWindow(start=None, end=None, as_of=None)
     with store.engine.begin() as conn:
+        schedule = load_schedule(conn)
+        money = _Money(schedule.currency, schedule.scale)
         usage = usage_report(conn, ("workspace", "billing_mode"), window)
         cost = {
             (r["workspace"], r["billing_mode"]): r
@@ -89,7 +103,7 @@ def _print_reports(store: Any) -> None:
                     "billing_mode": r["billing_mode"],
                     "gpu_hours": _gpu_hours(r["mgpu_seconds"]),
                     "cpu_core_hours": f"{Decimal(r['cpu_milli_seconds']) / 3_600_000:,.1f}",
-                    "cost": format_minor(c["cost_minor"], 2, c["currency"]) if c else "-",
+                    "cost": money(c["cost_minor"], c["currency"]) if c else "-",
                 }
             )
         _heading("GPU-hours and cost by workspace and billing mode (whole trace)")
@@ -129,10 +143,10 @@ def _print_reports(store: Any) -> None:
                 }
             )
         typer.echo(render(rows, "table"))
-        _print_invoice_trail(store, conn)
+        _print_invoice_trail(conn, money)
 
 
-def _print_invoice_trail(store: Any, conn: Any) -> None:
+def _print_invoice_trail(conn: Any, money: _Money) -> None:
     line = (
         conn.execute(
             text(
@@ -154,12 +168,12 @@ def _print_invoice_trail(store: Any, conn: Any) -> None:
     typer.echo(
         f"{invoices} invoices issued; the largest GPU line is on invoice {line['invoice_id']} "
         f"({line['workspace']}, {line['period']}, total "
-        f"{format_minor(line['total_minor'], 2, line['currency'])}):"
+        f"{money(line['total_minor'], line['currency'])}):"
     )
     typer.echo(
         f"  line {line['line_no']}: job {line['job_uid']}, {line['resource']} "
         f"{line['billing_mode']}, {line['quantity']} {line['unit']} = "
-        f"{format_minor(line['amount_minor'], 2, line['currency'])}"
+        f"{money(line['amount_minor'], line['currency'])}"
     )
     txn_ids = list(line["transaction_ids"])
     postings = conn.execute(

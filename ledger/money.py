@@ -125,10 +125,15 @@ def to_decimal(value: Fraction) -> Decimal:
         return Decimal(value.numerator) / Decimal(value.denominator)
 
 
-def format_minor(minor: int, scale: int, currency: str) -> str:
-    """Display form of an amount: ``format_minor(12345, 2, "USD") == "123.45 USD"``."""
+def format_minor(minor: int, scale: int, currency: str, *, grouped: bool = False) -> str:
+    """Display form of an amount: ``format_minor(12345, 2, "USD") == "123.45 USD"``.
+
+    ``grouped`` separates thousands for people (``1,234.50 USD``); machine formats
+    (CSV, JSON) keep integer minor units instead.
+    """
     validate_scale(scale)
     sign = "-" if minor < 0 else ""
     units, frac = divmod(abs(minor), 10**scale)
-    text = f"{sign}{units}" if scale == 0 else f"{sign}{units}.{frac:0{scale}d}"
+    whole = f"{units:,}" if grouped else f"{units}"
+    text = f"{sign}{whole}" if scale == 0 else f"{sign}{whole}.{frac:0{scale}d}"
     return f"{text} {currency}"

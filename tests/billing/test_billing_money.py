@@ -51,6 +51,8 @@ def test_format_minor() -> None:
     assert format_minor(12345, 2, "USD") == "123.45 USD"
     assert format_minor(5, 2, "USD") == "0.05 USD"
     assert format_minor(-5, 2, "EUR") == "-0.05 EUR"
+    assert format_minor(-123456789, 2, "USD", grouped=True) == "-1,234,567.89 USD"
+    assert format_minor(1234567, 0, "JPY", grouped=True) == "1,234,567 JPY"
     assert format_minor(7, 0, "JPY") == "7 JPY"
     assert format_minor(1, 3, "KWD") == "0.001 KWD"
 
