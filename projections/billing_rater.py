@@ -59,6 +59,7 @@ __all__ = [
     "decoded_transactions",
     "load_schedule",
     "next_period",
+    "occupancy_from_row",
     "rate",
     "transaction_envelope",
 ]
@@ -117,7 +118,8 @@ def transaction_envelope(txn: LedgerTransactionPosted, at: datetime) -> Envelope
     )
 
 
-def _occupancy(row: Any) -> Occupancy:
+def occupancy_from_row(row: Any) -> Occupancy:
+    """The rating input for a ``billing_occupancies`` row (an end never precedes its start)."""
     start = row.started_at
     end = row.ended_at
     return Occupancy(
@@ -256,7 +258,7 @@ def _run_once(
     unrateable = 0
     posted = _posted(conn, [r.occupancy_id for r in pending])
     for row in pending:
-        occ = _occupancy(row)
+        occ = occupancy_from_row(row)
         assert occ.end is not None
         causes = [str(row.start_event_id), str(row.end_event_id)]
         try:
@@ -279,7 +281,7 @@ def _run_once(
         ).all()
         open_posted = _posted(conn, [r.occupancy_id for r in open_rows])
         for row in open_rows:
-            occ = _occupancy(row)
+            occ = occupancy_from_row(row)
             try:
                 deltas = accrue(occ, schedule, as_of, open_posted.get(occ.occupancy_id), periods)
             except NoApplicableRate as exc:

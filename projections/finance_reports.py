@@ -30,8 +30,8 @@ from typing import Any, Literal
 from sqlalchemy import Connection, text
 
 from ledger.prices import NoApplicableRate
-from ledger.rating import BillingPeriod, Occupancy, PeriodFn, calendar_months, rate_interval
-from projections.billing_rater import load_schedule
+from ledger.rating import BillingPeriod, PeriodFn, calendar_months, rate_interval
+from projections.billing_rater import load_schedule, occupancy_from_row
 
 __all__ = [
     "GROUP_KEYS",
@@ -259,20 +259,7 @@ def _rated_cost(
     ).all()
     sums: dict[tuple[Any, ...], int] = {}
     for row in rows:
-        occ = Occupancy(
-            occupancy_id=row.occupancy_id,
-            job_uid=row.job_uid,
-            workspace=row.workspace,
-            quota=row.quota,
-            user=row.user_name or "unknown",
-            flavor=row.flavor,
-            mgpu=int(row.mgpu),
-            cpu_milli=int(row.cpu_milli),
-            memory_mib=int(row.memory_mib),
-            billing_mode=row.billing_mode,
-            start=row.started_at,
-            end=row.ended_at,
-        )
+        occ = occupancy_from_row(row)
         a = max(occ.start, start)
         b = min(occ.end or end, end)
         if b <= a:
