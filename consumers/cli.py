@@ -59,11 +59,14 @@ app.command("replay")(replay)
 @app.command("demo")
 def demo(
     fresh: bool = typer.Option(False, "--fresh", help="Start from an empty database."),
+    yes: bool = typer.Option(
+        False, "--yes", help="With --fresh and DATABASE_URL set: confirm dropping its tables."
+    ),
 ) -> None:
     """Run the main job on embedded defaults and print what it found."""
     from consumers.demo import run_demo
 
-    run_demo(fresh=fresh)
+    run_demo(fresh=fresh, yes=yes)
 
 
 def _one_line(exc: BaseException) -> str:

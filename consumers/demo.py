@@ -58,8 +58,10 @@ def _gpu_hours(mgpu_seconds: int) -> str:
     return f"{Decimal(mgpu_seconds) / MGPU_SECONDS_PER_GPU_HOUR:,.1f}"
 
 
-def run_demo(*, fresh: bool = False) -> None:
-    summary = run_replay("openb", "openb", quotas=QUOTAS, pricebook=PRICE_BOOK, fresh=fresh)
+def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
+    summary = run_replay(
+        "openb", "openb", quotas=QUOTAS, pricebook=PRICE_BOOK, fresh=fresh, yes=yes
+    )
     typer.echo(
         f"replayed {summary.instances:,} pods on {summary.nodes:,} nodes in "
         f"{summary.wall_seconds:.0f} s: {summary.events_total:,} events in the store "
