@@ -83,7 +83,7 @@ def close_periods(
     with store.transaction() as uow:
         conn = uow.connection
         conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
-        catch_up_on(store, conn)
+        catch_up_on(conn)
         candidates = conn.execute(
             text(
                 "SELECT DISTINCT t.workspace, t.period FROM billing_transactions t "

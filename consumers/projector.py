@@ -26,16 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
-from sqlalchemy import text
 
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
+from projections.steps import advance_on, checkpoint_name
 
 __all__ = ["ProjectionStatus", "Projector", "checkpoint_name"]
-
-
-def checkpoint_name(projection: Projection) -> str:
-    return f"projection:{projection.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,55 +72,9 @@ class Projector:
         return total
 
     def _advance(self, candidates: Sequence[Projection], *, until: int | None = None) -> int:
-        """One step for the candidates furthest behind, in one transaction."""
+        """One step for the candidates furthest behind, in its own transaction."""
         with self.store.transaction() as uow:
-            conn = uow.connection
-            names = sorted(checkpoint_name(p) for p in candidates)
-            conn.execute(
-                text(
-                    "INSERT INTO checkpoints (name, position, offsets, updated_at) "
-                    "SELECT n, 0, '{}'::jsonb, now() FROM unnest(CAST(:names AS text[])) n "
-                    "ON CONFLICT (name) DO NOTHING"
-                ),
-                {"names": names},
-            )
-            # sorted FOR UPDATE: two runners never deadlock, and never both apply a page
-            locked: dict[str, int] = dict(
-                conn.execute(
-                    text(
-                        "SELECT name, position FROM checkpoints "
-                        "WHERE name = ANY(CAST(:names AS text[])) ORDER BY name FOR UPDATE"
-                    ),
-                    {"names": names},
-                ).all()
-            )
-            head = self.store.head_position_on(conn)  # read after the locks: see module doc
-            if until is not None:
-                head = min(head, until)
-            positions = {p.name: int(locked[checkpoint_name(p)]) for p in candidates}
-            low = min(positions.values())
-            if low >= head:
-                return 0
-            group = [p for p in candidates if positions[p.name] == low]
-            ahead = [pos for pos in positions.values() if pos > low]
-            upto = min([low + self.page_size, head, *ahead])
-            wanted: set[str] | None = set()
-            for projection in group:
-                if not projection.event_types:
-                    wanted = None
-                    break
-                assert wanted is not None
-                wanted |= projection.event_types
-            page = self.store.read_window_on(
-                conn, low, upto, None if wanted is None else sorted(wanted)
-            )
-            for projection in group:
-                types = projection.event_types
-                relevant = [r for r in page if r.envelope.type in types] if types else page
-                if relevant:
-                    projection.apply(conn, relevant)
-                uow.save_checkpoint(checkpoint_name(projection), position=upto)
-            return upto - low
+            return advance_on(uow.connection, candidates, page_size=self.page_size, until=until)
 
     def position(self, projection: Projection) -> int:
         with self.store.transaction() as uow:

@@ -29,7 +29,6 @@ from ledger.events import (
     SpotPriceChanged,
 )
 from ledger.store.base import RecordedEvent
-from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
 from projections.billing_tables import (
     billing_cost_monthly,
@@ -45,11 +44,10 @@ from projections.billing_tables import (
     billing_workspace_quotas,
 )
 from projections.bulk import copy_table, driver
+from projections.steps import advance_on
 
-__all__ = ["BILLING_CHECKPOINT", "BillingProjection", "catch_up_on"]
+__all__ = ["BillingProjection", "catch_up_on"]
 
-#: The checkpoint name the projector runner uses for this projection.
-BILLING_CHECKPOINT = "projection:billing"
 
 
 @dataclass
@@ -488,43 +486,16 @@ def _write(conn: Connection, page: _Page) -> None:
         )
 
 
-def catch_up_on(store: PostgresEventStore, conn: Connection, *, page_size: int = 5000) -> int:
+def catch_up_on(conn: Connection, *, page_size: int = 5000) -> int:
     """Bring the billing projection to the store's head inside the caller's transaction.
 
     The rater and the period close call this while holding the store's append
     lock, so what they decide from these tables is exactly what the store holds.
-    Same checkpoint as the projector runner (``projection:billing``), so the two
-    never apply a page twice.
+    Same checkpoint and step as the projector runner (``projection:billing``), so
+    the two never apply a window twice.
     """
-    from sqlalchemy import text as sql
-
-    projection = BillingProjection()
-    conn.execute(
-        sql(
-            "INSERT INTO checkpoints (name, position, offsets, updated_at) "
-            "VALUES (:n, 0, '{}'::jsonb, now()) ON CONFLICT (name) DO NOTHING"
-        ),
-        {"n": BILLING_CHECKPOINT},
-    )
-    position = int(
-        conn.execute(
-            sql("SELECT position FROM checkpoints WHERE name = :n FOR UPDATE"),
-            {"n": BILLING_CHECKPOINT},
-        ).scalar_one()
-    )
-    read = 0
-    while True:
-        page = store.read_after_on(conn, position, page_size)
-        if not page:
-            break
-        relevant = [r for r in page if r.envelope.type in projection.event_types]
-        if relevant:
-            projection.apply(conn, relevant)
-        position = page[-1].position
-        read += len(page)
-    if read:
-        conn.execute(
-            sql("UPDATE checkpoints SET position = :p, updated_at = now() WHERE name = :n"),
-            {"p": position, "n": BILLING_CHECKPOINT},
-        )
-    return read
+    projection = [BillingProjection()]
+    covered = 0
+    while step := advance_on(conn, projection, page_size=page_size):
+        covered += step
+    return covered

@@ -233,7 +233,7 @@ def _run_once(
 ) -> tuple[bool, tuple[int, int, int, int, int, list[LedgerTransactionPosted]]]:
     conn = uow.connection
     conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
-    catch_up_on(store, conn)
+    catch_up_on(conn)
     head = int(conn.execute(text("SELECT COALESCE(max(position), 0) FROM events")).scalar_one())
     if uow.load_checkpoint(RATER_CHECKPOINT).updated_at is None:
         uow.save_checkpoint(RATER_CHECKPOINT, position=0)
