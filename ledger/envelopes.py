@@ -122,13 +122,26 @@ class Envelope(BaseModel):
         ``observed_at``, ``source`` and the causation ids may differ between a first
         observation and a re-list of the same fact; they are not compared.
         """
-        return {
-            "type": self.type,
-            "schema_version": self.schema_version,
-            "stream": self.stream,
-            "occurred_at": self.occurred_at,
-            "data": self.data if data is None else data,
-        }
+        return fact_fields(
+            self.type,
+            self.schema_version,
+            self.stream,
+            self.occurred_at,
+            self.data if data is None else data,
+        )
+
+
+def fact_fields(
+    type_: str, schema_version: int, stream: str, occurred_at: datetime, data: Any
+) -> dict[str, Any]:
+    """The fact of an event as a mapping (see :meth:`Envelope.fact`), from its parts."""
+    return {
+        "type": type_,
+        "schema_version": schema_version,
+        "stream": stream,
+        "occurred_at": occurred_at,
+        "data": data,
+    }
 
 
 def envelope_from_wire(raw: bytes | str | Mapping[str, Any]) -> Envelope:
@@ -268,4 +281,4 @@ def make_envelope(
     )
 
 
-__all__ += ["make_envelope"]
+__all__ += ["fact_fields", "make_envelope"]

@@ -376,55 +376,16 @@ class JobsProjection(Projection):
                 uid = data.get("job_uid")
                 by = data.get("by")
                 reason = data.get("reason")
-                timeline.append(
-                    (
-                        own,
-                        event.position,
-                        env.occurred_at,
-                        kind,
-                        _summary(kind, data, own),
-                        env.source,
-                        by,
-                        reason,
-                        stream,
-                        env.event_id,
-                    )
-                )
+                timeline.append(_timeline_row(event, own, by, reason))
                 if isinstance(uid, str) and uid != own:
-                    timeline.append(
-                        (
-                            uid,
-                            event.position,
-                            env.occurred_at,
-                            kind,
-                            _summary(kind, data, uid),
-                            env.source,
-                            by,
-                            reason,
-                            stream,
-                            env.event_id,
-                        )
-                    )
+                    timeline.append(_timeline_row(event, uid, by, reason))
                 target = uid or own
             elif on_job or kind in _OCCUPANCY or kind in _DECISIONS:
                 named = _named_jobs(event)
                 if not named:
                     continue
                 for uid, by, reason in named:
-                    timeline.append(
-                        (
-                            uid,
-                            event.position,
-                            env.occurred_at,
-                            kind,
-                            _summary(kind, data, uid),
-                            env.source,
-                            by,
-                            reason,
-                            stream,
-                            env.event_id,
-                        )
-                    )
+                    timeline.append(_timeline_row(event, uid, by, reason))
                 if kind not in _OCCUPANCY and kind not in _LIFECYCLE:
                     continue
                 target = data.get("job_uid") or stream[4:]
@@ -474,6 +435,23 @@ class JobsProjection(Projection):
                 .values(workspace=workspace, quota=quota)
                 .on_conflict_do_update(index_elements=["workspace"], set_={"quota": quota})
             )
+
+
+def _timeline_row(event: RecordedEvent, uid: str, by: Any, reason: Any) -> tuple[Any, ...]:
+    """A ``job_timeline`` row (table order): the event as seen from job ``uid``."""
+    env = event.envelope
+    return (
+        uid,
+        event.position,
+        env.occurred_at,
+        env.type,
+        _summary(env.type, env.data, uid),
+        env.source,
+        by,
+        reason,
+        env.stream,
+        env.event_id,
+    )
 
 
 def _fold(job: _Job, kind: str, data: dict[str, Any], at: datetime) -> None:

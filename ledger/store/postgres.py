@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine, and_, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ledger.canonical import Fragment, canonical_json
-from ledger.envelopes import Envelope
+from ledger.envelopes import Envelope, fact_fields
 from ledger.store.base import (
     AppendResult,
     Checkpoint,
@@ -87,13 +87,7 @@ def fact_hash(envelope: Envelope, data_json: bytes | None = None) -> bytes:
 
 def _stored_fact_hash(row: Any) -> bytes:
     _, type_, schema_version, stream, occurred_at, data = row
-    fact = {
-        "type": type_,
-        "schema_version": schema_version,
-        "stream": stream,
-        "occurred_at": occurred_at,
-        "data": data,
-    }
+    fact = fact_fields(type_, schema_version, stream, occurred_at, data)
     return hashlib.sha256(canonical_json(fact)).digest()
 
 
