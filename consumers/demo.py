@@ -27,6 +27,7 @@ from consumers.replay import run_replay
 from ledger.money import default_scale, format_minor
 from projections.billing_rater import load_schedule
 from projections.finance_reports import ReportWindow, cost_report, usage_report
+from projections.quota_reads import usage_at
 from projections.registry import all_projections
 
 __all__ = ["run_demo"]
@@ -121,14 +122,10 @@ def _print_reports(store: Any) -> None:
                 "WHERE stream LIKE 'job/%'"
             )
         ).scalar_one()
-        guaranteed = dict(
-            conn.execute(
-                text(
-                    "SELECT quota, max(min) FROM quota_usage WHERE flavor LIKE 'gpu/%' "
-                    "GROUP BY quota"
-                )
-            ).all()
-        )
+        guaranteed: dict[str, int] = {}
+        for u in usage_at(conn):
+            if u.flavor.startswith("gpu/"):
+                guaranteed[u.quota] = max(guaranteed.get(u.quota, 0), u.min)
         _heading("Top quotas by GPU usage")
         rows = []
         for r in by_quota[:5]:

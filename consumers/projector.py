@@ -20,9 +20,11 @@ never sleeps.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import select as io_select
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -43,6 +45,26 @@ class ProjectionStatus:
     @property
     def lag(self) -> int:
         return self.head - self.position
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause CPython's cyclic garbage collector for one step.
+
+    A page allocates hundreds of thousands of small objects (decoded events, rows) that
+    all live until the step commits, so the collector's allocation-count trigger keeps
+    rescanning them, and every other live object, for nothing: 30% of a quota rebuild
+    on openb. Reference counting still frees everything as usual; the cycles a step
+    leaves (few) are collected after it.
+    """
+    if not gc.isenabled():  # already paused (a caller's, or another thread's, step)
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class Projector:
@@ -73,7 +95,7 @@ class Projector:
 
     def _advance(self, candidates: Sequence[Projection], *, until: int | None = None) -> int:
         """One step for the candidates furthest behind, in its own transaction."""
-        with self.store.transaction() as uow:
+        with _collector_paused(), self.store.transaction() as uow:
             return advance_on(uow.connection, candidates, page_size=self.page_size, until=until)
 
     def position(self, projection: Projection) -> int:

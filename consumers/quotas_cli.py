@@ -1,4 +1,4 @@
-"""``dlc-ledger quotas apply|list|show`` and ``dlc-ledger report quota-usage``.
+"""``dlc-ledger quotas apply|list|show``, ``dlc-ledger report quota-usage|quota-history``.
 
 ``apply`` works like ``kubectl apply``: it brings the quota projection up to date,
 diffs the file against the projected tree, and appends only the differences as
@@ -28,7 +28,9 @@ from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, W
 from ledger.ids import deterministic_id
 from ledger.quotas import QuotaTree, diff, parse_quota_tree, resource_unit, spec_hash
 from ledger.store.postgres import PostgresEventStore
-from projections.quotas import QuotaProjection, quota_tree, usage_at
+from ledger.usage_boards import NUMBERS
+from projections.quota_reads import quota_tree, usage_at, usage_history
+from projections.quotas import QuotaProjection
 
 __all__ = ["apply_quota_file", "describe", "quota_envelopes", "quotas_app"]
 
@@ -267,25 +269,13 @@ def show(quota: str, fmt: FormatOption = Format.table) -> None:
     typer.echo(render_table([_usage_table(u.as_json()) for u in usage]))
 
 
-_KEYS = (
-    "quota",
-    "flavor",
-    "min",
-    "max",
-    "used",
-    "borrowed",
-    "lent",
-    "queued",
-    "running_jobs",
-    "queued_jobs",
-    "over_admitted",
-)
+_KEYS = ("quota", "flavor", *NUMBERS)
 
 
 def _usage_json(row: dict[str, Any]) -> dict[str, Any]:
     out = {k: row[k] for k in _KEYS}
     out["unit"] = resource_unit(row["flavor"]) if row["flavor"] else ""
-    out["since"] = row["at"].isoformat().replace("+00:00", "Z")
+    out["at"] = row["at"].isoformat().replace("+00:00", "Z")
     return out
 
 
@@ -309,3 +299,42 @@ def quota_usage_report(
         typer.echo(json.dumps([_usage_json(r.as_json()) for r in rows], indent=2))
     else:
         typer.echo(render_table([_usage_table(r.as_json()) for r in rows]))
+
+
+@report_app.command("quota-history")
+def quota_history_report(
+    quota: Annotated[str | None, typer.Option("--quota", help="Only this quota node.")] = None,
+    flavor: Annotated[
+        str | None, typer.Option("--flavor", help="Only this flavor (gpu/any, cpu, ...).")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--from", help="ISO instant: start with the rows in force then."),
+    ] = None,
+    until: Annotated[str | None, typer.Option("--to", help="ISO instant (inclusive).")] = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Change points per quota node x flavor in a window of cluster time, for charts."""
+    start = parse_instant(since) if since else None
+    end = parse_instant(until) if until else None
+    if start is not None and end is not None and end < start:
+        raise typer.BadParameter(f"--to {until} is before --from {since}")
+    store = context.open_store()
+    _catch_up(store)
+    with store.engine.connect() as conn:
+        rows = usage_history(conn, since=start, until=end, quota=quota, flavor=flavor)
+    if fmt is Format.json:
+        typer.echo(json.dumps([{**_usage_json(r.as_json()), "deleted": r.deleted} for r in rows]))
+    else:
+        typer.echo(
+            render_table(
+                [
+                    {
+                        "at": r.at.isoformat().replace("+00:00", "Z"),
+                        **_usage_table(r.as_json()),
+                        "deleted": r.deleted,
+                    }
+                    for r in rows
+                ]
+            )
+        )

@@ -49,7 +49,6 @@ from projections.steps import advance_on
 __all__ = ["BillingProjection", "catch_up_on"]
 
 
-
 @dataclass
 class _Page:
     # occupancy id -> [start half, end half] (the first of each in the page; None: absent)

@@ -54,7 +54,7 @@ from ledger.events import JOB_LIFECYCLE_TYPES
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
-from projections.bulk import copy_table, driver, replace_rows
+from projections.bulk import copy_table, driver
 
 __all__ = [
     "FINAL_STATUSES",
@@ -140,6 +140,9 @@ job_timeline = Table(
 _LIFECYCLE = JOB_LIFECYCLE_TYPES
 _OCCUPANCY = frozenset({"OccupancyStarted", "OccupancyEnded"})
 _DECISIONS = frozenset({"AdmissionDecided", "PreemptionDecided"})
+# on a job's own stream these name that job (and data.job_uid, if another) with the same
+# by/reason and a job-independent summary
+_ABOUT_OWN_JOB = _LIFECYCLE | _OCCUPANCY
 _MICRO = Decimal("0.000001")
 
 
@@ -341,15 +344,20 @@ def _named_jobs(event: RecordedEvent) -> list[tuple[str, str | None, str | None]
 
 
 # columns in _Job's field order, so a row constructs it positionally
-_LOAD_SQL = "SELECT {} FROM job_state WHERE job_uid = ANY(%s)".format(
+_TAKE_SQL = "DELETE FROM job_state WHERE job_uid = ANY(%s) RETURNING {}".format(
     ", ".join("replicas::text" if f.name == "replicas" else f'"{f.name}"' for f in fields(_Job))
 )
 
 
-def _load(conn: Connection, uids: set[str]) -> dict[str, _Job]:
-    """The stored state of ``uids`` (one round trip; replicas stay JSON text)."""
+def _take(conn: Connection, uids: set[str]) -> dict[str, _Job]:
+    """Take the stored rows of ``uids`` out of job_state and return their state.
+
+    Every job a page names is folded and written back by the same transaction, so
+    deleting while loading finds each row once, where a SELECT and then a DELETE of
+    the same keys probed the primary key twice (replicas stay JSON text).
+    """
     with driver(conn).cursor() as cur:
-        cur.execute(_LOAD_SQL, (list(uids),))
+        cur.execute(_TAKE_SQL, (list(uids),))
         return {row[0]: _Job(*row) for row in cur.fetchall()}
 
 
@@ -362,6 +370,7 @@ class JobsProjection(Projection):
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         # one pass: timeline rows (they depend on the event alone) and the fold's work list
         timeline: list[tuple[Any, ...]] = []
+        add_row = timeline.append
         folds: list[tuple[str, str, dict[str, Any], datetime, int]] = []
         uids: set[str] = set()
         for event in events:
@@ -369,23 +378,34 @@ class JobsProjection(Projection):
             kind = env.type
             stream = env.stream
             data = env.data
-            on_job = stream.startswith("job/")
-            if kind in _LIFECYCLE and on_job:
-                # fast path: a transition about its own stream's job
+            if stream.startswith("job/") and kind in _ABOUT_OWN_JOB:
+                # nearly every event: a transition or pod of its own stream's job. The
+                # summary does not depend on which job's timeline the row lands in.
                 own = stream[4:]
                 uid = data.get("job_uid")
-                by = data.get("by")
-                reason = data.get("reason")
-                timeline.append(_timeline_row(event, own, by, reason))
+                by = None if kind == "OccupancyEnded" else data.get("by")
+                row = (
+                    own,
+                    event.position,
+                    env.occurred_at,
+                    kind,
+                    _summary(kind, data, own),
+                    env.source,
+                    by,
+                    data.get("reason"),
+                    stream,
+                    env.event_id,
+                )
+                add_row(row)
                 if isinstance(uid, str) and uid != own:
-                    timeline.append(_timeline_row(event, uid, by, reason))
+                    add_row((uid, *row[1:]))
                 target = uid or own
-            elif on_job or kind in _OCCUPANCY or kind in _DECISIONS:
+            elif kind in _OCCUPANCY or kind in _DECISIONS or stream.startswith("job/"):
                 named = _named_jobs(event)
                 if not named:
                     continue
                 for uid, by, reason in named:
-                    timeline.append(_timeline_row(event, uid, by, reason))
+                    add_row(_timeline_row(event, uid, by, reason))
                 if kind not in _OCCUPANCY and kind not in _LIFECYCLE:
                     continue
                 target = data.get("job_uid") or stream[4:]
@@ -398,9 +418,7 @@ class JobsProjection(Projection):
                 uids.add(target)
         if not folds and not timeline:
             return
-        jobs = _load(conn, uids) if uids else {}
-        stored = set(jobs)
-        changed: set[str] = set()
+        jobs = _take(conn, uids) if uids else {}
         bindings: dict[str, str | None] | None = None
         bound: dict[str, str | None] = {}
         for uid, kind, data, occurred_at, position in folds:
@@ -420,14 +438,8 @@ class JobsProjection(Projection):
                 job.quota = bindings.get(job.workspace or "")
             job.events += 1
             job.last_position = position
-            changed.add(uid)
-        replace_rows(
-            conn,
-            job_state,
-            [jobs[uid].row() for uid in sorted(changed & stored)],
-            [jobs[uid].row() for uid in sorted(changed - stored)],
-            key="job_uid",
-        )
+        # every job taken out or created above goes back, folded
+        copy_table(conn, job_state, [jobs[uid].row() for uid in sorted(jobs)])
         copy_table(conn, job_timeline, timeline)
         for workspace, quota in sorted(bound.items()):
             conn.execute(

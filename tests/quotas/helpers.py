@@ -20,6 +20,7 @@ from ledger.events import (
 )
 from ledger.quotas import NO_QUOTA, QuotaTree, diff
 from ledger.store.postgres import PostgresEventStore
+from projections.quota_reads import UsageRow, usage_history
 from projections.quotas import QuotaProjection
 
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
@@ -113,17 +114,10 @@ def occ_ended(occ: str, uid: str, when: datetime) -> Envelope:
     )
 
 
-def history(store: PostgresEventStore) -> list[Any]:
+def history(store: PostgresEventStore) -> list[UsageRow]:
+    """Every change point from the start, in time order."""
     with store.engine.connect() as conn:
-        return list(
-            conn.execute(
-                text(
-                    "SELECT quota, flavor, at, min, max, used, borrowed, lent, queued, "
-                    "running_jobs, queued_jobs, over_admitted, deleted "
-                    "FROM quota_usage_history ORDER BY at, quota, flavor"
-                )
-            )
-        )
+        return usage_history(conn)
 
 
 def dump_tables(store: PostgresEventStore) -> dict[str, list[tuple[str, ...]]]:

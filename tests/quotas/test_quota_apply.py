@@ -119,3 +119,44 @@ def test_list_show_and_quota_usage_report(cli: Cli, store: PostgresEventStore) -
     assert next(r for r in early if r["quota"] == "be" and r["flavor"] == "gpu/any")["used"] == 0
     assert "borrowed" in cli("report", "quota-usage")
     assert "no quota named 'nope'" in cli("quotas", "show", "nope", ok=False)
+
+
+def test_quota_history_report(cli: Cli, store: PostgresEventStore) -> None:
+    from tests.quotas.helpers import at, occ_ended
+
+    cli("quotas", "apply", str(DEMO), "--at", "2026-11-01T00:00:00Z")
+    # j2's pod arrives first, from another partition, though j1's came and went before it:
+    # the history is in cluster time
+    store.append([occ_started("p2", "j2", "ws-be", at(120), mode="idle", mgpu=1000)])
+    store.append(
+        [
+            occ_started("p1", "j1", "ws-be", at(60), mode="idle", mgpu=2000),
+            occ_ended("p1", "j1", at(90)),
+        ]
+    )
+    rows = json.loads(
+        cli("report", "quota-history", "--quota", "be", "--flavor", "gpu/any", "--format", "json")
+    )
+    assert [(r["at"], r["used"], r["borrowed"], r["deleted"]) for r in rows] == [
+        ("2026-11-01T00:00:00Z", 0, 0, False),
+        ("2026-11-01T00:01:00Z", 2000, 2000, False),
+        ("2026-11-01T00:01:30Z", 0, 0, False),
+        ("2026-11-01T00:02:00Z", 1000, 1000, False),
+    ]
+    window = json.loads(
+        cli(
+            "report", "quota-history", "--quota", "be", "--flavor", "gpu/any",
+            "--from", "2026-11-01T00:01:10Z", "--to", "2026-11-01T00:02:00Z", "--format", "json",
+        )
+    )  # fmt: skip
+    assert [(r["at"], r["used"]) for r in window] == [
+        ("2026-11-01T00:01:10Z", 2000),
+        ("2026-11-01T00:01:30Z", 0),
+        ("2026-11-01T00:02:00Z", 1000),
+    ]
+    assert "deleted" in cli("report", "quota-history", "--quota", "be")
+    out = cli(
+        "report", "quota-history", "--from", "2026-11-02T00:00:00Z", "--to", "2026-11-01T00:00:00Z",
+        ok=False,
+    )  # fmt: skip
+    assert "is before --from" in out

@@ -24,7 +24,8 @@ from ledger.quotas import parse_quota_tree
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
-from projections.quotas import QuotaProjection, usage_at
+from projections.quota_reads import usage_at, usage_history
+from projections.quotas import QuotaProjection
 from tests.quotas.helpers import occ_ended, occ_started, submitted, transition, tree_events
 
 __all__ = ["main", "openb_events"]
@@ -77,14 +78,18 @@ def main(argv: list[str]) -> int:
                 projector.catch_up()
             elapsed = time.perf_counter() - started
             with engine.connect() as conn:
-                rows = conn.execute(text("SELECT count(*) FROM quota_usage_history")).scalar()
+                rows = conn.execute(text("SELECT count(*) FROM quota_changes")).scalar()
                 query = time.perf_counter()
                 usage_at(conn, trace_middle)
                 query = time.perf_counter() - query
+                sweep = time.perf_counter()
+                points = len(usage_history(conn, flavor="gpu/any"))
+                sweep = time.perf_counter() - sweep
             print(
-                f"{label}: {len(events):,} events, {rows:,} history rows in {elapsed:.2f} s "
+                f"{label}: {len(events):,} events, {rows:,} change rows in {elapsed:.2f} s "
                 f"({len(events) / elapsed:,.0f} events/s, page {page}); "
-                f"--at query {query * 1000:.0f} ms",
+                f"--at query {query * 1000:.0f} ms; gpu/any history of the whole trace "
+                f"({points:,} change points) {sweep * 1000:.0f} ms",
                 flush=True,
             )
         store.close()

@@ -1,0 +1,252 @@
+"""Reading quota usage: the figures at an instant, and the change points of a window.
+
+The quota projection (:mod:`projections.quotas`) stores raw per-leaf changes stamped
+with cluster time; here they become rows. At an instant: the changes up to it summed
+per leaf, under the tree in force then (its changes up to the instant, in cluster-time
+order), through :class:`~ledger.usage_boards.UsageBoard`. Over a window: the state at
+its start, then the changes instant by instant, each instant's rows compared with the
+previous ones, so only what changed becomes a change point. Either way the answer
+depends on what happened when, never on the order the events arrived in.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, select, text
+
+from ledger.events import QuotaSpec
+from ledger.quotas import QuotaTree, topological_order
+from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
+from projections.quotas import quota_nodes, quota_workspaces
+
+__all__ = ["UsageRow", "quota_tree", "usage_at", "usage_history"]
+
+_RAW_COLS = ", ".join(RAW)
+_SUMS = ", ".join(f"sum((d.value->>{i})::bigint)::bigint" for i in range(len(RAW)))
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """One quota node x flavor at instant ``at`` (``deleted``: the row went away then)."""
+
+    quota: str
+    flavor: str
+    at: datetime
+    min: int
+    max: int
+    used: int
+    borrowed: int
+    lent: int
+    queued: int
+    running_jobs: int
+    queued_jobs: int
+    over_admitted: int
+    deleted: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "quota": self.quota,
+            "flavor": self.flavor,
+            "at": self.at,
+            **{n: getattr(self, n) for n in NUMBERS},
+        }
+
+
+def _row(key: Key, at: datetime, n: Numbers, *, deleted: bool = False) -> UsageRow:
+    return UsageRow(*key, at, n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], deleted)
+
+
+_GONE: Numbers = (0,) * len(NUMBERS)
+
+
+def quota_tree(conn: Connection) -> QuotaTree:
+    """The projected tree (specs and bindings), as ``quotas apply`` diffs against it."""
+    specs = {
+        row.quota_id: QuotaSpec.model_validate(row.spec)
+        for row in conn.execute(select(quota_nodes.c.quota_id, quota_nodes.c.spec))
+    }
+    bindings = {
+        row.workspace: row.quota
+        for row in conn.execute(select(quota_workspaces.c.workspace, quota_workspaces.c.quota))
+    }
+    return QuotaTree(specs=specs, bindings=bindings)
+
+
+def usage_at(
+    conn: Connection, at: datetime | None = None, *, quota: str | None = None
+) -> list[UsageRow]:
+    """Usage per quota node x flavor at instant ``at`` (latest when None), tree order.
+
+    The latest rows carry the instant of the latest change as ``at``.
+    """
+    specs = _specs_at(conn, at)
+    board = UsageBoard(specs)
+    if at is None:
+        raw = conn.execute(text(f"SELECT quota, flavor, {_RAW_COLS} FROM quota_own_usage"))
+        at = conn.execute(
+            text(
+                "SELECT greatest((SELECT max(at) FROM quota_changes), "
+                "(SELECT max(at) FROM quota_tree_history))"
+            )
+        ).scalar()
+        if at is None:
+            return []
+    else:
+        raw = _raw_at(conn, at, None)
+    for row in raw:
+        board.add(row[0], row[1], row[2:])
+    board.settle()
+    rank = {q: i for i, q in enumerate(topological_order(specs))}
+    keys = sorted(
+        (k for k in board.rows if quota is None or k[0] == quota),
+        key=lambda k: (rank.get(k[0], len(rank)), k),
+    )
+    return [_row(key, at, board.rows[key]) for key in keys]
+
+
+def usage_history(
+    conn: Connection,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    quota: str | None = None,
+    flavor: str | None = None,
+) -> list[UsageRow]:
+    """Change points in (``since``, ``until``], in time order, for charts.
+
+    With ``since``, the rows in force at ``since`` come first, stamped ``since``. Then,
+    per instant where something changed, the rows that changed (the state at the
+    instant's end against the state before it: a pod that starts and ends within one
+    instant leaves none), and ``deleted`` rows for the ones that went away (a quota
+    deleted, ``-`` back to zero). Flavors are independent, so ``flavor`` narrows the
+    changes read; ``quota`` only filters the output (lending involves the whole tree).
+    """
+    board = UsageBoard(_specs_at(conn, since) if since is not None else {})
+    out: list[UsageRow] = []
+
+    def emit(when: datetime, changed: Mapping[Key, Numbers | None]) -> None:
+        for key in sorted(changed):
+            if (quota is not None and key[0] != quota) or (flavor is not None and key[1] != flavor):
+                continue
+            numbers = changed[key]
+            if numbers is None:
+                out.append(_row(key, when, _GONE, deleted=True))
+            else:
+                out.append(_row(key, when, numbers))
+
+    if since is not None:
+        for row in _raw_at(conn, since, flavor):
+            board.add(row[0], row[1], row[2:])
+        emit(since, board.settle())
+    specs = dict(board.specs)
+    tree = _tree_changes(conn, since, until)
+    pending = 0
+    for when, group in itertools.groupby(_changes(conn, since, until, flavor), lambda r: r[0]):
+        while pending < len(tree) and tree[pending][0] < when:
+            pending = _apply_tree(board, specs, tree, pending)
+            emit(tree[pending - 1][0], board.settle())
+        if pending < len(tree) and tree[pending][0] == when:
+            pending = _apply_tree(board, specs, tree, pending)
+        for _, changed_quota, per in group:
+            for key, raw in per.items():
+                if flavor is None or key == flavor:
+                    board.add(changed_quota, key, raw)
+        emit(when, board.settle())
+    while pending < len(tree):
+        pending = _apply_tree(board, specs, tree, pending)
+        emit(tree[pending - 1][0], board.settle())
+    return out
+
+
+def _apply_tree(
+    board: UsageBoard,
+    specs: dict[str, QuotaSpec],
+    tree: list[tuple[datetime, str, QuotaSpec | None]],
+    start: int,
+) -> int:
+    """Apply the tree changes of the instant ``tree[start]`` is at; returns the next index."""
+    when = tree[start][0]
+    i = start
+    while i < len(tree) and tree[i][0] == when:
+        _, quota_id, spec = tree[i]
+        if spec is None:
+            specs.pop(quota_id, None)
+        else:
+            specs[quota_id] = spec
+        i += 1
+    board.set_tree(specs)
+    return i
+
+
+def _window(since: datetime | None, until: datetime | None) -> tuple[str, dict[str, Any]]:
+    clauses, params = [], {}
+    if since is not None:
+        clauses.append("at > :since")
+        params["since"] = since
+    if until is not None:
+        clauses.append("at <= :until")
+        params["until"] = until
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _tree_changes(
+    conn: Connection, since: datetime | None, until: datetime | None
+) -> list[tuple[datetime, str, QuotaSpec | None]]:
+    where, params = _window(since, until)
+    return [
+        (at, quota_id, None if spec is None else QuotaSpec.model_validate(spec))
+        for at, quota_id, spec in conn.execute(
+            text(f"SELECT at, quota_id, spec FROM quota_tree_history{where} ORDER BY at, position"),
+            params,
+        )
+    ]
+
+
+def _changes(
+    conn: Connection, since: datetime | None, until: datetime | None, flavor: str | None
+) -> Iterator[Any]:
+    """(at, quota, {flavor: RAW}) in cluster-time order, streamed."""
+    where, params = _window(since, until)
+    if flavor is not None:
+        where += (" AND " if where else " WHERE ") + "changes ? :flavor"
+        params["flavor"] = flavor
+    result = conn.execution_options(stream_results=True, yield_per=10_000).execute(
+        text(f"SELECT at, quota, changes FROM quota_changes{where} ORDER BY at, position"),
+        params,
+    )
+    yield from result
+
+
+def _raw_at(conn: Connection, at: datetime, flavor: str | None) -> Any:
+    """Raw usage per (quota, flavor) at ``at``: the changes up to it, summed."""
+    only = " AND d.key = :flavor" if flavor is not None else ""
+    return conn.execute(
+        text(
+            f"SELECT c.quota, d.key, {_SUMS} FROM quota_changes c "
+            f"CROSS JOIN LATERAL jsonb_each(c.changes) d "
+            f"WHERE c.at <= :at{only} GROUP BY c.quota, d.key"
+        ),
+        {"at": at, "flavor": flavor},
+    )
+
+
+def _specs_at(conn: Connection, at: datetime | None) -> dict[str, QuotaSpec]:
+    """The tree in force at ``at`` (latest when None): each quota's last spec by cluster
+    time (a quota whose last change deleted it is absent)."""
+    only = " WHERE at <= :at" if at is not None else ""
+    return {
+        quota_id: QuotaSpec.model_validate(spec)
+        for quota_id, spec in conn.execute(
+            text(
+                "SELECT DISTINCT ON (quota_id) quota_id, spec FROM quota_tree_history"
+                f"{only} ORDER BY quota_id, at DESC, position DESC"
+            ),
+            {"at": at},
+        )
+        if spec is not None
+    }
