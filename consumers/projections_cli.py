@@ -3,16 +3,21 @@
 ``project`` catches every registered projection (or one, ``--name``) up to the
 store's head, or with ``--follow`` keeps tailing until SIGINT/SIGTERM; each page
 and its checkpoint commit together, so stopping at any moment is safe.
+With ``--workers N`` the projections are split into up to N lanes, each caught up
+(or followed) by its own process (:mod:`consumers.lanes`).
 ``projections rebuild`` empties a projection and replays it from position 0;
 ``projections status`` shows each one's position, the head and the lag.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
+from functools import partial
 from types import FrameType
 from typing import Annotated
 
@@ -20,6 +25,7 @@ import typer
 
 from consumers import context
 from consumers.jobs_cli import render_table
+from consumers.lanes import LaneFailed, catch_up_lanes, follow_lanes, plan_lanes
 from consumers.projector import Projector
 from projections.base import Projection
 from projections.registry import all_projections, projection_named
@@ -49,32 +55,68 @@ def project(
     poll_interval: Annotated[
         float, typer.Option("--poll-interval", help="Seconds between polls when idle.")
     ] = 2.0,
+    workers: Annotated[
+        int,
+        typer.Option("--workers", min=1, help="Processes to spread the projections over (lanes)."),
+    ] = 1,
 ) -> None:
     """Bring projections up to date with the event store (once, or live with --follow)."""
     projector = Projector(context.open_store(), _selected(name), page_size=page_size)
+    if workers > 1:
+        _in_lanes(projector, follow, workers, poll_interval)
+        return
     if not follow:
         _catch_up(projector)
         return
+    # installed before the first page, so a signal at any moment ends cleanly
+    with _stopped_by_signals() as stop:
+        _catch_up(projector)
+        typer.echo("following the store (Ctrl-C to stop)")
+        projector.run_forever(stop, poll_interval=poll_interval)
+    typer.echo("stopped; checkpoints are saved")
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[threading.Event]:
+    """An event SIGINT/SIGTERM set while the block runs (the previous handlers come back)."""
     stop = threading.Event()
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
-    # installed before the first page, so a signal at any moment ends cleanly
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        _catch_up(projector)
-        typer.echo("following the store (Ctrl-C to stop)")
-        projector.run_forever(stop, poll_interval=poll_interval)
+        yield stop
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    typer.echo("stopped; checkpoints are saved")
 
 
-def _catch_up(projector: Projector) -> None:
+def _in_lanes(projector: Projector, follow: bool, workers: int, poll_interval: float) -> None:
+    url = context.database_url(announce=False)
+    lanes = plan_lanes(projector.projections, workers)
+    typer.echo("lanes: " + "; ".join(", ".join(p.name for p in lane) for lane in lanes))
+    settings = {"workers": workers, "page_size": projector.page_size}
+    try:
+        with _stopped_by_signals() as stop:
+            if follow:
+                typer.echo("following the store (Ctrl-C to stop)")
+                follow_lanes(
+                    url, projector.projections, stop, poll_interval=poll_interval, **settings
+                )
+            else:
+                run = partial(catch_up_lanes, url, projector.projections, stop=stop, **settings)
+                _catch_up(projector, run)
+    except LaneFailed as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if follow or stop.is_set():
+        typer.echo("stopped; checkpoints are saved")
+
+
+def _catch_up(projector: Projector, run: Callable[[], int] | None = None) -> None:
     started = time.perf_counter()
-    read = projector.catch_up()
+    read = run() if run is not None else projector.catch_up()
     elapsed = time.perf_counter() - started
     rate = f" ({read / elapsed:,.0f} events/s)" if read and elapsed > 0 else ""
     typer.echo(f"caught up: {read} events applied across projections{rate}", nl=True)

@@ -23,9 +23,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import select as io_select
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import psycopg
 
@@ -33,7 +33,13 @@ from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
 from projections.steps import advance_on, checkpoint_name
 
-__all__ = ["ProjectionStatus", "Projector", "checkpoint_name"]
+__all__ = ["ProjectionStatus", "Projector", "StopFlag", "checkpoint_name"]
+
+
+class StopFlag(Protocol):
+    """What ends a live runner: a ``threading.Event`` or a ``multiprocessing`` one."""
+
+    def is_set(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +92,13 @@ class Projector:
         """Advance ``projection`` alone by at most one page; returns positions covered."""
         return self._advance([projection])
 
-    def catch_up(self, *, until: int | None = None) -> int:
-        """Run every projection up to the store's head (or ``until``); returns positions covered."""
+    def catch_up(self, *, until: int | None = None, stop: StopFlag | None = None) -> int:
+        """Run every projection up to the store's head (or ``until``, or until ``stop`` is
+        set: checked between steps); returns positions covered."""
         total = 0
-        while covered := self._advance(self.projections, until=until):
+        while not (stop is not None and stop.is_set()) and (
+            covered := self._advance(self.projections, until=until)
+        ):
             total += covered
         return total
 
@@ -106,18 +115,22 @@ class Projector:
         head = self.store.head_position()
         return [ProjectionStatus(p.name, self.position(p), head) for p in self.projections]
 
-    def rebuild(self, projection: Projection) -> int:
-        """Empty the projection and replay the whole store into it."""
+    def reset(self, projection: Projection) -> None:
+        """Empty the projection and move its checkpoint back to position 0."""
         with self.store.transaction() as uow:
             uow.load_checkpoint(checkpoint_name(projection), for_update=True)
             projection.reset(uow.connection)
             uow.save_checkpoint(checkpoint_name(projection), position=0)
+
+    def rebuild(self, projection: Projection) -> int:
+        """Empty the projection and replay the whole store into it."""
+        self.reset(projection)
         read = 0
         while step := self.step(projection):
             read += step
         return read
 
-    def run_forever(self, stop: threading.Event, *, poll_interval: float = 2.0) -> None:
+    def run_forever(self, stop: StopFlag, *, poll_interval: float = 2.0) -> None:
         """Tail live: catch up, then wait for a NOTIFY (or the poll interval), repeat."""
         url = self.store.engine.url.set(drivername="postgresql").render_as_string(
             hide_password=False

@@ -27,6 +27,9 @@ class Projection(abc.ABC):
     tables: Sequence[Table] = ()
     #: Event types this projection reads (empty: all). Lets the runner skip pages cheaply.
     event_types: frozenset[str] = frozenset()
+    #: Relative cost per stored event (``python -m bench project --each``), so the
+    #: runner can balance projections over parallel lanes. Only the ratios matter.
+    cost: float = 1.0
 
     @abc.abstractmethod
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:

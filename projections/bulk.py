@@ -4,8 +4,8 @@ A page of a few thousand events turns into a few thousand row writes; one
 statement per row would cap a projection at a few thousand events per second.
 Rows go in with COPY (binary: psycopg's C dumpers turn a row into wire format
 several times faster than rendering text, and the server skips parsing it).
-Rows a projection loaded and folds are replaced (delete + COPY); rows it cannot
-know exist go through a session-local temporary table and one
+Rows a projection folds are taken out (``DELETE … RETURNING``) and COPYed back; rows
+it cannot know exist go through a session-local temporary table and one
 ``INSERT … SELECT … ON CONFLICT DO UPDATE``. Everything runs inside the
 runner's transaction, so a rollback undoes it with the page.
 """
@@ -26,9 +26,8 @@ __all__ = [
     "copy_rows",
     "copy_table",
     "driver",
-    "fetch_by_keys",
     "pg_type_names",
-    "replace_rows",
+    "take_rows",
     "upsert_rows",
 ]
 
@@ -151,42 +150,19 @@ def upsert_rows(
     conn.execute(text(f"DELETE FROM {temp}"))
 
 
-def replace_rows(
-    conn: Connection,
-    table: Table,
-    stored: Sequence[tuple[Any, ...]],
-    new: Sequence[tuple[Any, ...]],
-    *,
-    key: str,
-) -> None:
-    """Write whole rows (every column, table order, ``key`` first): ``stored`` replace rows
-    known to exist, ``new`` are known not to.
+def take_rows(conn: Connection, table: Table, key: str, values: Iterable[str]) -> list[Any]:
+    """Delete the rows of ``table`` whose ``key`` is in ``values`` and return them (whole
+    rows, table order, one round trip).
 
-    The caller loaded the rows it folds, so it knows which exist: existing ones are
-    deleted and everything is COPYed straight into the table, without a temporary
-    table or ON CONFLICT's per-row speculative insertion.
+    For a fold that writes back every row it loads, in the same transaction: taking the
+    rows out finds each one once, where a SELECT and a later DELETE probed the index
+    twice. The caller must write back everything it took.
     """
-    if stored:
-        with driver(conn).cursor() as cur:
-            cur.execute(
-                f'DELETE FROM {table.name} WHERE "{key}" = ANY(%s)', ([r[0] for r in stored],)
-            )
-    if stored or new:
-        copy_table(conn, table, [*stored, *new])
-
-
-def fetch_by_keys(
-    conn: Connection, table: Table, key: str, values: Iterable[str], *, where: str = ""
-) -> list[Any]:
-    """Rows of ``table`` whose ``key`` is in ``values`` (one round trip)."""
     wanted = sorted(set(values))
     if not wanted:
         return []
-    extra = f" AND ({where})" if where else ""
     cols = ", ".join(f'"{c.name}"' for c in table.columns)
-    return list(
-        conn.execute(
-            text(f'SELECT {cols} FROM {table.name} WHERE "{key}" = ANY(:keys){extra}'),
-            {"keys": wanted},
-        )
-    )
+    with driver(conn).cursor() as cur:
+        cur.execute(f'DELETE FROM {table.name} WHERE "{key}" = ANY(%s) RETURNING {cols}', (wanted,))
+        rows: list[Any] = cur.fetchall()
+    return rows

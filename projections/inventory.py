@@ -15,7 +15,7 @@ taken to happen at that version's start, so intervals never run backwards.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -76,9 +76,14 @@ class _Version:
     cordoned: bool
     position: int
 
+    def row(self) -> tuple[Any, ...]:
+        # astuple() deep-copies every field; these are immutable already
+        return tuple(getattr(self, f.name) for f in fields(self))
+
 
 class InventoryProjection(Projection):
     name = "inventory"
+    cost = 0.2
     tables = (inventory_nodes,)
     event_types = frozenset({"NodeRegistered", "NodeCordoned", "NodeRemoved"})
 
@@ -145,7 +150,7 @@ class InventoryProjection(Projection):
         upsert_rows(
             conn,
             inventory_nodes,
-            [astuple(written[k]) for k in sorted(written)],
+            [written[k].row() for k in sorted(written)],
             key=["node", "seq"],
         )
 

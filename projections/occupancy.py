@@ -14,7 +14,7 @@ start (a zero-length interval), so the range is always valid.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +33,7 @@ from sqlalchemy import (
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
-from projections.bulk import driver, replace_rows
+from projections.bulk import copy_table, take_rows
 
 __all__ = ["GROUP_KEYS", "OccupancyProjection", "occupancy", "occupied_at"]
 
@@ -122,20 +122,9 @@ class _Occupancy:
         )
 
 
-# columns in _Occupancy's field order (= table order), so a row constructs it positionally
-_LOAD_SQL = "SELECT {} FROM occupancy WHERE occupancy_id = ANY(%s)".format(
-    ", ".join(f'"{f.name}"' for f in fields(_Occupancy))
-)
-
-
-def _load(conn: Connection, ids: set[str]) -> dict[str, _Occupancy]:
-    with driver(conn).cursor() as cur:
-        cur.execute(_LOAD_SQL, (list(ids),))
-        return {row[0]: _Occupancy(*row) for row in cur.fetchall()}
-
-
 class OccupancyProjection(Projection):
     name = "occupancy"
+    cost = 1.5
     tables = (occupancy,)
     event_types = frozenset({"OccupancyStarted", "OccupancyEnded"})
 
@@ -145,9 +134,8 @@ class OccupancyProjection(Projection):
         }
         if not ids:
             return
-        rows = _load(conn, ids)
-        stored = set(rows)
-        changed: set[str] = set()
+        # columns in _Occupancy's field order (= table order): a row constructs it positionally
+        rows = {r[0]: _Occupancy(*r) for r in take_rows(conn, occupancy, "occupancy_id", ids)}
         for event in events:
             kind = event.envelope.type
             data = event.envelope.data
@@ -186,14 +174,8 @@ class OccupancyProjection(Projection):
             else:
                 continue
             row.clamp()
-            changed.add(data["occupancy_id"])
-        replace_rows(
-            conn,
-            occupancy,
-            [rows[i].row() for i in sorted(changed & stored)],
-            [rows[i].row() for i in sorted(changed - stored)],
-            key="occupancy_id",
-        )
+        # every row taken out above goes back, with those the page created
+        copy_table(conn, occupancy, [rows[i].row() for i in sorted(rows)])
 
 
 def occupied_at(conn: Connection, at: datetime, group_by: Sequence[str]) -> list[dict[str, Any]]:

@@ -64,7 +64,7 @@ from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from ledger.usage_boards import RAW
 from projections.base import Projection
-from projections.bulk import copy_table, driver, fetch_by_keys, replace_rows, upsert_rows
+from projections.bulk import copy_table, driver, take_rows, upsert_rows
 
 __all__ = [
     "QuotaProjection",
@@ -246,22 +246,22 @@ def _requested(replicas: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 @dataclass
 class _Fold:
-    """One page's working state: the rows it loaded, and what it changes."""
+    """One page's working state: the rows it took out of the tables, and what it changes.
+
+    ``jobs`` and ``occs`` hold every row taken out plus those the page creates; all of
+    them go back when the page is saved.
+    """
 
     specs: dict[str, QuotaSpec]
     created: dict[str, tuple[datetime, datetime, int]]  # quota -> created_at, changed_at, pos
     bindings: dict[str, tuple[str, datetime, int]]
     jobs: dict[str, _Job]
     occs: dict[str, _Occ]
-    loaded_jobs: frozenset[str]
-    loaded_occs: frozenset[str]
     tree_changed: bool = False
     bindings_changed: bool = False
     tree_rows: list[tuple[datetime, int, str, str | None]] = field(default_factory=list)
     # (at, position, quota) -> flavor -> RAW deltas
     changes: dict[tuple[datetime, int, str], dict[str, list[int]]] = field(default_factory=dict)
-    dirty_jobs: set[str] = field(default_factory=set)
-    dirty_occs: set[str] = field(default_factory=set)
 
     # --- raw usage -------------------------------------------------------------
 
@@ -296,7 +296,6 @@ class _Fold:
         self._contribute(job, -1, position)
         job.state = state
         self._contribute(job, +1, position)
-        self.dirty_jobs.add(job.uid)
 
     def _quota_for(self, quota: str | None, workspace: str | None) -> str:
         if quota:
@@ -318,7 +317,6 @@ class _Fold:
             changed_at=at,
         )
         self.jobs[job.uid] = job
-        self.dirty_jobs.add(job.uid)
         return job
 
     # --- events ----------------------------------------------------------------
@@ -348,7 +346,6 @@ class _Fold:
                 return
             occ.open = False
             occ.ended_at = ended = max(_instant(data.get("ended_at"), at), occ.started_at)
-            self.dirty_occs.add(occ.occupancy_id)
             self._occupy(occ, -1, ended, position)
 
     def _started(self, data: Mapping[str, Any], at: datetime, position: int) -> None:
@@ -378,7 +375,6 @@ class _Fold:
             _instant(data.get("started_at"), at),
         )
         self.occs[occupancy_id] = occ
-        self.dirty_occs.add(occupancy_id)
         self._occupy(occ, +1, occ.started_at, position)
 
     def _occupy(self, occ: _Occ, sign: int, at: datetime, position: int) -> None:
@@ -422,6 +418,7 @@ class QuotaProjection(Projection):
     """Folds quota, workspace, job and occupancy events into the quota tables."""
 
     name = "quotas"
+    cost = 4.0
     tables = (
         quota_changes,
         quota_own_usage,
@@ -451,33 +448,10 @@ class QuotaProjection(Projection):
             row.workspace: (row.quota, row.bound_at, row.position)
             for row in conn.execute(select(quota_workspaces))
         }
-        jobs = {
-            row.job_uid: _Job(
-                row.job_uid,
-                row.workspace,
-                row.quota,
-                row.billing_mode,
-                row.state,
-                dict(row.requested),
-                row.submitted_at,
-                row.changed_at,
-            )
-            for row in fetch_by_keys(conn, quota_jobs, "job_uid", uids)
-        }
-        occs = {
-            row.occupancy_id: _Occ(
-                row.occupancy_id,
-                row.job_uid,
-                row.quota,
-                row.idle,
-                dict(row.resources),
-                row.open,
-                row.started_at,
-                row.ended_at,
-            )
-            for row in fetch_by_keys(conn, quota_occupancies, "job_uid", uids)
-        }
-        return _Fold(specs, created, bindings, jobs, occs, frozenset(jobs), frozenset(occs))
+        # columns in _Job's and _Occ's field order
+        jobs = {row[0]: _Job(*row) for row in take_rows(conn, quota_jobs, "job_uid", uids)}
+        occs = {row[0]: _Occ(*row) for row in take_rows(conn, quota_occupancies, "job_uid", uids)}
+        return _Fold(specs, created, bindings, jobs, occs)
 
     @staticmethod
     def _save(conn: Connection, fold: _Fold) -> None:
@@ -501,22 +475,9 @@ class QuotaProjection(Projection):
                 [(ws, *fold.bindings[ws]) for ws in sorted(fold.bindings)],
                 key=["workspace"],
             )
-        jobs = [fold.jobs[u] for u in sorted(fold.dirty_jobs)]
-        replace_rows(
-            conn,
-            quota_jobs,
-            [j.row() for j in jobs if j.uid in fold.loaded_jobs],
-            [j.row() for j in jobs if j.uid not in fold.loaded_jobs],
-            key="job_uid",
-        )
-        occs = [fold.occs[o] for o in sorted(fold.dirty_occs)]
-        replace_rows(
-            conn,
-            quota_occupancies,
-            [o.row() for o in occs if o.occupancy_id in fold.loaded_occs],
-            [o.row() for o in occs if o.occupancy_id not in fold.loaded_occs],
-            key="occupancy_id",
-        )
+        # everything taken out in _load goes back, folded
+        copy_table(conn, quota_jobs, [fold.jobs[uid].row() for uid in sorted(fold.jobs)])
+        copy_table(conn, quota_occupancies, [fold.occs[o].row() for o in sorted(fold.occs)])
         rows = []
         totals: dict[tuple[str, str], list[int]] = {}
         for (at, position, quota), per in fold.changes.items():

@@ -15,7 +15,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
-from sqlalchemy import Connection, Table, select
+from sqlalchemy import Connection
 
 from consumers.projector import Projector
 from ledger.events import (
@@ -44,6 +44,7 @@ from projections.base import Projection
 from projections.registry import all_projections as registered
 from tests.databases import TemplateDatabases
 from tests.projections.builders import Narrator, at, replica
+from tests.projections.tables import snapshot
 
 JOBS, PODS, NODES = 4, 3, 3
 #: The projections of the jobs branch; other read models test the same property themselves.
@@ -165,17 +166,6 @@ class FailsAfterWriting(Projection):
         raise Boom
 
 
-def _snapshot(store: PostgresEventStore) -> dict[str, list[tuple[Any, ...]]]:
-    out = {}
-    with store.engine.connect() as conn:
-        for projection in all_projections():
-            for table in projection.tables:
-                assert isinstance(table, Table)
-                keys = list(table.primary_key.columns)
-                out[table.name] = [tuple(r) for r in conn.execute(select(table).order_by(*keys))]
-    return out
-
-
 @settings(
     max_examples=15,
     deadline=None,
@@ -213,13 +203,13 @@ def test_incremental_equals_rebuild(
         survivor = Projector(store, all_projections(), page_size=runs[0][0])
         survivor.catch_up()
         assert all(s.lag == 0 for s in survivor.status())
-        incremental = _snapshot(store)
+        incremental = snapshot(store, all_projections())
         assert incremental["job_timeline"] or not any(e.stream.startswith("job/") for e in events)
 
         rebuilt = Projector(store, all_projections(), page_size=10_000)
         for projection in rebuilt.projections:
             rebuilt.rebuild(projection)
-        assert _snapshot(store) == incremental
+        assert snapshot(store, all_projections()) == incremental
     finally:
         store.close()
         databases.drop(url)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ledger.events import JobSubmitted, JobSucceeded
 from ledger.store.postgres import PostgresEventStore
 from tests.clis import CliCall
@@ -33,7 +35,8 @@ def test_project_status_rebuild(store: PostgresEventStore, cli: CliCall) -> None
     status = {s["name"]: s for s in json.loads(cli("projections", "status", "--json"))}
     assert (status["jobs"]["position"], status["jobs"]["lag"]) == (20, 0)
     assert status["occupancy"]["lag"] == 20
-    cli("project")
+    out = cli("project", "--workers", "2")
+    assert "lanes: quotas, billing; jobs, occupancy, inventory" in out and "caught up" in out
     assert all(s["lag"] == 0 for s in json.loads(cli("projections", "status", "--json")))
     table = cli("projections", "status")
     assert "lag" in table and "jobs" in table
@@ -44,10 +47,15 @@ def test_project_status_rebuild(store: PostgresEventStore, cli: CliCall) -> None
     assert "no projection named" in cli("projections", "rebuild", "nope", ok=False)
 
 
-def test_follow_tails_until_sigterm(store: PostgresEventStore, database_url: str) -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_follow_tails_until_sigterm(
+    store: PostgresEventStore, database_url: str, workers: str
+) -> None:
+    """One runner, or lanes in child processes that stop when the parent is told to."""
     env = {**os.environ, "DATABASE_URL": database_url}
+    command = ["project", "--follow", "--poll-interval", "0.2", "--workers", workers]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "consumers", "project", "--follow", "--poll-interval", "0.2"],
+        [sys.executable, "-m", "consumers", *command],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -60,7 +68,8 @@ def test_follow_tails_until_sigterm(store: PostgresEventStore, database_url: str
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with store.transaction() as uow:
-                if uow.load_checkpoint("projection:jobs").position == 6:
+                names = ("projection:jobs", "projection:quotas")
+                if all(uow.load_checkpoint(name).position == 6 for name in names):
                     break
             time.sleep(0.1)
         else:
