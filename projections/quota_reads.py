@@ -27,7 +27,7 @@ from projections.quotas import quota_nodes, quota_workspaces
 __all__ = ["UsageRow", "quota_tree", "usage_at", "usage_history"]
 
 _RAW_COLS = ", ".join(RAW)
-_SUMS = ", ".join(f"sum((d.value->>{i})::bigint)::bigint" for i in range(len(RAW)))
+_SUMS = ", ".join(f"sum((d.value->>{i})::bigint)::bigint AS {n}" for i, n in enumerate(RAW))
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,16 +222,42 @@ def _changes(
     yield from result
 
 
-def _raw_at(conn: Connection, at: datetime, flavor: str | None) -> Any:
-    """Raw usage per (quota, flavor) at ``at``: the changes up to it, summed."""
-    only = " AND d.key = :flavor" if flavor is not None else ""
+def _raw_at(
+    conn: Connection, at: datetime, flavor: str | None, *, from_end: bool | None = None
+) -> Any:
+    """Raw usage per (quota, flavor) at ``at``, for every key changed by then.
+
+    Either the changes up to ``at`` summed, or the running totals minus the changes
+    after it: the same rows, so the side with fewer changes to read is chosen, judged
+    by where ``at`` falls between the first and the last change (two index look-ups).
+    Dashboards mostly ask about recent instants, which this keeps cheap however long
+    the history grows. ``from_end`` forces a side (tests).
+    """
+    params = {"at": at, "flavor": flavor}
+    if from_end is None:
+        first, last = conn.execute(text("SELECT min(at), max(at) FROM quota_changes")).one()
+        from_end = first is not None and at - first > last - at
+    if not from_end:
+        only = " AND d.key = :flavor" if flavor is not None else ""
+        return conn.execute(
+            text(
+                f"SELECT c.quota, d.key, {_SUMS} FROM quota_changes c "
+                f"CROSS JOIN LATERAL jsonb_each(c.changes) d "
+                f"WHERE c.at <= :at{only} GROUP BY c.quota, d.key"
+            ),
+            params,
+        )
+    only = " AND u.flavor = :flavor" if flavor is not None else ""
+    rest = ", ".join(f"u.{n} - coalesce(a.{n}, 0)" for n in RAW)
     return conn.execute(
         text(
-            f"SELECT c.quota, d.key, {_SUMS} FROM quota_changes c "
-            f"CROSS JOIN LATERAL jsonb_each(c.changes) d "
-            f"WHERE c.at <= :at{only} GROUP BY c.quota, d.key"
+            f"SELECT u.quota, u.flavor, {rest} FROM quota_own_usage u LEFT JOIN ("
+            f"SELECT c.quota, d.key AS flavor, {_SUMS} FROM quota_changes c "
+            f"CROSS JOIN LATERAL jsonb_each(c.changes) d WHERE c.at > :at "
+            f"GROUP BY c.quota, d.key) a ON a.quota = u.quota AND a.flavor = u.flavor "
+            f"WHERE u.first_at <= :at{only}"
         ),
-        {"at": at, "flavor": flavor},
+        params,
     )
 
 

@@ -480,29 +480,34 @@ class QuotaProjection(Projection):
         copy_table(conn, quota_occupancies, [fold.occs[o].row() for o in sorted(fold.occs)])
         rows = []
         totals: dict[tuple[str, str], list[int]] = {}
+        first: dict[tuple[str, str], datetime] = {}
         for (at, position, quota), per in fold.changes.items():
             nonzero = {flavor: v for flavor, v in per.items() if any(v)}
             if not nonzero:
                 continue
             rows.append((at, position, quota, _dumps(nonzero)))
             for flavor, v in nonzero.items():
-                t = totals.get((quota, flavor))
+                key = (quota, flavor)
+                t = totals.get(key)
                 if t is None:
-                    totals[(quota, flavor)] = v.copy()
+                    totals[key] = v.copy()
+                    first[key] = at
                 else:
                     t[0] += v[0]
                     t[1] += v[1]
                     t[2] += v[2]
                     t[3] += v[3]
                     t[4] += v[4]
+                    first[key] = min(first[key], at)
         copy_table(conn, quota_changes, rows)
         if totals:  # running totals: add the page's sums (a few rows per leaf)
             cols = ", ".join(RAW)
             sums = ", ".join(f"{n} = quota_own_usage.{n} + EXCLUDED.{n}" for n in RAW)
             with driver(conn).cursor() as cur:
                 cur.executemany(
-                    f"INSERT INTO quota_own_usage (quota, flavor, {cols}) "
-                    f"VALUES (%s, %s, {', '.join(['%s'] * len(RAW))}) "
-                    f"ON CONFLICT (quota, flavor) DO UPDATE SET {sums}",
-                    sorted((*k, *v) for k, v in totals.items()),
+                    f"INSERT INTO quota_own_usage (quota, flavor, {cols}, first_at) "
+                    f"VALUES (%s, %s, {', '.join(['%s'] * (len(RAW) + 1))}) "
+                    f"ON CONFLICT (quota, flavor) DO UPDATE SET {sums}, "
+                    "first_at = least(quota_own_usage.first_at, EXCLUDED.first_at)",
+                    sorted((*k, *v, first[k]) for k, v in totals.items()),
                 )

@@ -46,6 +46,9 @@ def upgrade() -> None:
     op.execute(f"TRUNCATE {', '.join(_KEPT)}")
     op.execute("DELETE FROM checkpoints WHERE name = 'projection:quotas'")
     op.add_column("quota_jobs", sa.Column("changed_at", ts, nullable=False))
+    # a key's first change: usage at an instant late in the history is read as the
+    # totals minus the changes after it, and a key first changed later must not show
+    op.add_column("quota_own_usage", sa.Column("first_at", ts, nullable=False))
     op.create_table(
         "quota_tree_history",
         sa.Column("at", ts, primary_key=True),
@@ -73,6 +76,7 @@ def downgrade() -> None:
     op.drop_table("quota_changes")
     op.drop_table("quota_tree_history")
     op.drop_column("quota_jobs", "changed_at")
+    op.drop_column("quota_own_usage", "first_at")
     op.execute(f"TRUNCATE {', '.join(_KEPT)}")
     op.execute("DELETE FROM checkpoints WHERE name = 'projection:quotas'")
     op.create_index("quota_occupancies_started", "quota_occupancies", ["started_at"])

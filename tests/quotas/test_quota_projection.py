@@ -7,7 +7,7 @@ import random
 from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import chain, cycle, repeat
 
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +20,7 @@ from ledger.events import JobAdmitted, JobPreempted, JobStarted, JobSucceeded
 from ledger.quotas import NO_QUOTA, parse_quota_tree
 from ledger.store.base import RecordedEvent
 from ledger.store.postgres import PostgresEventStore
-from projections.quota_reads import usage_at, usage_history
+from projections.quota_reads import _raw_at, usage_at, usage_history
 from projections.quotas import QuotaProjection
 from tests.databases import TemplateDatabases
 from tests.quotas.helpers import (
@@ -345,6 +345,12 @@ def test_history_does_not_depend_on_arrival_order_and_windows_slice_it(
                 assert start == {(r.quota, r.flavor): r for r in usage_at(conn, since)}
                 gpu = usage_history(conn, since=since, until=until, flavor="gpu/any", quota="a")
                 assert gpu == [r for r in window if r.flavor == "gpu/any" and r.quota == "a"]
+                # an instant's raw usage reads the same from the start or back from the end
+                for when in (times[0] - timedelta(seconds=1), *times):
+                    for only in (None, "gpu/any"):
+                        ahead = sorted(map(tuple, _raw_at(conn, when, only, from_end=False)))
+                        back = sorted(map(tuple, _raw_at(conn, when, only, from_end=True)))
+                        assert ahead == back, (when, only)
         finally:
             store.close()
             databases.drop(url)
