@@ -34,7 +34,7 @@ from sqlalchemy import (
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
-from projections.bulk import upsert_rows
+from projections.bulk import fetch_keyed, upsert_rows
 
 __all__ = ["INVENTORY_GROUP_KEYS", "InventoryProjection", "capacity_at", "inventory_nodes"]
 
@@ -94,13 +94,12 @@ class InventoryProjection(Projection):
         # the open version of each node, and its highest seq (a removed node has none open)
         current: dict[str, _Version | None] = dict.fromkeys(names)
         last_seq: dict[str, int] = dict.fromkeys(names, 0)
-        for row in conn.execute(
-            text(
-                "SELECT DISTINCT ON (node) "
-                + ", ".join(f'"{c.name}"' for c in inventory_nodes.columns)
-                + " FROM inventory_nodes WHERE node = ANY(:names) ORDER BY node, seq DESC"
-            ),
-            {"names": sorted(names)},
+        for row in fetch_keyed(
+            conn,
+            "SELECT DISTINCT ON (node) "
+            + ", ".join(f'"{c.name}"' for c in inventory_nodes.columns)
+            + " FROM inventory_nodes WHERE node = ANY(%s) ORDER BY node, seq DESC",
+            (sorted(names),),
         ):
             version = _Version(*row)
             last_seq[version.node] = version.seq

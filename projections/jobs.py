@@ -54,7 +54,7 @@ from ledger.events import JOB_LIFECYCLE_TYPES
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
-from projections.bulk import copy_table, driver
+from projections.bulk import copy_table, fetch_keyed
 
 __all__ = [
     "FINAL_STATUSES",
@@ -356,9 +356,7 @@ def _take(conn: Connection, uids: set[str]) -> dict[str, _Job]:
     deleting while loading finds each row once, where a SELECT and then a DELETE of
     the same keys probed the primary key twice (replicas stay JSON text).
     """
-    with driver(conn).cursor() as cur:
-        cur.execute(_TAKE_SQL, (list(uids),))
-        return {row[0]: _Job(*row) for row in cur.fetchall()}
+    return {row[0]: _Job(*row) for row in fetch_keyed(conn, _TAKE_SQL, (list(uids),))}
 
 
 class JobsProjection(Projection):
