@@ -293,6 +293,7 @@ def main(argv: list[str]) -> int:
             f"{total:.1f} s ({rate:,.0f} events/s)",
             flush=True,
         )
+        single: float | None = None
         if args.workers > 1:
             # the same in one process, for comparison
             projector = Projector(store, all_projections(), page_size=args.page_size)
@@ -324,6 +325,8 @@ def main(argv: list[str]) -> int:
                 "projection_events_per_s": round(rate),
                 "eventsourcing_follower_events_per_s": round(baseline),
                 "projection_vs_eventsourcing_ratio": round(rate / baseline, 2),
+                "lanes": args.workers,
+                "one_process_events_per_s": round(single) if single is not None else round(rate),
             }
         )
     )
