@@ -66,11 +66,11 @@ def project(
         _in_lanes(projector, follow, workers, poll_interval)
         return
     if not follow:
-        _catch_up(projector)
+        _catch_up(projector.catch_up)
         return
     # installed before the first page, so a signal at any moment ends cleanly
     with _stopped_by_signals() as stop:
-        _catch_up(projector)
+        _catch_up(projector.catch_up)
         typer.echo("following the store (Ctrl-C to stop)")
         projector.run_forever(stop, poll_interval=poll_interval)
     typer.echo("stopped; checkpoints are saved")
@@ -106,7 +106,7 @@ def _in_lanes(projector: Projector, follow: bool, workers: int, poll_interval: f
                 )
             else:
                 run = partial(catch_up_lanes, url, projector.projections, stop=stop, **settings)
-                _catch_up(projector, run)
+                _catch_up(run)
     except LaneFailed as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -114,9 +114,9 @@ def _in_lanes(projector: Projector, follow: bool, workers: int, poll_interval: f
         typer.echo("stopped; checkpoints are saved")
 
 
-def _catch_up(projector: Projector, run: Callable[[], int] | None = None) -> None:
+def _catch_up(run: Callable[[], int]) -> None:
     started = time.perf_counter()
-    read = run() if run is not None else projector.catch_up()
+    read = run()
     elapsed = time.perf_counter() - started
     rate = f" ({read / elapsed:,.0f} events/s)" if read and elapsed > 0 else ""
     typer.echo(f"caught up: {read} events applied across projections{rate}", nl=True)

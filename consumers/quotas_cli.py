@@ -23,6 +23,7 @@ from consumers import context
 from consumers.jobs_cli import Format, parse_instant, render_table
 from consumers.projector import Projector
 from consumers.report_cli import report_app
+from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
 from ledger.ids import deterministic_id
@@ -275,7 +276,7 @@ _KEYS = ("quota", "flavor", *NUMBERS)
 def _usage_json(row: dict[str, Any]) -> dict[str, Any]:
     out = {k: row[k] for k in _KEYS}
     out["unit"] = resource_unit(row["flavor"]) if row["flavor"] else ""
-    out["at"] = row["at"].isoformat().replace("+00:00", "Z")
+    out["at"] = format_timestamp(row["at"])
     return out
 
 
@@ -330,7 +331,7 @@ def quota_history_report(
             render_table(
                 [
                     {
-                        "at": r.at.isoformat().replace("+00:00", "Z"),
+                        "at": format_timestamp(r.at),
                         **_usage_table(r.as_json()),
                         "deleted": r.deleted,
                     }

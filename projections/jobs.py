@@ -383,18 +383,7 @@ class JobsProjection(Projection):
                 own = stream[4:]
                 uid = data.get("job_uid")
                 by = None if kind == "OccupancyEnded" else data.get("by")
-                row = (
-                    own,
-                    event.position,
-                    env.occurred_at,
-                    kind,
-                    _summary(kind, data, own),
-                    env.source,
-                    by,
-                    data.get("reason"),
-                    stream,
-                    env.event_id,
-                )
+                row = _timeline_row(event, own, by, data.get("reason"))
                 add_row(row)
                 if isinstance(uid, str) and uid != own:
                     add_row((uid, *row[1:]))

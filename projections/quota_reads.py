@@ -237,25 +237,24 @@ def _raw_at(
     if from_end is None:
         first, last = conn.execute(text("SELECT min(at), max(at) FROM quota_changes")).one()
         from_end = first is not None and at - first > last - at
-    if not from_end:
-        only = " AND d.key = :flavor" if flavor is not None else ""
-        return conn.execute(
-            text(
-                f"SELECT c.quota, d.key, {_SUMS} FROM quota_changes c "
-                f"CROSS JOIN LATERAL jsonb_each(c.changes) d "
-                f"WHERE c.at <= :at{only} GROUP BY c.quota, d.key"
-            ),
-            params,
+    only = " AND d.key = :flavor" if flavor is not None else ""
+
+    def sums(side: str) -> str:  # the changes on one side of ``at``, per (quota, flavor)
+        return (
+            f"SELECT c.quota, d.key AS flavor, {_SUMS} FROM quota_changes c "
+            f"CROSS JOIN LATERAL jsonb_each(c.changes) d "
+            f"WHERE c.at {side} :at{only} GROUP BY c.quota, d.key"
         )
-    only = " AND u.flavor = :flavor" if flavor is not None else ""
+
+    if not from_end:
+        return conn.execute(text(sums("<=")), params)
     rest = ", ".join(f"u.{n} - coalesce(a.{n}, 0)" for n in RAW)
+    keep = " AND u.flavor = :flavor" if flavor is not None else ""
     return conn.execute(
         text(
-            f"SELECT u.quota, u.flavor, {rest} FROM quota_own_usage u LEFT JOIN ("
-            f"SELECT c.quota, d.key AS flavor, {_SUMS} FROM quota_changes c "
-            f"CROSS JOIN LATERAL jsonb_each(c.changes) d WHERE c.at > :at "
-            f"GROUP BY c.quota, d.key) a ON a.quota = u.quota AND a.flavor = u.flavor "
-            f"WHERE u.first_at <= :at{only}"
+            f"SELECT u.quota, u.flavor, {rest} FROM quota_own_usage u LEFT JOIN ({sums('>')}) a "
+            f"ON a.quota = u.quota AND a.flavor = u.flavor "
+            f"WHERE u.first_at <= :at{keep}"
         ),
         params,
     )
