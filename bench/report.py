@@ -1,8 +1,8 @@
 """Report latency on a year of synthetic history (``python -m bench report [--jobs N]``).
 
-The read-model rows a ~10,000,000-event history (``--jobs`` jobs, default
-1,000,000, ten timeline events each, over one year) would leave behind are
-generated directly inside PostgreSQL (``INSERT … SELECT generate_series``, the
+The rows a ~10,000,000-event history (``--jobs`` jobs, default 1,000,000, ten
+events each, over one year) would leave behind, its events in the store and the
+read-model rows, are generated directly inside PostgreSQL (``INSERT … SELECT generate_series``, the
 in-database equivalent of COPY) rather than appended through the store and
 projected, which would take the better part of an hour on this machine. The
 queries timed are the real report code paths:
@@ -10,8 +10,9 @@ queries timed are the real report code paths:
 - ``report_month_by_workspace_ms``: :func:`projections.finance_reports.cost_report`
   grouped by workspace and flavor over one month (ledger path, pre-aggregated
   ``billing_cost_monthly``);
-- ``job_timeline_ms``: one job's timeline from the jobs projection's
-  ``job_timeline`` table (the query ``jobs show`` runs);
+- ``job_timeline_ms``: one job's timeline as ``jobs show`` reads it
+  (:func:`projections.jobs.timeline_rows`: the job's own stream from the store, plus
+  ``job_timeline`` rows), ten events per job;
 - ``invoice_lines_ms``: :func:`projections.finance_reports.invoice_lines` for one invoice.
 
 Medians of ``--repeat`` runs; the last output line is JSON.
@@ -33,6 +34,7 @@ from bench.databases import scratch_database
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
 from projections.finance_reports import ReportWindow, cost_report, invoice_lines
+from projections.jobs import timeline_rows
 
 WORKSPACES = 300
 USERS = 3000
@@ -61,20 +63,29 @@ def _generate(conn: Connection, jobs: int) -> None:
         """
         )
     )
+    # the jobs' own streams in the store: ``jobs show`` reads a job's timeline from them
     conn.execute(
         text(
             f"""
-        INSERT INTO job_timeline (job_uid, position, occurred_at, type, summary, source, stream,
-                                  event_id)
-        SELECT 'job-' || j, j * {EVENTS_PER_JOB} + k,
-               timestamptz '2026-01-01' + (j * 31536::bigint / {jobs}) * interval '1000 s'
-                 + k * interval '1 min',
+        INSERT INTO events (position, event_id, stream, version, type, schema_version,
+                            occurred_at, observed_at, recorded_at, source, data, hash)
+        SELECT j * {EVENTS_PER_JOB} + k + 1, gen_random_uuid(), 'job/job-' || j, k + 1,
                (ARRAY['JobSubmitted','JobQueued','JobAdmitted','JobStarted','OccupancyStarted',
-                      'LedgerTransactionPosted','LedgerTransactionPosted','OccupancyEnded',
-                      'JobSucceeded','JobDeleted'])[k + 1],
-               'synthetic', 'kube-watcher/bench', 'job/job-' || j, gen_random_uuid()
-          FROM generate_series(0, {jobs - 1}) AS j, generate_series(0, {EVENTS_PER_JOB - 1}) AS k
+                      'JobRestarted','JobStarted','OccupancyEnded','JobSucceeded',
+                      'JobDeleted'])[k + 1],
+               1, t, t, t, 'kube-watcher/bench', jsonb_build_object('job_uid', 'job-' || j),
+               '\\x00'::bytea
+          FROM generate_series(0, {jobs - 1}) AS j, generate_series(0, {EVENTS_PER_JOB - 1}) AS k,
+               LATERAL (SELECT timestamptz '2026-01-01'
+                                 + (j * 31536::bigint / {jobs}) * interval '1000 s'
+                                 + k * interval '1 min' AS t) AS at
         """
+        )
+    )
+    conn.execute(
+        text(
+            "INSERT INTO checkpoints (name, position, offsets, updated_at) "
+            f"VALUES ('projection:jobs', {jobs * EVENTS_PER_JOB}, '{{}}', now())"
         )
     )
     conn.execute(
@@ -140,11 +151,7 @@ def main(argv: list[str]) -> int:
             )
 
             def timeline() -> object:
-                uid = f"job-{rng.randrange(args.jobs)}"
-                return conn.execute(
-                    text("SELECT * FROM job_timeline WHERE job_uid = :u ORDER BY position"),
-                    {"u": uid},
-                ).all()
+                return timeline_rows(conn, f"job-{rng.randrange(args.jobs)}")
 
             timeline_ms = _median_ms(timeline, args.repeat)
             invoice_ids = [

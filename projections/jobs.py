@@ -2,9 +2,12 @@
 
 One row per job uid in ``job_state`` (current status, when it entered each status,
 who submitted it where, requested resources, restart and preemption counts, time
-spent running and goodput) and one row per event about the job in
-``job_timeline`` (lifecycle events on ``job/<uid>``, pod occupancy, and decisions
-naming the job), each with a one-line summary, its source, ``by`` and ``reason``.
+spent running and goodput), and its timeline: every event about the job, each with a
+one-line summary, its source, ``by`` and ``reason``. The events of the job's own stream
+``job/<uid>`` (nearly all of them) are read from the store when asked for (it is
+append-only and indexed by stream, so a copy would only double the writes);
+``job_timeline`` holds rows for the events about the job recorded on other streams
+(decisions naming it, a pod reported on another job's stream).
 
 Status model (DESIGN §3 lifecycle events, plus occupancy):
 
@@ -52,7 +55,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from ledger.canonical import format_timestamp
 from ledger.events import JOB_LIFECYCLE_TYPES
 from ledger.store.base import RecordedEvent
-from ledger.store.schema import metadata
+from ledger.store.postgres import PostgresEventStore
+from ledger.store.schema import checkpoints, metadata
 from projections.base import Projection
 from projections.bulk import copy_table, fetch_keyed
 
@@ -66,6 +70,7 @@ __all__ = [
     "job_timeline",
     "job_workspace_quotas",
     "list_jobs",
+    "timeline_rows",
 ]
 
 STATUSES = (
@@ -378,22 +383,21 @@ class JobsProjection(Projection):
             stream = env.stream
             data = env.data
             if stream.startswith("job/") and kind in _ABOUT_OWN_JOB:
-                # nearly every event: a transition or pod of its own stream's job. The
-                # summary does not depend on which job's timeline the row lands in.
+                # nearly every event: a transition or pod of its own stream's job, whose
+                # timeline reads it from the store; only another job it names needs a row
                 own = stream[4:]
                 uid = data.get("job_uid")
-                by = None if kind == "OccupancyEnded" else data.get("by")
-                row = _timeline_row(event, own, by, data.get("reason"))
-                add_row(row)
                 if isinstance(uid, str) and uid != own:
-                    add_row((uid, *row[1:]))
+                    by = None if kind == "OccupancyEnded" else data.get("by")
+                    add_row(_timeline_row(event, uid, by, data.get("reason")))
                 target = uid or own
             elif kind in _OCCUPANCY or kind in _DECISIONS or stream.startswith("job/"):
                 named = _named_jobs(event)
                 if not named:
                     continue
                 for uid, by, reason in named:
-                    add_row(_timeline_row(event, uid, by, reason))
+                    if stream != f"job/{uid}":
+                        add_row(_timeline_row(event, uid, by, reason))
                 if kind not in _OCCUPANCY and kind not in _LIFECYCLE:
                     continue
                 target = data.get("job_uid") or stream[4:]
@@ -595,12 +599,37 @@ def job_detail(conn: Connection, uid: str) -> dict[str, Any]:
         {"uid": uid},
     )
     detail["occupied"] = [{k: _jsonable(v) for k, v in u._mapping.items()} for u in usage]
-    timeline = conn.execute(
-        job_timeline.select().where(job_timeline.c.job_uid == uid).order_by(job_timeline.c.position)
-    )
     detail["timeline"] = [
-        {k: _jsonable(v) for k, v in t._mapping.items() if k not in ("job_uid", "event_id")}
-        | {"event_id": str(t.event_id)}
-        for t in timeline
+        {k: _jsonable(v) for k, v in zip(_TIMELINE_COLUMNS, row, strict=True) if k != "job_uid"}
+        | {"event_id": str(row[-1])}
+        for row in timeline_rows(conn, uid)
     ]
     return detail
+
+
+_TIMELINE_COLUMNS = tuple(c.name for c in job_timeline.columns)
+_CHECKPOINT = f"projection:{JobsProjection.name}"
+
+
+def timeline_rows(conn: Connection, uid: str) -> list[tuple[Any, ...]]:
+    """Job ``uid``'s timeline as of the projection's checkpoint: ``job_timeline`` rows in
+    table order, position order.
+
+    The events of the job's own stream come from the store itself (append-only, indexed
+    by stream), read up to the checkpoint so they match ``job_state``; the table holds
+    only the events about the job recorded elsewhere (decisions, another job's stream).
+    """
+    (upto,) = conn.execute(
+        select(checkpoints.c.position).where(checkpoints.c.name == _CHECKPOINT)
+    ).one_or_none() or (0,)
+    stored = conn.execute(
+        job_timeline.select()
+        .where(job_timeline.c.job_uid == uid, job_timeline.c.position <= upto)
+        .order_by(job_timeline.c.position)
+    )
+    rows: list[tuple[Any, ...]] = [tuple(r) for r in stored]
+    for event in PostgresEventStore.read_stream_on(conn, f"job/{uid}", upto=upto):
+        by, reason = next((b, r) for u, b, r in _named_jobs(event) if u == uid)
+        rows.append(_timeline_row(event, uid, by, reason))
+    rows.sort(key=lambda r: int(r[1]))
+    return rows

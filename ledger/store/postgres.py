@@ -453,6 +453,15 @@ class PostgresEventStore(EventStore):
         )
 
     @staticmethod
+    def read_stream_on(conn: Connection, stream: str, *, upto: int) -> list[RecordedEvent]:
+        """Events of ``stream`` at positions up to ``upto``, in order, on ``conn``."""
+        return _fetch(
+            conn,
+            _SELECT_SQL + "WHERE stream = %s AND position <= %s ORDER BY version",
+            (stream, upto),
+        )
+
+    @staticmethod
     def read_window_on(
         conn: Connection, after: int, upto: int, types: Sequence[str] | None = None
     ) -> list[RecordedEvent]:

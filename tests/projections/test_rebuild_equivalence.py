@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from sqlalchemy import Connection
 
 from consumers.projector import Projector
+from ledger.envelopes import Envelope
 from ledger.events import (
     AdmissionDecided,
     JobAdmitted,
@@ -41,6 +42,7 @@ from ledger.events import (
 from ledger.store.base import RecordedEvent
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
+from projections.jobs import timeline_rows
 from projections.registry import all_projections as registered
 from tests.databases import TemplateDatabases
 from tests.projections.builders import Narrator, at, replica
@@ -148,6 +150,15 @@ def _narrate(steps: Sequence[tuple[tuple[Any, ...], int]]) -> Narrator:
     return n
 
 
+def _timelines(
+    store: PostgresEventStore, events: Sequence[Envelope]
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Every job's timeline (``jobs show``), by uid."""
+    uids = sorted({e.stream[4:] for e in events if e.stream.startswith("job/")})
+    with store.engine.connect() as conn:
+        return {uid: timeline_rows(conn, uid) for uid in uids}
+
+
 class Boom(Exception):
     pass
 
@@ -204,12 +215,16 @@ def test_incremental_equals_rebuild(
         survivor.catch_up()
         assert all(s.lag == 0 for s in survivor.status())
         incremental = snapshot(store, all_projections())
-        assert incremental["job_timeline"] or not any(e.stream.startswith("job/") for e in events)
+        timelines = _timelines(store, events)
+        for uid, rows in timelines.items():  # a job's own stream is all in its timeline
+            own = [e.event_id for e in events if e.stream == f"job/{uid}"]
+            assert [r[-1] for r in rows if r[8] == f"job/{uid}"] == own
 
         rebuilt = Projector(store, all_projections(), page_size=10_000)
         for projection in rebuilt.projections:
             rebuilt.rebuild(projection)
         assert snapshot(store, all_projections()) == incremental
+        assert _timelines(store, events) == timelines
     finally:
         store.close()
         databases.drop(url)
