@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
         with engine.begin() as conn:
             _generate(conn, args.jobs)
         print(
-            f"generated {args.jobs:,} jobs ({args.jobs * EVENTS_PER_JOB:,} timeline events) "
+            f"generated {args.jobs:,} jobs ({args.jobs * EVENTS_PER_JOB:,} events) "
             f"in {time.perf_counter() - started:.1f} s",
             flush=True,
         )
