@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 
 from bench.databases import scratch_database
 from consumers.lanes import catch_up_lanes
+from consumers.projections_cli import DEFAULT_PAGE
 from consumers.projector import Projector
 from ledger.envelopes import Envelope
 from ledger.events import (
@@ -265,7 +266,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench project")
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--baseline-events", type=int, default=10_000)
-    parser.add_argument("--page-size", type=int, default=5_000)
+    parser.add_argument(
+        "--page-size", type=int, default=DEFAULT_PAGE, help="default: dlc-ledger project's"
+    )
     parser.add_argument("--window", type=int, default=2_000, help="jobs running at once")
     parser.add_argument(
         "--workers",

@@ -40,6 +40,7 @@ Rules (also in ``docs/quotas.md``):
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -162,6 +163,10 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
+def _zeros() -> list[int]:
+    return [0, 0, 0, 0, 0]
+
+
 @dataclass
 class _Job:
     uid: str
@@ -261,31 +266,32 @@ class _Fold:
     bindings_changed: bool = False
     tree_rows: list[tuple[datetime, int, str, str | None]] = field(default_factory=list)
     # (at, position, quota) -> flavor -> RAW deltas
-    changes: dict[tuple[datetime, int, str], dict[str, list[int]]] = field(default_factory=dict)
+    changes: dict[tuple[datetime, int, str], defaultdict[str, list[int]]] = field(
+        default_factory=dict
+    )
 
     # --- raw usage -------------------------------------------------------------
 
-    def _add(
-        self, quota: str, flavor: str, at: datetime, position: int, column: int, delta: int
-    ) -> list[int]:
+    def _changes(self, at: datetime, position: int, quota: str) -> defaultdict[str, list[int]]:
+        """The RAW deltas per flavor of one event at one instant in one quota (a hot path:
+        every event of a page lands here a few times)."""
         key = (at, position, quota)
         per = self.changes.get(key)
         if per is None:
-            per = self.changes[key] = {}
-        values = per.get(flavor)
-        if values is None:
-            values = per[flavor] = [0, 0, 0, 0, 0]
-        values[column] += delta
-        return values
+            per = self.changes[key] = defaultdict(_zeros)
+        return per
 
     def _contribute(self, job: _Job, sign: int, position: int) -> None:
-        at, quota = job.changed_at, job.quota
         if job.state == "queued":
+            per = self._changes(job.changed_at, position, job.quota)
             for flavor, qty in job.requested.items():
-                self._add(quota, flavor, at, position, _QUEUED, sign * qty)[_QJOBS] += sign
+                values = per[flavor]
+                values[_QUEUED] += sign * qty
+                values[_QJOBS] += sign
         elif job.state == "running":
+            per = self._changes(job.changed_at, position, job.quota)
             for flavor in job.requested:
-                self._add(quota, flavor, at, position, _RUNNING, sign)
+                per[flavor][_RUNNING] += sign
 
     def _enter(self, job: _Job, state: str, at: datetime, position: int) -> None:
         if job.state == state or job.state == "done":
@@ -378,8 +384,10 @@ class _Fold:
         self._occupy(occ, +1, occ.started_at, position)
 
     def _occupy(self, occ: _Occ, sign: int, at: datetime, position: int) -> None:
+        per = self._changes(at, position, occ.quota)
         for flavor, qty in occ.resources.items():
-            values = self._add(occ.quota, flavor, at, position, _USED, sign * qty)
+            values = per[flavor]
+            values[_USED] += sign * qty
             if occ.idle:
                 values[_IDLE] += sign * qty
 
@@ -485,7 +493,8 @@ class QuotaProjection(Projection):
             nonzero = {flavor: v for flavor, v in per.items() if any(v)}
             if not nonzero:
                 continue
-            rows.append((at, position, quota, _dumps(nonzero)))
+            # jsonb keeps its own key order: no need to sort them here
+            rows.append((at, position, quota, orjson.dumps(nonzero)))
             for flavor, v in nonzero.items():
                 key = (quota, flavor)
                 t = totals.get(key)
