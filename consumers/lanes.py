@@ -9,7 +9,7 @@ serialise two runners that did overlap, so exactly-once holds as with one proces
 Within a lane, pages are still read once for all its projections.
 
 Lanes are balanced by each projection's :attr:`~projections.base.Projection.cost`
-(its relative cost per event): heaviest first into the lightest lane. A lane's process
+(its relative cost of applying an event): heaviest first into the lightest lane. A lane's process
 finds its projections by name in the registry, so only registered ones can run in lanes.
 """
 

@@ -27,8 +27,11 @@ class Projection(abc.ABC):
     tables: Sequence[Table] = ()
     #: Event types this projection reads (empty: all). Lets the runner skip pages cheaply.
     event_types: frozenset[str] = frozenset()
-    #: Relative cost per stored event (``python -m bench project --each``), so the
-    #: runner can balance projections over parallel lanes. Only the ratios matter.
+    #: Relative cost per stored event of applying it, reading it aside (a lane reads
+    #: each page once for all its projections), so the runner can balance projections
+    #: over parallel lanes. Only the ratios matter. Measured as client + server CPU of
+    #: the projection rebuilt alone minus that of reading the same events
+    #: (``docs/projections.md``, "Lanes").
     cost: float = 1.0
 
     @abc.abstractmethod

@@ -71,7 +71,7 @@ class _Page:
 
 class BillingProjection(Projection):
     name = "billing"
-    cost = 1.4
+    cost = 0.9
     tables = (
         billing_occupancies,
         billing_prices,

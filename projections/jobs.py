@@ -368,7 +368,7 @@ class JobsProjection(Projection):
     """Folds job lifecycle, occupancy and decision events into job_state and job_timeline."""
 
     name = "jobs"
-    cost = 2.8
+    cost = 1.7
     tables = (job_state, job_timeline, job_workspace_quotas)
 
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:

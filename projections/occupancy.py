@@ -124,7 +124,7 @@ class _Occupancy:
 
 class OccupancyProjection(Projection):
     name = "occupancy"
-    cost = 1.5
+    cost = 1.3
     tables = (occupancy,)
     event_types = frozenset({"OccupancyStarted", "OccupancyEnded"})
 
