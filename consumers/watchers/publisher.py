@@ -62,13 +62,13 @@ class Outbox:
             return
         with self._cond:
             if self._events + len(events) > self.capacity and self._events > 0:
-                self.waits += 1
                 started = time.monotonic()
                 log.warning(
                     "publish buffer full (%d events): Kafka is slower than the cluster;"
                     " holding the watch until it drains",
                     self._events,
                 )
+                self.waits += 1  # after the warning: whoever sees the count sees it logged
                 self._cond.wait_for(
                     lambda: self._closed or self._events + len(events) <= self.capacity,
                     timeout,
