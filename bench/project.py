@@ -17,10 +17,11 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
 from bench.databases import scratch_database
@@ -37,9 +38,11 @@ from ledger.events import (
     OccupancyStarted,
     ReplicaSpec,
 )
+from ledger.store.base import RecordedEvent
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
+from projections.base import Projection
 from projections.registry import all_projections
 
 __all__ = ["main", "replay_events"]
@@ -262,6 +265,34 @@ def _baseline(url: str, count: int, window: int) -> float:
     return processed / elapsed
 
 
+class _ReadOnly(Projection):
+    """Reads every event and applies nothing: the cost of reading, for ``--each``."""
+
+    name = "reading"
+
+    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+        pass
+
+
+def _server_cpu() -> float:
+    """CPU seconds used so far by this machine's PostgreSQL processes (Linux ``/proc``;
+    0 elsewhere). The server runs locally in the bench; other databases' work counts too."""
+    ticks = 0
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"postgres" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench project")
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -276,7 +307,11 @@ def main(argv: list[str]) -> int:
         default=os.cpu_count() or 1,
         help="lanes for the headline run (dlc-ledger project --workers)",
     )
-    parser.add_argument("--each", action="store_true", help="also time each projection alone")
+    parser.add_argument(
+        "--each",
+        action="store_true",
+        help="also time each projection alone, with its CPU (and that of reading alone)",
+    )
     args = parser.parse_args(argv)
 
     with scratch_database() as url:
@@ -307,13 +342,20 @@ def main(argv: list[str]) -> int:
             single = args.events / (time.perf_counter() - started)
             print(f"all projections together, one process: {single:,.0f} events/s", flush=True)
         if args.each:
-            # diagnosis: each projection rebuilt alone (each reads every event again)
-            for projection in all_projections():
-                started = time.perf_counter()
-                Projector(store, [projection], page_size=args.page_size).rebuild(projection)
+            # diagnosis: each projection rebuilt alone (each reads its events again), with
+            # the CPU it cost here and in PostgreSQL; "reading" applies nothing, so a
+            # projection's cost beyond reading (its Projection.cost) is the difference
+            for projection in [_ReadOnly(), *all_projections()]:
+                runner = Projector(store, [projection], page_size=args.page_size)
+                runner.reset(projection)
+                started, client, server = time.perf_counter(), time.process_time(), _server_cpu()
+                runner.catch_up()
                 elapsed = time.perf_counter() - started
+                client, server = time.process_time() - client, _server_cpu() - server
                 print(
-                    f"projection {projection.name} alone: {args.events / elapsed:,.0f} events/s",
+                    f"projection {projection.name} alone: {args.events / elapsed:,.0f} "
+                    f"events/s; CPU {client + server:.2f} s ({client:.2f} s here, "
+                    f"{server:.2f} s PostgreSQL)",
                     flush=True,
                 )
         store.close()

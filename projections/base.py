@@ -31,7 +31,7 @@ class Projection(abc.ABC):
     #: each page once for all its projections), so the runner can balance projections
     #: over parallel lanes. Only the ratios matter. Measured as client + server CPU of
     #: the projection rebuilt alone minus that of reading the same events
-    #: (``docs/projections.md``, "Lanes").
+    #: (``python -m bench project --each``; ``docs/projections.md``, "Lanes").
     cost: float = 1.0
 
     @abc.abstractmethod
