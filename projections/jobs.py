@@ -55,10 +55,11 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from ledger.canonical import format_timestamp
 from ledger.events import JOB_LIFECYCLE_TYPES
 from ledger.store.base import RecordedEvent
-from ledger.store.postgres import PostgresEventStore
-from ledger.store.schema import checkpoints, metadata
+from ledger.store.postgres import PostgresEventStore, PostgresUnitOfWork
+from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import copy_table, fetch_keyed
+from projections.steps import checkpoint_name
 
 __all__ = [
     "FINAL_STATUSES",
@@ -145,8 +146,7 @@ job_timeline = Table(
 _LIFECYCLE = JOB_LIFECYCLE_TYPES
 _OCCUPANCY = frozenset({"OccupancyStarted", "OccupancyEnded"})
 _DECISIONS = frozenset({"AdmissionDecided", "PreemptionDecided"})
-# on a job's own stream these name that job (and data.job_uid, if another) with the same
-# by/reason and a job-independent summary
+# on a job's own stream these name that job and, if another, data.job_uid: nothing else
 _ABOUT_OWN_JOB = _LIFECYCLE | _OCCUPANCY
 _MICRO = Decimal("0.000001")
 
@@ -374,7 +374,6 @@ class JobsProjection(Projection):
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         # one pass: timeline rows (they depend on the event alone) and the fold's work list
         timeline: list[tuple[Any, ...]] = []
-        add_row = timeline.append
         folds: list[tuple[str, str, dict[str, Any], datetime, int]] = []
         uids: set[str] = set()
         for event in events:
@@ -388,16 +387,13 @@ class JobsProjection(Projection):
                 own = stream[4:]
                 uid = data.get("job_uid")
                 if isinstance(uid, str) and uid != own:
-                    by = None if kind == "OccupancyEnded" else data.get("by")
-                    add_row(_timeline_row(event, uid, by, data.get("reason")))
+                    timeline.extend(_rows_elsewhere(event, _named_jobs(event)))
                 target = uid or own
             elif kind in _OCCUPANCY or kind in _DECISIONS or stream.startswith("job/"):
                 named = _named_jobs(event)
                 if not named:
                     continue
-                for uid, by, reason in named:
-                    if stream != f"job/{uid}":
-                        add_row(_timeline_row(event, uid, by, reason))
+                timeline.extend(_rows_elsewhere(event, named))
                 if kind not in _OCCUPANCY and kind not in _LIFECYCLE:
                     continue
                 target = data.get("job_uid") or stream[4:]
@@ -439,6 +435,17 @@ class JobsProjection(Projection):
                 .values(workspace=workspace, quota=quota)
                 .on_conflict_do_update(index_elements=["workspace"], set_={"quota": quota})
             )
+
+
+def _rows_elsewhere(
+    event: RecordedEvent, named: list[tuple[str, str | None, str | None]]
+) -> list[tuple[Any, ...]]:
+    """``job_timeline`` rows of ``event`` for the ``named`` jobs whose own stream it is not
+    on (their timelines cannot find it in the store by stream)."""
+    stream = event.envelope.stream
+    return [
+        _timeline_row(event, uid, by, reason) for uid, by, reason in named if stream != f"job/{uid}"
+    ]
 
 
 def _timeline_row(event: RecordedEvent, uid: str, by: Any, reason: Any) -> tuple[Any, ...]:
@@ -608,7 +615,6 @@ def job_detail(conn: Connection, uid: str) -> dict[str, Any]:
 
 
 _TIMELINE_COLUMNS = tuple(c.name for c in job_timeline.columns)
-_CHECKPOINT = f"projection:{JobsProjection.name}"
 
 
 def timeline_rows(conn: Connection, uid: str) -> list[tuple[Any, ...]]:
@@ -619,15 +625,11 @@ def timeline_rows(conn: Connection, uid: str) -> list[tuple[Any, ...]]:
     by stream), read up to the checkpoint so they match ``job_state``; the table holds
     only the events about the job recorded elsewhere (decisions, another job's stream).
     """
-    (upto,) = conn.execute(
-        select(checkpoints.c.position).where(checkpoints.c.name == _CHECKPOINT)
-    ).one_or_none() or (0,)
+    upto = PostgresUnitOfWork(conn).load_checkpoint(checkpoint_name(JobsProjection())).position
     stored = conn.execute(
-        job_timeline.select()
-        .where(job_timeline.c.job_uid == uid, job_timeline.c.position <= upto)
-        .order_by(job_timeline.c.position)
+        job_timeline.select().where(job_timeline.c.job_uid == uid, job_timeline.c.position <= upto)
     )
-    rows: list[tuple[Any, ...]] = [tuple(r) for r in stored]
+    rows: list[tuple[Any, ...]] = [tuple(r) for r in stored]  # in order once merged below
     for event in PostgresEventStore.read_stream_on(conn, f"job/{uid}", upto=upto):
         by, reason = next((b, r) for u, b, r in _named_jobs(event) if u == uid)
         rows.append(_timeline_row(event, uid, by, reason))
