@@ -26,8 +26,7 @@ from sqlalchemy.engine import make_url
 
 from bench.databases import scratch_database
 from consumers.lanes import catch_up_lanes
-from consumers.projections_cli import DEFAULT_PAGE
-from consumers.projector import Projector
+from consumers.projector import DEFAULT_PAGE, Projector
 from ledger.envelopes import Envelope
 from ledger.events import (
     JobStarted,
@@ -298,7 +297,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--baseline-events", type=int, default=10_000)
     parser.add_argument(
-        "--page-size", type=int, default=DEFAULT_PAGE, help="default: dlc-ledger project's"
+        "--page-size", type=int, default=DEFAULT_PAGE, help="default: the projector's, %(default)s"
     )
     parser.add_argument("--window", type=int, default=2_000, help="jobs running at once")
     parser.add_argument(

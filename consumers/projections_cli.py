@@ -26,7 +26,7 @@ import typer
 from consumers import context
 from consumers.jobs_cli import render_table
 from consumers.lanes import LaneFailed, catch_up_lanes, follow_lanes, plan_lanes
-from consumers.projector import Projector
+from consumers.projector import DEFAULT_PAGE, Projector
 from projections.base import Projection
 from projections.registry import all_projections, projection_named
 
@@ -40,9 +40,6 @@ NameOption = Annotated[
     str | None, typer.Option("--name", help="Only this projection (default: all registered).")
 ]
 PageOption = Annotated[int, typer.Option("--page-size", min=1, help="Events per transaction.")]
-# a job's events span a few thousand positions in a busy store: pages of this size fold
-# most of them together (fewer rows written twice), and a transaction stays short
-DEFAULT_PAGE = 5000
 
 
 def _selected(name: str | None) -> list[Projection]:
