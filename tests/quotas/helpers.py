@@ -121,11 +121,29 @@ def history(store: PostgresEventStore) -> list[UsageRow]:
 
 
 def dump_tables(store: PostgresEventStore) -> dict[str, list[tuple[str, ...]]]:
-    """Every row of every table the quota projection owns, in a stable order."""
+    """Every row of every table the quota projection owns, in a stable order.
+
+    ``quota_changes`` holds one row per instant and quota *within a page* (a page merges
+    its events' changes at one instant), so where pages split an instant's events differ;
+    what readers see of it never does: the net change per instant, quota and flavor.
+    """
     with store.engine.connect() as conn:
         out = {}
         for table in QuotaProjection.tables:
-            rows = conn.execute(text(f"SELECT * FROM {table.name}"))
+            if table.name == "quota_changes":
+                sums = ", ".join(f"sum((d.value->>{i})::bigint)::bigint" for i in range(5))
+                rows = [
+                    row
+                    for row in conn.execute(
+                        text(
+                            f"SELECT at, quota, d.key, {sums} FROM quota_changes "
+                            "CROSS JOIN LATERAL jsonb_each(changes) d GROUP BY at, quota, d.key"
+                        )
+                    )
+                    if any(row[3:])
+                ]
+            else:
+                rows = list(conn.execute(text(f"SELECT * FROM {table.name}")))
             out[table.name] = sorted(tuple(map(repr, row)) for row in rows)
         return out
 

@@ -3,6 +3,8 @@ event per page, it equals a rebuild row for row (regression for duplicate JobSub
 
 from __future__ import annotations
 
+from sqlalchemy import text
+
 from consumers.projector import Projector
 from ledger.envelopes import Envelope
 from ledger.events import JobStarted
@@ -75,3 +77,31 @@ def test_a_quota_deleted_and_restored_within_an_instant_across_pages(
             *tree_events(CHANGED, at(20), current=TREE),  # deleted for good
         ],
     )
+
+
+def test_a_page_writes_one_change_row_per_instant_and_quota(store: PostgresEventStore) -> None:
+    store.append(
+        [
+            *tree_events(TREE, at(0)),
+            submitted("j1", "ws-a", at(10), mgpu=500),
+            transition(JobStarted, "j1", at(10)),
+            occ_started("p1", "j1", "ws-a", at(10), mgpu=500),
+            submitted("j2", "ws-b", at(10), mgpu=700),  # same instant, another quota
+            occ_ended("p1", "j1", at(20)),
+        ]
+    )
+    first_job_event = len(tree_events(TREE, at(0))) + 1
+    projection = QuotaProjection()
+    Projector(store, [projection], page_size=1000).catch_up()
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT at, position, quota, changes FROM quota_changes ORDER BY at, quota")
+        ).all()
+    assert [(r.at, r.position, r.quota) for r in rows] == [
+        (at(10), first_job_event, "a"),
+        (at(10), first_job_event + 3, "b"),
+        (at(20), first_job_event + 4, "a"),
+    ]
+    # submitted then started within the instant: running, no longer queued
+    assert rows[0].changes["gpu/any"] == [500, 0, 0, 1, 0]
+    assert rows[2].changes["gpu/any"] == [-500, 0, 0, 0, 0]
