@@ -71,7 +71,7 @@ class _Page:
 
 class BillingProjection(Projection):
     name = "billing"
-    cost = 0.9
+    cost = 1.0
     tables = (
         billing_occupancies,
         billing_prices,

@@ -83,7 +83,7 @@ class _Version:
 
 class InventoryProjection(Projection):
     name = "inventory"
-    cost = 0.05
+    cost = 0.1
     tables = (inventory_nodes,)
     event_types = frozenset({"NodeRegistered", "NodeCordoned", "NodeRemoved"})
 

@@ -368,7 +368,7 @@ class JobsProjection(Projection):
     """Folds job lifecycle, occupancy and decision events into job_state and job_timeline."""
 
     name = "jobs"
-    cost = 1.7
+    cost = 2.2
     tables = (job_state, job_timeline, job_workspace_quotas)
 
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:

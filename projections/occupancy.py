@@ -124,7 +124,7 @@ class _Occupancy:
 
 class OccupancyProjection(Projection):
     name = "occupancy"
-    cost = 1.3
+    cost = 2.0
     tables = (occupancy,)
     event_types = frozenset({"OccupancyStarted", "OccupancyEnded"})
 

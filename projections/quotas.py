@@ -434,7 +434,7 @@ class QuotaProjection(Projection):
     """Folds quota, workspace, job and occupancy events into the quota tables."""
 
     name = "quotas"
-    cost = 4.0
+    cost = 3.9
     tables = (
         quota_changes,
         quota_own_usage,

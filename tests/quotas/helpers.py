@@ -22,6 +22,7 @@ from ledger.quotas import NO_QUOTA, QuotaTree, diff
 from ledger.store.postgres import PostgresEventStore
 from projections.quota_reads import UsageRow, usage_history
 from projections.quotas import QuotaProjection
+from tests.projections.tables import net_quota_changes
 
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -121,27 +122,13 @@ def history(store: PostgresEventStore) -> list[UsageRow]:
 
 
 def dump_tables(store: PostgresEventStore) -> dict[str, list[tuple[str, ...]]]:
-    """Every row of every table the quota projection owns, in a stable order.
-
-    ``quota_changes`` holds one row per instant and quota *within a page* (a page merges
-    its events' changes at one instant), so where pages split an instant's events differ;
-    what readers see of it never does: the net change per instant, quota and flavor.
-    """
+    """Every row of every table the quota projection owns, in a stable order
+    (``quota_changes`` as net changes: :func:`tests.projections.tables.net_quota_changes`)."""
     with store.engine.connect() as conn:
         out = {}
         for table in QuotaProjection.tables:
             if table.name == "quota_changes":
-                sums = ", ".join(f"sum((d.value->>{i})::bigint)::bigint" for i in range(5))
-                rows = [
-                    row
-                    for row in conn.execute(
-                        text(
-                            f"SELECT at, quota, d.key, {sums} FROM quota_changes "
-                            "CROSS JOIN LATERAL jsonb_each(changes) d GROUP BY at, quota, d.key"
-                        )
-                    )
-                    if any(row[3:])
-                ]
+                rows = net_quota_changes(conn)
             else:
                 rows = list(conn.execute(text(f"SELECT * FROM {table.name}")))
             out[table.name] = sorted(tuple(map(repr, row)) for row in rows)
