@@ -129,7 +129,8 @@ def rebuild(
     ] = None,
     page_size: PageOption = DEFAULT_PAGE,
 ) -> None:
-    """Empty a projection's tables and replay the whole store into it."""
+    """Empty a projection's tables, replay the whole store into it, then VACUUM (ANALYZE)
+    them."""
     projector = Projector(context.open_store(), _selected(name), page_size=page_size)
     for projection in projector.projections:
         started = time.perf_counter()

@@ -140,12 +140,31 @@ class Projector:
             uow.save_checkpoint(checkpoint_name(projection), position=0)
 
     def rebuild(self, projection: Projection) -> int:
-        """Empty the projection and replay the whole store into it."""
+        """Empty the projection, replay the whole store into it, then vacuum and analyze
+        its tables."""
         self.reset(projection)
         read = 0
         while step := self.step(projection):
             read += step
+        self.tidy(projection)
         return read
+
+    def tidy(self, projection: Projection) -> None:
+        """VACUUM (ANALYZE) the projection's tables.
+
+        A reset deletes every row, so after a rebuild a table holds as many dead rows as
+        live ones and, where autovacuum lags or is off, no statistics: readers' plans then
+        scan dead rows (``quota-usage --at`` mid-history on openb: 587-706 ms right after a
+        rebuild, 107-272 ms after a catch-up). Not being the tables' owner only makes
+        PostgreSQL skip them with a warning.
+        """
+        names = ", ".join(f'"{t.name}"' for t in projection.tables)
+        if not names:
+            return
+        with self.store.engine.connect().execution_options(
+            isolation_level="AUTOCOMMIT"
+        ) as conn:  # VACUUM cannot run in a transaction block
+            conn.exec_driver_sql(f"VACUUM (ANALYZE) {names}")
 
     def run_forever(self, stop: StopFlag, *, poll_interval: float = 2.0) -> None:
         """Tail live: catch up, then wait for a NOTIFY (or the poll interval), repeat."""

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from sqlalchemy import text
 
 from ledger.events import JobSubmitted, JobSucceeded
 from ledger.store.postgres import PostgresEventStore
@@ -81,3 +82,18 @@ def test_follow_tails_until_sigterm(
             proc.kill()
     assert proc.returncode == 0, err
     assert "stopped; checkpoints are saved" in out
+
+
+def test_a_rebuild_leaves_its_tables_vacuumed_and_analyzed(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    n = Narrator()
+    _jobs(n, 0, 10)
+    store.append(n.events)
+    cli("project", "--name", "jobs")
+    cli("projections", "rebuild", "jobs")  # deletes the 10 rows, then writes them again
+    with store.engine.connect() as conn:
+        counted = conn.execute(
+            text("SELECT reltuples FROM pg_class WHERE relname = 'job_state'")
+        ).scalar_one()
+    assert counted == 10  # -1 (never counted) until a VACUUM or ANALYZE runs
