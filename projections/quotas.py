@@ -280,8 +280,8 @@ class _Fold:
         A page's events at the same instant in the same quota share one change row, keyed
         by the first one's position (unique across pages): readers only ever sum changes
         up to an instant, so one row per change point holds the same figures as one per
-        event, in a third of the rows on a replay's shape (a job's submit, start and first
-        pod often share an instant, as do its last pod's end and its own).
+        event, in two fifths of the rows on the bench's replay shape (a job's submit, start
+        and first pod often share an instant, as do its last pod's end and its own).
         """
         key = (at, quota)
         entry = self.changes.get(key)
