@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import orjson
 from psycopg.errors import UniqueViolation
 from sqlalchemy import Connection, Engine, and_, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -108,9 +109,12 @@ def record_hash(
 
 
 _ENVELOPE_FIELDS = frozenset(Envelope.model_fields)
+# data as text, decoded by orjson in _fetch: psycopg's jsonb loader is a Python call
+# per value around the same orjson.loads, and cost as much again (200,000 events: 0.7 s
+# of client CPU through the loader, 0.35 s decoding the text directly)
 _SELECT_SQL = (
     "SELECT position, version, recorded_at, event_id, type, schema_version, stream, "
-    "occurred_at, observed_at, source, causation_id, correlation_id, data FROM events "
+    "occurred_at, observed_at, source, causation_id, correlation_id, data::text FROM events "
 )
 
 
@@ -128,33 +132,35 @@ def _trusted_envelope(fields: dict[str, Any]) -> Envelope:
     return envelope
 
 
-def _recorded(row: Any) -> RecordedEvent:
-    (position, version, recorded_at, event_id, type_, schema_version, stream, occurred_at,
-     observed_at, source, causation_id, correlation_id, data) = row[:13]  # fmt: skip
+def _recorded(row: Any, data: Any) -> RecordedEvent:
+    """A RecordedEvent from a row of ``_READ_COLUMNS`` (or ``_SELECT_SQL``) and its
+    decoded ``data``."""
     envelope = _trusted_envelope(
         {
-            "event_id": event_id,
-            "type": type_,
-            "schema_version": schema_version,
-            "stream": stream,
-            "occurred_at": occurred_at,
-            "observed_at": observed_at,
-            "source": source,
-            "causation_id": causation_id,
-            "correlation_id": correlation_id,
+            "event_id": row[3],
+            "type": row[4],
+            "schema_version": row[5],
+            "stream": row[6],
+            "occurred_at": row[7],
+            "observed_at": row[8],
+            "source": row[9],
+            "causation_id": row[10],
+            "correlation_id": row[11],
             "data": data,
         }
     )
-    return RecordedEvent(position, version, recorded_at, envelope)
+    return RecordedEvent(row[0], row[1], row[2], envelope)
 
 
 def _fetch(conn: Connection, sql: str, params: Sequence[Any]) -> list[RecordedEvent]:
-    # straight from the driver: SQLAlchemy's Row machinery costs more than the query
+    """The events of ``sql`` (``_SELECT_SQL`` + conditions), straight from the driver:
+    SQLAlchemy's Row machinery costs more than the query."""
     raw = conn.connection.driver_connection
     assert raw is not None
+    loads = orjson.loads
     with raw.cursor() as cur:
         cur.execute(sql, params)
-        return [_recorded(row) for row in cur.fetchall()]
+        return [_recorded(row, loads(row[12])) for row in cur.fetchall()]
 
 
 class PostgresUnitOfWork(UnitOfWork):
@@ -432,7 +438,7 @@ class PostgresEventStore(EventStore):
 
     def _read(self, query: Any) -> list[RecordedEvent]:
         with self.engine.connect() as conn:
-            return [_recorded(tuple(row)) for row in conn.execute(query)]
+            return [_recorded(row, row[12]) for row in conn.execute(query)]
 
     def read_stream(self, stream: str, *, after_version: int = 0) -> list[RecordedEvent]:
         return self._read(
@@ -540,7 +546,7 @@ class PostgresEventStore(EventStore):
                         return VerifyResult(
                             checked, expected_position, f"position {expected_position} is missing"
                         )
-                    recorded = _recorded(row)
+                    recorded = _recorded(row, row.data)
                     digest = record_hash(
                         previous, row.position, row.version, row.recorded_at, recorded.envelope
                     )
