@@ -192,7 +192,7 @@ def _baseline(url: str, count: int, window: int) -> float:
     from eventsourcing.domain import Aggregate, event
     from eventsourcing.system import ProcessApplication
 
-    class Job(Aggregate):  # type: ignore[misc]
+    class Job(Aggregate):
         @event("Submitted")
         def __init__(self, name: str, workspace: str) -> None:
             self.name, self.workspace, self.status = name, workspace, "Creating"
@@ -213,10 +213,10 @@ def _baseline(url: str, count: int, window: int) -> float:
         def succeed(self) -> None:
             self.status = "Succeeded"
 
-    class Cluster(Application):  # type: ignore[misc]
+    class Cluster(Application[uuid.UUID]):
         log_section_size = 500
 
-    class JobStates(ProcessApplication):  # type: ignore[misc]
+    class JobStates(ProcessApplication[uuid.UUID]):
         """Trivial work per event: fold it into an in-memory status count."""
 
         pull_section_size = 500
