@@ -86,7 +86,7 @@ def publish_price_book(
     event_id = _content_id("book", payload)
     existing = store.read_stream(stream)
     for record in existing:
-        if record.envelope.event_id == event_id:
+        if record.event_id == event_id:
             return PublishResult(stream, str(event_id), added=False)
         other = decode(record.envelope)
         if isinstance(other, PriceBookPublished) and other.effective_from == event.effective_from:
@@ -138,7 +138,7 @@ def publish_spot_price(
     stream = f"pricebook/spot/{resource}"
     event_id = _content_id("spot", event.model_dump(mode="json"))
     for record in store.read_stream(stream):
-        if record.envelope.event_id == event_id:
+        if record.event_id == event_id:
             return PublishResult(stream, str(event_id), added=False)
     now = at or datetime.now(UTC)
     envelope = make_envelope(

@@ -102,7 +102,7 @@ class BillingProjection(Projection):
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         page = _Page()
         for record in events:
-            kind = record.envelope.type
+            kind = record.type
             # the high-volume types are read straight from the stored dicts (the store
             # validated them on the way in); the rare ones through their models
             if kind == "OccupancyStarted":
@@ -112,7 +112,7 @@ class BillingProjection(Projection):
             elif kind == "LedgerTransactionPosted":
                 _fold_transaction(page, record)
             elif kind == "WorkspaceBound":
-                d = record.envelope.data
+                d = record.data
                 binding = (d.get("quota"), record.position)
                 _bindings(page, conn)[d["workspace"]] = binding
                 page.bound[d["workspace"]] = binding
@@ -170,7 +170,7 @@ def _bindings(page: _Page, conn: Connection) -> dict[str, tuple[str | None, int]
 
 
 def _fold_start(page: _Page, record: RecordedEvent, conn: Connection) -> None:
-    d = record.envelope.data
+    d = record.data
     halves = page.occupancies.setdefault(d["occupancy_id"], [None, None])
     if halves[0] is not None:
         return  # the first start of an occupancy wins
@@ -190,14 +190,14 @@ def _fold_start(page: _Page, record: RecordedEvent, conn: Connection) -> None:
         d["memory_mib"],
         d.get("billing_mode", "public"),
         _ts(d["started_at"]),
-        record.envelope.event_id,
+        record.event_id,
         record.position,
         record.recorded_at,
     )
 
 
 def _fold_end(page: _Page, record: RecordedEvent) -> None:
-    d = record.envelope.data
+    d = record.data
     halves = page.occupancies.setdefault(d["occupancy_id"], [None, None])
     if halves[1] is not None:
         return  # the first end wins
@@ -205,7 +205,7 @@ def _fold_end(page: _Page, record: RecordedEvent) -> None:
         d["job_uid"],
         _ts(d["ended_at"]),
         d.get("reason", "completed"),
-        record.envelope.event_id,
+        record.event_id,
         record.position,
         record.recorded_at,
     )
@@ -233,18 +233,17 @@ def _price_row(record: RecordedEvent, d: PriceBookPublished | SpotPriceChanged) 
     key = d.book_id if isinstance(d, PriceBookPublished) else d.resource
     return {
         "position": record.position,
-        "event_id": record.envelope.event_id,
-        "type": record.envelope.type,
+        "event_id": record.event_id,
+        "type": record.type,
         "key": key,
         "effective_from": d.effective_from,
         "recorded_at": record.recorded_at,
-        "data": record.envelope.data,
+        "data": record.data,
     }
 
 
 def _fold_transaction(page: _Page, record: RecordedEvent) -> None:
-    env = record.envelope
-    d = env.data
+    d = record.data
     transaction_id = d["transaction_id"]
     postings = d["postings"]
     amount = 0
@@ -281,9 +280,9 @@ def _fold_transaction(page: _Page, record: RecordedEvent) -> None:
     if transaction_id not in page.txns:  # the first one wins (ON CONFLICT DO NOTHING)
         page.txns[transaction_id] = (
             transaction_id,
-            env.event_id,
+            record.event_id,
             record.position,
-            env.occurred_at,
+            record.occurred_at,
             record.recorded_at,
             d.get("period"),
             d.get("memo", ""),

@@ -88,7 +88,7 @@ class InventoryProjection(Projection):
     event_types = frozenset({"NodeRegistered", "NodeCordoned", "NodeRemoved"})
 
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
-        names = {e.envelope.data["node"] for e in events if e.envelope.type in self.event_types}
+        names = {e.data["node"] for e in events if e.type in self.event_types}
         if not names:
             return
         # the open version of each node, and its highest seq (a removed node has none open)
@@ -106,13 +106,13 @@ class InventoryProjection(Projection):
             current[version.node] = version if version.valid_to is None else None
         written: dict[tuple[str, int], _Version] = {}
         for event in events:
-            kind = event.envelope.type
+            kind = event.type
             if kind not in self.event_types:
                 continue
-            data = event.envelope.data
+            data = event.data
             node = data["node"]
             open_version = current[node]
-            at = event.envelope.occurred_at
+            at = event.occurred_at
             if open_version is not None and at < open_version.valid_from:
                 at = open_version.valid_from
             if kind == "NodeRegistered":

@@ -323,21 +323,20 @@ def _summary(kind: str, data: dict[str, Any], job_uid: str) -> str:
 
 def _named_jobs(event: RecordedEvent) -> list[tuple[str, str | None, str | None]]:
     """(job uid, by, reason) for every job the event is about."""
-    env = event.envelope
-    data = env.data
+    data = event.data
     found: dict[str, tuple[str | None, str | None]] = {}
-    if env.stream.startswith("job/"):
-        found[env.stream[4:]] = (data.get("by"), data.get("reason"))
+    if event.stream.startswith("job/"):
+        found[event.stream[4:]] = (data.get("by"), data.get("reason"))
     uid = data.get("job_uid")
     if isinstance(uid, str) and uid not in found:
         found[uid] = (data.get("by"), data.get("reason"))
-    if env.type == "OccupancyEnded":
+    if event.type == "OccupancyEnded":
         for key in list(found):
             found[key] = (None, data.get("reason"))
-    elif env.type == "AdmissionDecided":
+    elif event.type == "AdmissionDecided":
         for key in list(found):
             found[key] = ("dispatcher", data.get("outcome"))
-    elif env.type == "PreemptionDecided":
+    elif event.type == "PreemptionDecided":
         preemptor = data.get("preemptor")
         if isinstance(preemptor, str):
             found.setdefault(preemptor, (None, data.get("reason")))
@@ -377,10 +376,9 @@ class JobsProjection(Projection):
         folds: list[tuple[str, str, dict[str, Any], datetime, int]] = []
         uids: set[str] = set()
         for event in events:
-            env = event.envelope
-            kind = env.type
-            stream = env.stream
-            data = env.data
+            kind = event.type
+            stream = event.stream
+            data = event.data
             if stream.startswith("job/") and kind in _ABOUT_OWN_JOB:
                 # nearly every event: a transition or pod of its own stream's job, whose
                 # timeline reads it from the store; only another job it names needs a row
@@ -401,7 +399,7 @@ class JobsProjection(Projection):
                 target = ""  # not a job: a binding, folded in order with the jobs below
             else:
                 continue
-            folds.append((target, kind, data, env.occurred_at, event.position))
+            folds.append((target, kind, data, event.occurred_at, event.position))
             if target:
                 uids.add(target)
         if not folds and not timeline:
@@ -442,7 +440,7 @@ def _rows_elsewhere(
 ) -> list[tuple[Any, ...]]:
     """``job_timeline`` rows of ``event`` for the ``named`` jobs whose own stream it is not
     on (their timelines cannot find it in the store by stream)."""
-    stream = event.envelope.stream
+    stream = event.stream
     return [
         _timeline_row(event, uid, by, reason) for uid, by, reason in named if stream != f"job/{uid}"
     ]
@@ -450,18 +448,17 @@ def _rows_elsewhere(
 
 def _timeline_row(event: RecordedEvent, uid: str, by: Any, reason: Any) -> tuple[Any, ...]:
     """A ``job_timeline`` row (table order): the event as seen from job ``uid``."""
-    env = event.envelope
     return (
         uid,
         event.position,
-        env.occurred_at,
-        env.type,
-        _summary(env.type, env.data, uid),
-        env.source,
+        event.occurred_at,
+        event.type,
+        _summary(event.type, event.data, uid),
+        event.source,
         by,
         reason,
-        env.stream,
-        env.event_id,
+        event.stream,
+        event.event_id,
     )
 
 

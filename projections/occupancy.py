@@ -129,16 +129,14 @@ class OccupancyProjection(Projection):
     event_types = frozenset({"OccupancyStarted", "OccupancyEnded"})
 
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
-        ids = {
-            e.envelope.data["occupancy_id"] for e in events if e.envelope.type in self.event_types
-        }
+        ids = {e.data["occupancy_id"] for e in events if e.type in self.event_types}
         if not ids:
             return
         # columns in _Occupancy's field order (= table order): a row constructs it positionally
         rows = {r[0]: _Occupancy(*r) for r in take_rows(conn, occupancy, "occupancy_id", ids)}
         for event in events:
-            kind = event.envelope.type
-            data = event.envelope.data
+            kind = event.type
+            data = event.data
             if kind == "OccupancyStarted":
                 occ_id = data["occupancy_id"]
                 row = rows.get(occ_id)

@@ -426,7 +426,7 @@ def _spec_json(spec: QuotaSpec) -> str:
 
 
 def _key(event: RecordedEvent) -> str | None:
-    uid = event.envelope.data.get("job_uid")
+    uid = event.data.get("job_uid")
     return uid if isinstance(uid, str) else None
 
 
@@ -449,8 +449,7 @@ class QuotaProjection(Projection):
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         fold = self._load(conn, {uid for uid in map(_key, events) if uid is not None})
         for event in events:
-            env = event.envelope
-            fold.apply(env.type, env.data, env.occurred_at, event.position)
+            fold.apply(event.type, event.data, event.occurred_at, event.position)
         self._save(conn, fold)
 
     @staticmethod

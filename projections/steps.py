@@ -77,7 +77,7 @@ def advance_on(
     )
     for projection in group:
         types = projection.event_types
-        relevant = [r for r in page if r.envelope.type in types] if types else page
+        relevant = [r for r in page if r.type in types] if types else page
         if relevant:
             projection.apply(conn, relevant)
     conn.execute(

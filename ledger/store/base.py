@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from ledger.envelopes import Envelope
@@ -58,14 +58,44 @@ class DuplicateEventConflict(StoreError):
         self.event_id = event_id
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedEvent:
-    """An event as stored: its envelope plus where and when the store put it."""
+_ENVELOPE_NAMES = tuple(Envelope.model_fields)
+_ENVELOPE_FIELDS = frozenset(_ENVELOPE_NAMES)
+
+
+class RecordedEvent(NamedTuple):
+    """An event as stored: where and when the store put it, then its envelope's fields, flat.
+
+    Flat, and a tuple, because projections read millions of them: a tuple of the row's
+    columns costs a third of building a pydantic :class:`Envelope` per event (200,000
+    events: 0.29 s against 0.75 s of client CPU). :attr:`envelope` builds the model when a
+    reader wants one (each time: the readers that do want it once per event).
+    """
 
     position: int
     version: int
     recorded_at: datetime
-    envelope: Envelope
+    event_id: UUID
+    type: str
+    schema_version: int
+    stream: str
+    occurred_at: datetime
+    observed_at: datetime
+    source: str
+    causation_id: UUID | None
+    correlation_id: UUID | None
+    data: dict[str, Any]
+
+    @property
+    def envelope(self) -> Envelope:
+        """The stored envelope (validated when it was appended, so not validated again:
+        ``Envelope.model_construct`` would cost four times as much)."""
+        envelope = Envelope.__new__(Envelope)
+        # the fields after the first three are the envelope's, in its order
+        object.__setattr__(envelope, "__dict__", dict(zip(_ENVELOPE_NAMES, self[3:], strict=True)))
+        object.__setattr__(envelope, "__pydantic_fields_set__", _ENVELOPE_FIELDS)
+        object.__setattr__(envelope, "__pydantic_extra__", None)
+        object.__setattr__(envelope, "__pydantic_private__", None)
+        return envelope
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 
+from ledger.envelopes import Envelope
 from ledger.store.base import ConcurrencyConflict, DuplicateEventConflict, EventStore
 from tests.factories import EPOCH, job_succeeded, occupancy_started
 
@@ -27,6 +28,20 @@ class EventStoreContract:
         assert [r.version for r in read] == [1, 2]
         assert store.stream_version("job/j1") == 2
         assert store.stream_version("job/none") == 0
+
+    def test_recorded_events_carry_the_envelopes_fields_flat(self, store: EventStore) -> None:
+        # projections read the flat fields; they must be the envelope's, every one
+        event = occupancy_started(1, job="j1")
+        store.append([event])
+        (recorded,) = store.read_after(0)
+        assert recorded._fields[3:] == tuple(Envelope.model_fields)
+        assert recorded[3:] == tuple(getattr(event, name) for name in Envelope.model_fields)
+        assert (recorded.type, recorded.stream, recorded.data) == (
+            event.type,
+            event.stream,
+            event.data,
+        )
+        assert recorded.envelope == event
 
     def test_append_is_idempotent_by_event_id(self, store: EventStore) -> None:
         batch = [occupancy_started(n) for n in range(5)]
