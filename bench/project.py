@@ -274,8 +274,13 @@ class _ReadOnly(Projection):
 
 
 def _server_cpu() -> float:
-    """CPU seconds used so far by this machine's PostgreSQL processes (Linux ``/proc``;
-    0 elsewhere). The server runs locally in the bench; other databases' work counts too."""
+    """CPU seconds used so far by this machine's PostgreSQL processes, those that have
+    exited included (Linux ``/proc``; 0 elsewhere).
+
+    A backend that exits (a lane's connection) leaves its CPU in the postmaster's
+    children's times once reaped, so those count too. The server runs locally in the
+    bench; other databases' work counts as well.
+    """
     ticks = 0
     for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not pid.isdigit():
@@ -288,8 +293,14 @@ def _server_cpu() -> float:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        ticks += sum(map(int, fields[11:15]))  # utime, stime, cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's children that have been waited for (the lanes)."""
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 def main(argv: list[str]) -> int:
@@ -321,13 +332,15 @@ def main(argv: list[str]) -> int:
         print(f"stored {args.events:,} events in {filled:.1f} s", flush=True)
         # the headline: all projections together, as `dlc-ledger project --workers N` builds
         # them (lane processes included: their start-up is part of the time)
-        started = time.perf_counter()
+        started, lanes, server = time.perf_counter(), _children_cpu(), _server_cpu()
         catch_up_lanes(url, all_projections(), workers=args.workers, page_size=args.page_size)
         total = time.perf_counter() - started
+        lanes, server = _children_cpu() - lanes, _server_cpu() - server
         rate = args.events / total
         print(
             f"all projections together, {args.workers} lane(s): {args.events:,} events in "
-            f"{total:.1f} s ({rate:,.0f} events/s)",
+            f"{total:.1f} s ({rate:,.0f} events/s); CPU {lanes + server:.1f} s ({lanes:.1f} s "
+            f"in the lanes, {server:.1f} s PostgreSQL)",
             flush=True,
         )
         single: float | None = None

@@ -24,10 +24,12 @@ from ledger.quotas import QuotaTree, topological_order
 from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
 from projections.quotas import quota_nodes, quota_workspaces
 
-__all__ = ["UsageRow", "quota_tree", "usage_at", "usage_history"]
+__all__ = ["CHANGE_SUMS", "UsageRow", "quota_tree", "usage_at", "usage_history"]
 
 _RAW_COLS = ", ".join(RAW)
-_SUMS = ", ".join(f"sum((d.value->>{i})::bigint)::bigint AS {n}" for i, n in enumerate(RAW))
+#: SQL select list: the raw changes of ``jsonb_each(changes) d`` summed, one column per
+#: :data:`~ledger.usage_boards.RAW` figure (callers group by what they need)
+CHANGE_SUMS = ", ".join(f"sum((d.value->>{i})::bigint)::bigint AS {n}" for i, n in enumerate(RAW))
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +243,7 @@ def _raw_at(
 
     def sums(side: str) -> str:  # the changes on one side of ``at``, per (quota, flavor)
         return (
-            f"SELECT c.quota, d.key AS flavor, {_SUMS} FROM quota_changes c "
+            f"SELECT c.quota, d.key AS flavor, {CHANGE_SUMS} FROM quota_changes c "
             f"CROSS JOIN LATERAL jsonb_each(c.changes) d "
             f"WHERE c.at {side} :at{only} GROUP BY c.quota, d.key"
         )

@@ -15,17 +15,16 @@ from sqlalchemy import Connection, Table, select, text
 
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
+from projections.quota_reads import CHANGE_SUMS
 
 __all__ = ["net_quota_changes", "snapshot"]
 
-_SUMS = ", ".join(f"sum((d.value->>{i})::bigint)::bigint" for i in range(5))
-
 
 def net_quota_changes(conn: Connection) -> list[tuple[Any, ...]]:
-    """``quota_changes`` as (at, quota, flavor, five net changes), zero nets left out."""
+    """``quota_changes`` as (at, quota, flavor, its net raw changes), zero nets left out."""
     rows = conn.execute(
         text(
-            f"SELECT at, quota, d.key, {_SUMS} FROM quota_changes "
+            f"SELECT at, quota, d.key, {CHANGE_SUMS} FROM quota_changes "
             "CROSS JOIN LATERAL jsonb_each(changes) d GROUP BY at, quota, d.key "
             "ORDER BY at, quota, d.key"
         )
