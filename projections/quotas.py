@@ -123,7 +123,7 @@ quota_occupancies = Table(
     "quota_occupancies",
     metadata,
     Column("occupancy_id", Text, primary_key=True),
-    Column("job_uid", Text, nullable=False, index=True),
+    Column("job_uid", Text, nullable=False),
     Column("quota", Text, nullable=False),
     Column("idle", Boolean, nullable=False),
     Column("resources", JSONB, nullable=False),
@@ -425,9 +425,18 @@ def _spec_json(spec: QuotaSpec) -> str:
     return _dumps(spec.model_dump(mode="json"))
 
 
-def _key(event: RecordedEvent) -> str | None:
-    uid = event.data.get("job_uid")
-    return uid if isinstance(uid, str) else None
+def _named(events: Sequence[RecordedEvent]) -> tuple[set[str], set[str]]:
+    """The job uids and the occupancy ids ``events`` name: the fold state a page needs."""
+    uids: set[str] = set()
+    occupancies: set[str] = set()
+    for event in events:
+        data = event.data
+        uid = data.get("job_uid")
+        if isinstance(uid, str):
+            uids.add(uid)
+        if event.type in _OCC_EVENTS:
+            occupancies.add(data["occupancy_id"])
+    return uids, occupancies
 
 
 class QuotaProjection(Projection):
@@ -447,13 +456,13 @@ class QuotaProjection(Projection):
     event_types = _TREE_EVENTS | _JOB_EVENTS | _OCC_EVENTS
 
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
-        fold = self._load(conn, {uid for uid in map(_key, events) if uid is not None})
+        fold = self._load(conn, *_named(events))
         for event in events:
             fold.apply(event.type, event.data, event.occurred_at, event.position)
         self._save(conn, fold)
 
     @staticmethod
-    def _load(conn: Connection, uids: set[str]) -> _Fold:
+    def _load(conn: Connection, uids: set[str], occupancies: set[str]) -> _Fold:
         specs: dict[str, QuotaSpec] = {}
         created: dict[str, tuple[datetime, datetime, int]] = {}
         for row in conn.execute(select(quota_nodes)):
@@ -465,7 +474,11 @@ class QuotaProjection(Projection):
         }
         # columns in _Job's and _Occ's field order
         jobs = {row[0]: _Job(*row) for row in take_rows(conn, quota_jobs, "job_uid", uids)}
-        occs = {row[0]: _Occ(*row) for row in take_rows(conn, quota_occupancies, "job_uid", uids)}
+        # only a pod's own events read its row (a job's rows would rewrite its ended pods)
+        occs = {
+            row[0]: _Occ(*row)
+            for row in take_rows(conn, quota_occupancies, "occupancy_id", occupancies)
+        }
         return _Fold(specs, created, bindings, jobs, occs)
 
     @staticmethod

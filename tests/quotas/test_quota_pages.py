@@ -105,3 +105,33 @@ def test_a_page_writes_one_change_row_per_instant_and_quota(store: PostgresEvent
     # submitted then started within the instant: running, no longer queued
     assert rows[0].changes["gpu/any"] == [500, 0, 0, 1, 0]
     assert rows[2].changes["gpu/any"] == [-500, 0, 0, 0, 0]
+
+
+def test_a_page_rewrites_only_the_pods_its_events_name(store: PostgresEventStore) -> None:
+    """A job's later events leave its other pods' rows alone: a long job with many
+    restarted pods must not pay for its whole history in every page that names it."""
+    store.append(
+        [
+            *tree_events(TREE, at(0)),
+            submitted("j1", "ws-a", at(10), mgpu=1000),
+            occ_started("p1", "j1", "ws-a", at(20), mgpu=1000),
+            occ_ended("p1", "j1", at(30)),
+            occ_started("p2", "j1", "ws-a", at(40), mgpu=1000),
+        ]
+    )
+    projection = QuotaProjection()
+    projector = Projector(store, [projection])
+    projector.catch_up()
+
+    def versions() -> dict[str, str]:  # xmin: the transaction that wrote the row version
+        with store.engine.connect() as conn:
+            rows = conn.execute(text("SELECT occupancy_id, xmin::text FROM quota_occupancies"))
+            return {occupancy: xmin for occupancy, xmin in rows}
+
+    before = versions()
+    store.append([occ_ended("p2", "j1", at(50)), transition(JobStarted, "j1", at(50))])
+    projector.catch_up()
+    after = versions()
+    assert after.keys() == {"p1", "p2"}
+    assert after["p1"] == before["p1"]  # the ended pod, untouched
+    assert after["p2"] != before["p2"]  # the pod the page ended, rewritten
