@@ -11,7 +11,7 @@ simply lands at its own instant; the figures at any instant, and the change poin
 any window, are derived at read time (:mod:`projections.quota_reads`,
 :mod:`ledger.usage_boards`).
 
-Tables (migrations ``0003_quotas``, ``0006_quota_changes``):
+Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_hours``):
 
 - ``quota_nodes`` / ``quota_workspaces``: the current tree and bindings, in arrival
   order (``dlc-ledger quotas apply`` diffs against them);
@@ -19,6 +19,8 @@ Tables (migrations ``0003_quotas``, ``0006_quota_changes``):
 - ``quota_changes``: per change point (a page's events at one instant in one leaf
   quota, keyed by the first one's position), per flavor, the change of used,
   idle-mode used, queued demand, running jobs and queued jobs;
+- ``quota_change_hours``: ``quota_changes`` summed per UTC hour, quota and flavor (so
+  reading an instant sums hours plus at most one hour of change rows);
 - ``quota_own_usage``: the running totals of ``quota_changes`` (the latest raw usage);
 - ``quota_jobs``, ``quota_occupancies``: the fold's state (each job's quota, state and
   latest change time; each pod's quota, resources and interval).
@@ -44,7 +46,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -70,6 +72,8 @@ from projections.bulk import copy_table, driver, take_rows, upsert_rows
 
 __all__ = [
     "QuotaProjection",
+    "hour_of",
+    "quota_change_hours",
     "quota_changes",
     "quota_jobs",
     "quota_nodes",
@@ -141,6 +145,16 @@ quota_changes = Table(
     # point (instant and quota within a page), not per event and flavor
     Column("changes", JSONB, nullable=False),
 )
+# the changes summed per UTC hour: an instant's usage is then the hours before its own
+# plus at most one hour of change rows, not every change row on one side of it
+quota_change_hours = Table(
+    "quota_change_hours",
+    metadata,
+    Column("hour", _TS, primary_key=True),
+    Column("quota", Text, primary_key=True),
+    Column("flavor", Text, primary_key=True),
+    *(Column(n, BigInteger, nullable=False) for n in RAW),
+)
 quota_own_usage = Table(
     "quota_own_usage",
     metadata,
@@ -158,6 +172,11 @@ _OCC_EVENTS = frozenset({"OccupancyStarted", "OccupancyEnded"})
 
 # raw usage columns (RAW order)
 _USED, _IDLE, _QUEUED, _RUNNING, _QJOBS = range(5)
+
+
+def hour_of(at: datetime) -> datetime:
+    """The UTC hour ``at`` falls in (the key of ``quota_change_hours``)."""
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _dumps(value: Any) -> str:
@@ -421,6 +440,52 @@ class _Fold:
         self.tree_changed = True
 
 
+def _add(sums: dict[Any, list[Any]], key: Any, values: list[Any], at: datetime) -> None:
+    """Add the five RAW ``values`` to ``sums[key]``, whose sixth item is the first instant."""
+    total = sums.get(key)
+    if total is None:
+        sums[key] = [*values[:5], at]
+        return
+    # unrolled: a page's every change point and flavor passes here
+    total[0] += values[0]
+    total[1] += values[1]
+    total[2] += values[2]
+    total[3] += values[3]
+    total[4] += values[4]
+    if at < total[5]:
+        total[5] = at
+
+
+_RAW_TYPES = [(n, "bigint") for n in RAW]
+
+
+def _add_sums(
+    cur: Any,
+    table: str,
+    columns: Sequence[tuple[str, str]],
+    rows: Sequence[tuple[Any, ...]],
+    *,
+    key: int,
+    also: str = "",
+) -> None:
+    """Add ``rows``' RAW figures to ``table``'s, inserting the keys it lacks, in one
+    statement (``columns``: name and type of each value, in row order, the first ``key``
+    of them the key). Keys must be unique within ``rows``.
+    """
+    if not rows:
+        return
+    names = [n for n, _ in columns]
+    arrays = ", ".join(f"%s::{t}[]" for _, t in columns)
+    added = [f"{n} = {table}.{n} + EXCLUDED.{n}" for n in RAW]
+    if also:
+        added.append(also)
+    cur.execute(
+        f"INSERT INTO {table} ({', '.join(names)}) SELECT * FROM unnest({arrays}) "
+        f"ON CONFLICT ({', '.join(names[:key])}) DO UPDATE SET {', '.join(added)}",
+        [list(column) for column in zip(*rows, strict=True)],
+    )
+
+
 def _spec_json(spec: QuotaSpec) -> str:
     return _dumps(spec.model_dump(mode="json"))
 
@@ -446,6 +511,7 @@ class QuotaProjection(Projection):
     cost = 3.9
     tables = (
         quota_changes,
+        quota_change_hours,
         quota_own_usage,
         quota_occupancies,
         quota_jobs,
@@ -507,36 +573,43 @@ class QuotaProjection(Projection):
         copy_table(conn, quota_jobs, [fold.jobs[uid].row() for uid in sorted(fold.jobs)])
         copy_table(conn, quota_occupancies, [fold.occs[o].row() for o in sorted(fold.occs)])
         rows = []
-        totals: dict[tuple[str, str], list[int]] = {}
-        first: dict[tuple[str, str], datetime] = {}
+        # (hours since the epoch, quota, flavor) -> the page's RAW sums, then its first instant
+        hours: dict[tuple[int, str, str], list[Any]] = {}
         for (at, quota), (position, per) in fold.changes.items():
             nonzero = {flavor: v for flavor, v in per.items() if any(v)}
             if not nonzero:
                 continue
             # jsonb keeps its own key order: no need to sort them here
             rows.append((at, position, quota, orjson.dumps(nonzero)))
+            hour = int(at.timestamp()) // 3600
             for flavor, v in nonzero.items():
-                key = (quota, flavor)
-                t = totals.get(key)
-                if t is None:
-                    totals[key] = v.copy()
-                    first[key] = at
-                else:
-                    t[0] += v[0]
-                    t[1] += v[1]
-                    t[2] += v[2]
-                    t[3] += v[3]
-                    t[4] += v[4]
-                    first[key] = min(first[key], at)
+                _add(hours, (hour, quota, flavor), v, at)
         copy_table(conn, quota_changes, rows)
-        if totals:  # running totals: add the page's sums (a few rows per leaf)
-            cols = ", ".join(RAW)
-            sums = ", ".join(f"{n} = quota_own_usage.{n} + EXCLUDED.{n}" for n in RAW)
+        totals: dict[tuple[str, str], list[Any]] = {}
+        for (_, quota, flavor), sums in hours.items():
+            _add(totals, (quota, flavor), sums, sums[5])
+        if totals:  # add the page's sums to the running totals and to the hours' sums
             with driver(conn).cursor() as cur:
-                cur.executemany(
-                    f"INSERT INTO quota_own_usage (quota, flavor, {cols}, first_at) "
-                    f"VALUES (%s, %s, {', '.join(['%s'] * (len(RAW) + 1))}) "
-                    f"ON CONFLICT (quota, flavor) DO UPDATE SET {sums}, "
-                    "first_at = least(quota_own_usage.first_at, EXCLUDED.first_at)",
-                    sorted((*k, *v, first[k]) for k, v in totals.items()),
+                _add_sums(
+                    cur,
+                    "quota_own_usage",
+                    [
+                        ("quota", "text"),
+                        ("flavor", "text"),
+                        *_RAW_TYPES,
+                        ("first_at", "timestamptz"),
+                    ],
+                    [(*k, *v) for k, v in sorted(totals.items())],
+                    key=2,
+                    also="first_at = least(quota_own_usage.first_at, EXCLUDED.first_at)",
+                )
+                _add_sums(
+                    cur,
+                    "quota_change_hours",
+                    [("hour", "timestamptz"), ("quota", "text"), ("flavor", "text"), *_RAW_TYPES],
+                    [
+                        (datetime.fromtimestamp(h * 3600, UTC), q, f, *v[:5])
+                        for (h, q, f), v in sorted(hours.items())
+                    ],
+                    key=3,
                 )

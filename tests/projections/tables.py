@@ -1,9 +1,11 @@
 """Every row of some projections' tables, for row-for-row comparisons (rebuild = incremental).
 
-One table is compared by what it holds rather than row by row: ``quota_changes`` has a
+Two tables are compared by what they hold rather than row by row: ``quota_changes`` has a
 row per instant and quota *within a page* (a page sums its events' changes at one
 instant), so pages that split an instant's events differently write different rows
-with the same net change per instant, quota and flavor, which is all readers see.
+with the same net change per instant, quota and flavor, which is all readers see; and
+``quota_change_hours`` sums them per hour, so the same splits leave all-zero rows in one
+and none in the other: rows whose sums are all zero are left out.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
 from projections.quota_reads import CHANGE_SUMS
 
-__all__ = ["net_quota_changes", "snapshot"]
+__all__ = ["net_quota_changes", "snapshot", "table_rows"]
 
 
 def net_quota_changes(conn: Connection) -> list[tuple[Any, ...]]:
@@ -32,6 +34,17 @@ def net_quota_changes(conn: Connection) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in rows if any(r[3:])]
 
 
+def table_rows(conn: Connection, table: Table) -> list[tuple[Any, ...]]:
+    """``table``'s rows in primary-key order (the quota sums as nets: see above)."""
+    if table.name == "quota_changes":
+        return net_quota_changes(conn)
+    keys = list(table.primary_key.columns)
+    rows = [tuple(r) for r in conn.execute(select(table).order_by(*keys))]
+    if table.name == "quota_change_hours":
+        rows = [r for r in rows if any(r[3:])]
+    return rows
+
+
 def snapshot(
     store: PostgresEventStore, projections: Iterable[Projection]
 ) -> dict[str, list[tuple[Any, ...]]]:
@@ -41,9 +54,5 @@ def snapshot(
         for projection in projections:
             for table in projection.tables:
                 assert isinstance(table, Table)
-                if table.name == "quota_changes":
-                    out[table.name] = net_quota_changes(conn)
-                    continue
-                keys = list(table.primary_key.columns)
-                out[table.name] = [tuple(r) for r in conn.execute(select(table).order_by(*keys))]
+                out[table.name] = table_rows(conn, table)
     return out

@@ -8,8 +8,6 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import text
-
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import (
     JobSubmitted,
@@ -22,7 +20,7 @@ from ledger.quotas import NO_QUOTA, QuotaTree, diff
 from ledger.store.postgres import PostgresEventStore
 from projections.quota_reads import UsageRow, usage_history
 from projections.quotas import QuotaProjection
-from tests.projections.tables import net_quota_changes
+from tests.projections.tables import table_rows
 
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -122,17 +120,13 @@ def history(store: PostgresEventStore) -> list[UsageRow]:
 
 
 def dump_tables(store: PostgresEventStore) -> dict[str, list[tuple[str, ...]]]:
-    """Every row of every table the quota projection owns, in a stable order
-    (``quota_changes`` as net changes: :func:`tests.projections.tables.net_quota_changes`)."""
+    """Every row of every table the quota projection owns, in a stable order (the sums
+    of changes as nets: :func:`tests.projections.tables.table_rows`)."""
     with store.engine.connect() as conn:
-        out = {}
-        for table in QuotaProjection.tables:
-            if table.name == "quota_changes":
-                rows = net_quota_changes(conn)
-            else:
-                rows = list(conn.execute(text(f"SELECT * FROM {table.name}")))
-            out[table.name] = sorted(tuple(map(repr, row)) for row in rows)
-        return out
+        return {
+            table.name: sorted(tuple(map(repr, row)) for row in table_rows(conn, table))
+            for table in QuotaProjection.tables
+        }
 
 
 def states(rows: Iterable[Any]) -> list[tuple[datetime, dict[tuple[str, str], Any]]]:

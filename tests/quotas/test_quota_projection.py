@@ -69,7 +69,9 @@ actions = st.lists(
         st.integers(0, 11),  # job number
         st.sampled_from(WORKSPACES),
         st.sampled_from(["public", "idle"]),
-        st.integers(0, 3),  # time step (0: same instant as the previous event)
+        # time step in seconds (0: same instant as the previous event; the long ones
+        # cross hours, so reads sum whole hours' sums as well as change rows)
+        st.sampled_from([0, 1, 2, 3, 1_800, 4_000]),
         st.booleans(),  # late: stamp 5 s in the past
     ),
     min_size=1,
