@@ -36,13 +36,17 @@ from projections.steps import advance_on, checkpoint_name
 __all__ = ["DEFAULT_PAGE", "ProjectionStatus", "Projector", "StopFlag", "checkpoint_name"]
 
 # A job's rows (state, quota state, occupancies) are written back in every page that
-# names it, so a page that holds a job's start and its end writes them once, not twice.
-# In a busy store a job's events span thousands of positions (the bench's replay shape:
-# ~10,000). 200,000 bench events, all projections in one process, client + server CPU:
-# 15.4-17.9 s at pages of 5,000, 12.3-13.5 s at 20,000, 11.7 s at 50,000; peak RSS 118,
-# 157 and 275 MB at 10,000, 20,000 and 50,000. A tailing runner's pages are only as big
-# as its backlog, so this bounds catch-ups and rebuilds, not live latency.
-DEFAULT_PAGE = 20_000
+# names it, so a page that holds a job's start and its end writes them once, not twice;
+# and every page pays fixed costs (checkpoint locks, the quota tree and bindings, upserts'
+# temporary tables). In a busy store a job's events span thousands of positions (the
+# bench's replay shape: ~10,000). 1,000,000 bench events in two lanes, alternating runs:
+# pages of 50,000 took 24.7-26.0 s and 46.8-48.7 s of CPU, pages of 20,000 30.6-35.4 s and
+# 56.8-66.4 s; with jobs spanning ~50,000 positions (``--window 10000``), 34.0-38.7 s
+# against 40.0-41.1 s. Pages of 100,000 gained nothing more. The price is memory: a
+# lane's peak RSS is ~260 MB at 50,000, ~150 MB at 20,000 (decoded events dominate). A
+# tailing runner's pages are only as big as its backlog, so this bounds catch-ups and
+# rebuilds, not live latency.
+DEFAULT_PAGE = 50_000
 
 
 class StopFlag(Protocol):
