@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -72,6 +72,7 @@ from projections.bulk import copy_table, driver, take_rows, upsert_rows
 
 __all__ = [
     "QuotaProjection",
+    "hour_index",
     "hour_of",
     "quota_change_hours",
     "quota_changes",
@@ -174,9 +175,19 @@ _OCC_EVENTS = frozenset({"OccupancyStarted", "OccupancyEnded"})
 _USED, _IDLE, _QUEUED, _RUNNING, _QJOBS = range(5)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def hour_index(at: datetime) -> int:
+    """Whole hours from the Unix epoch to ``at``, floored (integers: no float rounding)."""
+    delta = at - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) // 3600
+
+
 def hour_of(at: datetime) -> datetime:
-    """The UTC hour ``at`` falls in (the key of ``quota_change_hours``)."""
-    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    """The UTC hour ``at`` falls in (the key of ``quota_change_hours``): the writes and
+    the reads both bucket through :func:`hour_index`."""
+    return _EPOCH + timedelta(hours=hour_index(at))
 
 
 def _dumps(value: Any) -> str:
@@ -581,7 +592,7 @@ class QuotaProjection(Projection):
                 continue
             # jsonb keeps its own key order: no need to sort them here
             rows.append((at, position, quota, orjson.dumps(nonzero)))
-            hour = int(at.timestamp()) // 3600
+            hour = hour_index(at)
             for flavor, v in nonzero.items():
                 _add(hours, (hour, quota, flavor), v, at)
         copy_table(conn, quota_changes, rows)
@@ -608,7 +619,7 @@ class QuotaProjection(Projection):
                     "quota_change_hours",
                     [("hour", "timestamptz"), ("quota", "text"), ("flavor", "text"), *_RAW_TYPES],
                     [
-                        (datetime.fromtimestamp(h * 3600, UTC), q, f, *v[:5])
+                        (_EPOCH + timedelta(hours=h), q, f, *v[:5])
                         for (h, q, f), v in sorted(hours.items())
                     ],
                     key=3,

@@ -7,9 +7,10 @@ import random
 from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import chain, cycle, repeat
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, text
@@ -21,7 +22,7 @@ from ledger.quotas import NO_QUOTA, parse_quota_tree
 from ledger.store.base import RecordedEvent
 from ledger.store.postgres import PostgresEventStore
 from projections.quota_reads import _raw_at, usage_at, usage_history
-from projections.quotas import QuotaProjection
+from projections.quotas import QuotaProjection, hour_of
 from tests.databases import TemplateDatabases
 from tests.quotas.helpers import (
     at,
@@ -357,3 +358,20 @@ def test_history_does_not_depend_on_arrival_order_and_windows_slice_it(
             store.close()
             databases.drop(url)
     assert histories[0] == histories[1]
+
+
+@pytest.mark.parametrize(
+    "instant",
+    [
+        "2026-11-01T00:59:59.999999+00:00",  # the last microsecond of an hour
+        "2026-11-01T01:00:00+00:00",
+        "2026-11-01T06:29:59.999999+05:30",  # an offset that is not whole hours
+        "1969-12-31T23:30:00+00:00",  # before the epoch: floored, not truncated
+    ],
+)
+def test_an_instant_falls_in_the_utc_hour_that_holds_it(instant: str) -> None:
+    """Writes and reads bucket changes into quota_change_hours through the same hour."""
+    at = datetime.fromisoformat(instant)
+    hour = hour_of(at)
+    assert hour == at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    assert hour <= at < hour + timedelta(hours=1)
