@@ -9,51 +9,46 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
-from pydantic import ValidationError
-from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from consumers.broker_cli import broker_app
-from consumers.finance_cli import report_cost as _report_cost  # noqa: F401  (registers)
-from consumers.ingest import ingest_app
-from consumers.invoices_cli import billing_app, invoices_app
-from consumers.jobs_cli import jobs_app
-from consumers.prices_cli import prices_app
-from consumers.projections_cli import project, projections_app
-from consumers.quotas_cli import quotas_app
-from consumers.replay_cli import replay
-from consumers.report_cli import report_app
-from consumers.store_cli import db_app, dead_letters_app, verify
-from consumers.watch_cli import watch
-from ledger.store.base import StoreError
+from consumers.lazy_groups import lazy_group
 
-__all__ = ["app", "entrypoint", "main"]
+__all__ = ["COMMANDS", "app", "entrypoint", "main"]
+
+# Command name -> "module:attribute" (a Typer app or a command function), imported
+# only when used (consumers/lazy_groups.py); listed in this order after ``demo``.
+COMMANDS = {
+    "replay": "consumers.replay_cli:replay",
+    "watch": "consumers.watch_cli:watch",
+    "ingest": "consumers.ingest:ingest_app",
+    "project": "consumers.projections_cli:project",
+    "projections": "consumers.projections_cli:projections_app",
+    "jobs": "consumers.jobs_cli:jobs_app",
+    "quotas": "consumers.quotas_cli:quotas_app",
+    "report": "consumers.report_cli:report_app",
+    "prices": "consumers.prices_cli:prices_app",
+    "billing": "consumers.invoices_cli:billing_app",
+    "invoices": "consumers.invoices_cli:invoices_app",
+    "verify": "consumers.store_cli:verify",
+    "db": "consumers.store_cli:db_app",
+    "dead-letters": "consumers.store_cli:dead_letters_app",
+    "broker": "consumers.broker_cli:broker_app",
+}
 
 app = typer.Typer(
     name="dlc-ledger",
+    cls=lazy_group(COMMANDS),
     help="Event-sourced ledger, quota and billing backend for GPU training platforms.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.add_typer(db_app, name="db")
-app.add_typer(dead_letters_app, name="dead-letters")
-app.add_typer(broker_app, name="broker")
-app.add_typer(report_app, name="report")
-app.command("verify")(verify)
 
-# Mount further command groups below, one line each (import above).
-app.command("project")(project)
-app.add_typer(projections_app, name="projections")
-app.add_typer(jobs_app, name="jobs")
-app.add_typer(quotas_app, name="quotas")
-app.add_typer(prices_app, name="prices")
-app.add_typer(billing_app, name="billing")
-app.add_typer(invoices_app, name="invoices")
-app.add_typer(ingest_app, name="ingest")
-app.command("watch")(watch)
-app.command("replay")(replay)
+
+@app.callback()
+def _root() -> None:
+    # a callback makes the app a group even with one eagerly registered command
+    pass
 
 
 @app.command("demo")
@@ -69,7 +64,33 @@ def demo(
     run_demo(fresh=fresh, yes=yes)
 
 
+def _user_error(exc: Exception) -> bool:
+    """Whether ``exc`` is one users can cause (bad configuration, unreachable services,
+    invalid files). Imported here, not at the top: a command that raised one has loaded
+    these modules already, and ``--help`` needs none of them."""
+    from pydantic import ValidationError
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    from ledger.store.base import StoreError
+
+    return isinstance(
+        exc,
+        (
+            StoreError,
+            OperationalError,
+            ProgrammingError,
+            ValidationError,
+            ValueError,
+            OSError,
+            RuntimeError,
+        ),
+    )
+
+
 def _one_line(exc: BaseException) -> str:
+    from pydantic import ValidationError
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
     if isinstance(exc, OperationalError):
         return f"database unreachable: {str(exc.orig).strip().splitlines()[0]}"
     if isinstance(exc, ProgrammingError):
@@ -88,26 +109,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # click returns an Exit's code instead of raising it when not standalone
         code = app(args=argv, prog_name="dlc-ledger", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         print("aborted", file=sys.stderr)
         return 130
+    except typer.TyperException as exc:  # usage errors: typer vendors click's exceptions
+        show = getattr(exc, "show", None)
+        if callable(show):  # click's UsageError: the usage line, the hint, the message
+            show()
+        else:
+            print(f"dlc-ledger: error: {exc.format_message()}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (
-        StoreError,
-        OperationalError,
-        ProgrammingError,
-        ValidationError,
-        ValueError,
-        OSError,
-        RuntimeError,
-    ) as exc:
+    except Exception as exc:
+        if not _user_error(exc):
+            raise
         print(f"dlc-ledger: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     return code if isinstance(code, int) else 0

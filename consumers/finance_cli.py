@@ -20,7 +20,6 @@ import typer
 
 from consumers.context import open_store
 from consumers.projector import Projector
-from consumers.report_cli import report_app
 from ledger.canonical import parse_timestamp
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import BillingProjection
@@ -88,7 +87,6 @@ _TO = typer.Option(None, "--to", help="window end (exclusive); open intervals co
 _AS_OF = typer.Option(None, "--as-of", help="only what had been recorded by then (ISO-8601)")
 
 
-@report_app.command("usage")
 def report_usage(
     group_by: str = _GROUP,
     start: str | None = _FROM,
@@ -106,7 +104,6 @@ def report_usage(
     emit(rows, fmt)
 
 
-@report_app.command("cost")
 def report_cost(
     group_by: str = _GROUP,
     start: str | None = _FROM,

@@ -16,7 +16,6 @@ from typing import Annotated, Any
 import typer
 
 from consumers import context
-from consumers.report_cli import report_app
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
 from projections.jobs import find_job, job_detail, list_jobs
 from projections.occupancy import GROUP_KEYS, occupied_at
@@ -132,7 +131,6 @@ def jobs_show(
     )
 
 
-@report_app.command("occupancy")
 def report_occupancy(
     at: Annotated[str, typer.Option("--at", help="Instant, ISO-8601 (UTC if no offset).")],
     group_by: Annotated[
@@ -151,7 +149,6 @@ def report_occupancy(
     typer.echo(_dumps(rows) if fmt is Format.json else render_table(rows))
 
 
-@report_app.command("inventory")
 def report_inventory(
     at: Annotated[
         str | None, typer.Option("--at", help="Instant, ISO-8601 (default: now, as projected).")

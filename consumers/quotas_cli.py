@@ -22,7 +22,6 @@ import typer
 from consumers import context
 from consumers.jobs_cli import Format, parse_instant, render_table
 from consumers.projector import Projector
-from consumers.report_cli import report_app
 from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
@@ -286,7 +285,6 @@ def _usage_table(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@report_app.command("quota-usage")
 def quota_usage_report(
     at: Annotated[str | None, typer.Option("--at", help="ISO instant (default: latest).")] = None,
     fmt: FormatOption = Format.table,
@@ -302,7 +300,6 @@ def quota_usage_report(
         typer.echo(render_table([_usage_table(r.as_json()) for r in rows]))
 
 
-@report_app.command("quota-history")
 def quota_history_report(
     quota: Annotated[str | None, typer.Option("--quota", help="Only this quota node.")] = None,
     flavor: Annotated[

@@ -1,39 +1,87 @@
-"""Every command and command group answers ``--help`` (the CLI's own table of contents)."""
+"""Every command and command group answers ``--help`` (the CLI's own table of contents),
+and a command imports only its own module."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
-from consumers.cli import app
+from consumers.cli import COMMANDS, app
 
 
 def _paths(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    # through list_commands/get_command: most commands are imported on first lookup
+    ctx = typer.Context(group)
     found = [prefix]
-    for name, command in sorted(group.commands.items()):
-        if hasattr(command, "commands"):  # a group (typer vendors its own click)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
+        if hasattr(command, "list_commands"):  # a group (typer vendors its own click)
             found += _paths(command, (*prefix, name))
         else:
             found.append((*prefix, name))
     return found
 
 
-COMMANDS = _paths(typer.main.get_group(app))
+COMMANDS_FOUND = _paths(typer.main.get_group(app))
 
 
 def test_the_cli_has_the_documented_commands() -> None:
-    tops = {path[0] for path in COMMANDS if path}
+    tops = {path[0] for path in COMMANDS_FOUND if path}
     for name in ("demo", "replay", "watch", "ingest", "project", "projections", "verify",
                  "db", "dead-letters", "broker", "jobs", "quotas", "prices", "billing",
                  "invoices", "report"):  # fmt: skip
         assert name in tops
+    reports = {path[1] for path in COMMANDS_FOUND if len(path) == 2 and path[0] == "report"}
+    assert reports == {"usage", "cost", "quota-usage", "quota-history", "occupancy", "inventory"}
 
 
-@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "dlc-ledger")
+@pytest.mark.parametrize("path", COMMANDS_FOUND, ids=lambda p: " ".join(p) or "dlc-ledger")
 def test_help(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(app, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    # `jobs --help` must not pay for Kafka, Kubernetes or the other command modules
+    result = _run(
+        "import sys\n"
+        "from consumers.cli import main\n"
+        "code = main(['jobs', '--help'])\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('consumers.', 'kafka', "
+        "'kubernetes')))\n"
+        "print(code, ' '.join(loaded))\n"
+    )
+    code, _, loaded = result.stdout.strip().splitlines()[-1].partition(" ")
+    assert code == "0", result.stderr
+    modules = set(loaded.split())
+    assert "consumers.jobs_cli" in modules
+    others = {target.partition(":")[0] for name, target in COMMANDS.items() if name != "jobs"}
+    assert not modules & (others - {"consumers.jobs_cli"}), modules
+    assert not any(m.startswith(("kafka", "kubernetes")) for m in modules), modules
+
+
+def test_the_cli_runs_without_click_installed() -> None:
+    # typer vendors click; click itself arrives only with dev tools, never in production
+    result = _run(
+        "import sys\n"
+        "sys.modules['click'] = None  # any `import click` now fails\n"
+        "from consumers.cli import main\n"
+        "codes = [main(path) for path in (['--help'], ['report', '--help'], ['nosuch'])]\n"
+        "print(*codes)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "0 0 2", result.stdout
+    assert "No such command 'nosuch'" in result.stderr
