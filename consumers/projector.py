@@ -122,14 +122,9 @@ class Projector:
             # checkpoint (rows and checkpoint commit together), so it need not wait for the
             # WAL flush; the store's appends keep full durability. Statements repeat every
             # step with key lists of varying length, and a generic plan cached for them
-            # guesses the length and may scan whole tables: plan each execution. A page's
-            # statements touch thousands of rows, so their estimated costs pass the JIT
-            # threshold, and compiling them costs more than it saves: 1,000,000 bench events
-            # in two lanes took 42.6-43.2 s with JIT off against 50.3-51.4 s with it on
-            # (alternating; 5-7 s less PostgreSQL CPU).
+            # guesses the length and may scan whole tables: plan each execution.
             uow.connection.exec_driver_sql(
-                "SET LOCAL synchronous_commit = off; "
-                "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL jit = off"
+                "SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_custom_plan"
             )
             return advance_on(uow.connection, candidates, page_size=self.page_size, until=until)
 

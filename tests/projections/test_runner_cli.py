@@ -8,16 +8,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 
 import pytest
-from sqlalchemy import Connection, text
+from sqlalchemy import text
 
-from consumers.projector import Projector
 from ledger.events import JobSubmitted, JobSucceeded
-from ledger.store.base import RecordedEvent
 from ledger.store.postgres import PostgresEventStore
-from projections.jobs import JobsProjection
 from tests.clis import CliCall
 from tests.projections.builders import Narrator, at
 
@@ -101,28 +97,3 @@ def test_a_rebuild_leaves_its_tables_vacuumed_and_analyzed(
             text("SELECT reltuples FROM pg_class WHERE relname = 'job_state'")
         ).scalar_one()
     assert counted == 10  # -1 (never counted) until a VACUUM or ANALYZE runs
-
-
-class _SettingsSeen(JobsProjection):
-    """The jobs projection, noting the settings its pages are applied under."""
-
-    seen: list[tuple[str, str, str]]
-
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
-        row = conn.exec_driver_sql(
-            "SELECT current_setting('jit'), current_setting('synchronous_commit'), "
-            "current_setting('plan_cache_mode')"
-        ).one()
-        self.seen.append((row[0], row[1], row[2]))
-        super().apply(conn, events)
-
-
-def test_pages_are_applied_without_jit_or_waiting_for_the_wal(store: PostgresEventStore) -> None:
-    # JIT compiling a page's statements cost more than it saved (docs in consumers/projector.py)
-    n = Narrator()
-    _jobs(n, 0, 3)
-    store.append(n.events)
-    projection = _SettingsSeen()
-    projection.seen = []
-    Projector(store, [projection], page_size=2).catch_up()
-    assert projection.seen and set(projection.seen) == {("off", "off", "force_custom_plan")}
