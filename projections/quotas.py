@@ -184,10 +184,15 @@ def hour_index(at: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) // 3600
 
 
+def _hour_start(index: int) -> datetime:
+    """The start of hour ``index`` (counted as :func:`hour_index` counts)."""
+    return _EPOCH + timedelta(hours=index)
+
+
 def hour_of(at: datetime) -> datetime:
     """The UTC hour ``at`` falls in (the key of ``quota_change_hours``): the writes and
     the reads both bucket through :func:`hour_index`."""
-    return _EPOCH + timedelta(hours=hour_index(at))
+    return _hour_start(hour_index(at))
 
 
 def _dumps(value: Any) -> str:
@@ -618,9 +623,6 @@ class QuotaProjection(Projection):
                     cur,
                     "quota_change_hours",
                     [("hour", "timestamptz"), ("quota", "text"), ("flavor", "text"), *_RAW_TYPES],
-                    [
-                        (_EPOCH + timedelta(hours=h), q, f, *v[:5])
-                        for (h, q, f), v in sorted(hours.items())
-                    ],
+                    [(_hour_start(h), q, f, *v[:5]) for (h, q, f), v in sorted(hours.items())],
                     key=3,
                 )
