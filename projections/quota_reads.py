@@ -22,12 +22,13 @@ from sqlalchemy import Connection, select, text
 from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, topological_order
 from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
-from projections.quotas import hour_of, quota_nodes, quota_workspaces
+from projections.quotas import day_of, hour_of, quota_nodes, quota_workspaces
 
 __all__ = ["CHANGE_SUMS", "UsageRow", "quota_tree", "usage_at", "usage_history"]
 
 _RAW_COLS = ", ".join(RAW)
 _HOUR = timedelta(hours=1)
+_DAY = timedelta(days=1)
 _OUTER_SUMS = ", ".join(f"sum({n})::bigint AS {n}" for n in RAW)  # of RAW-named columns
 #: SQL select list: the raw changes of ``jsonb_each(changes) d`` summed, one column per
 #: :data:`~ledger.usage_boards.RAW` figure (callers group by what they need)
@@ -234,31 +235,54 @@ def _raw_at(
     Either the changes up to ``at`` summed, or the running totals minus the changes
     after it: the same rows, so the side with fewer changes to read is chosen, judged
     by where ``at`` falls between the first and the last change (two index look-ups).
-    Whole hours on the chosen side come from their sums (``quota_change_hours``), so
-    only the change rows of ``at``'s own hour are read one by one. ``from_end`` forces
-    a side (tests).
+    On the chosen side, whole days come from their sums (``quota_change_days``), the
+    whole hours of ``at``'s own day from theirs (``quota_change_hours``), so only the
+    change rows of ``at``'s own hour are read one by one. ``from_end`` forces a side
+    (tests).
     """
-    hour = hour_of(at)
-    params = {"at": at, "flavor": flavor, "hour": hour, "next_hour": hour + _HOUR}
+    hour, day = hour_of(at), day_of(at)
+    params = {
+        "at": at,
+        "flavor": flavor,
+        "hour": hour,
+        "next_hour": hour + _HOUR,
+        "day": day,
+        "next_day": day + _DAY,
+    }
     if from_end is None:
         first, last = conn.execute(text("SELECT min(at), max(at) FROM quota_changes")).one()
         from_end = first is not None and at - first > last - at
     only = " AND d.key = :flavor" if flavor is not None else ""
-    hours_only = " AND h.flavor = :flavor" if flavor is not None else ""
+    sums_only = " AND flavor = :flavor" if flavor is not None else ""
 
-    def sums(hours: str, changes: str) -> str:  # one side of ``at``, per (quota, flavor)
+    def sums(days: str, hours: str, changes: str) -> str:  # one side of ``at``, per key
         return (
             f"SELECT quota, flavor, {_OUTER_SUMS} FROM ("
-            f"SELECT h.quota, h.flavor, {_RAW_COLS} FROM quota_change_hours h "
-            f"WHERE h.hour {hours}{hours_only} UNION ALL "
+            f"SELECT quota, flavor, {_RAW_COLS} FROM quota_change_days "
+            f"WHERE {days}{sums_only} UNION ALL "
+            f"SELECT quota, flavor, {_RAW_COLS} FROM quota_change_hours "
+            f"WHERE {hours}{sums_only} UNION ALL "
             f"SELECT c.quota, d.key, {CHANGE_SUMS} FROM quota_changes c "
             f"CROSS JOIN LATERAL jsonb_each(c.changes) d WHERE {changes}{only} "
             "GROUP BY c.quota, d.key) s GROUP BY quota, flavor"
         )
 
     if not from_end:
-        return conn.execute(text(sums("< :hour", "c.at >= :hour AND c.at <= :at")), params)
-    after = sums(">= :next_hour", "c.at > :at AND c.at < :next_hour")
+        return conn.execute(
+            text(
+                sums(
+                    "day < :day",
+                    "hour >= :day AND hour < :hour",
+                    "c.at >= :hour AND c.at <= :at",
+                )
+            ),
+            params,
+        )
+    after = sums(
+        "day >= :next_day",
+        "hour >= :next_hour AND hour < :next_day",
+        "c.at > :at AND c.at < :next_hour",
+    )
     rest = ", ".join(f"u.{n} - coalesce(a.{n}, 0)" for n in RAW)
     keep = " AND u.flavor = :flavor" if flavor is not None else ""
     return conn.execute(

@@ -11,7 +11,8 @@ simply lands at its own instant; the figures at any instant, and the change poin
 any window, are derived at read time (:mod:`projections.quota_reads`,
 :mod:`ledger.usage_boards`).
 
-Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_hours``):
+Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_hours``,
+``0010_quota_change_days``):
 
 - ``quota_nodes`` / ``quota_workspaces``: the current tree and bindings, in arrival
   order (``dlc-ledger quotas apply`` diffs against them);
@@ -19,8 +20,9 @@ Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_
 - ``quota_changes``: per change point (a page's events at one instant in one leaf
   quota, keyed by the first one's position), per flavor, the change of used,
   idle-mode used, queued demand, running jobs and queued jobs;
-- ``quota_change_hours``: ``quota_changes`` summed per UTC hour, quota and flavor (so
-  reading an instant sums hours plus at most one hour of change rows);
+- ``quota_change_hours`` / ``quota_change_days``: ``quota_changes`` summed per UTC hour
+  (day), quota and flavor (so reading an instant sums days, then at most a day of hours,
+  then at most an hour of change rows);
 - ``quota_own_usage``: the running totals of ``quota_changes`` (the latest raw usage);
 - ``quota_jobs``, ``quota_occupancies``: the fold's state (each job's quota, state and
   latest change time; each pod's quota, resources and interval).
@@ -72,8 +74,10 @@ from projections.bulk import copy_table, driver, take_rows, upsert_rows
 
 __all__ = [
     "QuotaProjection",
+    "day_of",
     "hour_index",
     "hour_of",
+    "quota_change_days",
     "quota_change_hours",
     "quota_changes",
     "quota_jobs",
@@ -146,12 +150,21 @@ quota_changes = Table(
     # point (instant and quota within a page), not per event and flavor
     Column("changes", JSONB, nullable=False),
 )
-# the changes summed per UTC hour: an instant's usage is then the hours before its own
-# plus at most one hour of change rows, not every change row on one side of it
+# the changes summed per UTC hour and per UTC day: an instant's usage is then the days
+# before its own, its day's hours before its own and at most one hour of change rows, not
+# every change row on one side of it
 quota_change_hours = Table(
     "quota_change_hours",
     metadata,
     Column("hour", _TS, primary_key=True),
+    Column("quota", Text, primary_key=True),
+    Column("flavor", Text, primary_key=True),
+    *(Column(n, BigInteger, nullable=False) for n in RAW),
+)
+quota_change_days = Table(
+    "quota_change_days",
+    metadata,
+    Column("day", _TS, primary_key=True),
     Column("quota", Text, primary_key=True),
     Column("flavor", Text, primary_key=True),
     *(Column(n, BigInteger, nullable=False) for n in RAW),
@@ -193,6 +206,12 @@ def hour_of(at: datetime) -> datetime:
     """The UTC hour ``at`` falls in (the key of ``quota_change_hours``): the writes and
     the reads both bucket through :func:`hour_index`."""
     return _hour_start(hour_index(at))
+
+
+def day_of(at: datetime) -> datetime:
+    """The UTC day ``at`` falls in (the key of ``quota_change_days``), through
+    :func:`hour_index` as well, so a day holds exactly its 24 hours' sums."""
+    return _hour_start(hour_index(at) // 24 * 24)
 
 
 def _dumps(value: Any) -> str:
@@ -527,6 +546,7 @@ class QuotaProjection(Projection):
     cost = 3.9
     tables = (
         quota_changes,
+        quota_change_days,
         quota_change_hours,
         quota_own_usage,
         quota_occupancies,
@@ -601,10 +621,12 @@ class QuotaProjection(Projection):
             for flavor, v in nonzero.items():
                 _add(hours, (hour, quota, flavor), v, at)
         copy_table(conn, quota_changes, rows)
+        days: dict[tuple[int, str, str], list[Any]] = {}
         totals: dict[tuple[str, str], list[Any]] = {}
-        for (_, quota, flavor), sums in hours.items():
+        for (hour, quota, flavor), sums in hours.items():
+            _add(days, (hour // 24 * 24, quota, flavor), sums, sums[5])
             _add(totals, (quota, flavor), sums, sums[5])
-        if totals:  # add the page's sums to the running totals and to the hours' sums
+        if totals:  # add the page's sums to the running totals and to the hours' and days' sums
             with driver(conn).cursor() as cur:
                 _add_sums(
                     cur,
@@ -619,10 +641,19 @@ class QuotaProjection(Projection):
                     key=2,
                     also="first_at = least(quota_own_usage.first_at, EXCLUDED.first_at)",
                 )
-                _add_sums(
-                    cur,
-                    "quota_change_hours",
-                    [("hour", "timestamptz"), ("quota", "text"), ("flavor", "text"), *_RAW_TYPES],
-                    [(_hour_start(h), q, f, *v[:5]) for (h, q, f), v in sorted(hours.items())],
-                    key=3,
-                )
+                for table, column, sums_by in (("hours", "hour", hours), ("days", "day", days)):
+                    _add_sums(
+                        cur,
+                        f"quota_change_{table}",
+                        [
+                            (column, "timestamptz"),
+                            ("quota", "text"),
+                            ("flavor", "text"),
+                            *_RAW_TYPES,
+                        ],
+                        [
+                            (_hour_start(h), q, f, *v[:5])
+                            for (h, q, f), v in sorted(sums_by.items())
+                        ],
+                        key=3,
+                    )

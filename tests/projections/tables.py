@@ -4,8 +4,8 @@ Two tables are compared by what they hold rather than row by row: ``quota_change
 row per instant and quota *within a page* (a page sums its events' changes at one
 instant), so pages that split an instant's events differently write different rows
 with the same net change per instant, quota and flavor, which is all readers see; and
-``quota_change_hours`` sums them per hour, so the same splits leave all-zero rows in one
-and none in the other: rows whose sums are all zero are left out.
+``quota_change_hours`` / ``quota_change_days`` sum them per hour / day, so the same splits
+leave all-zero rows in one and none in the other: rows whose sums are all zero are left out.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def table_rows(conn: Connection, table: Table) -> list[tuple[Any, ...]]:
         return net_quota_changes(conn)
     keys = list(table.primary_key.columns)
     rows = [tuple(r) for r in conn.execute(select(table).order_by(*keys))]
-    if table.name == "quota_change_hours":
+    if table.name in ("quota_change_hours", "quota_change_days"):
         rows = [r for r in rows if any(r[3:])]
     return rows
 

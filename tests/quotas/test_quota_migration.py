@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-from sqlalchemy import inspect
+from collections.abc import Callable
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, Table, inspect
 
 from consumers.projector import Projector
 from ledger.store.engines import make_engine
 from ledger.store.migrations import downgrade, upgrade
 from ledger.store.postgres import PostgresEventStore
-from projections.quotas import QuotaProjection, quota_change_hours
+from projections.quotas import (
+    QuotaProjection,
+    day_of,
+    hour_of,
+    quota_change_days,
+    quota_change_hours,
+)
 from tests.databases import TemplateDatabases
-from tests.projections.tables import table_rows
+from tests.projections.tables import net_quota_changes, table_rows
 from tests.quotas.helpers import at, occ_ended, occ_started, submitted, tree_events
 from tests.quotas.test_quota_projection import TREE
 
@@ -38,11 +50,26 @@ def test_quotas_branch_up_down_up(databases: TemplateDatabases) -> None:
         databases.drop(url)
 
 
-def test_hour_sums_filled_by_the_migration_equal_the_projections(
+@pytest.mark.parametrize(
+    ("table", "finer", "bucket", "unit", "before"),
+    [
+        (quota_change_hours, net_quota_changes, hour_of, 3_600, "0008"),
+        (quota_change_days, partial(table_rows, table=quota_change_hours), day_of, 86_400, "0009"),
+    ],
+    ids=["0009 hours", "0010 days"],
+)
+def test_sums_filled_by_the_migration_equal_the_projections(
     databases: TemplateDatabases,
+    table: Table,
+    finer: Callable[[Connection], list[tuple[Any, ...]]],
+    bucket: Callable[[datetime], datetime],
+    unit: int,
+    before: str,
 ) -> None:
-    """0009 fills quota_change_hours from the change rows already stored: the same sums the
-    projection writes page by page (hours crossed, a late event included)."""
+    """0009 fills quota_change_hours from the change rows already stored, 0010
+    quota_change_days from the hours' sums: the same sums the projection writes page by
+    page (three hours or days crossed, a late event included), each the sum of the finer
+    rows in it."""
     url = databases.clone()
     engine = make_engine(url)
     store = PostgresEventStore(engine)
@@ -52,21 +79,25 @@ def test_hour_sums_filled_by_the_migration_equal_the_projections(
                 *tree_events(TREE, at(0)),
                 submitted("j1", "ws-a", at(100), mgpu=1000),
                 occ_started("p1", "j1", "ws-a", at(200), mgpu=1000),
-                submitted("j2", "ws-b", at(3_500), mgpu=500),
-                occ_started("p2", "j2", "ws-b", at(3_700), mgpu=500),
-                occ_ended("p1", "j1", at(7_300)),
-                occ_ended("p2", "j2", at(3_650)),  # late: before its start, clamped to it
+                submitted("j2", "ws-b", at(unit - 100), mgpu=500),
+                occ_started("p2", "j2", "ws-b", at(unit + 100), mgpu=500),
+                occ_ended("p1", "j1", at(2 * unit + 100)),
+                occ_ended("p2", "j2", at(unit + 50)),  # late: before its start, clamped to it
             ]
         )
         Projector(store, [QuotaProjection()], page_size=3).catch_up()
         with engine.connect() as conn:
-            projected = table_rows(conn, quota_change_hours)
-        assert len({row[0] for row in projected}) == 3  # three hours
-        downgrade(engine, "0008")
-        assert "quota_change_hours" not in inspect(engine).get_table_names()
+            projected = table_rows(conn, table)
+            parts = finer(conn)
+        assert len({row[0] for row in projected}) == 3
+        for row in projected:
+            inside = [p for p in parts if p[1:3] == row[1:3] and bucket(p[0]) == row[0]]
+            assert tuple(sum(p[i] for p in inside) for i in range(3, 8)) == row[3:]
+        downgrade(engine, before)
+        assert table.name not in inspect(engine).get_table_names()
         upgrade(engine)
         with engine.connect() as conn:
-            assert table_rows(conn, quota_change_hours) == projected
+            assert table_rows(conn, table) == projected
     finally:
         store.close()
         engine.dispose()

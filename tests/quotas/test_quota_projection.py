@@ -22,8 +22,9 @@ from ledger.quotas import NO_QUOTA, parse_quota_tree
 from ledger.store.base import RecordedEvent
 from ledger.store.postgres import PostgresEventStore
 from projections.quota_reads import _raw_at, usage_at, usage_history
-from projections.quotas import QuotaProjection, hour_of
+from projections.quotas import QuotaProjection, day_of, hour_of
 from tests.databases import TemplateDatabases
+from tests.projections.tables import net_quota_changes
 from tests.quotas.helpers import (
     at,
     check_invariants,
@@ -71,8 +72,9 @@ actions = st.lists(
         st.sampled_from(WORKSPACES),
         st.sampled_from(["public", "idle"]),
         # time step in seconds (0: same instant as the previous event; the long ones
-        # cross hours, so reads sum whole hours' sums as well as change rows)
-        st.sampled_from([0, 1, 2, 3, 1_800, 4_000]),
+        # cross hours and days, so reads sum whole days' and hours' sums as well as
+        # change rows)
+        st.sampled_from([0, 1, 2, 3, 1_800, 4_000, 90_000]),
         st.booleans(),  # late: stamp 5 s in the past
     ),
     min_size=1,
@@ -360,18 +362,71 @@ def test_history_does_not_depend_on_arrival_order_and_windows_slice_it(
     assert histories[0] == histories[1]
 
 
+def test_an_instant_reads_the_same_sums_from_either_end_across_days_and_hours(
+    databases: TemplateDatabases,
+) -> None:
+    """Raw usage at every instant next to a change or a day's or hour's edge, read forward
+    (days, hours, then change rows up to it) and back from the running totals, equals the
+    change rows summed one by one."""
+    day = 86_400
+    events = [
+        *tree_events(TREE, at(0)),
+        submitted("j1", "ws-a", at(100), mgpu=1000),
+        occ_started("p1", "j1", "ws-a", at(200), mgpu=1000),
+        submitted("j2", "ws-b", at(day - 1), mgpu=500),
+        occ_started("p2", "j2", "ws-b", at(day + 10), mgpu=500),
+        occ_started("p3", "j2", "ws-b", at(day + 3_600), mgpu=500),
+        occ_ended("p1", "j1", at(2 * day + 5)),
+        occ_ended("p2", "j2", at(day)),  # late: before its start, clamped to it
+        occ_ended("p3", "j2", at(3 * day + 7_200)),
+    ]
+    url = databases.clone()
+    store = PostgresEventStore(url)
+    try:
+        store.append(events)
+        Projector(store, [QuotaProjection()], page_size=4).catch_up()
+        edges = {at(n * 3_600) for n in range(4 * 24)}
+        times = {e.occurred_at for e in events} | edges
+        instants = sorted(times | {t - timedelta(microseconds=1) for t in times})
+        with store.engine.connect() as conn:
+            changes = net_quota_changes(conn)
+            for when in instants:
+                expected: dict[tuple[str, str], list[int]] = {}
+                for changed_at, quota, flavor, *raw in changes:
+                    if changed_at <= when:
+                        sums = expected.setdefault((quota, flavor), [0] * len(raw))
+                        sums[:] = [a + b for a, b in zip(sums, raw, strict=True)]
+                want = {k: v for k, v in expected.items() if any(v)}
+                for from_end in (False, True):
+                    got = {
+                        (r[0], r[1]): list(r[2:])
+                        for r in _raw_at(conn, when, None, from_end=from_end)
+                        if any(r[2:])
+                    }
+                    assert got == want, (when, from_end)
+    finally:
+        store.close()
+        databases.drop(url)
+
+
 @pytest.mark.parametrize(
     "instant",
     [
         "2026-11-01T00:59:59.999999+00:00",  # the last microsecond of an hour
         "2026-11-01T01:00:00+00:00",
         "2026-11-01T06:29:59.999999+05:30",  # an offset that is not whole hours
+        "2026-11-01T23:59:59.999999+00:00",  # the last microsecond of a day
+        "2026-11-02T03:00:00+05:30",  # the day before in UTC
         "1969-12-31T23:30:00+00:00",  # before the epoch: floored, not truncated
     ],
 )
-def test_an_instant_falls_in_the_utc_hour_that_holds_it(instant: str) -> None:
-    """Writes and reads bucket changes into quota_change_hours through the same hour."""
+def test_an_instant_falls_in_the_utc_hour_and_day_that_hold_it(instant: str) -> None:
+    """Writes and reads bucket changes into quota_change_hours and quota_change_days
+    through the same hour and day."""
     at = datetime.fromisoformat(instant)
-    hour = hour_of(at)
-    assert hour == at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    hour, day = hour_of(at), day_of(at)
+    utc = at.astimezone(UTC)
+    assert hour == utc.replace(minute=0, second=0, microsecond=0)
     assert hour <= at < hour + timedelta(hours=1)
+    assert day == utc.replace(hour=0, minute=0, second=0, microsecond=0)
+    assert day <= hour < day + timedelta(days=1)
