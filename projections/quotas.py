@@ -150,25 +150,24 @@ quota_changes = Table(
     # point (instant and quota within a page), not per event and flavor
     Column("changes", JSONB, nullable=False),
 )
+
+
 # the changes summed per UTC hour and per UTC day: an instant's usage is then the days
 # before its own, its day's hours before its own and at most one hour of change rows, not
 # every change row on one side of it
-quota_change_hours = Table(
-    "quota_change_hours",
-    metadata,
-    Column("hour", _TS, primary_key=True),
-    Column("quota", Text, primary_key=True),
-    Column("flavor", Text, primary_key=True),
-    *(Column(n, BigInteger, nullable=False) for n in RAW),
-)
-quota_change_days = Table(
-    "quota_change_days",
-    metadata,
-    Column("day", _TS, primary_key=True),
-    Column("quota", Text, primary_key=True),
-    Column("flavor", Text, primary_key=True),
-    *(Column(n, BigInteger, nullable=False) for n in RAW),
-)
+def _change_sums(name: str, period: str) -> Table:
+    return Table(
+        name,
+        metadata,
+        Column(period, _TS, primary_key=True),
+        Column("quota", Text, primary_key=True),
+        Column("flavor", Text, primary_key=True),
+        *(Column(n, BigInteger, nullable=False) for n in RAW),
+    )
+
+
+quota_change_hours = _change_sums("quota_change_hours", "hour")
+quota_change_days = _change_sums("quota_change_days", "day")
 quota_own_usage = Table(
     "quota_own_usage",
     metadata,
@@ -208,10 +207,16 @@ def hour_of(at: datetime) -> datetime:
     return _hour_start(hour_index(at))
 
 
+def _day_first_hour(index: int) -> int:
+    """The index of the first hour of the UTC day holding hour ``index``."""
+    return index // 24 * 24
+
+
 def day_of(at: datetime) -> datetime:
-    """The UTC day ``at`` falls in (the key of ``quota_change_days``), through
-    :func:`hour_index` as well, so a day holds exactly its 24 hours' sums."""
-    return _hour_start(hour_index(at) // 24 * 24)
+    """The UTC day ``at`` falls in (the key of ``quota_change_days``): the writes and the
+    reads both bucket through :func:`_day_first_hour`, so a day holds exactly its 24
+    hours' sums."""
+    return _hour_start(_day_first_hour(hour_index(at)))
 
 
 def _dumps(value: Any) -> str:
@@ -624,7 +629,7 @@ class QuotaProjection(Projection):
         days: dict[tuple[int, str, str], list[Any]] = {}
         totals: dict[tuple[str, str], list[Any]] = {}
         for (hour, quota, flavor), sums in hours.items():
-            _add(days, (hour // 24 * 24, quota, flavor), sums, sums[5])
+            _add(days, (_day_first_hour(hour), quota, flavor), sums, sums[5])
             _add(totals, (quota, flavor), sums, sums[5])
         if totals:  # add the page's sums to the running totals and to the hours' and days' sums
             with driver(conn).cursor() as cur:
