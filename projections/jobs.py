@@ -43,6 +43,7 @@ from sqlalchemy import (
     DateTime,
     Integer,
     Numeric,
+    SmallInteger,
     Table,
     Text,
     Uuid,
@@ -66,10 +67,12 @@ __all__ = [
     "STATUSES",
     "JobsProjection",
     "find_job",
+    "fold_order",
     "job_detail",
     "job_state",
     "job_timeline",
     "job_workspace_quotas",
+    "late_flags",
     "list_jobs",
     "timeline_rows",
 ]
@@ -119,6 +122,12 @@ job_state = Table(
     Column("open_occupancies", ARRAY(Text), nullable=False),
     Column("events", Integer, nullable=False),
     Column("last_position", BigInteger, nullable=False),
+    # the latest fact folded, in fold order: a fact that sorts before it re-folds the job
+    Column("fold_at", _TS),
+    Column("fold_rank", SmallInteger, nullable=False),
+    Column("fold_position", BigInteger, nullable=False),
+    # every status change as [status, at], in order: the status at any instant
+    Column("transitions", JSONB, nullable=False),
 )
 
 job_workspace_quotas = Table(
@@ -186,11 +195,16 @@ class _Job:
     open_occupancies: list[str] = field(default_factory=list)
     events: int = 0
     last_position: int = 0
+    fold_at: datetime | None = None
+    fold_rank: int = -1
+    fold_position: int = 0
+    transitions: list[list[str]] = field(default_factory=list)
 
     @classmethod
     def new(cls, uid: str, at: datetime) -> _Job:
         job = cls(uid, "Creating", at)
         job.entered["Creating"] = format_timestamp(at)
+        job.transitions.append(["Creating", job.entered["Creating"]])
         return job
 
     def row(self) -> tuple[Any, ...]:
@@ -221,6 +235,10 @@ class _Job:
             self.open_occupancies,
             self.events,
             self.last_position,
+            self.fold_at,
+            self.fold_rank,
+            self.fold_position,
+            orjson.dumps(self.transitions).decode(),
         )
 
     def enter(self, status: str, at: datetime) -> None:
@@ -231,7 +249,9 @@ class _Job:
             self.running_since = None
         self.status = status
         self.status_since = at
-        self.entered.setdefault(status, format_timestamp(at))
+        stamp = format_timestamp(at)
+        self.entered.setdefault(status, stamp)
+        self.transitions.append([status, stamp])
         if status == "Running":
             self.running_since = at
         elif status in FINAL_STATUSES:
@@ -363,69 +383,123 @@ def _take(conn: Connection, uids: set[str]) -> dict[str, _Job]:
     return {row[0]: _Job(*row) for row in fetch_keyed(conn, _TAKE_SQL, (list(uids),))}
 
 
+# Facts at the same cluster instant fold in lifecycle order, so the state does not
+# depend on which of them was stored first (a pod bound and failed in the same second
+# still ran); store position breaks the remaining ties.
+_RANK = {
+    "JobSubmitted": 0,
+    "JobQueued": 1,
+    "JobAdmitted": 2,
+    "AdmissionDecided": 2,
+    "JobStarted": 3,
+    "OccupancyStarted": 3,
+    "OccupancyEnded": 4,
+    "PreemptionDecided": 5,
+    "JobRestarted": 5,
+    "JobPreempted": 5,
+    "JobSucceeded": 6,
+    "JobFailed": 6,
+    "JobStopped": 7,
+    "JobDeleted": 7,
+}
+_LAST_RANK = 8
+
+
+def fold_order(occurred_at: datetime, kind: str, position: int) -> tuple[datetime, int, int]:
+    """The order a job's facts take effect in: cluster time, lifecycle rank, position."""
+    return (occurred_at, _RANK.get(kind, _LAST_RANK), position)
+
+
+@dataclass(slots=True)
+class _Fact:
+    """One fact the job state machine folds (a lifecycle or occupancy event)."""
+
+    kind: str
+    data: dict[str, Any]
+    occurred_at: datetime
+    position: int
+    # a JobSubmitted naming no quota: the workspace's binding when it was stored
+    bound_quota: str | None = None
+
+    @property
+    def order(self) -> tuple[datetime, int, int]:
+        return fold_order(self.occurred_at, self.kind, self.position)
+
+
+def _target(event: RecordedEvent) -> str | None:
+    """The job whose state ``event`` changes, if it is a lifecycle or occupancy fact."""
+    kind = event.type
+    if kind not in _ABOUT_OWN_JOB:
+        return None
+    uid = event.data.get("job_uid")
+    if isinstance(uid, str) and uid:
+        return uid
+    return event.stream[4:] if event.stream.startswith("job/") else None
+
+
 class JobsProjection(Projection):
-    """Folds job lifecycle, occupancy and decision events into job_state and job_timeline."""
+    """Folds job lifecycle, occupancy and decision events into job_state and job_timeline.
+
+    A job's state is a function of its facts in :func:`fold_order`, whatever order they
+    were stored in (Kafka orders per key only, a watcher re-lists): facts of a page fold
+    in that order, and a fact that sorts before one already folded re-folds the job
+    from all its stored facts.
+    """
 
     name = "jobs"
     cost = 2.2
     tables = (job_state, job_timeline, job_workspace_quotas)
 
     def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
-        # one pass: timeline rows (they depend on the event alone) and the fold's work list
+        # one pass: timeline rows (they depend on the event alone) and each job's facts
         timeline: list[tuple[Any, ...]] = []
-        folds: list[tuple[str, str, dict[str, Any], datetime, int]] = []
-        uids: set[str] = set()
+        facts: dict[str, list[_Fact]] = {}
+        bindings: dict[str, str | None] | None = None
+        bound: dict[str, str | None] = {}
         for event in events:
             kind = event.type
             stream = event.stream
             data = event.data
-            if stream.startswith("job/") and kind in _ABOUT_OWN_JOB:
+            if kind == "WorkspaceBound":
+                if bindings is None:
+                    bindings = _bindings(conn)
+                bindings[data["workspace"]] = bound[data["workspace"]] = data.get("quota")
+                continue
+            own = stream[4:] if stream.startswith("job/") else None
+            if own is not None and kind in _ABOUT_OWN_JOB:
                 # nearly every event: a transition or pod of its own stream's job, whose
                 # timeline reads it from the store; only another job it names needs a row
-                own = stream[4:]
                 uid = data.get("job_uid")
                 if isinstance(uid, str) and uid != own:
                     timeline.extend(_rows_elsewhere(event, _named_jobs(event)))
-                target = uid or own
-            elif kind in _OCCUPANCY or kind in _DECISIONS or stream.startswith("job/"):
+            elif kind in _OCCUPANCY or kind in _DECISIONS or own is not None:
                 named = _named_jobs(event)
-                if not named:
-                    continue
-                timeline.extend(_rows_elsewhere(event, named))
-                if kind not in _OCCUPANCY and kind not in _LIFECYCLE:
-                    continue
-                target = data.get("job_uid") or stream[4:]
-            elif kind == "WorkspaceBound":
-                target = ""  # not a job: a binding, folded in order with the jobs below
-            else:
+                if named:
+                    timeline.extend(_rows_elsewhere(event, named))
+            target = _target(event)
+            if not target:
                 continue
-            folds.append((target, kind, data, event.occurred_at, event.position))
-            if target:
-                uids.add(target)
-        if not folds and not timeline:
-            return
-        jobs = _take(conn, uids) if uids else {}
-        bindings: dict[str, str | None] | None = None
-        bound: dict[str, str | None] = {}
-        for uid, kind, data, occurred_at, position in folds:
-            if kind == "WorkspaceBound" or (kind == "JobSubmitted" and not data.get("quota")):
+            fact = _Fact(kind, data, event.occurred_at, event.position)
+            if kind == "JobSubmitted" and not data.get("quota"):
                 if bindings is None:
-                    bindings = {
-                        ws: quota for ws, quota in conn.execute(select(job_workspace_quotas))
-                    }
-                if kind == "WorkspaceBound":
-                    bindings[data["workspace"]] = bound[data["workspace"]] = data.get("quota")
-                    continue
-            job = jobs.get(uid)
-            if job is None:
-                job = jobs[uid] = _Job.new(uid, occurred_at)
-            _fold(job, kind, data, occurred_at)
-            if kind == "JobSubmitted" and job.quota is None and bindings is not None:
-                job.quota = bindings.get(job.workspace or "")
-            job.events += 1
-            job.last_position = position
-        # every job taken out or created above goes back, folded
-        copy_table(conn, job_state, [jobs[uid].row() for uid in sorted(jobs)])
+                    bindings = _bindings(conn)
+                fact.bound_quota = bindings.get(data.get("workspace") or "")
+            facts.setdefault(target, []).append(fact)
+        if facts:
+            jobs = _take(conn, set(facts))
+            late = {
+                uid
+                for uid, new in facts.items()
+                if uid in jobs and min(f.order for f in new) < _folded_to(jobs[uid])
+            }
+            if late:
+                for uid, old in _stored_facts(conn, late, jobs, events[0].position).items():
+                    facts[uid] = old + facts[uid]
+            for uid, new in facts.items():
+                job = None if uid in late else jobs.get(uid)
+                jobs[uid] = _fold_facts(uid, job, new)
+            # every job taken out or created above goes back, folded
+            copy_table(conn, job_state, [jobs[uid].row() for uid in sorted(jobs)])
         copy_table(conn, job_timeline, timeline)
         for workspace, quota in sorted(bound.items()):
             conn.execute(
@@ -433,6 +507,63 @@ class JobsProjection(Projection):
                 .values(workspace=workspace, quota=quota)
                 .on_conflict_do_update(index_elements=["workspace"], set_={"quota": quota})
             )
+
+
+def _bindings(conn: Connection) -> dict[str, str | None]:
+    return {ws: quota for ws, quota in conn.execute(select(job_workspace_quotas))}
+
+
+def _folded_to(job: _Job) -> tuple[datetime, int, int]:
+    assert job.fold_at is not None
+    return (job.fold_at, job.fold_rank, job.fold_position)
+
+
+def _stored_facts(
+    conn: Connection, uids: set[str], jobs: dict[str, _Job], before: int
+) -> dict[str, list[_Fact]]:
+    """The facts of ``uids`` stored before position ``before``: their own streams, and
+    the facts about them on other streams (their ``job_timeline`` rows point at them).
+
+    A JobSubmitted naming no quota takes the quota it was resolved to when first
+    folded (the binding then), kept in the job's row.
+    """
+    streams = [f"job/{uid}" for uid in sorted(uids)]
+    stored = PostgresEventStore.read_streams_on(conn, streams, before=before)
+    elsewhere = conn.execute(
+        select(job_timeline.c.position)
+        .where(
+            job_timeline.c.job_uid.in_(sorted(uids)),
+            job_timeline.c.position < before,
+            job_timeline.c.type.in_(sorted(_ABOUT_OWN_JOB)),
+        )
+        .distinct()
+    ).scalars()
+    stored += PostgresEventStore.read_positions_on(conn, sorted(elsewhere))
+    out: dict[str, list[_Fact]] = {uid: [] for uid in uids}
+    for event in stored:
+        uid = _target(event)
+        if uid not in out:
+            continue
+        fact = _Fact(event.type, event.data, event.occurred_at, event.position)
+        if event.type == "JobSubmitted" and not event.data.get("quota"):
+            fact.bound_quota = jobs[uid].quota
+        out[uid].append(fact)
+    return out
+
+
+def _fold_facts(uid: str, job: _Job | None, facts: list[_Fact]) -> _Job:
+    """``job`` (None: a new job) with ``facts`` folded in fold order."""
+    facts.sort(key=lambda f: f.order)
+    if job is None:
+        job = _Job.new(uid, facts[0].occurred_at)
+    for fact in facts:
+        _fold(job, fact.kind, fact.data, fact.occurred_at)
+        if fact.kind == "JobSubmitted" and job.quota is None:
+            job.quota = fact.bound_quota
+        job.events += 1
+        job.last_position = max(job.last_position, fact.position)
+    job.fold_at, job.fold_rank, job.fold_position = facts[-1].order
+    return job
 
 
 def _rows_elsewhere(
@@ -467,7 +598,7 @@ def _fold(job: _Job, kind: str, data: dict[str, Any], at: datetime) -> None:
     if kind == "OccupancyStarted":
         occupancy = data["occupancy_id"]
         if occupancy not in job.open_occupancies:
-            job.open_occupancies = [*job.open_occupancies, occupancy]
+            job.open_occupancies = sorted([*job.open_occupancies, occupancy])
         if job.status in _STARTABLE:
             job.enter("Running", _parse(data["started_at"]))
     elif kind == "OccupancyEnded":
@@ -532,7 +663,17 @@ def _jsonable(value: Any) -> Any:
 
 def _job_dict(row: Any) -> dict[str, Any]:
     m = dict(row._mapping)
-    hidden = ("running_since", "open_occupancies", "last_position", "events", "running_us")
+    hidden = (
+        "running_since",
+        "open_occupancies",
+        "last_position",
+        "events",
+        "running_us",
+        "fold_at",
+        "fold_rank",
+        "fold_position",
+        "transitions",
+    )
     out = {k: _jsonable(v) for k, v in m.items() if k not in hidden}
     out["running_seconds"] = _jsonable(Decimal(m["running_us"]) / 1_000_000)
     out["open_occupancies"] = len(m["open_occupancies"])
@@ -603,10 +744,11 @@ def job_detail(conn: Connection, uid: str) -> dict[str, Any]:
         {"uid": uid},
     )
     detail["occupied"] = [{k: _jsonable(v) for k, v in u._mapping.items()} for u in usage]
+    rows = timeline_rows(conn, uid)
     detail["timeline"] = [
         {k: _jsonable(v) for k, v in zip(_TIMELINE_COLUMNS, row, strict=True) if k != "job_uid"}
-        | {"event_id": str(row[-1])}
-        for row in timeline_rows(conn, uid)
+        | {"event_id": str(row[-1]), "late": late}
+        for row, late in zip(rows, late_flags(rows), strict=True)
     ]
     return detail
 
@@ -616,7 +758,7 @@ _TIMELINE_COLUMNS = tuple(c.name for c in job_timeline.columns)
 
 def timeline_rows(conn: Connection, uid: str) -> list[tuple[Any, ...]]:
     """Job ``uid``'s timeline as of the projection's checkpoint: ``job_timeline`` rows in
-    table order, position order.
+    table order, in :func:`fold_order` (cluster time).
 
     The events of the job's own stream come from the store itself (append-only, indexed
     by stream), read up to the checkpoint so they match ``job_state``; the table holds
@@ -630,5 +772,17 @@ def timeline_rows(conn: Connection, uid: str) -> list[tuple[Any, ...]]:
     for event in PostgresEventStore.read_stream_on(conn, f"job/{uid}", upto=upto):
         by, reason = next((b, r) for u, b, r in _named_jobs(event) if u == uid)
         rows.append(_timeline_row(event, uid, by, reason))
-    rows.sort(key=lambda r: int(r[1]))
+    rows.sort(key=lambda r: fold_order(r[2], r[3], int(r[1])))
     return rows
+
+
+def late_flags(rows: Sequence[tuple[Any, ...]]) -> list[bool]:
+    """For timeline ``rows`` in cluster-time order: was each fact stored after a fact
+    that happened later (it arrived late)?"""
+    flags = [False] * len(rows)
+    lowest_after = None
+    for i in range(len(rows) - 1, -1, -1):
+        position = int(rows[i][1])
+        flags[i] = lowest_after is not None and position > lowest_after
+        lowest_after = position if lowest_after is None else min(lowest_after, position)
+    return flags

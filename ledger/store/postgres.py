@@ -438,6 +438,28 @@ class PostgresEventStore(EventStore):
         )
 
     @staticmethod
+    def read_streams_on(
+        conn: Connection, streams: Sequence[str], *, before: int
+    ) -> list[RecordedEvent]:
+        """Events of ``streams`` at positions below ``before``, in position order."""
+        return _fetch(
+            conn,
+            _SELECT_SQL + "WHERE stream = ANY(%s) AND position < %s ORDER BY position",
+            (list(streams), before),
+        )
+
+    @staticmethod
+    def read_positions_on(conn: Connection, positions: Sequence[int]) -> list[RecordedEvent]:
+        """The events at ``positions``, in position order."""
+        if not positions:
+            return []
+        return _fetch(
+            conn,
+            _SELECT_SQL + "WHERE position = ANY(%s) ORDER BY position",
+            (list(positions),),
+        )
+
+    @staticmethod
     def read_window_on(
         conn: Connection, after: int, upto: int, types: Sequence[str] | None = None
     ) -> list[RecordedEvent]:

@@ -25,18 +25,18 @@ def test_jobs_branch_up_down_up(databases: TemplateDatabases) -> None:
 
         upgrade(engine)
         tables, heads = state()
-        assert tables >= OWNED and "0007" in heads
+        assert tables >= OWNED and "0011" in heads
         indexes = {i["name"] for i in inspect(engine).get_indexes("occupancy")}
         assert "occupancy_during" in indexes
 
-        downgrade(engine, "jobs@-2")  # 0007, then 0002
+        downgrade(engine, "jobs@-3")  # 0011, 0007, then 0002
         tables, heads = state()
         assert not OWNED & tables and "events" in tables
-        assert not {"0002", "0007"} & heads
+        assert not {"0002", "0007", "0011"} & heads
 
         upgrade(engine)
         tables, heads = state()
-        assert tables >= OWNED and "0007" in heads
+        assert tables >= OWNED and "0011" in heads
     finally:
         engine.dispose()
         databases.drop(url)
