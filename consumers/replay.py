@@ -142,7 +142,9 @@ def _reset_database(store: PostgresEventStore) -> None:
     store.engine.dispose()
 
 
-def _replay_topic(store: PostgresEventStore, bootstrap: str) -> str:
+def _replay_topic(
+    store: PostgresEventStore, bootstrap: str, partitions: int = DEFAULT_PARTITIONS
+) -> str:
     """This database's replay topic: remembered in a checkpoint row, created on first use."""
     from consumers.broker import ensure_topic
 
@@ -153,7 +155,7 @@ def _replay_topic(store: PostgresEventStore, bootstrap: str) -> str:
             )
         ).scalar()
     topic = name[len(TOPIC_MARKER) :] if name else f"dlc.replay-{uuid.uuid4().hex[:12]}"
-    ensure_topic(bootstrap, topic, partitions=DEFAULT_PARTITIONS)
+    ensure_topic(bootstrap, topic, partitions=partitions)
     if not name:
         with store.transaction() as uow:
             uow.save_checkpoint(TOPIC_MARKER + topic, position=0)
@@ -191,7 +193,9 @@ def _apply_setup(
 class _Ingest:
     """The ingest consumer on a thread, statically assigned to every partition."""
 
-    def __init__(self, store: PostgresEventStore, bootstrap: str, topic: str) -> None:
+    def __init__(
+        self, store: PostgresEventStore, bootstrap: str, topic: str, partitions: int
+    ) -> None:
         from consumers.ingest import IngestConsumer
 
         self.stop_event = threading.Event()
@@ -200,7 +204,7 @@ class _Ingest:
             bootstrap,
             topic=topic,
             group=f"replay-{topic}",
-            partitions=list(range(DEFAULT_PARTITIONS)),
+            partitions=list(range(partitions)),
             poll_timeout_ms=100,
         )
         self.error: BaseException | None = None
@@ -243,6 +247,7 @@ def run_replay(
     fresh: bool = False,
     yes: bool = False,
     limit: int | None = None,
+    partitions: int | None = None,
     store: PostgresEventStore | None = None,
     bootstrap: str | None = None,
     data_dir: Path | None = None,
@@ -269,13 +274,15 @@ def run_replay(
             _reset_database(store)
             say("fresh: dropped and recreated the database schema")
         bootstrap = bootstrap or context.kafka_bootstrap()
-        topic = _replay_topic(store, bootstrap)
+        partitions = partitions or context.settings().partitions
+        topic = _replay_topic(store, bootstrap, partitions)
         notes = _apply_setup(store, quotas, pricebook, loaded.epoch, say)
         summary = _replay(
             loaded,
             store,
             bootstrap,
             topic,
+            partitions,
             data_dir or context.settings().data_dir,
             speed,
             say,
@@ -305,6 +312,7 @@ def _replay(
     store: PostgresEventStore,
     bootstrap: str,
     topic: str,
+    partitions: int,
     data_dir: Path,
     speed: Speed,
     say: Callable[[str], None],
@@ -335,7 +343,7 @@ def _replay(
     history = max(100_000, 8 * len(trace.instances))
     with KubeSim(epoch=trace.epoch, history_size=history, bookmark_interval=0.2) as sim:
         driver = TraceDriver(sim, trace, speed, max_backlog=5_000)
-        ingest = _Ingest(store, bootstrap, topic).start()
+        ingest = _Ingest(store, bootstrap, topic, partitions).start()
         watcher = Watcher(
             client.Configuration(host=sim.url),
             publisher.publish,

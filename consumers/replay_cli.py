@@ -47,6 +47,12 @@ def replay(
     fresh: Annotated[bool, typer.Option("--fresh", help="Start from an empty database.")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Confirm --fresh on DATABASE_URL.")] = False,
     limit: Annotated[int | None, typer.Option(help="Only the first N trace rows.")] = None,
+    partitions: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=256, help="Partitions of the replay topic (default DLC_PARTITIONS)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Replay a trace end to end; exit 0 once everything is stored and projected."""
@@ -62,6 +68,7 @@ def replay(
         fresh=fresh,
         yes=yes,
         limit=limit,
+        partitions=partitions,
     )
     if as_json:
         typer.echo(json.dumps(summary.as_dict()))

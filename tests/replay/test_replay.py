@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client
 from sqlalchemy import func, select
 
+from consumers.kafka_settings import DEFAULT_PARTITIONS
 from consumers.producer import EventPublisher
 from consumers.replay import _Ingest, _replay_topic, load_replay_trace, run_replay
 from consumers.watchers.listwatch import WatchSettings
@@ -28,6 +29,7 @@ from kubesim.traces import Trace
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import dead_letters
 from ledger.store.schema import events as events_table
+from projections.jobs import FINAL_STATUSES, job_state
 from projections.occupancy import occupancy
 
 
@@ -73,11 +75,48 @@ def _dead_letters(store: PostgresEventStore) -> int:
         return int(conn.execute(select(func.count()).select_from(dead_letters)).scalar() or 0)
 
 
+def _check_jobs_against_trace(store: PostgresEventStore, trace: Trace) -> None:
+    """Every scheduled job entered Running at its scheduled time, and ran exactly as long
+    as it occupied resources, whatever order its facts were stored in."""
+    with store.engine.connect() as conn:
+        jobs = {
+            row.name: row
+            for row in conn.execute(
+                select(
+                    job_state.c.name,
+                    job_state.c.entered,
+                    job_state.c.running_us,
+                    job_state.c.status,
+                )
+            )
+        }
+    wrong: list[str] = []
+    for inst in trace.instances:
+        if inst.scheduled is None:
+            continue
+        job = jobs[inst.job_name]
+        if job.entered.get("Running") != _iso(trace.epoch, inst.scheduled):
+            wrong.append(f"{inst.job_name}: Running entered {job.entered.get('Running')}")
+        elif inst.deleted is not None and (
+            job.running_us != (inst.deleted - inst.scheduled) * 1_000_000
+            or job.status not in FINAL_STATUSES
+        ):
+            wrong.append(f"{inst.job_name}: {job.status}, ran {job.running_us} us")
+    assert not wrong, f"{len(wrong)} jobs disagree with the trace, e.g. {wrong[:5]}"
+
+
+@pytest.mark.parametrize("partitions", [1, 4, 16])
 def test_full_openb_replay_matches_the_trace(
-    store: PostgresEventStore, bootstrap: str, tmp_path: Path
+    store: PostgresEventStore, bootstrap: str, tmp_path: Path, partitions: int
 ) -> None:
     summary = run_replay(
-        "openb", "openb", store=store, bootstrap=bootstrap, data_dir=tmp_path, progress=None
+        "openb",
+        "openb",
+        store=store,
+        bootstrap=bootstrap,
+        data_dir=tmp_path,
+        progress=None,
+        partitions=partitions,
     )
     trace = load_replay_trace("openb", "openb")
     assert summary.ok and summary.dead_letters == 0 and summary.projected
@@ -88,6 +127,7 @@ def test_full_openb_replay_matches_the_trace(
     with store.engine.connect() as conn:  # the projections saw it too
         open_rows = conn.execute(select(func.count()).select_from(occupancy)).scalar()
     assert open_rows == 7255
+    _check_jobs_against_trace(store, trace)
 
 
 def test_dlrm_slice_open_ends_and_pre_existing_rows(
@@ -161,7 +201,7 @@ def _run(
     """Replay with the parts wired by hand, optionally killing the watcher mid-way."""
     topic = _replay_topic(store, bootstrap)
     publisher = EventPublisher(bootstrap, data_dir=data_dir, topic=topic)
-    ingest = _Ingest(store, bootstrap, topic).start()
+    ingest = _Ingest(store, bootstrap, topic, DEFAULT_PARTITIONS).start()
     settings = WatchSettings(read_timeout=10, backoff_initial=0.05, resync_seconds=None)
     kills = 0
     with KubeSim(epoch=trace.epoch, history_size=200_000, bookmark_interval=0.1) as sim:
