@@ -17,7 +17,7 @@ import typer
 
 from consumers import context
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
-from projections.jobs import find_job, job_detail, list_jobs
+from projections.jobs import MAX_PAGE, find_job, job_detail, list_jobs
 from projections.occupancy import GROUP_KEYS, occupied_at
 
 __all__ = ["jobs_app", "parse_instant", "render_table"]
@@ -91,18 +91,41 @@ def jobs_list(
     workspace: Annotated[str | None, typer.Option(help="Only this workspace.")] = None,
     status: Annotated[str | None, typer.Option(help="Only jobs in this status.")] = None,
     user: Annotated[str | None, typer.Option(help="Only this user's jobs.")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Cluster time (ISO-8601): the jobs that existed then, with their status then.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=MAX_PAGE, help="Page size, newest submission first.")
+    ] = 50,
+    cursor: Annotated[
+        str | None, typer.Option(help="Continue after the page that printed this cursor.")
+    ] = None,
     fmt: FormatOption = Format.table,
 ) -> None:
-    """Jobs, newest submission first."""
+    """Jobs, newest submission first, a page at a time (the next page's cursor goes to stderr)."""
+    instant = parse_instant(at) if at else None
     store = context.open_store()
     with store.engine.connect() as conn:
-        rows = list_jobs(conn, workspace=workspace, status=status, user=user, limit=limit)
+        page = list_jobs(
+            conn,
+            workspace=workspace,
+            status=status,
+            user=user,
+            limit=limit,
+            at=instant,
+            cursor=cursor,
+        )
     if fmt is Format.json:
-        typer.echo(_dumps(rows))
-        return
-    columns = ["job_uid", "name", "workspace", "user", "status", "status_since", "restarts"]
-    typer.echo(render_table(rows, columns))
+        typer.echo(_dumps(page.jobs))
+    else:
+        columns = ["job_uid", "name", "workspace", "user", "status", "status_since", "restarts"]
+        typer.echo(render_table(page.jobs, columns))
+    if page.next_cursor:
+        typer.echo(f"more: --cursor {page.next_cursor}", err=True)
 
 
 @jobs_app.command("show")
@@ -126,9 +149,15 @@ def jobs_show(
     typer.echo("\noccupied (closed occupancies):")
     typer.echo(render_table(occupied))
     typer.echo("\ntimeline:")
+    for entry in timeline:
+        entry["arrived"] = "late" if entry["late"] else ""
     typer.echo(
-        render_table(timeline, ["position", "occurred_at", "type", "source", "by", "summary"])
+        render_table(
+            timeline, ["occurred_at", "position", "arrived", "type", "source", "by", "summary"]
+        )
     )
+    if any(entry["late"] for entry in timeline):
+        typer.echo("(cluster-time order; 'late': stored after a fact that happened later)")
 
 
 def report_occupancy(

@@ -29,9 +29,10 @@ Times are cluster times (``occurred_at``, or the pod's own ``started_at`` /
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
@@ -47,6 +48,9 @@ from sqlalchemy import (
     Table,
     Text,
     Uuid,
+    and_,
+    func,
+    or_,
     select,
     text,
 )
@@ -64,7 +68,9 @@ from projections.steps import checkpoint_name
 
 __all__ = [
     "FINAL_STATUSES",
+    "MAX_PAGE",
     "STATUSES",
+    "JobPage",
     "JobsProjection",
     "find_job",
     "fold_order",
@@ -158,6 +164,7 @@ _DECISIONS = frozenset({"AdmissionDecided", "PreemptionDecided"})
 # on a job's own stream these name that job and, if another, data.job_uid: nothing else
 _ABOUT_OWN_JOB = _LIFECYCLE | _OCCUPANCY
 _MICRO = Decimal("0.000001")
+_NEVER = datetime(1, 1, 1, tzinfo=UTC)  # sorts a job with no submission last
 
 
 def _parse(value: str) -> datetime:
@@ -680,6 +687,71 @@ def _job_dict(row: Any) -> dict[str, Any]:
     return out
 
 
+MAX_PAGE = 10_000
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of :func:`list_jobs`; ``next_cursor`` continues it (None: the last page)."""
+
+    jobs: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def _encode_cursor(submitted_at: datetime | None, uid: str) -> str:
+    raw = orjson.dumps([format_timestamp(submitted_at) if submitted_at else None, uid])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime | None, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        submitted, uid = orjson.loads(raw)
+        return (_parse(submitted) if submitted else None), str(uid)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"invalid cursor {cursor!r}: pass one a previous page printed") from exc
+
+
+def _status_at(transitions: Sequence[Sequence[str]], at: datetime) -> tuple[str, str] | None:
+    """The (status, since) in force at ``at``; None before the job existed."""
+    current = None
+    for status, since in transitions:
+        if _parse(since) > at:
+            break
+        current = (status, since)
+    return current
+
+
+def _running_us_at(transitions: Sequence[Sequence[str]], at: datetime) -> int:
+    """Microseconds spent Running up to ``at``."""
+    total = 0
+    running_since: datetime | None = None
+    for status, since in transitions:
+        moment = min(_parse(since), at)
+        if running_since is not None:
+            total += _micros(moment - running_since)
+            running_since = None
+        if status == "Running" and moment < at:
+            running_since = moment
+    if running_since is not None:
+        total += _micros(at - running_since)
+    return total
+
+
+def _as_at(job: dict[str, Any], transitions: Sequence[Sequence[str]], at: datetime) -> None:
+    """Rewrite the time-dependent fields of a listed job as they stood at ``at``."""
+    status, since = _status_at(transitions, at) or ("Creating", job["submitted_at"])
+    job["status"], job["status_since"] = status, since
+    job["entered"] = {s: t for s, t in job["entered"].items() if _parse(t) <= at}
+    for key in ("ended_at", "deleted_at"):
+        if job[key] is not None and _parse(job[key]) > at:
+            job[key] = None
+    if job["ended_at"] is None:
+        job["goodput"] = None
+    job["running_seconds"] = _jsonable(Decimal(_running_us_at(transitions, at)) / 1_000_000)
+    job["at"] = format_timestamp(at)
+
+
 def list_jobs(
     conn: Connection,
     *,
@@ -687,21 +759,53 @@ def list_jobs(
     status: str | None = None,
     user: str | None = None,
     limit: int = 50,
-) -> list[dict[str, Any]]:
-    """Jobs, newest submission first, filtered; JSON-ready dicts."""
+    at: datetime | None = None,
+    cursor: str | None = None,
+) -> JobPage:
+    """Jobs, newest submission first, filtered, one page; JSON-ready dicts.
+
+    ``at`` (cluster time): only jobs that existed then, with their status, running time
+    and end as of that instant (``status`` filters on it). Pages are keyed on
+    (submission, uid), so a page never repeats or skips a job while new ones arrive.
+    """
     if status is not None and status not in STATUSES:
         raise ValueError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"--limit must be between 1 and {MAX_PAGE:,}")
+    submitted = func.coalesce(job_state.c.submitted_at, _NEVER)
     query = job_state.select()
     if workspace is not None:
         query = query.where(job_state.c.workspace == workspace)
-    if status is not None:
-        query = query.where(job_state.c.status == status)
     if user is not None:
         query = query.where(job_state.c.user == user)
-    query = query.order_by(job_state.c.submitted_at.desc().nulls_last(), job_state.c.job_uid).limit(
-        limit
-    )
-    return [_job_dict(row) for row in conn.execute(query)]
+    if status is not None and at is None:
+        query = query.where(job_state.c.status == status)
+    if at is not None:
+        # the first transition is the job's first fact: later ones did not exist yet
+        query = query.where(
+            text("(job_state.transitions -> 0 ->> 1)::timestamptz <= :at").bindparams(at=at)
+        )
+    if cursor is not None:
+        after_submitted, after_uid = _decode_cursor(cursor)
+        key = after_submitted or _NEVER
+        query = query.where(
+            or_(submitted < key, and_(submitted == key, job_state.c.job_uid > after_uid))
+        )
+    query = query.order_by(submitted.desc(), job_state.c.job_uid)
+    jobs: list[dict[str, Any]] = []
+    last: Any = None
+    # with ``at`` and ``status`` the status filter is applied after the rewrite: read on
+    for row in conn.execution_options(yield_per=limit).execute(query):
+        job = _job_dict(row)
+        if at is not None:
+            _as_at(job, row.transitions, at)
+            if status is not None and job["status"] != status:
+                continue
+        if len(jobs) == limit:
+            return JobPage(jobs, _encode_cursor(last.submitted_at, last.job_uid))
+        jobs.append(job)
+        last = row
+    return JobPage(jobs, None)
 
 
 def find_job(conn: Connection, ref: str) -> str:

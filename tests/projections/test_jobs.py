@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from typer.testing import CliRunner
+
+from consumers.cli import app
 from consumers.projector import Projector
 from ledger.events import (
     AdmissionDecided,
@@ -307,3 +310,53 @@ def test_a_job_naming_no_quota_belongs_to_its_workspace_binding_at_submission(
     with store.engine.connect() as conn:
         quotas = {uid: job_detail(conn, uid)["quota"] for uid in ("j1", "j2", "j3", "j4")}
     assert quotas == {"j1": "q-1", "j2": "explicit", "j3": "q-2", "j4": None}
+
+
+def test_list_pages_with_a_cursor_and_reads_status_at_an_instant(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    n = Narrator()
+    for i in range(7):
+        _submit(n, f"u{i}", f"job-{i}", i * 100)
+        _occupy(n, f"u{i}", f"p{i}", i * 100 + 10, i * 100 + 60)
+        n.tell(JobSucceeded(job_uid=f"u{i}"), f"job/u{i}", at(i * 100 + 60))
+    _project(store, n)
+
+    seen: list[str] = []
+    cursor: list[str] = []
+    runner_pages = 0
+    while True:  # the next page's cursor goes to stderr
+        result = CliRunner().invoke(
+            app, ["jobs", "list", "--format", "json", "--limit", "3", *cursor]
+        )
+        assert result.exit_code == 0, result.output
+        seen += [j["job_uid"] for j in json.loads(result.stdout)]
+        runner_pages += 1
+        more = [line for line in result.stderr.splitlines() if line.startswith("more: ")]
+        if not more:
+            break
+        cursor = more[0].removeprefix("more: ").split()
+    assert seen == [f"u{i}" for i in reversed(range(7))] and runner_pages == 3
+
+    # at 00:05:30 (330 s) job-3 is running (since 310 s), jobs 4-6 not yet submitted
+    at_530 = json.loads(cli("jobs", "list", "--format", "json", "--at", "2026-11-01T00:05:30Z"))
+    assert [j["job_uid"] for j in at_530] == ["u3", "u2", "u1", "u0"]
+    three = at_530[0]
+    assert (three["status"], three["status_since"]) == ("Running", "2026-11-01T00:05:10Z")
+    assert three["ended_at"] is None and three["running_seconds"] == 20
+    assert at_530[1]["status"] == "Succeeded" and at_530[1]["running_seconds"] == 50
+    running = json.loads(
+        cli(
+            "jobs",
+            "list",
+            "--format",
+            "json",
+            "--at",
+            "2026-11-01T00:05:30Z",
+            "--status",
+            "Running",
+        )
+    )
+    assert [j["job_uid"] for j in running] == ["u3"]
+    assert "invalid cursor" in cli("jobs", "list", "--cursor", "nope!", ok=False)
+    assert "--limit" in cli("jobs", "list", "--limit", "100000000", ok=False)
