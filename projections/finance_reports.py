@@ -1,4 +1,4 @@
-"""Finance reports: usage and cost grouped by workspace, quota, user, flavor, mode, day, month.
+"""Finance reports: usage and cost grouped by workspace, quota, user, flavor, mode, day, month, job.
 
 Two questions, answered from the billing read model (:mod:`projections.billing`):
 
@@ -44,14 +44,24 @@ __all__ = [
     "usage_report",
 ]
 
-GROUP_KEYS = ("workspace", "quota", "user", "flavor", "billing_mode", "day", "month")
+GROUP_KEYS = ("workspace", "quota", "user", "flavor", "billing_mode", "day", "month", "job")
 _COLUMN = {
     "workspace": "workspace",
     "quota": "COALESCE(quota, '-')",  # '-': no quota, as in the quota projection
     "user": "user_name",
     "flavor": "flavor",
     "billing_mode": "billing_mode",
+    "job": "job_uid",
 }
+
+
+def _q(key: str) -> str:
+    """A group key as a quoted SQL alias: bare ``user`` is PostgreSQL's CURRENT_USER."""
+    return f'"{key}"'
+
+
+def _keys(keys: Sequence[str]) -> str:
+    return ", ".join(_q(k) for k in keys)
 
 
 def parse_group_by(text_value: str) -> tuple[str, ...]:
@@ -111,7 +121,7 @@ def usage_report(
     end = _end(conn, window)
     start = window.start or datetime(1970, 1, 1, tzinfo=UTC)
     bucket = "day" if "day" in group_by else "month" if "month" in group_by else None
-    keys_sql = [f"{_COLUMN[k]} AS {k}" for k in group_by if k in _COLUMN]
+    keys_sql = [f"{_COLUMN[k]} AS {_q(k)}" for k in group_by if k in _COLUMN]
     if bucket is None:
         piece = "c.a, c.b"
         split = ""
@@ -128,7 +138,7 @@ def usage_report(
             keys_sql.append("to_char(bucket, 'YYYY-MM-DD') AS day")
         if "month" in group_by:
             keys_sql.append("to_char(bucket, 'YYYY-MM') AS month")
-    cols = ", ".join(group_by)
+    cols = _keys(group_by)
     select_keys = ", ".join(keys_sql)
     sql = f"""
 WITH o AS ({_OCCUPANCIES}),
@@ -136,8 +146,8 @@ c AS (
   SELECT o.*, GREATEST(started_at, :from) AS a, LEAST(COALESCE(ended_at, :to), :to) AS b FROM o
 ),
 p AS (
-  SELECT c.workspace, c.quota, c.user_name, c.flavor, c.billing_mode, c.mgpu, c.cpu_milli,
-         c.memory_mib, {piece}
+  SELECT c.job_uid, c.workspace, c.quota, c.user_name, c.flavor, c.billing_mode, c.mgpu,
+         c.cpu_milli, c.memory_mib, {piece}
     FROM c {split} WHERE c.a < c.b
 ),
 q AS (
@@ -218,8 +228,11 @@ def cost_report(
 def _ledger_cost(
     conn: Connection, group_by: Sequence[str], window: ReportWindow
 ) -> list[dict[str, Any]]:
-    keys = [f"{_COLUMN[k]} AS {k}" if k in _COLUMN else "usage_period AS month" for k in group_by]
-    table = "billing_cost_monthly"
+    keys = [
+        f"{_COLUMN[k]} AS {_q(k)}" if k in _COLUMN else "usage_period AS month" for k in group_by
+    ]
+    # the monthly aggregate has no job; the usage lines do (job x month x resource x mode)
+    table = "billing_usage_lines" if "job" in group_by else "billing_cost_monthly"
     where = ["TRUE"]
     params: dict[str, Any] = {}
     if window.as_of is not None:
@@ -232,16 +245,25 @@ def _ledger_cost(
     if window.end is not None:
         where.append("usage_period < :pt")
         params["pt"] = window.end.astimezone(UTC).strftime("%Y-%m")
-    group = ", ".join([*group_by, "currency"])
+    group = ", ".join([*(_q(k) for k in group_by), "currency"])
     sql = (
-        f"SELECT {', '.join([*keys, 'currency'])}, sum(amount_minor)::bigint AS cost_minor "
+        f"SELECT {', '.join([*keys, 'currency'])}, sum(amount_minor) AS cost "
         f"FROM {table} WHERE {' AND '.join(where)} GROUP BY {group} ORDER BY {group}"
     )
     return [
-        {**{k: getattr(r, k) for k in group_by}, "cost_minor": int(r.cost_minor),
-         "currency": r.currency}
+        _cost_row({k: getattr(r, k) for k in group_by}, Decimal(r.cost), r.currency)
         for r in conn.execute(text(sql), params)
-    ]  # fmt: skip
+    ]
+
+
+def _cost_row(keys: dict[str, Any], precise: Decimal, currency: str) -> dict[str, Any]:
+    """A cost row: the keys, the cost rounded once (half-even) and at full precision."""
+    return {
+        **keys,
+        "cost_minor": int(precise.to_integral_value(ROUND_HALF_EVEN)),
+        "cost_minor_precise": precise,
+        "currency": currency,
+    }
 
 
 def _rated_cost(
@@ -277,6 +299,7 @@ def _rated_cost(
                 "billing_mode": occ.billing_mode,
                 "day": line.period,
                 "month": line.period[:7],
+                "job": occ.job_uid,
             }
             key = tuple(attrs[k] for k in group_by)
             sums[key] = sums.get(key, 0) + line.amount_minor
