@@ -20,10 +20,15 @@ from sqlalchemy import text
 from consumers.billing_jobs import DEFAULT_GRACE, TickResult, serve, tick
 from consumers.context import open_store
 from consumers.finance_cli import FORMAT_OPTION, emit, sync_billing
-from ledger.accounts import balanced_transaction, receivable_account
+from ledger.accounts import (
+    balanced_transaction,
+    receivable_account,
+    reversal,
+    rounding_transaction_id,
+)
 from ledger.canonical import parse_timestamp
-from ledger.envelopes import make_envelope
-from ledger.events import CreditNoteIssued, InvoiceVoided, Posting
+from ledger.envelopes import Envelope, make_envelope
+from ledger.events import CreditNoteIssued, InvoiceVoided, LedgerTransactionPosted, Posting
 from ledger.ids import deterministic_id
 from ledger.money import format_minor, parse_decimal, to_minor
 from ledger.store.postgres import PostgresEventStore
@@ -140,18 +145,39 @@ def void_invoice(store: PostgresEventStore, invoice_id: str, reason: str) -> Non
         raise ValueError("a void needs a --reason")
     now = datetime.now(UTC)
     stream = f"invoice/{invoice_id}"
+    voided = deterministic_id("event", "InvoiceVoided", invoice_id)
     store.append(
         [
             make_envelope(
                 InvoiceVoided(invoice_id=invoice_id, reason=reason),
-                event_id=deterministic_id("event", "InvoiceVoided", invoice_id),
+                event_id=voided,
                 stream=stream,
                 occurred_at=now,
                 observed_at=now,
                 source=SOURCE,
-            )
+            ),
+            *_rounding_reversal(store, invoice_id, str(voided), now),
         ],
     )
+
+
+def _rounding_reversal(
+    store: PostgresEventStore, invoice_id: str, voided: str, now: datetime
+) -> list[Envelope]:
+    """The reversal of a voided invoice's rounding posting (the re-issue rounds anew)."""
+    with store.engine.connect() as conn:
+        data = conn.execute(
+            text("SELECT data FROM billing_transactions WHERE transaction_id = :t"),
+            {"t": rounding_transaction_id(invoice_id)},
+        ).scalar()
+    if data is None:
+        return []
+    txn = reversal(
+        LedgerTransactionPosted.model_validate(data),
+        memo=f"rounding of voided invoice {invoice_id} reversed",
+        cause_event_ids=(voided,),
+    )
+    return [transaction_envelope(txn, now)]
 
 
 def issue_credit_note(

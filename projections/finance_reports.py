@@ -10,8 +10,10 @@ Two questions, answered from the billing read model (:mod:`projections.billing`)
   rater posted, per usage month, from the pre-aggregated ``billing_cost_monthly``
   or, with ``as_of``, the transactions recorded by then), and otherwise is rated
   from the facts with the same pure rating code (``source="rated"``: needed for
-  day grouping or windows that do not fall on month boundaries), rounding once
-  per occupancy x period x resource exactly like the ledger.
+  day grouping or windows that do not fall on month boundaries), carrying each
+  occupancy x period x resource x rate part at sub-minor precision exactly like
+  the ledger. A row's ``cost_minor`` is its ``cost_minor_precise`` rounded once,
+  half-even.
 
 ``as_of`` (store time) keeps only what had been recorded by then: occupancy
 halves, price events and transactions with ``recorded_at <= as_of``. ``from`` /
@@ -29,6 +31,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
+from ledger.money import plain_decimal, precise_decimal
 from ledger.prices import NoApplicableRate
 from ledger.rating import BillingPeriod, PeriodFn, calendar_months, rate_interval
 from projections.billing_rater import load_schedule, occupancy_from_row
@@ -261,7 +264,7 @@ def _cost_row(keys: dict[str, Any], precise: Decimal, currency: str) -> dict[str
     return {
         **keys,
         "cost_minor": int(precise.to_integral_value(ROUND_HALF_EVEN)),
-        "cost_minor_precise": precise,
+        "cost_minor_precise": Decimal(plain_decimal(precise)),
         "currency": currency,
     }
 
@@ -302,9 +305,9 @@ def _rated_cost(
                 "job": occ.job_uid,
             }
             key = tuple(attrs[k] for k in group_by)
-            sums[key] = sums.get(key, 0) + line.amount_minor
+            sums[key] = sums.get(key, 0) + line.amount_precise
     return [
-        {**dict(zip(group_by, key, strict=True)), "cost_minor": v, "currency": schedule.currency}
+        _cost_row(dict(zip(group_by, key, strict=True)), precise_decimal(v), schedule.currency)
         for key, v in sorted(sums.items())
     ]
 
@@ -315,8 +318,9 @@ def invoice_lines(conn: Connection, invoice_id: str) -> list[dict[str, Any]]:
         dict(r)
         for r in conn.execute(
             text(
-                "SELECT line_no, job_uid, resource, billing_mode, quantity, unit, amount_minor, "
-                "description, transaction_ids FROM billing_invoice_lines "
+                "SELECT line_no, job_uid, resource, billing_mode, quantity, unit, rate, "
+                "amount_minor, amount_precise, description, transaction_ids "
+                "FROM billing_invoice_lines "
                 "WHERE invoice_id = :i ORDER BY line_no"
             ),
             {"i": invoice_id},

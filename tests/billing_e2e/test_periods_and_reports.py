@@ -153,7 +153,7 @@ def test_migration_branch_up_down_up(databases: TemplateDatabases) -> None:
     try:
         upgrade(engine)
         assert "billing_transactions" in inspect(engine).get_table_names()
-        downgrade(engine, "billing@-1")
+        downgrade(engine, "billing@base")
         names = inspect(engine).get_table_names()
         assert not [n for n in names if n.startswith("billing_")]
         assert "events" in names
