@@ -33,7 +33,7 @@ from ledger.ids import deterministic_id
 from ledger.money import format_minor, parse_decimal, to_minor
 from ledger.store.postgres import PostgresEventStore
 from projections.billing_rater import load_schedule, transaction_envelope
-from projections.finance_reports import invoice_lines
+from projections.finance_reports import invoice_job_costs, invoice_lines
 
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
@@ -132,6 +132,9 @@ def invoice_detail(store: PostgresEventStore, invoice_id: str) -> dict[str, Any]
             .one()
         )
         lines = invoice_lines(conn, head.invoice_id)
+        jobs = invoice_job_costs(conn, head.invoice_id)
+    for line in lines:
+        line["jobs"] = jobs.get(line["line_no"], [])  # the line's per-job breakdown
     out = {k: v for k, v in header.items() if k not in ("position",)}
     out["lines"] = lines
     return out
@@ -281,7 +284,10 @@ def show_invoice(invoice_id: str = typer.Argument(...), fmt: str = FORMAT_OPTION
             f"{detail['period']}  {detail['status']}  total {detail['total_minor']} "
             f"{detail['currency']} (minor units)"
         )
-    lines = [{k: v for k, v in line.items() if k != "transaction_ids"} for line in detail["lines"]]
+    lines = [
+        {k: v for k, v in line.items() if k not in ("transaction_ids", "jobs")}
+        for line in detail["lines"]
+    ]
     emit(lines, fmt)
 
 

@@ -31,9 +31,15 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from ledger.money import plain_decimal, precise_decimal
+from ledger.money import plain_decimal, precise_decimal, to_decimal
 from ledger.prices import NoApplicableRate
-from ledger.rating import BillingPeriod, PeriodFn, calendar_months, rate_interval
+from ledger.rating import (
+    BillingPeriod,
+    PeriodFn,
+    calendar_months,
+    rate_interval,
+    usage_quantity,
+)
 from projections.billing_rater import load_schedule, occupancy_from_row
 
 __all__ = [
@@ -42,7 +48,9 @@ __all__ = [
     "calendar_days",
     "cluster_clock",
     "cost_report",
+    "invoice_job_costs",
     "invoice_lines",
+    "job_cost",
     "parse_group_by",
     "usage_report",
 ]
@@ -326,3 +334,32 @@ def invoice_lines(conn: Connection, invoice_id: str) -> list[dict[str, Any]]:
             {"i": invoice_id},
         ).mappings()
     ]
+
+
+def invoice_job_costs(conn: Connection, invoice_id: str) -> dict[int, list[dict[str, Any]]]:
+    """Per line number, the jobs it sums: usage and cost at full precision (minor units).
+
+    An invoice line aggregates a resource x billing mode x rate over all jobs and
+    is rounded once; this is its breakdown, from the transactions the line names.
+    """
+    rows = conn.execute(
+        text(
+            "SELECT l.line_no, l.resource, t.job_uid, sum(t.usage) AS usage, "
+            "sum(t.amount_minor) AS amount FROM billing_invoice_lines l "
+            "CROSS JOIN LATERAL jsonb_array_elements_text(l.transaction_ids) AS x(id) "
+            "JOIN billing_transactions t ON t.transaction_id = x.id "
+            "WHERE l.invoice_id = :i GROUP BY l.line_no, l.resource, t.job_uid "
+            "ORDER BY l.line_no, t.job_uid"
+        ),
+        {"i": invoice_id},
+    ).all()
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r.line_no, []).append(
+            {
+                "job_uid": r.job_uid,
+                "quantity": to_decimal(usage_quantity(r.resource, int(r.usage))),
+                "amount_minor_precise": Decimal(plain_decimal(Decimal(r.amount))),
+            }
+        )
+    return out

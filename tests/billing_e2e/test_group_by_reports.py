@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 from consumers.billing_jobs import tick
+from consumers.finance_cli import sync_billing
 from consumers.prices_cli import publish_price_book
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore
-from tests.billing_e2e.helpers import at, book_yaml, ended, started
+from tests.billing_e2e.helpers import at, book_yaml, ended, query, started
 from tests.clis import CliCall
 
 KEYS = ("workspace", "quota", "user", "flavor", "billing_mode", "day", "month", "job")
@@ -175,3 +176,37 @@ def test_usage_by_user_is_the_jobs_user_not_the_database_role(
 ) -> None:
     rows = json.loads(cli("report", "usage", "--group-by", "user", "--format", "json"))
     assert sorted(r["user"] for r in rows) == ["alice", "bob", "carol"]
+
+
+def _owed(store: PostgresEventStore, workspace: str, period: str) -> Decimal:
+    sync_billing(store)
+    (row,) = query(
+        store,
+        "SELECT COALESCE(sum(p.amount_minor), 0) FROM billing_postings p "
+        "JOIN billing_transactions t USING (transaction_id) "
+        "WHERE t.period = :p AND p.account = :a",
+        p=period, a=f"receivable/{workspace}",
+    )  # fmt: skip
+    return Decimal(row[0])
+
+
+def test_invoice_lines_round_once_and_the_books_hold_the_total(
+    billed: PostgresEventStore, cli: CliCall
+) -> None:
+    invoices = json.loads(cli("invoices", "list", "--workspace", "ws-b", "--format", "json"))
+    (dec,) = [i for i in invoices if i["period"] == "2026-12"]
+    detail = json.loads(cli("invoices", "show", dec["invoice_id"], "--format", "json"))
+    lines = [(li["resource"], li["billing_mode"], li["rate"], li["amount_precise"],
+              li["amount_minor"]) for li in detail["lines"]]  # fmt: skip
+    assert lines == [
+        ("cpu", "public", "0.048", "230.4", 230),  # o4: 48 core-hours, rounded once here
+        ("gpu/any", "public", "2.40", "5760", 5760),
+        ("gpu/any", "spot", "0.90", "270", 270),
+    ]
+    assert dec["total_minor"] == 6260
+    # the -0.4 of rounding is posted, so what ws-b owes for December is the invoice total
+    assert _owed(billed, "ws-b", "2026-12") == 6260
+    cli("invoices", "void", dec["invoice_id"], "--reason", "test")
+    assert _owed(billed, "ws-b", "2026-12") == Decimal("6260.4")  # rounding reversed
+    assert "issued 1 invoices" in cli("billing", "run", "--until", "2027-01-03T01:00:00Z")
+    assert _owed(billed, "ws-b", "2026-12") == 6260
