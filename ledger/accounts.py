@@ -216,10 +216,11 @@ def rounding_transaction(
     return balanced_transaction(
         rounding_transaction_id(invoice_id),
         [
-            Posting(account=receivable_account(workspace), amount_minor=rounding,
-                    currency=currency),
+            Posting(
+                account=receivable_account(workspace), amount_minor=rounding, currency=currency
+            ),
             Posting(account=ROUNDING_ACCOUNT, amount_minor=-rounding, currency=currency),
-        ],  # fmt: skip
+        ],
         cause_event_ids=cause_event_ids,
         period=period,
         memo=f"rounding of invoice {invoice_id} ({workspace} {period})",

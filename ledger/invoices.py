@@ -171,4 +171,3 @@ def invoice_rounding(
     )  # fmt: skip
     assert txn.transaction_id == invoice.rounding_transaction_id
     return txn
-

@@ -154,7 +154,9 @@ def precise_from_decimal(value: Decimal | int | str) -> int:
         raise ValueError(f"amount {value!r} is not finite")
     exact = Fraction(d) * _PRECISE
     if exact.denominator != 1:
-        raise ValueError(f"amount {value!r} has more than {PRECISE_DIGITS} decimals of a minor unit")
+        raise ValueError(
+            f"amount {value!r} has more than {PRECISE_DIGITS} decimals of a minor unit"
+        )
     return int(exact)
 
 

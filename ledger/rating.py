@@ -480,8 +480,8 @@ def accrue(
     final = occ.end is not None and as_of >= occ.end
     current: dict[LineKey, tuple[LineItem, Decimal | None, int, int]] = {}
     for line in cumulative.lines:
-        for rate, (value, usage, precise) in line.parts().items():
-            current[line.key._replace(rate=rate)] = (line, value, usage, precise)
+        for rate, part in line.parts().items():
+            current[line.key._replace(rate=rate)] = (line, *part)
     for key in posted:
         if key.occupancy_id != occ.occupancy_id:
             raise ValueError(f"posted totals for {key} do not belong to {occ.occupancy_id}")

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from ledger.money import plain_decimal, precise_decimal, to_decimal
+from ledger.money import plain_decimal, precise_decimal, round_precise, to_decimal
 from ledger.prices import NoApplicableRate
 from ledger.rating import (
     BillingPeriod,
@@ -363,3 +363,55 @@ def invoice_job_costs(conn: Connection, invoice_id: str) -> dict[int, list[dict[
             }
         )
     return out
+
+
+def job_cost(conn: Connection, uid: str) -> list[dict[str, Any]]:
+    """What job ``uid`` cost, per flavor x billing mode, at full precision (minor units).
+
+    ``posted_*``: what the rater posted to the ledger (final segments and accruals);
+    ``rated_*``: its occupancy facts rated now, open ones up to the cluster clock, so
+    a running job's cost is current even between accruals. ``*_minor`` is the
+    precise figure rounded half-even, for reading; invoices round per line, not per
+    job (``invoice_job_costs`` is the breakdown of a line). Reads the billing
+    projection as it stands: bring it up to date first.
+    """
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def row(flavor: str, mode: str, currency: str) -> dict[str, Any]:
+        return out.setdefault(
+            (flavor, mode, currency),
+            {"flavor": flavor, "billing_mode": mode, "currency": currency,
+             "posted_minor": 0, "posted_minor_precise": Decimal(0),
+             "rated_minor": None, "rated_minor_precise": None},
+        )  # fmt: skip
+
+    for r in conn.execute(
+        text(
+            "SELECT flavor, billing_mode, currency, sum(amount_minor) AS amount "
+            "FROM billing_usage_lines WHERE job_uid = :u GROUP BY 1, 2, 3"
+        ),
+        {"u": uid},
+    ):
+        item = row(r.flavor, r.billing_mode, r.currency)
+        item["posted_minor_precise"] = Decimal(plain_decimal(Decimal(r.amount)))
+        item["posted_minor"] = int(Decimal(r.amount).to_integral_value(ROUND_HALF_EVEN))
+    schedule = load_schedule(conn)
+    end = cluster_clock(conn)
+    if schedule.currency is not None and end is not None:
+        rated: dict[tuple[str, str], int] = {}
+        occupancies = conn.execute(
+            text(_OCCUPANCIES + " AND job_uid = :job"), {"to": end, "as_of": None, "job": uid}
+        ).all()
+        for occ_row in occupancies:
+            occ = occupancy_from_row(occ_row)
+            try:
+                rating = rate_interval(occ, schedule, occ.start, max(occ.end or end, occ.start))
+            except NoApplicableRate:
+                continue  # dead-lettered by the rater too; posted figures still show
+            key = (occ.flavor, occ.billing_mode)
+            rated[key] = rated.get(key, 0) + rating.total_precise
+        for (flavor, mode), precise in rated.items():
+            item = row(flavor, mode, schedule.currency)
+            item["rated_minor_precise"] = Decimal(plain_decimal(precise_decimal(precise)))
+            item["rated_minor"] = round_precise(precise)
+    return [out[k] for k in sorted(out)]

@@ -23,6 +23,7 @@ from consumers.finance_cli import sync_billing
 from consumers.prices_cli import publish_price_book
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore
+from projections.finance_reports import job_cost
 from tests.billing_e2e.helpers import at, book_yaml, ended, query, started
 from tests.clis import CliCall
 
@@ -137,8 +138,11 @@ def test_usage_by_every_key_in_every_format(billed: PostgresEventStore, cli: Cli
         for fmt in FORMATS:
             out = cli("report", "usage", "--group-by", ",".join(keys), *WINDOW, "--format", fmt)
             got = {
-                tuple(r[k] for k in keys): [int(r["mgpu_seconds"]), int(r["cpu_milli_seconds"]),
-                                            int(r["memory_mib_seconds"])]  # fmt: skip
+                tuple(r[k] for k in keys): [
+                    int(r["mgpu_seconds"]),
+                    int(r["cpu_milli_seconds"]),
+                    int(r["memory_mib_seconds"]),
+                ]
                 for r in _rows(out, fmt)
             }
             assert got == usage, (keys, fmt, out)
@@ -210,3 +214,21 @@ def test_invoice_lines_round_once_and_the_books_hold_the_total(
     assert _owed(billed, "ws-b", "2026-12") == Decimal("6260.4")  # rounding reversed
     assert "issued 1 invoices" in cli("billing", "run", "--until", "2027-01-03T01:00:00Z")
     assert _owed(billed, "ws-b", "2026-12") == 6260
+
+
+def test_job_cost_posted_and_rated_per_flavor_and_mode(billed: PostgresEventStore) -> None:
+    sync_billing(billed)
+    # an occupancy of job-o4 still running: rated to the cluster clock, not yet posted
+    billed.append([started("o4b", at("2027-01-02T00:00"), job="job-o4", workspace="ws-b",
+                           user="carol", quota="qb", mgpu=1000)])  # fmt: skip
+    sync_billing(billed)
+    with billed.engine.connect() as conn:
+        (o4,) = job_cost(conn, "job-o4")
+        assert (o4["flavor"], o4["billing_mode"], o4["currency"]) == ("gpu/any", "public", "USD")
+        assert (o4["posted_minor_precise"], o4["posted_minor"]) == (Decimal("5990.4"), 5990)
+        # the cluster clock is the latest instant recorded: o4b's start, so nothing more yet
+        assert (o4["rated_minor_precise"], o4["rated_minor"]) == (Decimal("5990.4"), 5990)
+        (o2,) = job_cost(conn, "job-o2")  # idle across November and December: 8 h x 2 GPUs
+        assert (o2["flavor"], o2["billing_mode"]) == ("gpu/A100", "idle")
+        assert o2["posted_minor_precise"] == o2["rated_minor_precise"] == Decimal("1152")
+        assert job_cost(conn, "job-nope") == []

@@ -133,9 +133,7 @@ def test_price_and_invoice_commands(store: PostgresEventStore, cli: CliCall, tmp
     assert sum(line["amount_minor"] for line in detail["lines"]) == detail["total_minor"]
     # one line per resource x mode x rate; the jobs it sums are its breakdown
     (line,) = detail["lines"]
-    assert line["jobs"] == [
-        {"job_uid": "job-a", "quantity": "10", "amount_minor_precise": "2400"}
-    ]
+    assert line["jobs"] == [{"job_uid": "job-a", "quantity": "10", "amount_minor_precise": "2400"}]
     assert "2.4" in cli("invoices", "show", invoice["invoice_id"], "--format", "csv")
     cli("invoices", "credit", invoice["invoice_id"], "--amount", "5.00", "--reason", "goodwill")
     too_much = cli(
