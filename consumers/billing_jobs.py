@@ -14,6 +14,8 @@ A tick:
    window (default one day) has passed and that has no issued invoice: one
    ``InvoiceIssued`` (stream ``invoice/<id>``) built from the posted transactions
    only, in the same transaction that read them, under the store's append lock.
+   Its lines are rounded once each from their precise sums; the rounding is posted
+   with it (``ledger.invoices.invoice_rounding``, account ``revenue/rounding``).
 
 A voided invoice reopens its period; the next tick issues revision + 1.
 """
@@ -30,11 +32,11 @@ from sqlalchemy import func, select, text
 from ledger.envelopes import make_envelope
 from ledger.events import LedgerTransactionPosted
 from ledger.ids import deterministic_id
-from ledger.invoices import build_invoice
+from ledger.invoices import build_invoice, invoice_rounding
 from ledger.rating import PeriodFn, calendar_months
 from ledger.store.postgres import APPEND_LOCK_KEY, PostgresEventStore
 from projections.billing import catch_up_on
-from projections.billing_rater import RateResult, rate
+from projections.billing_rater import RateResult, rate, transaction_envelope
 
 __all__ = [
     "DEFAULT_ACCRUAL_STEP",
@@ -117,16 +119,20 @@ def close_periods(
                 )
             ]
             invoice = build_invoice(workspace, period, txns, now, revision=revision)
+            event_id = deterministic_id("event", "InvoiceIssued", invoice.invoice_id)
             envelopes.append(
                 make_envelope(
                     invoice,
-                    event_id=deterministic_id("event", "InvoiceIssued", invoice.invoice_id),
+                    event_id=event_id,
                     stream=f"invoice/{invoice.invoice_id}",
                     occurred_at=now,
                     observed_at=now,
                     source=SOURCE,
                 )
             )
+            rounding = invoice_rounding(invoice, cause_event_ids=[str(event_id)])
+            if rounding is not None:
+                envelopes.append(transaction_envelope(rounding, now))
             issued.append(invoice.invoice_id)
         if envelopes:
             uow.append(envelopes, on_conflict="dead-letter")

@@ -26,7 +26,12 @@ from consumers.projector import Projector
 from consumers.replay import run_replay
 from ledger.money import default_scale, format_minor
 from projections.billing_rater import load_schedule
-from projections.finance_reports import ReportWindow, cost_report, usage_report
+from projections.finance_reports import (
+    ReportWindow,
+    cost_report,
+    invoice_job_costs,
+    usage_report,
+)
 from projections.quota_reads import usage_at
 from projections.registry import all_projections
 
@@ -149,8 +154,9 @@ def _print_invoice_trail(conn: Any, money: _Money) -> None:
     line = (
         conn.execute(
             text(
-                "SELECT l.invoice_id, l.line_no, l.job_uid, l.resource, l.billing_mode, "
-                "l.quantity, l.unit, l.amount_minor, l.transaction_ids, i.currency, i.workspace, "
+                "SELECT l.invoice_id, l.line_no, l.resource, l.billing_mode, l.rate, "
+                "l.quantity, l.unit, l.amount_minor, l.amount_precise, l.transaction_ids, "
+                "i.currency, i.workspace, "
                 "i.period, i.total_minor FROM billing_invoice_lines l "
                 "JOIN billing_invoices i USING (invoice_id) "
                 "WHERE l.resource LIKE 'gpu/%' ORDER BY l.amount_minor DESC LIMIT 1"
@@ -170,21 +176,30 @@ def _print_invoice_trail(conn: Any, money: _Money) -> None:
         f"{money(line['total_minor'], line['currency'])}):"
     )
     typer.echo(
-        f"  line {line['line_no']}: job {line['job_uid']}, {line['resource']} "
-        f"{line['billing_mode']}, {line['quantity']} {line['unit']} = "
+        f"  line {line['line_no']}: {line['resource']} {line['billing_mode']} at "
+        f"{line['rate']}, {line['quantity']} {line['unit']} = "
         f"{money(line['amount_minor'], line['currency'])}"
+        f" (rounded once from {line['amount_precise']} minor units)"
     )
-    txn_ids = list(line["transaction_ids"])
+    # a line sums every job's usage at that rate: follow its largest job back
+    jobs = invoice_job_costs(conn, line["invoice_id"]).get(line["line_no"], [])
+    job = max(jobs, key=lambda j: j["amount_minor_precise"])["job_uid"] if jobs else None
+    typer.echo(f"  largest of its {len(jobs):,} jobs: {job}")
     postings = conn.execute(
         text(
             "SELECT data, position FROM events WHERE type = 'LedgerTransactionPosted' "
-            "AND data->>'transaction_id' = ANY(:ids) ORDER BY position"
+            "AND data->>'transaction_id' = ANY(:ids) AND data->'usage'->>'job_uid' = :job "
+            "ORDER BY position"
         ),
-        {"ids": txn_ids},
+        {"ids": list(line["transaction_ids"]), "job": job},
     ).all()
     cause_ids: list[str] = []
     for data, position in postings:
-        amounts = ", ".join(f"{p['account']} {p['amount_minor']:+d}" for p in data["postings"])
+        amounts = ", ".join(
+            f"{p['account']} {'' if str(p['amount_minor']).startswith('-') else '+'}"
+            f"{p['amount_minor']}"
+            for p in data["postings"]
+        )
         typer.echo(
             f"  <- ledger transaction {data['transaction_id']} (store position {position}, "
             f"period {data.get('period')}): {amounts}"
@@ -210,5 +225,5 @@ def _print_invoice_trail(conn: Any, money: _Money) -> None:
         )
     typer.echo(
         f"  inspect: dlc-ledger invoices show {line['invoice_id']} ; "
-        f"dlc-ledger jobs show {line['job_uid']} ; dlc-ledger verify"
+        f"dlc-ledger jobs show {job} ; dlc-ledger verify"
     )

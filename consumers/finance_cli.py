@@ -81,7 +81,7 @@ def _window(start: str | None, end: str | None, as_of: str | None) -> ReportWind
 
 
 _GROUP = typer.Option("workspace", "--group-by", help="comma-separated: workspace, quota, "
-                      "user, flavor, billing_mode, day, month")  # fmt: skip
+                      "user, flavor, billing_mode, day, month, job")  # fmt: skip
 _FROM = typer.Option(None, "--from", help="window start, cluster time (ISO-8601)")
 _TO = typer.Option(None, "--to", help="window end (exclusive); open intervals count up to it")
 _AS_OF = typer.Option(None, "--as-of", help="only what had been recorded by then (ISO-8601)")

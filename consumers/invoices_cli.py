@@ -20,15 +20,20 @@ from sqlalchemy import text
 from consumers.billing_jobs import DEFAULT_GRACE, TickResult, serve, tick
 from consumers.context import open_store
 from consumers.finance_cli import FORMAT_OPTION, emit, sync_billing
-from ledger.accounts import balanced_transaction, receivable_account
+from ledger.accounts import (
+    balanced_transaction,
+    receivable_account,
+    reversal,
+    rounding_transaction_id,
+)
 from ledger.canonical import parse_timestamp
-from ledger.envelopes import make_envelope
-from ledger.events import CreditNoteIssued, InvoiceVoided, Posting
+from ledger.envelopes import Envelope, make_envelope
+from ledger.events import CreditNoteIssued, InvoiceVoided, LedgerTransactionPosted, Posting
 from ledger.ids import deterministic_id
 from ledger.money import format_minor, parse_decimal, to_minor
 from ledger.store.postgres import PostgresEventStore
 from projections.billing_rater import load_schedule, transaction_envelope
-from projections.finance_reports import invoice_lines
+from projections.finance_reports import invoice_job_costs, invoice_lines
 
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
@@ -127,6 +132,9 @@ def invoice_detail(store: PostgresEventStore, invoice_id: str) -> dict[str, Any]
             .one()
         )
         lines = invoice_lines(conn, head.invoice_id)
+        jobs = invoice_job_costs(conn, head.invoice_id)
+    for line in lines:
+        line["jobs"] = jobs.get(line["line_no"], [])  # the line's per-job breakdown
     out = {k: v for k, v in header.items() if k not in ("position",)}
     out["lines"] = lines
     return out
@@ -140,18 +148,39 @@ def void_invoice(store: PostgresEventStore, invoice_id: str, reason: str) -> Non
         raise ValueError("a void needs a --reason")
     now = datetime.now(UTC)
     stream = f"invoice/{invoice_id}"
+    voided = deterministic_id("event", "InvoiceVoided", invoice_id)
     store.append(
         [
             make_envelope(
                 InvoiceVoided(invoice_id=invoice_id, reason=reason),
-                event_id=deterministic_id("event", "InvoiceVoided", invoice_id),
+                event_id=voided,
                 stream=stream,
                 occurred_at=now,
                 observed_at=now,
                 source=SOURCE,
-            )
+            ),
+            *_rounding_reversal(store, invoice_id, str(voided), now),
         ],
     )
+
+
+def _rounding_reversal(
+    store: PostgresEventStore, invoice_id: str, voided: str, now: datetime
+) -> list[Envelope]:
+    """The reversal of a voided invoice's rounding posting (the re-issue rounds anew)."""
+    with store.engine.connect() as conn:
+        data = conn.execute(
+            text("SELECT data FROM billing_transactions WHERE transaction_id = :t"),
+            {"t": rounding_transaction_id(invoice_id)},
+        ).scalar()
+    if data is None:
+        return []
+    txn = reversal(
+        LedgerTransactionPosted.model_validate(data),
+        memo=f"rounding of voided invoice {invoice_id} reversed",
+        cause_event_ids=(voided,),
+    )
+    return [transaction_envelope(txn, now)]
 
 
 def issue_credit_note(
@@ -255,7 +284,10 @@ def show_invoice(invoice_id: str = typer.Argument(...), fmt: str = FORMAT_OPTION
             f"{detail['period']}  {detail['status']}  total {detail['total_minor']} "
             f"{detail['currency']} (minor units)"
         )
-    lines = [{k: v for k, v in line.items() if k != "transaction_ids"} for line in detail["lines"]]
+    lines = [
+        {k: v for k, v in line.items() if k not in ("transaction_ids", "jobs")}
+        for line in detail["lines"]
+    ]
     emit(lines, fmt)
 
 

@@ -15,14 +15,17 @@ events yields the same ids and the store's idempotency collapses duplicates.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 
 from ledger.events import BillingMode, LedgerTransactionPosted, Posting, RatedUsage
 from ledger.ids import deterministic_id
+from ledger.money import precise_decimal, precise_from_decimal
 from ledger.rating import LineDelta
 
 __all__ = [
     "RECEIVABLE",
     "REVENUE",
+    "ROUNDING_ACCOUNT",
     "UnbalancedTransaction",
     "balanced_transaction",
     "balances",
@@ -31,6 +34,8 @@ __all__ = [
     "revenue_account",
     "reversal",
     "reversal_id",
+    "rounding_transaction",
+    "rounding_transaction_id",
     "transaction_from_delta",
     "transaction_id",
     "transactions_from_deltas",
@@ -38,6 +43,8 @@ __all__ = [
 
 RECEIVABLE = "receivable"
 REVENUE = "revenue"
+#: Where invoice-line rounding goes (half-even: it nets towards zero over many lines).
+ROUNDING_ACCOUNT = "revenue/rounding"
 
 
 class UnbalancedTransaction(ValueError):
@@ -58,12 +65,12 @@ def revenue_account(billing_mode: BillingMode, resource: str) -> str:
     return f"{REVENUE}/{billing_mode}/{resource}"
 
 
-def balances(postings: Iterable[Posting]) -> dict[str, int]:
-    """Sum of posting amounts per currency."""
-    out: dict[str, int] = {}
+def balances(postings: Iterable[Posting]) -> dict[str, Decimal]:
+    """Sum of posting amounts per currency (exact: summed as precise integers)."""
+    sums: dict[str, int] = {}
     for p in postings:
-        out[p.currency] = out.get(p.currency, 0) + p.amount_minor
-    return out
+        sums[p.currency] = sums.get(p.currency, 0) + precise_from_decimal(p.amount_minor)
+    return {c: precise_decimal(s) for c, s in sums.items()}
 
 
 def check_balanced(postings: Sequence[Posting]) -> None:
@@ -72,7 +79,7 @@ def check_balanced(postings: Sequence[Posting]) -> None:
         raise UnbalancedTransaction("a transaction needs at least one posting")
     off = {c: s for c, s in balances(postings).items() if s != 0}
     if off:
-        detail = ", ".join(f"{c} {s:+d}" for c, s in sorted(off.items()))
+        detail = ", ".join(f"{c} {s:+f}" for c, s in sorted(off.items()))
         raise UnbalancedTransaction(f"postings do not balance: {detail} (minor units)")
 
 
@@ -100,10 +107,20 @@ def balanced_transaction(
 
 
 def transaction_id(
-    occupancy_id: str, period: str, resource: str, billing_mode: BillingMode, step: str
+    occupancy_id: str,
+    period: str,
+    resource: str,
+    billing_mode: BillingMode,
+    step: str,
+    rate: str = "",
 ) -> str:
-    """Deterministic id of the rating transaction for one line key at one cumulative step."""
-    return str(deterministic_id("txn", occupancy_id, period, resource, billing_mode, step))
+    """Deterministic id of the rating transaction for one line key at one cumulative step.
+
+    ``rate`` (the part of the line, ``ledger.rating.rate_key``) joins the id when set;
+    a whole-line key keeps the id it had before lines were split by rate.
+    """
+    parts = (occupancy_id, period, resource, billing_mode, step, *((rate,) if rate else ()))
+    return str(deterministic_id("txn", *parts))
 
 
 def transaction_from_delta(
@@ -125,7 +142,7 @@ def transaction_from_delta(
     """
     line = delta.line
     occ = line.occupancy
-    amount = delta.amount_minor
+    amount = precise_decimal(delta.amount_precise)
     postings = (
         Posting(account=receivable_account(occ.workspace), amount_minor=amount,
                 currency=line.currency),
@@ -146,19 +163,22 @@ def transaction_from_delta(
         usage=delta.usage,
         quantity=delta.quantity,
         as_of=delta.as_of,
+        rate=delta.rate_value,
     )
     kind = "final" if delta.final else "accrual"
+    at_rate = f" at {delta.rate}" if delta.rate else ""
     return balanced_transaction(
         transaction_id(
-            occ.occupancy_id, line.period, line.resource, line.billing_mode, step or delta.step
+            occ.occupancy_id, line.period, line.resource, line.billing_mode,
+            step or delta.step, delta.rate,
         ),
         postings,
         cause_event_ids=cause_event_ids,
         period=period or line.period,
-        memo=f"{kind} {line.billing_mode} {line.resource} {line.period} "
+        memo=f"{kind} {line.billing_mode} {line.resource}{at_rate} {line.period} "
         f"job {occ.job_uid} occupancy {occ.occupancy_id} to {step or delta.step}",
         usage=usage,
-    )
+    )  # fmt: skip
 
 
 def transactions_from_deltas(
@@ -170,6 +190,40 @@ def transactions_from_deltas(
     """One transaction per delta, in the deltas' (deterministic) order."""
     return tuple(
         transaction_from_delta(d, cause_event_ids=cause_event_ids, period=period) for d in deltas
+    )
+
+
+def rounding_transaction_id(invoice_id: str) -> str:
+    """Deterministic id of the transaction posting an invoice's rounding."""
+    return str(deterministic_id("txn-rounding", invoice_id))
+
+
+def rounding_transaction(
+    invoice_id: str,
+    workspace: str,
+    period: str,
+    currency: str,
+    rounding: Decimal,
+    *,
+    cause_event_ids: Sequence[str] = (),
+) -> LedgerTransactionPosted:
+    """Post an invoice's rounding (total minus the precise sum of its lines, minor units).
+
+    Debits ``receivable/<workspace>`` (negative when the lines rounded down) and
+    credits :data:`ROUNDING_ACCOUNT`, in the invoice's period, so what the period
+    owes in the ledger equals the invoice total exactly.
+    """
+    return balanced_transaction(
+        rounding_transaction_id(invoice_id),
+        [
+            Posting(
+                account=receivable_account(workspace), amount_minor=rounding, currency=currency
+            ),
+            Posting(account=ROUNDING_ACCOUNT, amount_minor=-rounding, currency=currency),
+        ],
+        cause_event_ids=cause_event_ids,
+        period=period,
+        memo=f"rounding of invoice {invoice_id} ({workspace} {period})",
     )
 
 

@@ -9,11 +9,12 @@ the edge rather than a silently missing value in a bill.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer
 
-from ledger.envelopes import EventData, event_type
+from ledger.envelopes import EventData, event_type, upcaster
+from ledger.money import plain_decimal, precise_from_decimal
 
 __all__ = [
     "JOB_LIFECYCLE_TYPES",
@@ -47,6 +48,7 @@ __all__ = [
     "OccupancyEnded",
     "OccupancyStarted",
     "Posting",
+    "PreciseMinor",
     "PreemptionDecided",
     "PreemptionPolicy",
     "PriceBookPublished",
@@ -320,9 +322,30 @@ class SpotPriceChanged(EventData):
 # --- money --------------------------------------------------------------------
 
 
+def _sub_minor(value: Decimal) -> Decimal:
+    precise_from_decimal(value)  # at most PRECISE_DIGITS decimals of a minor unit
+    return value
+
+
+#: An amount in minor units carried below the minor unit (``"0.333333333"`` of a cent);
+#: JSON: a plain decimal string.
+PreciseMinor = Annotated[
+    Decimal,
+    AfterValidator(_sub_minor),
+    PlainSerializer(plain_decimal, return_type=str, when_used="json"),
+]
+
+
 class Posting(_Part):
+    """One leg of a transaction: signed minor units (debit positive), at sub-minor precision.
+
+    Schema 2 of ``LedgerTransactionPosted``: ``amount_minor`` is a decimal of minor
+    units (rating postings carry fractions of a cent; money is rounded once, on the
+    invoice line). Schema 1 stored whole minor units (ints), valid as they are.
+    """
+
     account: str = Name
-    amount_minor: int
+    amount_minor: PreciseMinor
     currency: str = Field(pattern=r"^[A-Z]{3}$")
 
 
@@ -347,9 +370,12 @@ class RatedUsage(_Part):
     usage: int
     quantity: Decimal
     as_of: AwareDatetime
+    # the rate (per unit-hour) of this usage: a transaction posts one rate's part of a
+    # line; None on transactions posted before rates were split out
+    rate: Decimal | None = None
 
 
-@event_type("LedgerTransactionPosted")
+@event_type("LedgerTransactionPosted", version=2)
 class LedgerTransactionPosted(EventData):
     transaction_id: str = Name
     postings: tuple[Posting, ...]
@@ -360,7 +386,20 @@ class LedgerTransactionPosted(EventData):
     usage: RatedUsage | None = None  # set on rating transactions (additive, optional)
 
 
+@upcaster("LedgerTransactionPosted", 1)
+def _transaction_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 postings hold whole minor units (ints): valid schema 2 amounts as they are."""
+    return data
+
+
 class InvoiceLine(_Part):
+    """One line: a period's usage of one resource x billing mode x rate, rounded once.
+
+    ``amount_minor`` is ``amount_precise`` (the sum of the line's postings, below the
+    minor unit) rounded half-even. Lines of invoices issued before lines were
+    aggregated name a ``job_uid`` and carry no rate or precise amount.
+    """
+
     description: str
     workspace: str
     resource: str
@@ -370,6 +409,8 @@ class InvoiceLine(_Part):
     unit: str
     amount_minor: int
     transaction_ids: tuple[str, ...] = ()
+    rate: Decimal | None = None
+    amount_precise: PreciseMinor | None = None
 
 
 @event_type("InvoiceIssued")
@@ -381,6 +422,8 @@ class InvoiceIssued(EventData):
     lines: tuple[InvoiceLine, ...]
     total_minor: int
     issued_at: AwareDatetime
+    # the transaction posting the lines' rounding (total_minor minus the precise sum)
+    rounding_transaction_id: str | None = None
 
 
 @event_type("InvoiceVoided")

@@ -1,11 +1,14 @@
 """Invoices: what a workspace owes for a period, built from posted transactions only.
 
 An invoice is derived from the ledger, never from a second rating run, so it
-cannot disagree with the books: each line sums the receivable postings (and the
-exact usage) of the rating transactions of one job x resource x billing mode in
-the period, and the total is the sum of the lines, exactly (integers). Rounding
-happened once per rated line item before posting; nothing is rounded here except
-the displayed quantity.
+cannot disagree with the books. The rating postings carry amounts below the
+minor unit; an invoice line aggregates the period's usage of one resource (GPU
+flavor, cpu, memory) x billing mode x rate, over all jobs, and is the one place
+money is rounded: half-even, once, from the line's precise sum. The lines'
+rounding is posted to ``revenue/rounding`` (``ledger.accounts.rounding_transaction``)
+so the period's receivable equals the invoice total, and the total is the sum of
+the lines exactly. So a workspace's invoice differs from exact usage x rate by at
+most half a minor unit per line, however many small jobs it holds.
 """
 
 from __future__ import annotations
@@ -15,17 +18,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from ledger.accounts import receivable_account
+from ledger.accounts import receivable_account, rounding_transaction, rounding_transaction_id
 from ledger.events import BillingMode, InvoiceIssued, InvoiceLine, LedgerTransactionPosted
 from ledger.ids import deterministic_id
-from ledger.money import exact_context, to_decimal
-from ledger.rating import usage_quantity
+from ledger.money import (
+    exact_context,
+    precise_decimal,
+    precise_from_decimal,
+    round_precise,
+    to_decimal,
+)
+from ledger.rating import rate_key, usage_quantity
 
 __all__ = [
     "QUANTITY_QUANTUM",
     "NotInvoiceable",
     "build_invoice",
     "invoice_id",
+    "invoice_rounding",
 ]
 
 #: Displayed quantities (GPU-hours, ...) are rounded half-even to this quantum; the
@@ -45,8 +55,9 @@ def invoice_id(workspace: str, period: str, revision: int = 0) -> str:
 @dataclass
 class _Acc:
     unit: str
+    rate: Decimal | None
     usage: int = 0
-    amount_minor: int = 0
+    precise: int = 0
     transaction_ids: list[str] = field(default_factory=list)
 
 
@@ -62,13 +73,16 @@ def build_invoice(
     """The ``InvoiceIssued`` payload for ``workspace`` x ``period``.
 
     ``transactions`` may hold anything posted; those posted to ``period`` that
-    touch ``receivable/<workspace>`` are invoiced (reversals included, so a
-    reversed charge nets out). One line per job x resource x billing mode, in
-    sorted order; lines that net to zero usage and zero amount are left out.
-    ``currency`` is required only when there may be no transactions at all.
+    touch ``receivable/<workspace>`` with usage are invoiced (reversals included,
+    so a reversed charge nets out). One line per resource x billing mode x rate, in
+    sorted order, its amount rounded once from its precise sum; lines that net to
+    zero usage and zero amount are left out. ``currency`` is required only when
+    there may be no transactions at all. When the lines' rounding is not zero,
+    ``rounding_transaction_id`` names the transaction that must be posted with the
+    invoice (:func:`invoice_rounding`).
     """
     account = receivable_account(workspace)
-    groups: dict[tuple[str, str, BillingMode], _Acc] = {}
+    groups: dict[tuple[str, BillingMode, str], _Acc] = {}
     for txn in transactions:
         if txn.period != period:
             continue
@@ -88,39 +102,72 @@ def build_invoice(
                     f"transaction {txn.transaction_id} is in {p.currency}, invoice in {currency}"
                 )
         u = txn.usage
-        acc = groups.setdefault((u.job_uid, u.resource, u.billing_mode), _Acc(unit=u.unit))
+        rate = "" if u.rate is None else rate_key(u.rate)
+        acc = groups.setdefault((u.resource, u.billing_mode, rate), _Acc(u.unit, u.rate))
         acc.usage += u.usage
-        acc.amount_minor += sum(p.amount_minor for p in mine)
+        acc.precise += sum(precise_from_decimal(p.amount_minor) for p in mine)
         acc.transaction_ids.append(txn.transaction_id)
     if currency is None:
         raise NotInvoiceable(f"no transactions for {workspace} {period}: pass the currency")
     lines = []
-    for (job_uid, resource, mode), acc in sorted(groups.items()):
-        if acc.usage == 0 and acc.amount_minor == 0:
+    for (resource, mode, rate), acc in sorted(groups.items()):
+        if acc.usage == 0 and acc.precise == 0:
             continue
         with exact_context():
             quantity = to_decimal(usage_quantity(resource, acc.usage)).quantize(
                 QUANTITY_QUANTUM, rounding=ROUND_HALF_EVEN
             )
+        at = f" at {rate} {currency}/{acc.unit}" if rate else ""
         lines.append(
             InvoiceLine(
-                description=f"job {job_uid}: {resource} ({mode}), {quantity} {acc.unit}",
+                description=f"{resource} ({mode}): {quantity} {acc.unit}{at}",
                 workspace=workspace,
                 resource=resource,
                 billing_mode=mode,
-                job_uid=job_uid,
                 quantity=quantity,
                 unit=acc.unit,
-                amount_minor=acc.amount_minor,
+                amount_minor=round_precise(acc.precise),
                 transaction_ids=tuple(sorted(acc.transaction_ids)),
+                rate=acc.rate,
+                amount_precise=precise_decimal(acc.precise),
             )
         )
+    the_id = invoice_id(workspace, period, revision)
+    total = sum(line.amount_minor for line in lines)
+    precise_total = sum(_precise(line) for line in lines)
     return InvoiceIssued(
-        invoice_id=invoice_id(workspace, period, revision),
+        invoice_id=the_id,
         workspace=workspace,
         period=period,
         currency=currency,
         lines=tuple(lines),
-        total_minor=sum(line.amount_minor for line in lines),
+        total_minor=total,
         issued_at=issued_at,
+        rounding_transaction_id=(
+            rounding_transaction_id(the_id)
+            if precise_from_decimal(total) != precise_total
+            else None
+        ),
     )
+
+
+def _precise(line: InvoiceLine) -> int:
+    amount = line.amount_precise if line.amount_precise is not None else line.amount_minor
+    return precise_from_decimal(amount)
+
+
+def invoice_rounding(
+    invoice: InvoiceIssued, *, cause_event_ids: Iterable[str] = ()
+) -> LedgerTransactionPosted | None:
+    """The transaction posting ``invoice``'s rounding (None when the lines rounded to nothing)."""
+    if invoice.rounding_transaction_id is None:
+        return None
+    rounding = precise_from_decimal(invoice.total_minor) - sum(
+        _precise(line) for line in invoice.lines
+    )
+    txn = rounding_transaction(
+        invoice.invoice_id, invoice.workspace, invoice.period, invoice.currency,
+        precise_decimal(rounding), cause_event_ids=tuple(cause_event_ids),
+    )  # fmt: skip
+    assert txn.transaction_id == invoice.rounding_transaction_id
+    return txn

@@ -1,11 +1,13 @@
-"""Rating: turn an occupancy interval into priced segments and rounded line items.
+"""Rating: turn an occupancy interval into priced segments and line items.
 
 This is where usage becomes money, so it is pure and exact. An interval is cut
 wherever the applicable rate may change (a new price book, a spot price change)
 and at billing-period boundaries; each piece is a :class:`Segment` priced at the
 one rate in force over it. Segments of the same (period, resource) form a
-:class:`LineItem`, whose amount is the exact sum of its segments rounded half-even
-to minor units exactly once.
+:class:`LineItem`; its segments at one rate form one *part* of it, whose amount is
+carried below the minor unit (``ledger.money.to_precise``): what is posted. Whole
+minor units appear only where money is owed, on the invoice line
+(``ledger.invoices``); ``LineItem.amount_minor`` is for display.
 
 Exactness: a second is 1/3600 of an hour, a repeating decimal, so quantities and
 amounts are carried as :class:`~fractions.Fraction` (with the integer ``usage`` in
@@ -14,10 +16,10 @@ only for display. Splitting an interval anywhere therefore changes nothing: the
 parts add up to the whole exactly.
 
 Accrual (cost to date of a running job) is cumulative: rate ``[start, as_of)``,
-compare each line's rounded amount with what was already posted for it, and post
-the difference (:func:`accrue`). The deltas telescope, so accruals plus the final
-posting equal the final rated amount to the minor unit, and late price changes
-self-correct in the next delta.
+compare each line part's precise amount with what was already posted for it, and
+post the difference (:func:`accrue`). The deltas telescope, so accruals plus the
+final posting equal the final rated amount exactly (at sub-minor precision), and
+late price changes self-correct in the next delta.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from ledger.events import BillingMode, OccupancyEnded, OccupancyStarted
-from ledger.money import to_decimal, to_minor
+from ledger.money import to_decimal, to_minor, to_precise
 from ledger.prices import AppliedRate, PriceSchedule
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "accrue",
     "calendar_months",
     "rate_interval",
+    "rate_key",
     "rate_occupancy",
     "rate_to_date",
     "totals_after",
@@ -176,12 +179,25 @@ _UTC_MONTHS = calendar_months()
 
 
 class LineKey(NamedTuple):
-    """Identity of a line item: what accruals are tracked and transactions keyed by."""
+    """Identity of a line item part: what accruals are tracked and transactions keyed by.
+
+    ``rate`` (:func:`rate_key`) names the part of the line rated at one rate; ``""``
+    is the whole line (a line item's own key, and postings made before parts existed).
+    """
 
     occupancy_id: str
     period: str
     resource: str
     billing_mode: BillingMode
+    rate: str = ""
+
+
+def rate_key(rate: Decimal) -> str:
+    """The canonical text of a rate (``2.40`` -> ``"2.4"``), for keys and ids."""
+    text = format(rate, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text or "0"
 
 
 @dataclass(frozen=True)
@@ -236,6 +252,24 @@ class LineItem:
     def key(self) -> LineKey:
         return LineKey(self.occupancy.occupancy_id, self.period, self.resource, self.billing_mode)
 
+    def parts(self) -> dict[str, tuple[Decimal, int, int]]:
+        """Per rate (:func:`rate_key`): the rate, usage and precise amount of its segments.
+
+        The precise amount of each part is rounded once (to 10**-9 minor units)
+        from its exact sum; these are the amounts the ledger posts.
+        """
+        sums: dict[str, tuple[Decimal, int, Fraction]] = {}
+        for seg in self.segments:
+            key = rate_key(seg.rate.rate)
+            _, usage, amount = sums.get(key, (seg.rate.rate, 0, Fraction(0)))
+            sums[key] = (seg.rate.rate, usage + seg.usage, amount + seg.amount_exact)
+        return {k: (r, u, to_precise(a, self.scale)) for k, (r, u, a) in sums.items()}
+
+    @property
+    def amount_precise(self) -> int:
+        """The line's amount as posted: the sum of its parts' precise amounts."""
+        return sum(p for _, _, p in self.parts().values())
+
     @property
     def job_uid(self) -> str:
         return self.occupancy.job_uid
@@ -273,6 +307,10 @@ class Rating:
     @property
     def total_minor(self) -> int:
         return sum(line.amount_minor for line in self.lines)
+
+    @property
+    def total_precise(self) -> int:
+        return sum(line.amount_precise for line in self.lines)
 
     def line(self, period: str, resource: str) -> LineItem:
         for item in self.lines:
@@ -388,22 +426,24 @@ class Posted:
     """What has been posted so far for one line key (sums over its transactions)."""
 
     usage: int = 0
-    amount_minor: int = 0
+    amount_precise: int = 0  # 10**-9 minor units (ledger.money.to_precise)
 
 
 @dataclass(frozen=True)
 class LineDelta:
-    """What to post now for one line: cumulative ``line`` minus what was already posted."""
+    """What to post now for one line part: cumulative minus what was already posted."""
 
-    line: LineItem  # cumulative as of ``as_of``
+    line: LineItem  # the whole line, cumulative as of ``as_of``
+    rate: str  # the part (rate_key); "" for postings of a whole line being taken back
     usage: int
-    amount_minor: int
+    amount_precise: int
     as_of: datetime
     final: bool  # the occupancy has ended and ``as_of`` covers its end
+    rate_value: Decimal | None = None
 
     @property
     def key(self) -> LineKey:
-        return self.line.key
+        return self.line.key._replace(rate=self.rate)
 
     @property
     def quantity(self) -> Decimal:
@@ -428,22 +468,25 @@ def accrue(
 ) -> tuple[LineDelta, ...]:
     """Deltas to post so the ledger holds ``occ``'s cost up to ``as_of``.
 
-    ``posted`` is what earlier accruals of this occupancy posted per line key. Call
-    it on every tick with ``as_of = now`` and once more when the occupancy ends
-    (any ``as_of >= end`` gives the final amounts). Lines whose usage and amount
-    are both unchanged yield no delta; a line that vanished (e.g. the end was
-    corrected earlier) yields a negative one.
+    ``posted`` is what earlier accruals of this occupancy posted per line key (one
+    per rate part). Call it on every tick with ``as_of = now`` and once more when
+    the occupancy ends (any ``as_of >= end`` gives the final amounts). Parts whose
+    usage and amount are both unchanged yield no delta; a part that vanished (e.g.
+    the end was corrected earlier) yields a negative one.
     """
     posted = posted or {}
     as_of = _require_aware(as_of).astimezone(UTC)
     cumulative = rate_to_date(occ, schedule, as_of, periods)
     final = occ.end is not None and as_of >= occ.end
-    current = {line.key: line for line in cumulative.lines}
+    current: dict[LineKey, tuple[LineItem, Decimal | None, int, int]] = {}
+    for line in cumulative.lines:
+        for rate, part in line.parts().items():
+            current[line.key._replace(rate=rate)] = (line, *part)
     for key in posted:
         if key.occupancy_id != occ.occupancy_id:
             raise ValueError(f"posted totals for {key} do not belong to {occ.occupancy_id}")
         if key not in current:
-            current[key] = LineItem(
+            empty = LineItem(
                 occupancy=occ,
                 period=key.period,
                 resource=key.resource,
@@ -453,13 +496,14 @@ def accrue(
                 scale=cumulative.scale,
                 segments=(),
             )
+            current[key] = (empty, Decimal(key.rate) if key.rate else None, 0, 0)
     deltas = []
     for key in sorted(current):
-        line = current[key]
+        line, value, usage, precise = current[key]
         before = posted.get(key, Posted())
-        d_usage, d_amount = line.usage - before.usage, line.amount_minor - before.amount_minor
+        d_usage, d_amount = usage - before.usage, precise - before.amount_precise
         if d_usage or d_amount:
-            deltas.append(LineDelta(line, d_usage, d_amount, as_of, final))
+            deltas.append(LineDelta(line, key.rate, d_usage, d_amount, as_of, final, value))
     return tuple(deltas)
 
 
@@ -470,7 +514,7 @@ def totals_after(
     out = dict(posted)
     for d in deltas:
         before = out.get(d.key, Posted())
-        out[d.key] = Posted(before.usage + d.usage, before.amount_minor + d.amount_minor)
+        out[d.key] = Posted(before.usage + d.usage, before.amount_precise + d.amount_precise)
     return out
 
 

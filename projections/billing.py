@@ -7,6 +7,9 @@ CLI). This projection folds them, plus the occupancy and price facts billing
 needs, into the tables of :mod:`projections.billing_tables`, so reports, the
 rater and invoice issuing read indexed rows instead of replaying events.
 Deterministic (no wall clock): a rebuild gives the same rows.
+
+Amounts are folded as precise integers (10**-9 minor units, ``ledger.money``) and
+written to ``numeric`` columns as decimals of minor units, so sums are exact.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -28,6 +32,8 @@ from ledger.events import (
     PriceBookPublished,
     SpotPriceChanged,
 )
+from ledger.money import PRECISE_DIGITS, precise_decimal, precise_from_decimal
+from ledger.rating import rate_key
 from ledger.store.base import RecordedEvent
 from projections.base import Projection
 from projections.billing_tables import (
@@ -56,7 +62,7 @@ class _Page:
     prices: list[dict[str, Any]] = field(default_factory=list)
     txns: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     postings: dict[tuple[str, int], tuple[Any, ...]] = field(default_factory=dict)
-    line_totals: dict[tuple[str, ...], list[int]] = field(default_factory=dict)
+    line_totals: dict[tuple[str, ...], list[int]] = field(default_factory=dict)  # precise
     usage_lines: dict[tuple[str, ...], list[Any]] = field(default_factory=dict)
     monthly: dict[tuple[str, ...], int] = field(default_factory=dict)
     rated_to: dict[str, datetime] = field(default_factory=dict)
@@ -242,6 +248,14 @@ def _price_row(record: RecordedEvent, d: PriceBookPublished | SpotPriceChanged) 
     }
 
 
+_WHOLE = 10**PRECISE_DIGITS
+
+
+def _precise(stored: Any) -> int:
+    """A stored posting amount (schema 1: int minor units; 2: decimal string) as precise."""
+    return stored * _WHOLE if isinstance(stored, int) else precise_from_decimal(stored)
+
+
 def _fold_transaction(page: _Page, record: RecordedEvent) -> None:
     d = record.data
     transaction_id = d["transaction_id"]
@@ -250,7 +264,7 @@ def _fold_transaction(page: _Page, record: RecordedEvent) -> None:
     receivable = None
     for p in postings:
         if p["account"].startswith("receivable/"):
-            amount += p["amount_minor"]
+            amount += _precise(p["amount_minor"])
             if receivable is None:
                 receivable = p["account"]
     currency = postings[0]["currency"] if postings else None
@@ -289,7 +303,7 @@ def _fold_transaction(page: _Page, record: RecordedEvent) -> None:
             d.get("reverses"),
             orjson.dumps(list(d.get("cause_event_ids", ()))),
             currency,
-            amount,
+            precise_decimal(amount),
             workspace,
             *usage_cols,
             orjson.dumps(d),
@@ -297,13 +311,15 @@ def _fold_transaction(page: _Page, record: RecordedEvent) -> None:
     for seq, p in enumerate(postings):
         page.postings.setdefault(
             (transaction_id, seq),
-            (transaction_id, seq, p["account"], p["amount_minor"], p["currency"]),
-        )
+            (transaction_id, seq, p["account"], precise_decimal(_precise(p["amount_minor"])),
+             p["currency"]),
+        )  # fmt: skip
     if u is None or currency is None:
         return
     occupancy_id, job_uid, usage_period = u["occupancy_id"], u["job_uid"], u["usage_period"]
     resource, mode, usage = u["resource"], u["billing_mode"], u["usage"]
-    lk = (occupancy_id, usage_period, resource, mode)
+    rate = "" if u.get("rate") is None else rate_key(Decimal(u["rate"]))
+    lk = (occupancy_id, usage_period, resource, mode, rate)
     tot = page.line_totals.get(lk)
     if tot is None:
         page.line_totals[lk] = [usage, amount]
@@ -354,6 +370,8 @@ def _fold_invoice(page: _Page, record: RecordedEvent, d: InvoiceIssued) -> None:
                 "unit": line.unit,
                 "amount_minor": line.amount_minor,
                 "transaction_ids": list(line.transaction_ids),
+                "rate": line.rate,
+                "amount_precise": line.amount_precise,
             }
         )
 
@@ -450,11 +468,18 @@ def _write(conn: Connection, page: _Page) -> None:
     _merge(conn, billing_transactions, list(page.txns.values()), _TXN_INSERT)
     _merge(conn, billing_postings, list(page.postings.values()), _POSTING_INSERT)
     _merge(
-        conn, billing_line_totals, [(*k, u, a) for k, (u, a) in page.line_totals.items()],
+        conn, billing_line_totals,
+        [(*k[:4], u, precise_decimal(a), k[4]) for k, (u, a) in page.line_totals.items()],
         _LINE_TOTALS,
     )  # fmt: skip
-    _merge(conn, billing_usage_lines, [tuple(r) for r in page.usage_lines.values()], _USAGE_LINES)
-    _merge(conn, billing_cost_monthly, [(*k, a) for k, a in page.monthly.items()], _MONTHLY)
+    _merge(
+        conn, billing_usage_lines,
+        [(*r[:11], precise_decimal(r[11])) for r in page.usage_lines.values()], _USAGE_LINES,
+    )  # fmt: skip
+    _merge(
+        conn, billing_cost_monthly, [(*k, precise_decimal(a)) for k, a in page.monthly.items()],
+        _MONTHLY,
+    )  # fmt: skip
     if page.rated_to:
         with driver(conn).cursor() as cur:
             cur.execute(

@@ -39,6 +39,7 @@ from ledger.accounts import receivable_account, transaction_from_delta
 from ledger.envelopes import Envelope, decode, make_envelope
 from ledger.events import LedgerTransactionPosted, PriceBookPublished, SpotPriceChanged
 from ledger.ids import deterministic_id
+from ledger.money import precise_from_decimal
 from ledger.prices import NoApplicableRate, PriceSchedule
 from ledger.rating import (
     LineDelta,
@@ -144,13 +145,15 @@ def _posted(conn: Connection, occupancy_ids: Sequence[str]) -> dict[str, dict[Li
         return out
     rows = conn.execute(
         text(
-            "SELECT occupancy_id, usage_period, resource, billing_mode, usage, amount_minor "
-            "FROM billing_line_totals WHERE occupancy_id = ANY(:ids)"
+            "SELECT occupancy_id, usage_period, resource, billing_mode, rate, usage, "
+            "amount_minor FROM billing_line_totals WHERE occupancy_id = ANY(:ids)"
         ),
         {"ids": list(occupancy_ids)},
     ).all()
-    for o, p, r, m, usage, amount in rows:
-        out.setdefault(o, {})[LineKey(o, p, r, m)] = Posted(int(usage), int(amount))
+    for o, p, r, m, rate, usage, amount in rows:
+        out.setdefault(o, {})[LineKey(o, p, r, m, rate)] = Posted(
+            int(usage), precise_from_decimal(amount)
+        )
     return out
 
 

@@ -3,6 +3,10 @@
 Kept apart from the projection code so the rater, the reports and the CLI can
 build queries from typed columns without importing the fold logic. The
 migration owns the DDL (indexes and the BI views included); see ``docs/finance.md``.
+
+``amount_minor`` columns of the ledger tables are ``numeric``: minor units at
+sub-minor precision (migration ``0011_billing_precise``); invoice totals and line
+amounts stay whole minor units.
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ billing_transactions = Table(
     Column("reverses", Text),
     Column("cause_event_ids", JSONB, nullable=False),
     Column("currency", Text),
-    Column("amount_minor", BigInteger, nullable=False),  # receivable side (what is owed)
+    Column("amount_minor", Numeric, nullable=False),  # receivable side (what is owed)
     Column("workspace", Text),
     Column("occupancy_id", Text),
     Column("job_uid", Text),
@@ -113,11 +117,11 @@ billing_postings = Table(
     Column("transaction_id", Text, primary_key=True),
     Column("seq", Integer, primary_key=True),
     Column("account", Text, nullable=False),
-    Column("amount_minor", BigInteger, nullable=False),
+    Column("amount_minor", Numeric, nullable=False),
     Column("currency", Text, nullable=False),
 )
 
-#: What has been posted per rated line key: the rater's ``posted`` totals for ``accrue``.
+#: What has been posted per rated line key and rate part: the rater's ``posted`` for ``accrue``.
 billing_line_totals = Table(
     "billing_line_totals",
     billing_metadata,
@@ -126,7 +130,8 @@ billing_line_totals = Table(
     Column("resource", Text, primary_key=True),
     Column("billing_mode", Text, primary_key=True),
     Column("usage", Numeric, nullable=False),
-    Column("amount_minor", BigInteger, nullable=False),
+    Column("amount_minor", Numeric, nullable=False),
+    Column("rate", Text, primary_key=True),  # ledger.rating.rate_key; '' before parts
 )
 
 #: Rated usage per job x usage period x resource x billing mode.
@@ -144,7 +149,7 @@ billing_usage_lines = Table(
     Column("flavor", Text, nullable=False),
     Column("unit", Text, nullable=False),
     Column("usage", Numeric, nullable=False),
-    Column("amount_minor", BigInteger, nullable=False),
+    Column("amount_minor", Numeric, nullable=False),
 )
 
 #: Pre-aggregated cost per month x workspace x quota x user x flavor x mode (the fast report).
@@ -158,7 +163,7 @@ billing_cost_monthly = Table(
     Column("flavor", Text, primary_key=True),
     Column("billing_mode", Text, primary_key=True),
     Column("currency", Text, primary_key=True),
-    Column("amount_minor", BigInteger, nullable=False),
+    Column("amount_minor", Numeric, nullable=False),
 )
 
 billing_invoices = Table(
@@ -192,6 +197,8 @@ billing_invoice_lines = Table(
     Column("unit", Text, nullable=False),
     Column("amount_minor", BigInteger, nullable=False),
     Column("transaction_ids", JSONB, nullable=False),
+    Column("rate", Numeric),  # per unit-hour; NULL on lines of invoices issued per job
+    Column("amount_precise", Numeric),  # the line's precise sum, before its one rounding
 )
 
 billing_credit_notes = Table(

@@ -1,4 +1,4 @@
-"""Finance reports: usage and cost grouped by workspace, quota, user, flavor, mode, day, month.
+"""Finance reports: usage and cost grouped by workspace, quota, user, flavor, mode, day, month, job.
 
 Two questions, answered from the billing read model (:mod:`projections.billing`):
 
@@ -10,8 +10,10 @@ Two questions, answered from the billing read model (:mod:`projections.billing`)
   rater posted, per usage month, from the pre-aggregated ``billing_cost_monthly``
   or, with ``as_of``, the transactions recorded by then), and otherwise is rated
   from the facts with the same pure rating code (``source="rated"``: needed for
-  day grouping or windows that do not fall on month boundaries), rounding once
-  per occupancy x period x resource exactly like the ledger.
+  day grouping or windows that do not fall on month boundaries), carrying each
+  occupancy x period x resource x rate part at sub-minor precision exactly like
+  the ledger. A row's ``cost_minor`` is its ``cost_minor_precise`` rounded once,
+  half-even.
 
 ``as_of`` (store time) keeps only what had been recorded by then: occupancy
 halves, price events and transactions with ``recorded_at <= as_of``. ``from`` /
@@ -29,8 +31,15 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
+from ledger.money import plain_decimal, precise_decimal, round_precise, to_decimal
 from ledger.prices import NoApplicableRate
-from ledger.rating import BillingPeriod, PeriodFn, calendar_months, rate_interval
+from ledger.rating import (
+    BillingPeriod,
+    PeriodFn,
+    calendar_months,
+    rate_interval,
+    usage_quantity,
+)
 from projections.billing_rater import load_schedule, occupancy_from_row
 
 __all__ = [
@@ -39,19 +48,31 @@ __all__ = [
     "calendar_days",
     "cluster_clock",
     "cost_report",
+    "invoice_job_costs",
     "invoice_lines",
+    "job_cost",
     "parse_group_by",
     "usage_report",
 ]
 
-GROUP_KEYS = ("workspace", "quota", "user", "flavor", "billing_mode", "day", "month")
+GROUP_KEYS = ("workspace", "quota", "user", "flavor", "billing_mode", "day", "month", "job")
 _COLUMN = {
     "workspace": "workspace",
     "quota": "COALESCE(quota, '-')",  # '-': no quota, as in the quota projection
     "user": "user_name",
     "flavor": "flavor",
     "billing_mode": "billing_mode",
+    "job": "job_uid",
 }
+
+
+def _q(key: str) -> str:
+    """A group key as a quoted SQL alias: bare ``user`` is PostgreSQL's CURRENT_USER."""
+    return f'"{key}"'
+
+
+def _keys(keys: Sequence[str]) -> str:
+    return ", ".join(_q(k) for k in keys)
 
 
 def parse_group_by(text_value: str) -> tuple[str, ...]:
@@ -111,7 +132,7 @@ def usage_report(
     end = _end(conn, window)
     start = window.start or datetime(1970, 1, 1, tzinfo=UTC)
     bucket = "day" if "day" in group_by else "month" if "month" in group_by else None
-    keys_sql = [f"{_COLUMN[k]} AS {k}" for k in group_by if k in _COLUMN]
+    keys_sql = [f"{_COLUMN[k]} AS {_q(k)}" for k in group_by if k in _COLUMN]
     if bucket is None:
         piece = "c.a, c.b"
         split = ""
@@ -128,7 +149,7 @@ def usage_report(
             keys_sql.append("to_char(bucket, 'YYYY-MM-DD') AS day")
         if "month" in group_by:
             keys_sql.append("to_char(bucket, 'YYYY-MM') AS month")
-    cols = ", ".join(group_by)
+    cols = _keys(group_by)
     select_keys = ", ".join(keys_sql)
     sql = f"""
 WITH o AS ({_OCCUPANCIES}),
@@ -136,8 +157,8 @@ c AS (
   SELECT o.*, GREATEST(started_at, :from) AS a, LEAST(COALESCE(ended_at, :to), :to) AS b FROM o
 ),
 p AS (
-  SELECT c.workspace, c.quota, c.user_name, c.flavor, c.billing_mode, c.mgpu, c.cpu_milli,
-         c.memory_mib, {piece}
+  SELECT c.job_uid, c.workspace, c.quota, c.user_name, c.flavor, c.billing_mode, c.mgpu,
+         c.cpu_milli, c.memory_mib, {piece}
     FROM c {split} WHERE c.a < c.b
 ),
 q AS (
@@ -218,8 +239,11 @@ def cost_report(
 def _ledger_cost(
     conn: Connection, group_by: Sequence[str], window: ReportWindow
 ) -> list[dict[str, Any]]:
-    keys = [f"{_COLUMN[k]} AS {k}" if k in _COLUMN else "usage_period AS month" for k in group_by]
-    table = "billing_cost_monthly"
+    keys = [
+        f"{_COLUMN[k]} AS {_q(k)}" if k in _COLUMN else "usage_period AS month" for k in group_by
+    ]
+    # the monthly aggregate has no job; the usage lines do (job x month x resource x mode)
+    table = "billing_usage_lines" if "job" in group_by else "billing_cost_monthly"
     where = ["TRUE"]
     params: dict[str, Any] = {}
     if window.as_of is not None:
@@ -232,16 +256,25 @@ def _ledger_cost(
     if window.end is not None:
         where.append("usage_period < :pt")
         params["pt"] = window.end.astimezone(UTC).strftime("%Y-%m")
-    group = ", ".join([*group_by, "currency"])
+    group = ", ".join([*(_q(k) for k in group_by), "currency"])
     sql = (
-        f"SELECT {', '.join([*keys, 'currency'])}, sum(amount_minor)::bigint AS cost_minor "
+        f"SELECT {', '.join([*keys, 'currency'])}, sum(amount_minor) AS cost "
         f"FROM {table} WHERE {' AND '.join(where)} GROUP BY {group} ORDER BY {group}"
     )
     return [
-        {**{k: getattr(r, k) for k in group_by}, "cost_minor": int(r.cost_minor),
-         "currency": r.currency}
+        _cost_row({k: getattr(r, k) for k in group_by}, Decimal(r.cost), r.currency)
         for r in conn.execute(text(sql), params)
-    ]  # fmt: skip
+    ]
+
+
+def _cost_row(keys: dict[str, Any], precise: Decimal, currency: str) -> dict[str, Any]:
+    """A cost row: the keys, the cost rounded once (half-even) and at full precision."""
+    return {
+        **keys,
+        "cost_minor": int(precise.to_integral_value(ROUND_HALF_EVEN)),
+        "cost_minor_precise": Decimal(plain_decimal(precise)),
+        "currency": currency,
+    }
 
 
 def _rated_cost(
@@ -277,11 +310,12 @@ def _rated_cost(
                 "billing_mode": occ.billing_mode,
                 "day": line.period,
                 "month": line.period[:7],
+                "job": occ.job_uid,
             }
             key = tuple(attrs[k] for k in group_by)
-            sums[key] = sums.get(key, 0) + line.amount_minor
+            sums[key] = sums.get(key, 0) + line.amount_precise
     return [
-        {**dict(zip(group_by, key, strict=True)), "cost_minor": v, "currency": schedule.currency}
+        _cost_row(dict(zip(group_by, key, strict=True)), precise_decimal(v), schedule.currency)
         for key, v in sorted(sums.items())
     ]
 
@@ -292,10 +326,92 @@ def invoice_lines(conn: Connection, invoice_id: str) -> list[dict[str, Any]]:
         dict(r)
         for r in conn.execute(
             text(
-                "SELECT line_no, job_uid, resource, billing_mode, quantity, unit, amount_minor, "
-                "description, transaction_ids FROM billing_invoice_lines "
+                "SELECT line_no, job_uid, resource, billing_mode, quantity, unit, rate, "
+                "amount_minor, amount_precise, description, transaction_ids "
+                "FROM billing_invoice_lines "
                 "WHERE invoice_id = :i ORDER BY line_no"
             ),
             {"i": invoice_id},
         ).mappings()
     ]
+
+
+def invoice_job_costs(conn: Connection, invoice_id: str) -> dict[int, list[dict[str, Any]]]:
+    """Per line number, the jobs it sums: usage and cost at full precision (minor units).
+
+    An invoice line aggregates a resource x billing mode x rate over all jobs and
+    is rounded once; this is its breakdown, from the transactions the line names.
+    """
+    rows = conn.execute(
+        text(
+            "SELECT l.line_no, l.resource, t.job_uid, sum(t.usage) AS usage, "
+            "sum(t.amount_minor) AS amount FROM billing_invoice_lines l "
+            "CROSS JOIN LATERAL jsonb_array_elements_text(l.transaction_ids) AS x(id) "
+            "JOIN billing_transactions t ON t.transaction_id = x.id "
+            "WHERE l.invoice_id = :i GROUP BY l.line_no, l.resource, t.job_uid "
+            "ORDER BY l.line_no, t.job_uid"
+        ),
+        {"i": invoice_id},
+    ).all()
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r.line_no, []).append(
+            {
+                "job_uid": r.job_uid,
+                "quantity": to_decimal(usage_quantity(r.resource, int(r.usage))),
+                "amount_minor_precise": Decimal(plain_decimal(Decimal(r.amount))),
+            }
+        )
+    return out
+
+
+def job_cost(conn: Connection, uid: str) -> list[dict[str, Any]]:
+    """What job ``uid`` cost, per flavor x billing mode, at full precision (minor units).
+
+    ``posted_*``: what the rater posted to the ledger (final segments and accruals);
+    ``rated_*``: its occupancy facts rated now, open ones up to the cluster clock, so
+    a running job's cost is current even between accruals. ``*_minor`` is the
+    precise figure rounded half-even, for reading; invoices round per line, not per
+    job (``invoice_job_costs`` is the breakdown of a line). Reads the billing
+    projection as it stands: bring it up to date first.
+    """
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def row(flavor: str, mode: str, currency: str) -> dict[str, Any]:
+        return out.setdefault(
+            (flavor, mode, currency),
+            {"flavor": flavor, "billing_mode": mode, "currency": currency,
+             "posted_minor": 0, "posted_minor_precise": Decimal(0),
+             "rated_minor": None, "rated_minor_precise": None},
+        )  # fmt: skip
+
+    for r in conn.execute(
+        text(
+            "SELECT flavor, billing_mode, currency, sum(amount_minor) AS amount "
+            "FROM billing_usage_lines WHERE job_uid = :u GROUP BY 1, 2, 3"
+        ),
+        {"u": uid},
+    ):
+        item = row(r.flavor, r.billing_mode, r.currency)
+        item["posted_minor_precise"] = Decimal(plain_decimal(Decimal(r.amount)))
+        item["posted_minor"] = int(Decimal(r.amount).to_integral_value(ROUND_HALF_EVEN))
+    schedule = load_schedule(conn)
+    end = cluster_clock(conn)
+    if schedule.currency is not None and end is not None:
+        rated: dict[tuple[str, str], int] = {}
+        occupancies = conn.execute(
+            text(_OCCUPANCIES + " AND job_uid = :job"), {"to": end, "as_of": None, "job": uid}
+        ).all()
+        for occ_row in occupancies:
+            occ = occupancy_from_row(occ_row)
+            try:
+                rating = rate_interval(occ, schedule, occ.start, max(occ.end or end, occ.start))
+            except NoApplicableRate:
+                continue  # dead-lettered by the rater too; posted figures still show
+            key = (occ.flavor, occ.billing_mode)
+            rated[key] = rated.get(key, 0) + rating.total_precise
+        for (flavor, mode), precise in rated.items():
+            item = row(flavor, mode, schedule.currency)
+            item["rated_minor_precise"] = Decimal(plain_decimal(precise_decimal(precise)))
+            item["rated_minor"] = round_precise(precise)
+    return [out[k] for k in sorted(out)]

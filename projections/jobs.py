@@ -854,6 +854,14 @@ def job_detail(conn: Connection, uid: str) -> dict[str, Any]:
         | {"event_id": str(row[-1]), "late": late}
         for row, late in zip(rows, late_flags(rows), strict=True)
     ]
+    # cost per flavor x billing mode, posted and rated (billing read model; precise
+    # amounts as decimal strings, never floats)
+    from projections.finance_reports import job_cost
+
+    detail["cost"] = [
+        {k: str(v) if isinstance(v, Decimal) else v for k, v in r.items()}
+        for r in job_cost(conn, uid)
+    ]
     return detail
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -20,8 +21,17 @@ from ledger.accounts import (
     transactions_from_deltas,
 )
 from ledger.events import LedgerTransactionPosted, Posting
-from ledger.invoices import NotInvoiceable, build_invoice, invoice_id
-from ledger.rating import LineKey, Occupancy, Posted, accrue, rate_occupancy, totals_after
+from ledger.invoices import NotInvoiceable, build_invoice, invoice_id, invoice_rounding
+from ledger.money import precise_decimal
+from ledger.rating import (
+    LineKey,
+    Occupancy,
+    Posted,
+    accrue,
+    rate_key,
+    rate_occupancy,
+    totals_after,
+)
 
 from .helpers import SCHEDULE, T0, at, demo, micros, occupancies, occupancy
 
@@ -55,8 +65,10 @@ def test_a_rating_transaction_debits_receivable_and_credits_revenue() -> None:
     assert txn.usage is not None
     assert (txn.usage.quantity, txn.usage.unit) == (Decimal(1), "GPU-hour")
     assert txn.usage.usage == 1000 * 3_600_000_000
+    # a line is posted per rate part: the rate (idle = 2.40 x 0.30) joins the id
+    assert txn.usage.rate == Decimal("0.72")
     assert txn.transaction_id == transaction_id(
-        "occ-1", "2026-01", "gpu/any", "idle", "2026-01-02T01:00:00.000000Z"
+        "occ-1", "2026-01", "gpu/any", "idle", "2026-01-02T01:00:00.000000Z", "0.72"
     )
 
 
@@ -128,30 +140,41 @@ def test_every_transaction_balances_and_rerating_gives_identical_ids(
     receivable = sum(
         p.amount_minor for t in first for p in t.postings if p.account.startswith("receivable/")
     )
-    assert receivable == rate_occupancy(occ, SCHEDULE).total_minor
+    # postings carry the rated amount below the minor unit, never rounded per segment
+    assert receivable == precise_decimal(rate_occupancy(occ, SCHEDULE).total_precise)
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(occupancies(), st.lists(micros, max_size=4)), min_size=1, max_size=4))
-def test_invoice_total_is_the_sum_of_its_lines(jobs: list[tuple[Occupancy, list[int]]]) -> None:
+def test_invoice_lines_are_rounded_once_from_the_exact_usage_times_rate(
+    jobs: list[tuple[Occupancy, list[int]]],
+) -> None:
     txns: list[LedgerTransactionPosted] = []
-    expected: dict[str, int] = {}
+    exact: dict[tuple[str, str, str, Decimal], Fraction] = {}
     for i, (occ, ticks) in enumerate(jobs):
         occ = Occupancy(**{**occ.__dict__, "occupancy_id": f"o{i}", "job_uid": f"j{i % 2}"})
         txns.extend(post_all(occ, ticks))
         for line in rate_occupancy(occ, SCHEDULE).lines:
-            expected[line.period] = expected.get(line.period, 0) + line.amount_minor
+            for seg in line.segments:
+                key = (line.period, line.resource, line.billing_mode, seg.rate.rate)
+                exact[key] = exact.get(key, Fraction(0)) + seg.amount_exact * 100
     for period in ("2026-01", "2026-02", "2026-03"):
         inv = build_invoice("ws-p", period, txns, at("2026-04-01T00:00"), currency="USD")
         assert inv.total_minor == sum(li.amount_minor for li in inv.lines)
-        assert inv.total_minor == expected.get(period, 0)
-        keys = [(li.job_uid, li.resource, li.billing_mode) for li in inv.lines]
-        assert keys == sorted(set(keys))
+        keys = [(li.resource, li.billing_mode, li.rate) for li in inv.lines]
+        assert keys == sorted(set(keys), key=lambda k: (k[0], k[1], rate_key(k[2] or 0)))
+        for li in inv.lines:
+            assert li.rate is not None and li.amount_precise is not None
+            truth = exact.pop((period, li.resource, li.billing_mode, li.rate))
+            # half a minor unit from the one rounding, plus 10**-9 per posted part at most
+            assert abs(li.amount_minor - truth) <= Fraction(1, 2) + Fraction(len(txns), 10**9)
+            assert li.amount_minor == round(Fraction(li.amount_precise))
         assert inv == build_invoice("ws-p", period, reversed(txns), at("2026-04-01T00:00"),
                                     currency="USD")  # fmt: skip
+    assert all(v == 0 for k, v in exact.items() if k[0] in ("2026-01", "2026-02", "2026-03"))
 
 
-def test_invoice_lines_per_job_resource_mode_and_deterministic_id() -> None:
+def test_invoice_lines_per_resource_mode_and_rate_and_deterministic_id() -> None:
     s = demo()
     occs = [
         occupancy("2026-01-02T00:00", "2026-01-02T02:00", occupancy_id="a", job_uid="j1"),
@@ -163,15 +186,51 @@ def test_invoice_lines_per_job_resource_mode_and_deterministic_id() -> None:
     ]  # fmt: skip
     txns = [t for o in occs for t in transactions_from_deltas(accrue(o, s, at("2026-02-01T00:00")))]
     inv = build_invoice("ws-a", "2026-01", txns, at("2026-02-01T00:00"))
-    assert [(li.job_uid, li.resource, li.billing_mode, li.quantity, li.amount_minor)
+    assert [(li.job_uid, li.resource, li.billing_mode, li.rate, li.quantity, li.amount_minor)
             for li in inv.lines] == [
-        ("j1", "gpu/any", "public", Decimal(3), 720),
-        ("j2", "cpu", "spot", Decimal("1.5"), 3),
-        ("j2", "gpu/any", "spot", Decimal(1), 90),
+        (None, "cpu", "spot", Decimal("0.020"), Decimal("1.5"), 3),
+        (None, "gpu/any", "public", Decimal("2.40"), Decimal(3), 720),
+        (None, "gpu/any", "spot", Decimal("0.90"), Decimal(1), 90),
     ]  # fmt: skip
     assert inv.total_minor == 813
+    assert inv.rounding_transaction_id is None  # every line came out whole
     assert inv.invoice_id == invoice_id("ws-a", "2026-01") != invoice_id("ws-a", "2026-01", 1)
-    assert len(inv.lines[0].transaction_ids) == 2
+    assert len(inv.lines[1].transaction_ids) == 2  # both pods of j1
+
+
+def test_a_thousand_jobs_under_half_a_cent_each_are_billed_within_half_a_cent_per_line() -> None:
+    """Issue 24 item 9: rounding each job (or accrual) to the cent billed these at zero."""
+    s = demo()
+    txns: list[LedgerTransactionPosted] = []
+    exact = Fraction(0)
+    for i in range(1000):
+        # 50 mGPU idle for 5 to 7m12s: 0.72 x 0.05 x 0.12 = 0.00432 USD at most, under half a cent
+        occ = occupancy("2026-01-02T00:00", "2026-01-02T00:00", occupancy_id=f"o{i}",
+                        job_uid=f"j{i}", mode="idle", mgpu=50)  # fmt: skip
+        end = occ.start + timedelta(minutes=5 + i % 3, seconds=i % 13)
+        occ = Occupancy(**{**occ.__dict__, "end": end})
+        rating = rate_occupancy(occ, s)
+        assert rating.total_minor == 0  # each job alone rounds to nothing
+        exact += sum((seg.amount_exact * 100 for seg in rating.segments), Fraction(0))
+        # hourly accrual ticks would not matter: the run is shorter; final posting only
+        txns.extend(transactions_from_deltas(accrue(occ, s, end)))
+    inv = build_invoice("ws-a", "2026-01", txns, at("2026-02-01T00:00"))
+    (line,) = inv.lines
+    assert (line.resource, line.billing_mode, line.rate) == ("gpu/any", "idle", Decimal("0.72"))
+    assert exact > 300  # more than 3 USD, which per-job rounding billed as 0
+    assert abs(line.amount_minor - exact) <= Fraction(1, 2)
+    assert inv.total_minor == line.amount_minor
+    # the rounding is posted so the period's receivable is the invoice total exactly
+    rounding = invoice_rounding(inv)
+    assert rounding is not None and rounding.transaction_id == inv.rounding_transaction_id
+    owed = sum(
+        (p.amount_minor for t in [*txns, rounding] for p in t.postings
+         if p.account == "receivable/ws-a"),
+        Decimal(0),
+    )  # fmt: skip
+    assert owed == inv.total_minor
+    assert {p.account for p in rounding.postings} == {"receivable/ws-a", "revenue/rounding"}
+    assert set(balances(rounding.postings).values()) == {0}
 
 
 def test_invoice_refuses_foreign_money() -> None:

@@ -242,10 +242,13 @@ def test_accrual_deltas_sum_to_the_final_amount(occ: Occupancy, ticks: list[int]
     last = accrue(occ, SCHEDULE, occ.end, posted)
     assert all(d.final for d in last)
     posted = totals_after(posted, last)
+    # one posted total per line x rate part, at sub-minor precision
     assert {k: v for k, v in posted.items() if v != Posted()} == {
-        li.key: Posted(li.usage, li.amount_minor) for li in final.lines
+        li.key._replace(rate=rate): Posted(usage, precise)
+        for li in final.lines
+        for rate, (_, usage, precise) in li.parts().items()
     }
-    assert sum(p.amount_minor for p in posted.values()) == final.total_minor
+    assert sum(p.amount_precise for p in posted.values()) == final.total_precise
     # nothing left to post afterwards, however late the next tick
     assert accrue(occ, SCHEDULE, occ.end + timedelta(days=400), posted) == ()
 
@@ -253,17 +256,17 @@ def test_accrual_deltas_sum_to_the_final_amount(occ: Occupancy, ticks: list[int]
 def test_accrual_corrects_a_shortened_interval_with_negative_deltas() -> None:
     running = occupancy("2026-01-31T20:00", None)
     posted = totals_after({}, accrue(running, SCHEDULE, at("2026-02-01T04:00")))
-    assert sum(p.amount_minor for p in posted.values()) > 0
+    assert sum(p.amount_precise for p in posted.values()) > 0
     ended_early = occupancy("2026-01-31T20:00", "2026-01-31T22:00")
     deltas = accrue(ended_early, SCHEDULE, at("2026-02-01T05:00"), posted)
-    assert [(d.key.period, d.amount_minor < 0) for d in deltas] == [
+    assert [(d.key.period, d.amount_precise < 0) for d in deltas] == [
         ("2026-01", True),
         ("2026-02", True),
     ]
     posted = totals_after(posted, deltas)
     assert (
-        sum(p.amount_minor for p in posted.values())
-        == rate_occupancy(ended_early, SCHEDULE).total_minor
+        sum(p.amount_precise for p in posted.values())
+        == rate_occupancy(ended_early, SCHEDULE).total_precise
     )
 
 

@@ -69,9 +69,11 @@ def started(
     mode: BillingMode = "public",
     quota: str | None = None,
     user: str = "alice",
+    flavor: str = "gpu/any",
 ) -> Envelope:
     job_uid = job or f"job-{occ}"
     data = OccupancyStarted(
+        flavor=flavor,
         occupancy_id=occ,
         job_uid=job_uid,
         pod_uid=occ,

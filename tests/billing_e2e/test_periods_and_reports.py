@@ -48,10 +48,15 @@ def test_late_usage_after_the_invoice_goes_to_the_next_period_as_a_linked_adjust
     sync_billing(store)
     lines = query(
         store,
-        "SELECT job_uid, amount_minor FROM billing_invoice_lines WHERE invoice_id = :i",
+        "SELECT resource, billing_mode, amount_minor, transaction_ids "
+        "FROM billing_invoice_lines WHERE invoice_id = :i",
         i=dec,
     )
-    assert lines == [("job-late", 1200)]
+    # lines aggregate per resource x mode x rate (not per job); the late txn is on it
+    (late_txn,) = query(
+        store, "SELECT transaction_id FROM billing_transactions WHERE occupancy_id = 'late'"
+    )
+    assert lines == [("gpu/any", "public", 1200, [late_txn.transaction_id])]
 
 
 def _recorded_pause() -> datetime:
@@ -94,10 +99,12 @@ def test_as_of_before_a_late_event_does_not_show_it_and_after_does(
     ]  # fmt: skip
     assert usage(after)[0]["mgpu_seconds"] == 12 * hour
     expected = {"workspace": "ws-a", "month": "2026-11", "currency": "USD"}
-    assert cost(between) == [{**expected, "cost_minor": 2400}]
-    assert cost(after) == [{**expected, "cost_minor": 2880}]
-    assert cost(between, "--source", "rated") == [{**expected, "cost_minor": 2400}]
-    assert cost(after, "--source", "rated") == [{**expected, "cost_minor": 2880}]
+    cents = {"cost_minor": 2400, "cost_minor_precise": "2400"}
+    assert cost(between) == [{**expected, **cents}]
+    assert cost(between, "--source", "rated") == [{**expected, **cents}]
+    cents = {"cost_minor": 2880, "cost_minor_precise": "2880"}
+    assert cost(after) == [{**expected, **cents}]
+    assert cost(after, "--source", "rated") == [{**expected, **cents}]
     csv_out = cli("report", "usage", "--group-by", "workspace,day", "--format", "csv")
     assert csv_out.splitlines()[0] == (
         "workspace,day,mgpu_seconds,cpu_milli_seconds,memory_mib_seconds"
@@ -124,7 +131,10 @@ def test_price_and_invoice_commands(store: PostgresEventStore, cli: CliCall, tmp
     assert invoice["total_minor"] == 2400 and invoice["status"] == "issued"
     detail = json.loads(cli("invoices", "show", invoice["invoice_id"], "--format", "json"))
     assert sum(line["amount_minor"] for line in detail["lines"]) == detail["total_minor"]
-    assert "job-a" in cli("invoices", "show", invoice["invoice_id"], "--format", "csv")
+    # one line per resource x mode x rate; the jobs it sums are its breakdown
+    (line,) = detail["lines"]
+    assert line["jobs"] == [{"job_uid": "job-a", "quantity": "10", "amount_minor_precise": "2400"}]
+    assert "2.4" in cli("invoices", "show", invoice["invoice_id"], "--format", "csv")
     cli("invoices", "credit", invoice["invoice_id"], "--amount", "5.00", "--reason", "goodwill")
     too_much = cli(
         "invoices", "credit", invoice["invoice_id"], "--amount", "50", "--reason", "x", ok=False
@@ -153,7 +163,7 @@ def test_migration_branch_up_down_up(databases: TemplateDatabases) -> None:
     try:
         upgrade(engine)
         assert "billing_transactions" in inspect(engine).get_table_names()
-        downgrade(engine, "billing@-1")
+        downgrade(engine, "billing@-2")  # 0011_billing_precise, then 0004
         names = inspect(engine).get_table_names()
         assert not [n for n in names if n.startswith("billing_")]
         assert "events" in names

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from consumers.billing_jobs import tick
 from consumers.finance_cli import sync_billing
 from consumers.prices_cli import publish_price_book, publish_spot_price
@@ -15,7 +17,8 @@ def _txn_count(store: PostgresEventStore) -> int:
     return int(rows[0][0])
 
 
-def _occupancy_total(store: PostgresEventStore, occ: str) -> dict[str, int]:
+def _occupancy_total(store: PostgresEventStore, occ: str) -> dict[str, Decimal]:
+    """What was posted for ``occ`` per usage month: minor units at sub-minor precision."""
     sync_billing(store)
     rows = query(
         store,
@@ -23,7 +26,7 @@ def _occupancy_total(store: PostgresEventStore, occ: str) -> dict[str, int]:
         "WHERE occupancy_id = :o GROUP BY usage_period ORDER BY 1",
         o=occ,
     )
-    return {p: int(a) for p, a in rows}
+    return {p: Decimal(a) for p, a in rows}
 
 
 def test_rerunning_the_rater_posts_nothing_new_and_every_transaction_balances(
@@ -68,9 +71,14 @@ def test_rerunning_the_rater_posts_nothing_new_and_every_transaction_balances(
         )
         assert int(lines[0][0]) == total
     # p1: 36 h of 1 GPU at 2.40, 8 cores at 0.048, 16 GiB at 0.006
-    assert _occupancy_total(store, "p1") == {"2026-11": 8640 + 1382 + 346}
+    # (exact now: 1382.4 + 345.6, where each line used to be rounded to 1382 + 346)
+    assert _occupancy_total(store, "p1") == {"2026-11": Decimal("8640") + Decimal("1382.4")
+                                             + Decimal("345.6")}  # fmt: skip
     # p3 (idle, 0.46 GPU at 2.40 x 0.30 = 0.3312/h): 504 h in Nov (accrued), 216 h in Dec
-    assert _occupancy_total(store, "p3") == {"2026-11": 16692, "2026-12": 7154}
+    # (exact: 16692.48 and 7153.92 cents; per-line rounding posted 16692 and 7154)
+    assert _occupancy_total(store, "p3") == {
+        "2026-11": Decimal("16692.48"), "2026-12": Decimal("7153.92")
+    }  # fmt: skip
 
 
 def test_interval_across_a_price_change_and_a_month_boundary_splits_exactly(
