@@ -5,7 +5,7 @@ build queries from typed columns without importing the fold logic. The
 migration owns the DDL (indexes and the BI views included); see ``docs/finance.md``.
 
 ``amount_minor`` columns of the ledger tables are ``numeric``: minor units at
-sub-minor precision (migration ``0011_billing_precise``); invoice totals and line
+sub-minor precision (migration ``0012``); invoice totals and line
 amounts stay whole minor units.
 """
 

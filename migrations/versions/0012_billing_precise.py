@@ -1,7 +1,7 @@
 """Billing branch: ledger amounts below the minor unit, line totals per rate, invoice lines
 per resource x billing mode x rate with their precise sum.
 
-Revision ID: 0011_billing_precise
+Revision ID: 0012
 Revises: 0004
 Create Date: 2026-12-05
 
@@ -17,7 +17,7 @@ their rate and precise amount. The BI views are recreated on top, with
 
 from alembic import op
 
-revision = "0011_billing_precise"
+revision = "0012"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
