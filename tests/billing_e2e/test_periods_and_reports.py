@@ -93,11 +93,11 @@ def test_as_of_before_a_late_event_does_not_show_it_and_after_does(
          "memory_mib_seconds": 0}
     ]  # fmt: skip
     assert usage(after)[0]["mgpu_seconds"] == 12 * hour
-    expected = {"workspace": "ws-a", "month": "2026-11", "currency": "USD"}
-    assert cost(between) == [{**expected, "cost_minor": 2400}]
-    assert cost(after) == [{**expected, "cost_minor": 2880}]
-    assert cost(between, "--source", "rated") == [{**expected, "cost_minor": 2400}]
-    assert cost(after, "--source", "rated") == [{**expected, "cost_minor": 2880}]
+    expected = {"workspace": "ws-a", "month": "2026-11", "currency": "USD", "scale": 2}
+    assert cost(between) == [{**expected, "cost_minor": 2400, "cost": "24.00"}]
+    assert cost(after) == [{**expected, "cost_minor": 2880, "cost": "28.80"}]
+    assert cost(between, "--source", "rated") == [{**expected, "cost_minor": 2400, "cost": "24.00"}]
+    assert cost(after, "--source", "rated") == [{**expected, "cost_minor": 2880, "cost": "28.80"}]
     csv_out = cli("report", "usage", "--group-by", "workspace,day", "--format", "csv")
     assert csv_out.splitlines()[0] == (
         "workspace,day,mgpu_seconds,cpu_milli_seconds,memory_mib_seconds"
