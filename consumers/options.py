@@ -30,8 +30,8 @@ __all__ = [
 ]
 
 #: Suffixes of option help strings: which clock the option reads.
-CLUSTER = "cluster time (Kubernetes timestamps), ISO-8601 or a date (UTC)"
-STORE = "store time (when the ledger recorded a fact), ISO-8601 or a date (UTC)"
+CLUSTER = "cluster time (Kubernetes timestamps); ISO-8601 (UTC unless an offset) or a date"
+STORE = "store time (when the ledger recorded a fact); ISO-8601 (UTC unless an offset) or a date"
 AS_OF_HELP = f"only what had been recorded by then: {STORE}"
 
 #: The largest page any listing returns at once (``--limit``).

@@ -204,7 +204,8 @@ def _summary(record: Any, data: PriceBookPublished | SpotPriceChanged) -> dict[s
 
 @prices_app.command("list")
 def list_prices(fmt: str = FORMAT_OPTION) -> None:
-    """Every published book and spot change, in publication order."""
+    """Every published book and spot change, in publication order (effective_from is
+    cluster time, published_at store time)."""
     store = open_store()
     emit([_summary(r, d) for r, d in all_price_events(store)], fmt)
 

@@ -111,4 +111,9 @@ def test_the_one_table_rule() -> None:
     table = render_table(
         [{"name": "a", "n": 1234567, "x": None}, {"name": "bb", "n": 5, "x": None}]
     ).splitlines()
-    assert table == ["name          n  x", "----  ---------  -", "a     1,234,567  -", "bb            5  -"]
+    assert table == [
+        "name          n  x",
+        "----  ---------  -",
+        "a     1,234,567  -",
+        "bb            5  -",
+    ]
