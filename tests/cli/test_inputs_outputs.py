@@ -53,7 +53,7 @@ def billed(store: PostgresEventStore, cli: CliCall) -> str:
         ]
     )
     cli("project")
-    assert "issued 1 invoices" in cli("billing", "run", "--until", "2026-12-02")
+    assert "issued 1 invoices" in cli("billing", "run", "--until", "2026-12-02T00:00:00Z")
     (invoice,) = json.loads(cli("invoices", "list", "--format", "json"))
     return str(invoice["invoice_id"])
 
@@ -98,7 +98,10 @@ def test_a_bad_instant_is_one_line_naming_the_option(
 
 def test_a_reversed_window_is_an_error(billed: str, cli: CliCall) -> None:
     for report in ("usage", "cost", "quota-history"):
-        out = cli("report", report, "--from", "2026-11-06", "--to", "2026-11-05", ok=False)
+        out = cli(
+            "report", report, "--from", "2026-11-06T00:00:00Z", "--to", "2026-11-05T00:00:00Z",
+            ok=False,
+        )  # fmt: skip
         assert "is before --from" in out, (report, out)
     assert "window is empty" in cli(
         "report", "usage", "--from", "2026-11-06", "--to", "2026-11-06", ok=False
