@@ -55,22 +55,22 @@ def with_amounts(
             out.append(dict(row))
             continue
         scale = scale_of(cur)
+        own_currency = "currency" in row
         item: dict[str, Any] = {}
         for key, value in row.items():
             if key.endswith(_SUFFIX) and (value is None or type(value) is int):
-                amount = None if value is None else from_minor(value, scale)
                 if fmt != "table":
                     item[key] = value
-                item[key[: -len(_SUFFIX)]] = amount
+                item[key[: -len(_SUFFIX)]] = None if value is None else from_minor(value, scale)
+                if not own_currency and "currency" not in item:  # right after the first amount
+                    item["currency"] = cur
+                    if fmt != "table":
+                        item["scale"] = scale
             elif key == "currency":
                 item[key] = cur
                 if fmt != "table":
                     item["scale"] = scale
             else:
                 item[key] = value
-        if "currency" not in item:
-            item["currency"] = cur
-            if fmt != "table":
-                item["scale"] = scale
         out.append(item)
     return out
