@@ -7,20 +7,17 @@ parses options, brings the billing projection up to date and prints rows.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 import typer
 
+from consumers.amounts import currency_scales, with_amounts
 from consumers.context import open_store
+from consumers.options import AS_OF_HELP, CLUSTER, check_window, parse_optional_instant
 from consumers.projector import Projector
-from ledger.canonical import parse_timestamp
+from consumers.tables import render_rows
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import BillingProjection
 from projections.finance_reports import ReportWindow, cost_report, parse_group_by, usage_report
@@ -30,37 +27,9 @@ __all__ = ["FORMAT_OPTION", "emit", "render", "report_cost", "report_usage", "sy
 FORMAT_OPTION: Any = typer.Option("table", "--format", help="table, json or csv")
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    return value
-
-
 def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    """Rows as an aligned text table, a JSON array or CSV with a header."""
-    rows = [{k: _plain(v) for k, v in r.items()} for r in rows]
-    if fmt == "json":
-        return json.dumps(rows, indent=2)
-    if fmt == "csv":
-        out = io.StringIO()
-        if rows:
-            writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
-        return out.getvalue().rstrip("\n")
-    if fmt != "table":
-        raise ValueError(f"unknown --format {fmt!r}: use table, json or csv")
-    if not rows:
-        return "(no rows)"
-    cols = list(rows[0])
-    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
-              for row in cells]  # fmt: skip
-    return "\n".join(lines)
+    """Rows as a text table, a JSON array or CSV with a header (:mod:`consumers.tables`)."""
+    return render_rows(rows, fmt)
 
 
 def emit(rows: Sequence[dict[str, Any]], fmt: str) -> None:
@@ -73,18 +42,22 @@ def sync_billing(store: PostgresEventStore) -> None:
 
 
 def _window(start: str | None, end: str | None, as_of: str | None) -> ReportWindow:
-    return ReportWindow(
-        start=parse_timestamp(start) if start else None,
-        end=parse_timestamp(end) if end else None,
-        as_of=parse_timestamp(as_of) if as_of else None,
+    window = ReportWindow(
+        start=parse_optional_instant(start, option="--from"),
+        end=parse_optional_instant(end, option="--to"),
+        as_of=parse_optional_instant(as_of, option="--as-of"),
     )
+    check_window(window.start, window.end)
+    return window
 
 
 _GROUP = typer.Option("workspace", "--group-by", help="comma-separated: workspace, quota, "
                       "user, flavor, billing_mode, day, month, job")  # fmt: skip
-_FROM = typer.Option(None, "--from", help="window start, cluster time (ISO-8601)")
-_TO = typer.Option(None, "--to", help="window end (exclusive); open intervals count up to it")
-_AS_OF = typer.Option(None, "--as-of", help="only what had been recorded by then (ISO-8601)")
+_FROM = typer.Option(None, "--from", help=f"window start (inclusive): {CLUSTER}")
+_TO = typer.Option(
+    None, "--to", help=f"window end (exclusive; open intervals count up to it): {CLUSTER}"
+)
+_AS_OF = typer.Option(None, "--as-of", help=AS_OF_HELP)
 
 
 def report_usage(
@@ -114,7 +87,8 @@ def report_cost(
     ),
     fmt: str = FORMAT_OPTION,
 ) -> None:
-    """Cost in minor units, grouped (from the ledger, or rated from the facts)."""
+    """Cost, grouped (from the ledger, or rated from the facts): minor units, currency,
+    scale and the decimal amount."""
     keys = parse_group_by(group_by)
     if source not in ("auto", "ledger", "rated"):
         raise ValueError(f"unknown --source {source!r}: use auto, ledger or rated")
@@ -123,4 +97,5 @@ def report_cost(
     sync_billing(store)
     with store.transaction() as uow:
         rows = cost_report(uow.connection, keys, window, source=source)  # type: ignore[arg-type]
-    emit(rows, fmt)
+        scale_of = currency_scales(uow.connection)
+    emit(with_amounts(rows, fmt, scale_of), fmt)

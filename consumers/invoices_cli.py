@@ -17,16 +17,17 @@ from typing import Any
 import typer
 from sqlalchemy import text
 
+from consumers.amounts import currency_scales, with_amounts
 from consumers.billing_jobs import DEFAULT_GRACE, TickResult, serve, tick
 from consumers.context import open_store
 from consumers.finance_cli import FORMAT_OPTION, emit, sync_billing
+from consumers.options import CLUSTER, parse_instant, parse_period, require_known
 from ledger.accounts import (
     balanced_transaction,
     receivable_account,
     reversal,
     rounding_transaction_id,
 )
-from ledger.canonical import parse_timestamp
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import CreditNoteIssued, InvoiceVoided, LedgerTransactionPosted, Posting
 from ledger.ids import deterministic_id
@@ -34,6 +35,7 @@ from ledger.money import format_minor, parse_decimal, to_minor
 from ledger.store.postgres import PostgresEventStore
 from projections.billing_rater import load_schedule, transaction_envelope
 from projections.finance_reports import invoice_job_costs, invoice_lines
+from projections.names import billing_workspaces, invoice_periods
 
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
@@ -62,11 +64,13 @@ def _print_tick(result: TickResult) -> None:
 
 @billing_app.command("run")
 def run(
-    until: str | None = typer.Option(None, "--until", help="cluster 'now' (default: wall clock)"),
+    until: str | None = typer.Option(
+        None, "--until", help=f"'now' for the run (default: the wall clock): {CLUSTER}"
+    ),
     grace_hours: float = typer.Option(DEFAULT_GRACE.total_seconds() / 3600, "--grace-hours"),
 ) -> None:
     """Run the rater and one scheduler tick, then exit."""
-    now = parse_timestamp(until) if until else datetime.now(UTC)
+    now = parse_instant(until, option="--until") if until else datetime.now(UTC)
     store = open_store()
     _print_tick(tick(store, now, grace=timedelta(hours=grace_hours)))
 
@@ -121,7 +125,8 @@ def _invoice(store: PostgresEventStore, invoice_id: str) -> _Invoice:
 
 
 def invoice_detail(store: PostgresEventStore, invoice_id: str) -> dict[str, Any]:
-    """The invoice header with its lines (as stored by the billing projection)."""
+    """The invoice header with its lines and credit notes (as stored by the billing
+    projection)."""
     head = _invoice(store, invoice_id)
     with store.engine.connect() as conn:
         header = (
@@ -133,10 +138,21 @@ def invoice_detail(store: PostgresEventStore, invoice_id: str) -> dict[str, Any]
         )
         lines = invoice_lines(conn, head.invoice_id)
         jobs = invoice_job_costs(conn, head.invoice_id)
+        notes = [
+            dict(r)
+            for r in conn.execute(
+                text(
+                    "SELECT credit_note_id, amount_minor, currency, reason, recorded_at "
+                    "FROM billing_credit_notes WHERE invoice_id = :i ORDER BY position"
+                ),
+                {"i": invoice_id},
+            ).mappings()
+        ]
     for line in lines:
         line["jobs"] = jobs.get(line["line_no"], [])  # the line's per-job breakdown
     out = {k: v for k, v in header.items() if k not in ("position",)}
     out["lines"] = lines
+    out["credit_notes"] = notes
     return out
 
 
@@ -246,11 +262,13 @@ def issue_credit_note(
 
 @invoices_app.command("list")
 def list_invoices(
-    workspace: str | None = typer.Option(None, "--workspace"),
-    period: str | None = typer.Option(None, "--period"),
+    workspace: str | None = typer.Option(None, "--workspace", help="Only this workspace."),
+    period: str | None = typer.Option(None, "--period", help="Only this period, YYYY-MM."),
     fmt: str = FORMAT_OPTION,
 ) -> None:
-    """Issued and voided invoices."""
+    """Issued and voided invoices: issued_at is cluster time (the run's 'now'), recorded_at
+    store time (when the ledger recorded the invoice)."""
+    period = parse_period(period) if period is not None else None
     store = open_store()
     sync_billing(store)
     with store.engine.connect() as conn:
@@ -259,7 +277,7 @@ def list_invoices(
             for r in conn.execute(
                 text(
                     "SELECT invoice_id, workspace, period, status, currency, total_minor, "
-                    "credited_minor, line_count, issued_at FROM billing_invoices "
+                    "credited_minor, line_count, issued_at, recorded_at FROM billing_invoices "
                     "WHERE (CAST(:w AS text) IS NULL OR workspace = :w) "
                     "AND (CAST(:p AS text) IS NULL OR period = :p) "
                     "ORDER BY period, workspace, issued_at"
@@ -267,28 +285,43 @@ def list_invoices(
                 {"w": workspace, "p": period},
             ).mappings()
         ]
-    emit(rows, fmt)
+        if not rows:  # a typo in a name is an error, not "(no rows)"
+            require_known("workspace", workspace, billing_workspaces(conn), option="--workspace")
+            require_known("invoiced period", period, invoice_periods(conn), option="--period")
+        scale_of = currency_scales(conn)
+    emit(with_amounts(rows, fmt, scale_of), fmt)
 
 
 @invoices_app.command("show")
 def show_invoice(invoice_id: str = typer.Argument(...), fmt: str = FORMAT_OPTION) -> None:
-    """One invoice: header and lines (json: one object; csv/table: the lines)."""
+    """One invoice: header (with its credit notes) and lines (json: one object; csv/table:
+    the lines). issued_at is cluster time, recorded_at store time."""
     store = open_store()
     detail = invoice_detail(store, invoice_id)
-    if fmt == "json":
-        typer.echo(_json(detail))
-        return
-    if fmt == "table":
-        typer.echo(
-            f"invoice {detail['invoice_id']}  workspace {detail['workspace']}  period "
-            f"{detail['period']}  {detail['status']}  total {detail['total_minor']} "
-            f"{detail['currency']} (minor units)"
-        )
+    with store.engine.connect() as conn:
+        scale_of = currency_scales(conn)
+    currency = detail["currency"]
     lines = [
         {k: v for k, v in line.items() if k not in ("transaction_ids", "jobs")}
         for line in detail["lines"]
     ]
-    emit(lines, fmt)
+    if fmt == "json":
+        (header,) = with_amounts([detail], fmt, scale_of)
+        header["lines"] = with_amounts(detail["lines"], fmt, scale_of, currency=currency)
+        header["credit_notes"] = with_amounts(detail["credit_notes"], fmt, scale_of)
+        typer.echo(_json(header))
+        return
+    if fmt == "table":
+        scale = scale_of(currency)
+        total = format_minor(detail["total_minor"], scale, currency, grouped=True)
+        credited = format_minor(detail["credited_minor"], scale, currency, grouped=True)
+        typer.echo(
+            f"invoice {detail['invoice_id']}  workspace {detail['workspace']}  period "
+            f"{detail['period']}  {detail['status']}  total {total}  credited {credited}\n"
+            f"issued_at {detail['issued_at'].isoformat()} (cluster time)  recorded_at "
+            f"{detail['recorded_at'].isoformat()} (store time)"
+        )
+    emit(with_amounts(lines, fmt, scale_of, currency=currency), fmt)
 
 
 def _json(detail: dict[str, Any]) -> str:

@@ -2,22 +2,26 @@
 
 Read-only views over the jobs, occupancy and inventory projections (run
 ``dlc-ledger project`` first to bring them up to date). Every command prints a
-table or, with ``--format json``, machine-readable JSON.
+table or, with ``--format json`` (the reports also ``csv``), machine-readable rows.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
 from consumers import context
+from consumers.options import CLUSTER, MAX_PAGE, parse_instant, require_known
+from consumers.tables import FormatOption as RowFormatOption
+from consumers.tables import RowFormat, render_rows, render_table
+from consumers.tables import cell as _cell
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
-from projections.jobs import MAX_PAGE, find_job, job_detail, list_jobs
+from projections.jobs import find_job, job_detail, list_jobs
+from projections.names import job_users, job_workspaces
 from projections.occupancy import GROUP_KEYS, occupied_at
 
 __all__ = ["jobs_app", "parse_instant", "render_table"]
@@ -35,45 +39,8 @@ class Format(StrEnum):
 FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
 
 
-def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """Plain aligned columns; numbers right-aligned. Empty input says so."""
-    if not rows:
-        return "(no rows)"
-    cols = list(columns or rows[0].keys())
-    cells = [[_cell(row.get(c)) for c in cols] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(cols)]
-    numeric = [all(isinstance(row.get(c), (int, float)) for row in rows) for c in cols]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if num else v.ljust(w)
-            for v, w, num in zip(values, widths, numeric, strict=True)
-        ).rstrip()
-
-    return "\n".join([line(cols), line(["-" * w for w in widths]), *(line(r) for r in cells)])
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}" if abs(value) >= 10_000 else str(value)
-    return str(value)
-
-
 def _dumps(value: Any) -> str:
     return json.dumps(value, indent=2, default=str)
-
-
-def parse_instant(value: str) -> datetime:
-    """ISO-8601 instant; one without an offset is taken as UTC."""
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise typer.BadParameter(f"{value!r} is not an ISO-8601 instant") from exc
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def _group_keys(value: str, allowed: Sequence[str]) -> list[str]:
@@ -95,7 +62,7 @@ def jobs_list(
         str | None,
         typer.Option(
             "--at",
-            help="Cluster time (ISO-8601): the jobs that existed then, with their status then.",
+            help=f"The jobs that existed then, with their status then: {CLUSTER}.",
         ),
     ] = None,
     limit: Annotated[
@@ -107,7 +74,7 @@ def jobs_list(
     fmt: FormatOption = Format.table,
 ) -> None:
     """Jobs, newest submission first, a page at a time (the next page's cursor goes to stderr)."""
-    instant = parse_instant(at) if at else None
+    instant = parse_instant(at, option="--at") if at else None
     store = context.open_store()
     with store.engine.connect() as conn:
         page = list_jobs(
@@ -119,6 +86,9 @@ def jobs_list(
             at=instant,
             cursor=cursor,
         )
+        if not page.jobs:  # a typo in a name is an error, not "(no rows)"
+            require_known("workspace", workspace, job_workspaces(conn), option="--workspace")
+            require_known("user", user, job_users(conn), option="--user")
     if fmt is Format.json:
         typer.echo(_dumps(page.jobs))
     else:
@@ -161,37 +131,38 @@ def jobs_show(
 
 
 def report_occupancy(
-    at: Annotated[str, typer.Option("--at", help="Instant, ISO-8601 (UTC if no offset).")],
+    at: Annotated[str, typer.Option("--at", help=f"Instant: {CLUSTER}.")],
     group_by: Annotated[
         str, typer.Option("--group-by", help=f"Comma-separated: {', '.join(GROUP_KEYS)}.")
     ] = "workspace",
-    fmt: FormatOption = Format.table,
+    fmt: RowFormatOption = RowFormat.table,
 ) -> None:
     """Resources occupied at an instant (intervals are [start, end)), per group."""
-    instant = parse_instant(at)
+    instant = parse_instant(at, option="--at")
     keys = _group_keys(group_by, GROUP_KEYS)
     if not keys:
         raise typer.BadParameter("--group-by needs at least one key")
     store = context.open_store()
     with store.engine.connect() as conn:
         rows = occupied_at(conn, instant, keys)
-    typer.echo(_dumps(rows) if fmt is Format.json else render_table(rows))
+    typer.echo(render_rows(rows, fmt))
 
 
 def report_inventory(
     at: Annotated[
-        str | None, typer.Option("--at", help="Instant, ISO-8601 (default: now, as projected).")
+        str | None,
+        typer.Option("--at", help=f"Instant (default: now, as projected): {CLUSTER}."),
     ] = None,
     group_by: Annotated[
         str,
         typer.Option("--group-by", help=f"Comma-separated: {', '.join(INVENTORY_GROUP_KEYS)}."),
     ] = "pool",
-    fmt: FormatOption = Format.table,
+    fmt: RowFormatOption = RowFormat.table,
 ) -> None:
     """Nodes and schedulable capacity (cordoned and removed nodes excluded), per group."""
-    instant = parse_instant(at) if at else None
+    instant = parse_instant(at, option="--at") if at else None
     keys = _group_keys(group_by, INVENTORY_GROUP_KEYS)
     store = context.open_store()
     with store.engine.connect() as conn:
         rows = capacity_at(conn, instant, keys)
-    typer.echo(_dumps(rows) if fmt is Format.json else render_table(rows))
+    typer.echo(render_rows(rows, fmt))

@@ -23,7 +23,8 @@ import typer
 
 from consumers.context import open_store
 from consumers.finance_cli import FORMAT_OPTION, emit
-from ledger.canonical import canonical_json, parse_timestamp
+from consumers.options import CLUSTER, parse_instant
+from ledger.canonical import canonical_json
 from ledger.envelopes import decode, make_envelope
 from ledger.events import PriceBookPublished, SpotPriceChanged
 from ledger.ids import deterministic_id
@@ -165,7 +166,7 @@ def publish(file: Path = _FILE) -> None:
 def spot(
     resource: str = typer.Argument(..., help="gpu/<model>, gpu/any, cpu or memory"),
     rate: str = typer.Argument(..., help='per unit-hour, a decimal like "0.85"'),
-    effective_from: str = typer.Option(..., "--from", help="ISO-8601 instant with offset"),
+    effective_from: str = typer.Option(..., "--from", help=f"effective from: {CLUSTER}"),
     currency: str | None = typer.Option(None, "--currency"),
 ) -> None:
     """Record a spot price change for one resource key."""
@@ -174,7 +175,7 @@ def spot(
         store,
         resource,
         parse_decimal(rate, what="rate"),
-        parse_timestamp(effective_from),
+        parse_instant(effective_from, option="--from"),
         currency=currency,
     )
     word = "recorded" if result.added else "already recorded, nothing added"
@@ -203,7 +204,8 @@ def _summary(record: Any, data: PriceBookPublished | SpotPriceChanged) -> dict[s
 
 @prices_app.command("list")
 def list_prices(fmt: str = FORMAT_OPTION) -> None:
-    """Every published book and spot change, in publication order."""
+    """Every published book and spot change, in publication order (effective_from is
+    cluster time, published_at store time)."""
     store = open_store()
     emit([_summary(r, d) for r, d in all_price_events(store)], fmt)
 

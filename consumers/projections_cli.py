@@ -24,9 +24,9 @@ from typing import Annotated
 import typer
 
 from consumers import context
-from consumers.jobs_cli import render_table
 from consumers.lanes import LaneFailed, catch_up_lanes, follow_lanes, plan_lanes
 from consumers.projector import DEFAULT_PAGE, Projector
+from consumers.tables import render_table
 from projections.base import Projection
 from projections.registry import all_projections, projection_named
 

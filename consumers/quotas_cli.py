@@ -20,8 +20,11 @@ from typing import Annotated, Any
 import typer
 
 from consumers import context
-from consumers.jobs_cli import Format, parse_instant, render_table
+from consumers.jobs_cli import Format
+from consumers.options import CLUSTER, check_window, parse_instant, require_known
 from consumers.projector import Projector
+from consumers.tables import FormatOption as RowFormatOption
+from consumers.tables import RowFormat, render_rows, render_table
 from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
@@ -29,7 +32,15 @@ from ledger.ids import deterministic_id
 from ledger.quotas import QuotaTree, diff, parse_quota_tree, resource_unit, spec_hash
 from ledger.store.postgres import PostgresEventStore
 from ledger.usage_boards import NUMBERS
-from projections.quota_reads import quota_tree, usage_at, usage_history
+from projections.names import quota_flavors, quota_names
+from projections.quota_reads import (
+    STEPS,
+    quota_tree,
+    series_points,
+    usage_at,
+    usage_history,
+    usage_series,
+)
 from projections.quotas import QuotaProjection
 
 __all__ = ["apply_quota_file", "describe", "quota_envelopes", "quotas_app"]
@@ -179,7 +190,8 @@ def apply(
     at: Annotated[
         str | None,
         typer.Option(
-            "--at", help="occurred_at of the events (ISO; default now), e.g. a replay's epoch."
+            "--at",
+            help=f"occurred_at of the events (default now), e.g. a replay's epoch: {CLUSTER}.",
         ),
     ] = None,
 ) -> None:
@@ -189,7 +201,8 @@ def apply(
     except OSError as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc.strerror}") from exc
     store = context.open_store()
-    lines = apply_quota_file(store, text, at=parse_instant(at) if at else None, dry_run=dry_run)
+    when = parse_instant(at, option="--at") if at else None
+    lines = apply_quota_file(store, text, at=when, dry_run=dry_run)
     if not lines:
         typer.echo("no changes")
         return
@@ -286,18 +299,25 @@ def _usage_table(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def quota_usage_report(
-    at: Annotated[str | None, typer.Option("--at", help="ISO instant (default: latest).")] = None,
-    fmt: FormatOption = Format.table,
+    at: Annotated[
+        str | None, typer.Option("--at", help=f"Instant (default: latest): {CLUSTER}.")
+    ] = None,
+    fmt: RowFormatOption = RowFormat.table,
 ) -> None:
     """Per quota node x flavor: min, max, used, borrowed, lent, queued demand, job counts."""
+    instant = parse_instant(at, option="--at") if at else None
     store = context.open_store()
     _catch_up(store)
     with store.engine.connect() as conn:
-        rows = usage_at(conn, parse_instant(at) if at else None)
-    if fmt is Format.json:
-        typer.echo(json.dumps([_usage_json(r.as_json()) for r in rows], indent=2))
-    else:
+        rows = usage_at(conn, instant)
+    if fmt is RowFormat.table:
         typer.echo(render_table([_usage_table(r.as_json()) for r in rows]))
+    else:
+        typer.echo(render_rows([_usage_json(r.as_json()) for r in rows], fmt))
+
+
+#: steps in a window beyond which ``quota-history`` refuses (a chart needs no more)
+_MAX_POINTS = 100_000
 
 
 def quota_history_report(
@@ -307,32 +327,50 @@ def quota_history_report(
     ] = None,
     since: Annotated[
         str | None,
-        typer.Option("--from", help="ISO instant: start with the rows in force then."),
+        typer.Option("--from", help=f"Window start: {CLUSTER}."),
     ] = None,
-    until: Annotated[str | None, typer.Option("--to", help="ISO instant (inclusive).")] = None,
-    fmt: FormatOption = Format.table,
+    until: Annotated[
+        str | None, typer.Option("--to", help=f"Window end (inclusive): {CLUSTER}.")
+    ] = None,
+    step: Annotated[
+        str,
+        typer.Option(
+            "--step",
+            help="day or hour: every quota x flavor at each step's start (a chart's series); "
+            "change: every change point (large on a long history).",
+        ),
+    ] = "day",
+    fmt: RowFormatOption = RowFormat.table,
 ) -> None:
-    """Change points per quota node x flavor in a window of cluster time, for charts."""
-    start = parse_instant(since) if since else None
-    end = parse_instant(until) if until else None
-    if start is not None and end is not None and end < start:
-        raise typer.BadParameter(f"--to {until} is before --from {since}")
+    """Quota usage over a window of cluster time, for charts: one row per quota node x
+    flavor x step, the figures at the step's start (UTC hours or days)."""
+    if step not in (*STEPS, "change"):
+        raise ValueError(f"--step {step!r}: use hour, day or change")
+    start = parse_instant(since, option="--from") if since else None
+    end = parse_instant(until, option="--to") if until else None
+    check_window(start, end, inclusive=True)
     store = context.open_store()
     _catch_up(store)
     with store.engine.connect() as conn:
-        rows = usage_history(conn, since=start, until=end, quota=quota, flavor=flavor)
-    if fmt is Format.json:
-        typer.echo(json.dumps([{**_usage_json(r.as_json()), "deleted": r.deleted} for r in rows]))
-    else:
-        typer.echo(
-            render_table(
-                [
-                    {
-                        "at": format_timestamp(r.at),
-                        **_usage_table(r.as_json()),
-                        "deleted": r.deleted,
-                    }
-                    for r in rows
-                ]
-            )
-        )
+        require_known("quota", quota, quota_names(conn), option="--quota")
+        require_known("flavor", flavor, quota_flavors(conn), option="--flavor")
+        if step == "change":
+            rows = usage_history(conn, since=start, until=end, quota=quota, flavor=flavor)
+        else:
+            points = series_points(conn, step, start, end)
+            if len(points) > _MAX_POINTS:
+                raise ValueError(
+                    f"{len(points):,} {step}s in the window: narrow --from/--to or use a "
+                    "longer --step"
+                )
+            rows = usage_series(conn, points, step, quota=quota, flavor=flavor)
+    if fmt is RowFormat.table:
+        table = [{"at": format_timestamp(r.at), **_usage_table(r.as_json())} for r in rows]
+        if step == "change":
+            table = [{**t, "deleted": r.deleted} for t, r in zip(table, rows, strict=True)]
+        typer.echo(render_table(table))
+        return
+    out = [_usage_json(r.as_json()) for r in rows]
+    if step == "change":
+        out = [{**o, "deleted": r.deleted} for o, r in zip(out, rows, strict=True)]
+    typer.echo(render_rows(out, fmt))

@@ -30,6 +30,7 @@ from kubernetes import client
 from sqlalchemy import func, select, text
 
 from consumers.kafka_settings import DEFAULT_PARTITIONS
+from consumers.options import parse_instant
 from consumers.watchers.checkpoints import WatcherCheckpoints
 from consumers.watchers.listwatch import WatchSettings
 from consumers.watchers.runner import Watcher
@@ -44,7 +45,6 @@ from kubesim.traces import (
     load_dlrm,
     load_openb,
 )
-from ledger.canonical import parse_timestamp
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import checkpoints, dead_letters
 from ledger.store.schema import events as events_table
@@ -261,7 +261,7 @@ def run_replay(
 
     say = progress or (lambda _line: None)
     started_wall = time.monotonic()
-    epoch_at = parse_timestamp(epoch) if isinstance(epoch, str) else epoch
+    epoch_at = parse_instant(epoch, option="--epoch") if isinstance(epoch, str) else epoch
     loaded = load_replay_trace(trace, fmt, nodes=nodes, epoch=epoch_at, limit=limit)
     own_store = store is None
     if fresh and context.settings().database_url and store is None and not yes:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from consumers.options import CLUSTER
 from consumers.replay import run_replay
 
 __all__ = ["replay"]
@@ -39,7 +40,8 @@ def replay(
     fmt: Annotated[TraceFormat, typer.Option("--format", help="Trace format.")],
     nodes: Annotated[Path | None, typer.Option(help="openb node list CSV.")] = None,
     epoch: Annotated[
-        str | None, typer.Option(help="ISO instant of trace second 0 (default 2026-11-01Z).")
+        str | None,
+        typer.Option(help=f"Trace second 0 (default 2026-11-01), {CLUSTER}."),
     ] = None,
     speed: Annotated[str, typer.Option(help="'max' or a multiple of real time.")] = "max",
     quotas: Annotated[Path | None, typer.Option(help="Quota tree to apply first.")] = None,

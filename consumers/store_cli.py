@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from consumers import context
+from consumers.tables import render_table
 from ledger.envelopes import EventDecodeError, envelope_from_wire
 from ledger.store.base import DeadLetter
 from ledger.store.engines import make_engine
@@ -97,11 +98,10 @@ def dead_letters_list(
         return
     if not rows:
         typer.echo("no dead letters")
-    for row in rows:
-        typer.echo(
-            f"{row['id']:>6}  {row['reason']:<22} x{row['count']:<4} {row['where']:<28} "
-            f"{str(row['error'])[:80]}"
-        )
+        return
+    columns = ["id", "reason", "count", "where", "last_seen", "resolved", "error"]
+    short = [{**r, "error": str(r["error"])[:80]} for r in rows]
+    typer.echo(render_table(short, columns))
 
 
 def _letter(store_letter: DeadLetter | None, letter_id: int) -> DeadLetter:

@@ -24,7 +24,16 @@ from ledger.quotas import QuotaTree, topological_order
 from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
 from projections.quotas import day_of, hour_of, quota_nodes, quota_workspaces
 
-__all__ = ["CHANGE_SUMS", "UsageRow", "quota_tree", "usage_at", "usage_history"]
+__all__ = [
+    "CHANGE_SUMS",
+    "STEPS",
+    "UsageRow",
+    "quota_tree",
+    "series_points",
+    "usage_at",
+    "usage_history",
+    "usage_series",
+]
 
 _RAW_COLS = ", ".join(RAW)
 _HOUR = timedelta(hours=1)
@@ -165,6 +174,108 @@ def usage_history(
     while pending < len(tree):
         pending = _apply_tree(board, specs, tree, pending)
         emit(tree[pending - 1][0], board.settle())
+    return out
+
+
+#: ``usage_series`` steps: their length and the change-sum table that holds one step each
+STEPS = {"hour": (_HOUR, "quota_change_hours", "hour"), "day": (_DAY, "quota_change_days", "day")}
+
+
+def _step_start(at: datetime, step: str) -> datetime:
+    return hour_of(at) if step == "hour" else day_of(at)
+
+
+def series_points(
+    conn: Connection, step: str, since: datetime | None, until: datetime | None
+) -> list[datetime]:
+    """The instants ``usage_series`` reports: every ``step`` start from the step holding
+    ``since`` (default: the first change) to the one holding ``until`` (default: the
+    latest change)."""
+    if step not in STEPS:
+        raise ValueError(f"unknown step {step!r}: use {', '.join(STEPS)}")
+    if since is None or until is None:
+        first, last = conn.execute(
+            text(
+                "SELECT least((SELECT min(at) FROM quota_changes), "
+                "(SELECT min(at) FROM quota_tree_history)), "
+                "greatest((SELECT max(at) FROM quota_changes), "
+                "(SELECT max(at) FROM quota_tree_history))"
+            )
+        ).one()
+        if first is None:
+            return []
+        since = since or first
+        until = until or last
+    length = STEPS[step][0]
+    points, at = [], _step_start(since, step)
+    while at <= until:
+        points.append(at)
+        at += length
+    return points
+
+
+def usage_series(
+    conn: Connection,
+    points: list[datetime],
+    step: str,
+    *,
+    quota: str | None = None,
+    flavor: str | None = None,
+) -> list[UsageRow]:
+    """Every quota node x flavor at each of ``points`` (:func:`series_points`), for charts.
+
+    Each point is the state at the step's start, exactly what :func:`usage_at` answers
+    for that instant (changes at the instant itself included). From the first point on,
+    a step adds the changes of ``(t, t + step]``: that step's row of the per-hour or
+    per-day sums, less the changes at ``t`` itself, plus those at ``t + step``, so the
+    change rows are read only at the points, never one by one between them.
+    """
+    if not points:
+        return []
+    _, table, column = STEPS[step]
+    board = UsageBoard(_specs_at(conn, points[0]))
+    for row in _raw_at(conn, points[0], flavor):
+        board.add(row[0], row[1], row[2:])
+    board.settle()
+    only = " AND flavor = :flavor" if flavor is not None else ""
+    sums: dict[datetime, list[Any]] = {}
+    for row in conn.execute(
+        text(
+            f"SELECT {column}, quota, flavor, {_RAW_COLS} FROM {table} "
+            f"WHERE {column} >= :first AND {column} < :last{only}"
+        ),
+        {"first": points[0], "last": points[-1], "flavor": flavor},
+    ):
+        sums.setdefault(row[0], []).append(row[1:])
+    exact: dict[datetime, list[Any]] = {}
+    for row in conn.execute(
+        text(
+            f"SELECT c.at, c.quota, d.key, {CHANGE_SUMS} FROM quota_changes c "
+            "CROSS JOIN LATERAL jsonb_each(c.changes) d WHERE c.at = ANY(:points)"
+            f"{' AND d.key = :flavor' if flavor is not None else ''} GROUP BY c.at, c.quota, d.key"
+        ),
+        {"points": points, "flavor": flavor},
+    ):
+        exact.setdefault(row[0], []).append(row[1:])
+    tree = _tree_changes(conn, points[0], points[-1])
+    specs, pending = dict(board.specs), 0
+    out: list[UsageRow] = []
+    for i, at in enumerate(points):
+        if i:
+            previous = points[i - 1]
+            for q, f, *raw in sums.get(previous, ()):
+                board.add(q, f, raw)
+            for q, f, *raw in exact.get(previous, ()):
+                board.add(q, f, [-v for v in raw])
+            for q, f, *raw in exact.get(at, ()):
+                board.add(q, f, raw)
+            if pending < len(tree) and tree[pending][0] <= at:
+                while pending < len(tree) and tree[pending][0] <= at:
+                    pending = _apply_tree(board, specs, tree, pending)
+            board.settle()
+        for key in sorted(board.rows):
+            if (quota is None or key[0] == quota) and (flavor is None or key[1] == flavor):
+                out.append(_row(key, at, board.rows[key]))
     return out
 
 

@@ -98,11 +98,21 @@ def test_as_of_before_a_late_event_does_not_show_it_and_after_does(
          "memory_mib_seconds": 0}
     ]  # fmt: skip
     assert usage(after)[0]["mgpu_seconds"] == 12 * hour
-    expected = {"workspace": "ws-a", "month": "2026-11", "currency": "USD"}
-    cents = {"cost_minor": 2400, "cost_minor_precise": "2400"}
+    expected = {"workspace": "ws-a", "month": "2026-11", "currency": "USD", "scale": 2}
+    cents = {
+        "cost_minor": 2400,
+        "cost": "24.00",
+        "cost_minor_precise": "2400",
+        "cost_precise": "24",
+    }
     assert cost(between) == [{**expected, **cents}]
     assert cost(between, "--source", "rated") == [{**expected, **cents}]
-    cents = {"cost_minor": 2880, "cost_minor_precise": "2880"}
+    cents = {
+        "cost_minor": 2880,
+        "cost": "28.80",
+        "cost_minor_precise": "2880",
+        "cost_precise": "28.8",
+    }
     assert cost(after) == [{**expected, **cents}]
     assert cost(after, "--source", "rated") == [{**expected, **cents}]
     csv_out = cli("report", "usage", "--group-by", "workspace,day", "--format", "csv")

@@ -135,8 +135,11 @@ def test_quota_history_report(cli: Cli, store: PostgresEventStore) -> None:
         ]
     )
     rows = json.loads(
-        cli("report", "quota-history", "--quota", "be", "--flavor", "gpu/any", "--format", "json")
-    )
+        cli(
+            "report", "quota-history", "--quota", "be", "--flavor", "gpu/any", "--step", "change",
+            "--format", "json",
+        )
+    )  # fmt: skip
     assert [(r["at"], r["used"], r["borrowed"], r["deleted"]) for r in rows] == [
         ("2026-11-01T00:00:00Z", 0, 0, False),
         ("2026-11-01T00:01:00Z", 2000, 2000, False),
@@ -145,7 +148,7 @@ def test_quota_history_report(cli: Cli, store: PostgresEventStore) -> None:
     ]
     window = json.loads(
         cli(
-            "report", "quota-history", "--quota", "be", "--flavor", "gpu/any",
+            "report", "quota-history", "--quota", "be", "--flavor", "gpu/any", "--step", "change",
             "--from", "2026-11-01T00:01:10Z", "--to", "2026-11-01T00:02:00Z", "--format", "json",
         )
     )  # fmt: skip
@@ -154,7 +157,7 @@ def test_quota_history_report(cli: Cli, store: PostgresEventStore) -> None:
         ("2026-11-01T00:01:30Z", 0),
         ("2026-11-01T00:02:00Z", 1000),
     ]
-    assert "deleted" in cli("report", "quota-history", "--quota", "be")
+    assert "deleted" in cli("report", "quota-history", "--quota", "be", "--step", "change")
     out = cli(
         "report", "quota-history", "--from", "2026-11-02T00:00:00Z", "--to", "2026-11-01T00:00:00Z",
         ok=False,

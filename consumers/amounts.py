@@ -1,0 +1,86 @@
+"""Money at the rendering edge: every amount a command prints carries its currency and scale.
+
+Rows from the read models hold integer minor units (``total_minor: 126721``) and a
+``currency``. For machines (JSON, CSV) each ``<name>_minor`` gains, beside it, the
+decimal ``<name>`` (a string there: ``"1267.21"``) and the row a ``scale``, so no
+reader has to know that USD has two decimals; a ``<name>_minor_precise`` (sub-minor
+precision, as posted) gains ``<name>_precise``, its exact decimal amount. A table
+shows people the decimal amount only (``1,267.21``, with the currency column), not
+the minor units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection
+
+from ledger.money import default_scale, from_minor
+from projections.billing_rater import load_schedule
+
+__all__ = ["ScaleOf", "currency_scales", "with_amounts"]
+
+#: currency -> its scale (minor-unit exponent)
+ScaleOf = Callable[[str], int]
+
+_SUFFIX = "_minor"
+_PRECISE = "_minor_precise"
+
+
+def currency_scales(conn: Connection) -> ScaleOf:
+    """The scale each currency is billed at: the price schedule's for its currency, else
+    the ISO 4217 exponent."""
+    schedule = load_schedule(conn)
+
+    def scale_of(currency: str) -> int:
+        if schedule.currency == currency and schedule.scale is not None:
+            return schedule.scale
+        return default_scale(currency)
+
+    return scale_of
+
+
+def with_amounts(
+    rows: Sequence[Mapping[str, Any]],
+    fmt: str,
+    scale_of: ScaleOf,
+    *,
+    currency: str | None = None,
+) -> list[dict[str, Any]]:
+    """``rows`` with their ``*_minor`` amounts made readable for ``fmt`` (see the module
+    docstring). A row's currency is its own ``currency`` column, else ``currency``; a row
+    that has neither is left as it is."""
+    out = []
+    for row in rows:
+        cur = row.get("currency") or currency
+        if cur is None or not any(k.endswith(_SUFFIX) for k in row):
+            out.append(dict(row))
+            continue
+        scale = scale_of(cur)
+        own_currency = "currency" in row
+        item: dict[str, Any] = {}
+        for key, value in row.items():
+            if key.endswith(_SUFFIX) and (value is None or type(value) is int):
+                if fmt != "table":
+                    item[key] = value
+                item[key[: -len(_SUFFIX)]] = None if value is None else from_minor(value, scale)
+                if not own_currency and "currency" not in item:  # right after the first amount
+                    item["currency"] = cur
+                    if fmt != "table":
+                        item["scale"] = scale
+            elif key.endswith(_PRECISE):
+                # sub-minor precision (as posted): for machines, with its decimal amount
+                if fmt != "table" and value is not None:
+                    item[key] = str(value)
+                    precise = Decimal(str(value)).scaleb(-scale)
+                    item[key[: -len(_PRECISE)] + "_precise"] = str(precise.normalize())
+            elif key == "currency":
+                item[key] = cur
+                if fmt != "table":
+                    item["scale"] = scale
+            else:
+                item[key] = value
+        out.append(item)
+    return out
