@@ -180,7 +180,9 @@ def occupied_at(conn: Connection, at: datetime, group_by: Sequence[str]) -> list
     """Resources occupied at instant ``at`` (half-open intervals), summed per group.
 
     Rows carry the group keys plus ``mgpu``, ``cpu_milli``, ``memory_mib`` and
-    ``jobs`` (distinct jobs), ordered by the group keys.
+    ``jobs`` (distinct jobs), ordered by the group keys. A pod's ``quota`` is its job's,
+    as the quota projection resolved it (the job's own, else its workspace's binding at
+    submission; ``-``: none), the pod's label only where that projection has no row.
     """
     unknown = [g for g in group_by if g not in GROUP_KEYS]
     if unknown or not group_by:
@@ -189,6 +191,11 @@ def occupied_at(conn: Connection, at: datetime, group_by: Sequence[str]) -> list
             f"choose from {', '.join(GROUP_KEYS)}"
         )
     keys = ", ".join(f'"{g}"' for g in group_by)
+    quota = "o.quota"
+    join = ""
+    if "quota" in group_by:
+        quota = "coalesce(q.quota, o.quota)"
+        join = "LEFT JOIN quota_occupancies q ON q.occupancy_id = o.occupancy_id"
     result = conn.execute(
         text(
             f"""
@@ -197,9 +204,13 @@ def occupied_at(conn: Connection, at: datetime, group_by: Sequence[str]) -> list
                    sum(cpu_milli)::bigint AS cpu_milli,
                    sum(memory_mib)::bigint AS memory_mib,
                    count(DISTINCT job_uid) AS jobs
-            FROM occupancy
-            WHERE started_at IS NOT NULL
-              AND tstzrange(started_at, ended_at, '[)') @> CAST(:at AS timestamptz)
+            FROM (
+                SELECT o.workspace, {quota} AS quota, o.flavor, o.billing_mode, o."user",
+                       o.node, o.job_uid, o.mgpu, o.cpu_milli, o.memory_mib
+                FROM occupancy o {join}
+                WHERE o.started_at IS NOT NULL
+                  AND tstzrange(o.started_at, o.ended_at, '[)') @> CAST(:at AS timestamptz)
+            ) occupied
             GROUP BY {keys}
             ORDER BY {keys}
             """

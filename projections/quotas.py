@@ -12,7 +12,7 @@ any window, are derived at read time (:mod:`projections.quota_reads`,
 :mod:`ledger.usage_boards`).
 
 Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_hours``,
-``0010_quota_change_days``):
+``0010_quota_change_days``, ``0013_quota_job_intervals``):
 
 - ``quota_nodes`` / ``quota_workspaces``: the current tree and bindings, in arrival
   order (``dlc-ledger quotas apply`` diffs against them);
@@ -24,8 +24,8 @@ Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_
   (day), quota and flavor (so reading an instant sums days, then at most a day of hours,
   then at most an hour of change rows);
 - ``quota_own_usage``: the running totals of ``quota_changes`` (the latest raw usage);
-- ``quota_jobs``, ``quota_occupancies``: the fold's state (each job's quota, state and
-  latest change time; each pod's quota, resources and interval).
+- ``quota_jobs``, ``quota_occupancies``: the fold's state (each job's quota, request,
+  submission, first end and pods' intervals; each pod's quota, resources and interval).
 
 Rules (also in ``docs/quotas.md``):
 
@@ -36,11 +36,14 @@ Rules (also in ``docs/quotas.md``):
 - used = open pods' resources (``gpu/<model>``/``gpu/any`` in mGPU from the pod's
   flavor, ``cpu`` in milli-cores, ``memory`` in MiB) from the pod's ``started_at`` to
   its ``ended_at``; idle-mode pods always count as borrowed;
-- queued demand = requested resources (replicas x count) of jobs submitted and not yet
-  admitted, started or running (JobQueued and JobPreempted put a job back in the queue);
-  JobSucceeded / Failed / Stopped / Deleted end a job's queued and running counts;
-- a job's state changes are stamped no earlier than its previous one, and a pod's end
-  no earlier than its start, so no instant ever shows negative usage or counts.
+- a job runs while one of its pods occupies; it is queued from its submission until its
+  end (JobSucceeded / Failed / Stopped / Deleted) whenever it does not occupy (before its
+  first pod, between pods); queued demand = its requested resources (replicas x count)
+  then. Its row keeps its facts (submission, first end, pods' intervals), and a page
+  writes its timeline after minus before, so the order its events arrive in never
+  matters (its end may be stored before its start: two watchers publish them);
+- a pod's end is stamped no earlier than its start, so no instant ever shows negative
+  usage or counts.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-from ledger.events import JOB_LIFECYCLE_TYPES, QuotaSpec
+from ledger.events import QuotaSpec
 from ledger.quotas import NO_QUOTA
 from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
@@ -123,10 +126,13 @@ quota_jobs = Table(
     Column("workspace", Text),
     Column("quota", Text, nullable=False),
     Column("billing_mode", Text, nullable=False),
-    Column("state", Text, nullable=False),
     Column("requested", JSONB, nullable=False),
     Column("submitted_at", _TS, nullable=False),
-    Column("changed_at", _TS, nullable=False),
+    Column("submitted", Boolean, nullable=False),  # its JobSubmitted seen (else: a pod's)
+    Column("ended_at", _TS),  # its first end (JobSucceeded / Failed / Stopped / Deleted)
+    # {occupancy id: [start, end or null]} in microseconds since the epoch: the job's
+    # intervals, from which its queued / running timeline is derived
+    Column("occupied", JSONB, nullable=False),
 )
 quota_occupancies = Table(
     "quota_occupancies",
@@ -176,10 +182,10 @@ quota_own_usage = Table(
     *(Column(n, BigInteger, nullable=False) for n in RAW),
 )
 
-_JOB_EVENTS = JOB_LIFECYCLE_TYPES
-_QUEUE = frozenset({"JobQueued", "JobPreempted"})
-_RUN = frozenset({"JobAdmitted", "JobStarted", "JobRestarted"})
 _END = frozenset({"JobSucceeded", "JobFailed", "JobStopped", "JobDeleted"})
+# a job's other lifecycle events (queued, admitted, started, preempted ...) change nothing
+# here: its queued and running spans are its submission, its pods' intervals and its end
+_JOB_EVENTS = frozenset({"JobSubmitted"}) | _END
 _TREE_EVENTS = frozenset({"QuotaCreated", "QuotaChanged", "QuotaDeleted", "WorkspaceBound"})
 _OCC_EVENTS = frozenset({"OccupancyStarted", "OccupancyEnded"})
 
@@ -227,16 +233,34 @@ def _zeros() -> list[int]:
     return [0, 0, 0, 0, 0]
 
 
+_MICRO = timedelta(microseconds=1)
+# a job's state on its timeline
+_NONE, _QUEUED_STATE, _RUNNING_STATE = 0, 1, 2
+
+
+def _micros(at: datetime) -> int:
+    """Microseconds from the Unix epoch (the job rows' interval unit: exact, JSON-friendly)."""
+    return (at - _EPOCH) // _MICRO
+
+
+def _from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
 @dataclass
 class _Job:
+    """A job's facts, whatever order they arrived in; its queued / running timeline is a
+    function of them (:meth:`timeline`), never of the order of its events."""
+
     uid: str
     workspace: str | None
     quota: str
     billing_mode: str
-    state: str  # queued | running | done
     requested: dict[str, int]
     submitted_at: datetime
-    changed_at: datetime
+    submitted: bool
+    ended_at: datetime | None
+    occupied: dict[str, list[int | None]]  # occupancy id -> [start, end or None] in µs
 
     def row(self) -> tuple[Any, ...]:
         return (
@@ -244,11 +268,50 @@ class _Job:
             self.workspace,
             self.quota,
             self.billing_mode,
-            self.state,
             _dumps(self.requested),
             self.submitted_at,
-            self.changed_at,
+            self.submitted,
+            self.ended_at,
+            _dumps(self.occupied),
         )
+
+    def timeline(self) -> dict[int, tuple[int, int]]:
+        """Instant (µs) -> the change of (queued, running) there.
+
+        Running while any of its pods occupies (``[start, end)``); queued from its
+        submission until it ends, whenever it does not occupy (before its first pod, and
+        between pods: a preempted or restarting job waits again); nothing otherwise.
+        """
+        submitted = _micros(self.submitted_at)
+        ended = _micros(self.ended_at) if self.ended_at is not None else None
+        deltas: dict[int, int] = {submitted: 0}
+        if ended is not None:
+            deltas.setdefault(ended, 0)
+        for start, end in self.occupied.values():
+            assert start is not None
+            if end is not None and end <= start:
+                continue  # an empty interval occupies nothing
+            deltas[start] = deltas.get(start, 0) + 1
+            if end is not None:
+                deltas[end] = deltas.get(end, 0) - 1
+        out: dict[int, tuple[int, int]] = {}
+        active = 0
+        before = _NONE
+        for instant in sorted(deltas):
+            active += deltas[instant]
+            if active > 0:
+                state = _RUNNING_STATE
+            elif submitted <= instant and (ended is None or instant < ended):
+                state = _QUEUED_STATE
+            else:
+                state = _NONE
+            if state != before:
+                out[instant] = (
+                    (state == _QUEUED_STATE) - (before == _QUEUED_STATE),
+                    (state == _RUNNING_STATE) - (before == _RUNNING_STATE),
+                )
+                before = state
+        return out
 
 
 @dataclass
@@ -329,6 +392,11 @@ class _Fold:
     changes: dict[tuple[datetime, str], tuple[int, defaultdict[str, list[int]]]] = field(
         default_factory=dict
     )
+    # job uid -> the first position of the page naming it, its request and its timeline
+    # before the page
+    before: dict[str, tuple[int, dict[str, int], dict[int, tuple[int, int]]]] = field(
+        default_factory=dict
+    )
 
     # --- raw usage -------------------------------------------------------------
 
@@ -348,27 +416,40 @@ class _Fold:
             entry = self.changes[key] = (position, defaultdict(_zeros))
         return entry[1]
 
-    def _contribute(self, job: _Job, sign: int, position: int) -> None:
-        if job.state == "queued":
-            per = self._changes(job.changed_at, position, job.quota)
-            for flavor, qty in job.requested.items():
-                values = per[flavor]
-                values[_QUEUED] += sign * qty
-                values[_QJOBS] += sign
-        elif job.state == "running":
-            per = self._changes(job.changed_at, position, job.quota)
-            for flavor in job.requested:
-                per[flavor][_RUNNING] += sign
+    def _touch(self, job: _Job, position: int) -> None:
+        """Remember ``job``'s timeline before the page's first event about it: the page's
+        changes are then the difference between its timeline after and this one."""
+        if job.uid not in self.before:
+            self.before[job.uid] = (position, dict(job.requested), job.timeline())
 
-    def _enter(self, job: _Job, state: str, at: datetime, position: int) -> None:
-        if job.state == state or job.state == "done":
-            return
-        # a job's own events arrive in order; stamping a change no earlier than the
-        # previous one keeps every instant's counts non-negative whatever the clocks said
-        job.changed_at = max(job.changed_at, at)
-        self._contribute(job, -1, position)
-        job.state = state
-        self._contribute(job, +1, position)
+    def job_changes(self) -> None:
+        """Each job the page touched: its new timeline minus its old one, as changes of
+        queued demand and of running / queued counts (a late fact moves the instants it
+        bears on; the sums at any instant are those of every job's own timeline)."""
+        for uid, (position, requested, old) in self.before.items():
+            job = self.jobs[uid]
+            new = job.timeline()
+            if requested == job.requested:
+                steps = _diff(new, old)
+                self._steps(job.quota, position, requested, steps)
+            else:  # a pod's request replaced by its job's: take the old one back whole
+                self._steps(job.quota, position, requested, _diff({}, old))
+                self._steps(job.quota, position, job.requested, new)
+
+    def _steps(
+        self,
+        quota: str,
+        position: int,
+        requested: Mapping[str, int],
+        steps: Mapping[int, tuple[int, int]],
+    ) -> None:
+        for instant, (queued, running) in steps.items():
+            per = self._changes(_from_micros(instant), position, quota)
+            for flavor, qty in requested.items():
+                values = per[flavor]
+                values[_QUEUED] += queued * qty
+                values[_QJOBS] += queued
+                values[_RUNNING] += running
 
     def _quota_for(self, quota: str | None, workspace: str | None) -> str:
         if quota:
@@ -377,19 +458,27 @@ class _Fold:
         return bound[0] if bound else NO_QUOTA
 
     def _new_job(
-        self, data: Mapping[str, Any], state: str, requested: dict[str, int], at: datetime
+        self,
+        data: Mapping[str, Any],
+        requested: dict[str, int],
+        at: datetime,
+        position: int,
+        *,
+        submitted: bool,
     ) -> _Job:
         job = _Job(
             uid=data["job_uid"],
             workspace=data.get("workspace"),
             quota=self._quota_for(data.get("quota"), data.get("workspace")),
             billing_mode=data.get("billing_mode", "public"),
-            state=state,
             requested=requested,
             submitted_at=at,
-            changed_at=at,
+            submitted=submitted,
+            ended_at=None,
+            occupied={},
         )
         self.jobs[job.uid] = job
+        self.before[job.uid] = (position, dict(requested), {})
         return job
 
     # --- events ----------------------------------------------------------------
@@ -398,19 +487,23 @@ class _Fold:
         if kind in _TREE_EVENTS:
             self._tree(kind, data, at, position)
         elif kind == "JobSubmitted":
-            if data["job_uid"] not in self.jobs:
-                job = self._new_job(data, "queued", _requested(data.get("replicas", ())), at)
-                self._contribute(job, +1, position)
-        elif kind in _JOB_EVENTS:
-            job_or_none = self.jobs.get(data["job_uid"])
-            if job_or_none is None:
-                return
-            if kind in _QUEUE:
-                self._enter(job_or_none, "queued", at, position)
-            elif kind in _RUN:
-                self._enter(job_or_none, "running", at, position)
-            elif kind in _END:
-                self._enter(job_or_none, "done", at, position)
+            requested = _requested(data.get("replicas", ()))
+            job = self.jobs.get(data["job_uid"])
+            if job is None:
+                self._new_job(data, requested, at, position, submitted=True)
+            elif not job.submitted or at < job.submitted_at:
+                # its pod came first (or a re-observation stamped earlier): the job's own
+                # submission and request stand (the earliest JobSubmitted, whatever its
+                # pods say); its quota never moves
+                self._touch(job, position)
+                job.submitted_at = min(job.submitted_at, at) if job.submitted else at
+                if not job.submitted:
+                    job.submitted, job.requested = True, requested
+        elif kind in _END:
+            job = self.jobs.get(data["job_uid"])
+            if job is not None and (job.ended_at is None or at < job.ended_at):
+                self._touch(job, position)
+                job.ended_at = at
         elif kind == "OccupancyStarted":
             self._started(data, at, position)
         elif kind == "OccupancyEnded":
@@ -420,6 +513,13 @@ class _Fold:
             occ.open = False
             occ.ended_at = ended = max(_instant(data.get("ended_at"), at), occ.started_at)
             self._occupy(occ, -1, ended, position)
+            job = self.jobs[occ.job_uid]
+            self._touch(job, position)
+            interval = job.occupied.get(occ.occupancy_id)
+            if interval is not None:
+                interval[1] = _micros(ended)
+        # JobQueued / Admitted / Started / Restarted / Preempted: a job's queued and
+        # running spans come from its submission, its pods' intervals and its end
 
     def _started(self, data: Mapping[str, Any], at: datetime, position: int) -> None:
         occupancy_id = data["occupancy_id"]
@@ -431,23 +531,18 @@ class _Fold:
             int(data.get("cpu_milli", 0)),
             int(data.get("memory_mib", 0)),
         )
+        started = _instant(data.get("started_at"), at)
         job = self.jobs.get(data["job_uid"])
         if job is None:
-            job = self._new_job(data, "running", dict(resources), at)
-            self._contribute(job, +1, position)
+            job = self._new_job(data, dict(resources), started, position, submitted=False)
         else:
-            self._enter(job, "running", at, position)
+            self._touch(job, position)
+            if not job.submitted and started < job.submitted_at:
+                job.submitted_at = started
         idle = data.get("billing_mode") == "idle" or job.billing_mode == "idle"
-        occ = _Occ(
-            occupancy_id,
-            job.uid,
-            job.quota,
-            idle,
-            resources,
-            True,
-            _instant(data.get("started_at"), at),
-        )
+        occ = _Occ(occupancy_id, job.uid, job.quota, idle, resources, True, started)
         self.occs[occupancy_id] = occ
+        job.occupied[occupancy_id] = [_micros(started), None]
         self._occupy(occ, +1, occ.started_at, position)
 
     def _occupy(self, occ: _Occ, sign: int, at: datetime, position: int) -> None:
@@ -478,6 +573,19 @@ class _Fold:
             self.bindings_changed = True  # a binding changes only future jobs' quotas
             return
         self.tree_changed = True
+
+
+def _diff(
+    new: Mapping[int, tuple[int, int]], old: Mapping[int, tuple[int, int]]
+) -> dict[int, tuple[int, int]]:
+    """Timeline ``new`` minus timeline ``old``, instant by instant (zero changes left out)."""
+    out: dict[int, tuple[int, int]] = {}
+    for instant in new.keys() | old.keys():
+        q1, r1 = new.get(instant, (0, 0))
+        q0, r0 = old.get(instant, (0, 0))
+        if q1 != q0 or r1 != r0:
+            out[instant] = (q1 - q0, r1 - r0)
+    return out
 
 
 def _add(sums: dict[Any, list[Any]], key: Any, values: list[Any], at: datetime) -> None:
@@ -566,6 +674,7 @@ class QuotaProjection(Projection):
         fold = self._load(conn, *_named(events))
         for event in events:
             fold.apply(event.type, event.data, event.occurred_at, event.position)
+        fold.job_changes()
         self._save(conn, fold)
 
     @staticmethod

@@ -51,10 +51,17 @@ def test_quotas_branch_up_down_up(databases: TemplateDatabases) -> None:
 
 
 @pytest.mark.parametrize(
-    ("table", "finer", "bucket", "unit", "before"),
+    ("table", "finer", "bucket", "unit", "before", "after"),
     [
-        (quota_change_hours, net_quota_changes, hour_of, 3_600, "0008"),
-        (quota_change_days, partial(table_rows, table=quota_change_hours), day_of, 86_400, "0009"),
+        (quota_change_hours, net_quota_changes, hour_of, 3_600, "0008", "0009"),
+        (
+            quota_change_days,
+            partial(table_rows, table=quota_change_hours),
+            day_of,
+            86_400,
+            "0009",
+            "0010",
+        ),
     ],
     ids=["0009 hours", "0010 days"],
 )
@@ -65,11 +72,13 @@ def test_sums_filled_by_the_migration_equal_the_projections(
     bucket: Callable[[datetime], datetime],
     unit: int,
     before: str,
+    after: str,
 ) -> None:
     """0009 fills quota_change_hours from the change rows already stored, 0010
     quota_change_days from the hours' sums: the same sums the projection writes page by
     page (three hours or days crossed, a late event included), each the sum of the finer
-    rows in it."""
+    rows in it. Upgraded to the revision under test only: 0013 empties the quota tables
+    for a rebuild."""
     url = databases.clone()
     engine = make_engine(url)
     store = PostgresEventStore(engine)
@@ -82,7 +91,7 @@ def test_sums_filled_by_the_migration_equal_the_projections(
                 submitted("j2", "ws-b", at(unit - 100), mgpu=500),
                 occ_started("p2", "j2", "ws-b", at(unit + 100), mgpu=500),
                 occ_ended("p1", "j1", at(2 * unit + 100)),
-                occ_ended("p2", "j2", at(unit + 50)),  # late: before its start, clamped to it
+                occ_ended("p2", "j2", at(2 * unit + 50)),  # late: stored after a later end
             ]
         )
         Projector(store, [QuotaProjection()], page_size=3).catch_up()
@@ -95,7 +104,7 @@ def test_sums_filled_by_the_migration_equal_the_projections(
             assert tuple(sum(p[i] for p in inside) for i in range(3, 8)) == row[3:]
         downgrade(engine, before)
         assert table.name not in inspect(engine).get_table_names()
-        upgrade(engine)
+        upgrade(engine, after)
         with engine.connect() as conn:
             assert table_rows(conn, table) == projected
     finally:

@@ -430,3 +430,52 @@ def test_an_instant_falls_in_the_utc_hour_and_day_that_hold_it(instant: str) -> 
     assert hour <= at < hour + timedelta(hours=1)
     assert day == utc.replace(hour=0, minute=0, second=0, microsecond=0)
     assert day <= hour < day + timedelta(days=1)
+
+
+def test_a_job_ended_before_its_start_arrived_counts_as_running_while_it_occupies(
+    store: PostgresEventStore,
+) -> None:
+    """The job watcher's end is stored before the pod watcher's start: the job still ran
+    from 20 to 40 (regression: it stayed queued, its usage with it)."""
+    store.append(tree_events(TREE, at(0)))
+    store.append(
+        [
+            submitted("j1", "ws-b", at(10), mgpu=800, cpu=0, memory=0),
+            transition(JobSucceeded, "j1", at(40)),
+            transition(JobStarted, "j1", at(20)),
+            occ_started("p1", "j1", "ws-b", at(20), mgpu=800, cpu=0, memory=0),
+            occ_ended("p1", "j1", at(40)),
+        ]
+    )
+    Projector(store, [QuotaProjection()], page_size=2).catch_up()
+
+    def figures(second: float) -> tuple[int, int, int, int]:
+        row = _usage(store, at(second)).get(("b", "gpu/any"))
+        return (row.used, row.queued, row.running_jobs, row.queued_jobs) if row else (0, 0, 0, 0)  # type: ignore[attr-defined]
+
+    assert figures(15) == (0, 800, 0, 1)
+    assert figures(30) == (800, 0, 1, 0)
+    assert figures(40) == (0, 0, 0, 0)
+
+
+def test_a_job_waits_again_between_its_pods(store: PostgresEventStore) -> None:
+    """Preempted at 30, its next pod bound at 50: queued in between, whatever order the
+    pods' events arrive in; a JobPreempted alone changes nothing while its pod occupies."""
+    store.append(tree_events(TREE, at(0)))
+    store.append(
+        [
+            submitted("j1", "ws-a", at(10), mgpu=600, cpu=0, memory=0),
+            occ_started("p2", "j1", "ws-a", at(50), mgpu=600, cpu=0, memory=0),
+            occ_started("p1", "j1", "ws-a", at(20), mgpu=600, cpu=0, memory=0),
+            transition(JobPreempted, "j1", at(25)),
+            occ_ended("p1", "j1", at(30)),
+            transition(JobSucceeded, "j1", at(70)),
+            occ_ended("p2", "j1", at(70)),
+        ]
+    )
+    Projector(store, [QuotaProjection()], page_size=3).catch_up()
+    expected = {15: (0, 1), 20: (1, 0), 27: (1, 0), 30: (0, 1), 49: (0, 1), 50: (1, 0), 70: (0, 0)}
+    for second, counts in expected.items():
+        row = _usage(store, at(second))[("a", "gpu/any")]
+        assert (row.running_jobs, row.queued_jobs) == counts, second  # type: ignore[attr-defined]
+        assert row.queued == 600 * counts[1], second  # type: ignore[attr-defined]
