@@ -184,7 +184,7 @@ def _apply_setup(
             notes.append("quotas skipped: the quota CLI is not installed")
         else:
             changes = apply_quota_file(store, quotas.read_text(), at=epoch)
-            say(f"quotas {quotas}: {len(changes)} changes applied")
+            say(f"quotas {quotas}: {len(changes.lines)} changes applied")
     return notes
 
 
