@@ -10,10 +10,11 @@ Applying the same file twice appends nothing the second time.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -159,8 +160,9 @@ class ApplyResult:
 
     lines: list[str]  # one human line per event
     events: list[Envelope]  # appended, or (dry-run) that would be
-    kept_quotas: list[str] = field(default_factory=list)  # absent from the file, not pruned
-    kept_bindings: list[str] = field(default_factory=list)
+    # absent from the file and not pruned:
+    kept_quotas: list[str] = dataclasses.field(default_factory=list)
+    kept_bindings: list[str] = dataclasses.field(default_factory=list)
 
 
 def apply_quota_file(
@@ -229,8 +231,7 @@ def apply(
         typer.Option(
             "--effective-at",
             "--at",
-            help="Cluster time the change takes effect (ISO; default now), e.g. a replay's "
-            "epoch.",
+            help="Cluster time the change takes effect (ISO; default now), e.g. a replay's epoch.",
         ),
     ] = None,
 ) -> None:

@@ -71,10 +71,7 @@ def test_a_changed_file_emits_only_the_differences(
         .replace("workspaces: [ws-guaranteed]", "workspaces: []")
     )
     dry = cli("quotas", "apply", str(changed), "--dry-run", "--prune")
-    assert (
-        "would append QuotaChanged to quota/burstable at "
-        in dry
-    )
+    assert "would append QuotaChanged to quota/burstable at " in dry
     assert "changed quota burstable: max.gpu/any 48000 -> 40000" in dry
     assert len(_events(store)) == before
     out = cli("quotas", "apply", str(changed), "--prune")
