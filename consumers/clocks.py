@@ -8,14 +8,14 @@ configuration changes — compare the two instead of assuming they agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import text
 
 from ledger.rating import PeriodFn, calendar_months
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["BillingNow", "billing_now", "observed_cluster_time"]
+__all__ = ["CLOCK_SKEW", "BillingNow", "billing_now", "observed_cluster_time"]
 
 
 def observed_cluster_time(store: PostgresEventStore) -> datetime | None:
@@ -30,23 +30,29 @@ def observed_cluster_time(store: PostgresEventStore) -> datetime | None:
     return value  # type: ignore[no-any-return]
 
 
+#: How far the observed cluster clock may run ahead of the wall clock (skew) before it
+#: counts as a virtual one.
+CLOCK_SKEW = timedelta(hours=1)
+
+
 @dataclass(frozen=True)
 class BillingNow:
     """The instant a billing run acts at, and why."""
 
     at: datetime
     observed: datetime | None  # the latest cluster time in the store
-    replayed: bool  # True: the cluster clock lags the wall clock by more than a period
+    replayed: bool  # True: the cluster clock is a virtual one (a replay's), not the wall's
 
 
 def billing_now(
     observed: datetime | None, wall: datetime, periods: PeriodFn | None = None
 ) -> BillingNow:
-    """The wall clock, unless the cluster clock lags it by more than a billing period
-    (a replayed history): then the latest observed cluster time, so periods of that
-    history still close and voided invoices are re-issued."""
+    """The wall clock, unless the cluster clock lags it by more than a billing period or
+    runs ahead of it (a replayed history): then the latest observed cluster time, so the
+    periods of that history close, voided invoices are re-issued, and a run never bills
+    half of a history that lies in the wall clock's future."""
     if observed is not None:
         period = (periods or calendar_months())(observed)
-        if observed + (period.end - period.start) < wall:
+        if observed + (period.end - period.start) < wall or observed > wall + CLOCK_SKEW:
             return BillingNow(observed, observed, replayed=True)
     return BillingNow(wall, observed, replayed=False)
