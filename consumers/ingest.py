@@ -543,7 +543,7 @@ def ingest_command(
     from consumers import context
 
     if database_url is None or bootstrap is None:
-        store_url = database_url or context.database_url()
+        store_url = database_url or context.database_url(create=True)
         bootstrap = bootstrap or context.kafka_bootstrap()
         if metrics_port == 0:
             metrics_port = context.settings().metrics_port

@@ -263,7 +263,7 @@ def run_replay(
         raise ValueError(
             "--fresh drops every table of the database at DATABASE_URL; add --yes to confirm"
         )
-    store = store or context.open_store()
+    store = store or context.open_store(create=True)
     try:
         if fresh:
             _reset_database(store)

@@ -72,7 +72,7 @@ def watch(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     configuration = kube_configuration(server, kubeconfig, kube_context)
     watched = [resource_named(name.strip()) for name in resources.split(",") if name.strip()]
-    store = context.open_store()
+    store = context.open_store(create=True)
     publisher = EventPublisher(
         context.kafka_bootstrap(),
         data_dir=context.settings().data_dir / "watcher" / cluster,
