@@ -48,6 +48,7 @@ from consumers.kafka_settings import (
     consumer_config,
     offsets_key,
 )
+from consumers.logs import configure_logging
 from ledger.envelopes import Envelope, EventDecodeError, InvalidEvent, envelope_from_wire
 from ledger.store.base import DuplicateEventConflict, EventStore, UnitOfWork
 
@@ -537,7 +538,7 @@ def ingest_command(
     ] = None,
 ) -> None:
     """Run the ingest consumer until SIGTERM."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(logging.INFO, "%(asctime)s %(levelname)s %(name)s %(message)s")
     stop_event = threading.Event()
     stop_on_signals(stop_event)
     from consumers import context

@@ -9,9 +9,16 @@ the edge rather than a silently missing value in a bill.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from ledger.envelopes import EventData, event_type
 
@@ -236,6 +243,16 @@ class OccupancyEnded(EventData):
     ended_at: AwareDatetime
     reason: OccupancyEndReason = "completed"
     estimated: bool = False
+    #: the pod's name, for timelines; optional and left out of the payload when unknown,
+    #: so events recorded before it existed keep their exact bytes
+    pod_name: str = ""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_name(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("pod_name"):
+            data.pop("pod_name", None)
+        return data
 
 
 # --- quotas -------------------------------------------------------------------
