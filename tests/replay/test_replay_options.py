@@ -49,3 +49,27 @@ def test_replay_needs_no_format_and_quiets_the_kafka_io_loop(
     assert selector.isEnabledFor(logging.ERROR)
     missing = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["replay", "--trace", "some.csv"])
     assert missing.exit_code == 2 and "pass --format openb or dlrm" in missing.output
+
+
+def test_a_replay_applies_its_tree_and_book_at_its_start(store: object) -> None:
+    """Configuration changes of a replay take effect at the replay's epoch (cluster time),
+    not at the wall clock, which may lie in the middle of the replayed history."""
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from sqlalchemy import text
+
+    from consumers.replay import _apply_setup
+    from ledger.store.postgres import PostgresEventStore
+
+    assert isinstance(store, PostgresEventStore)
+    ops = Path(__file__).resolve().parents[2] / "ops"
+    epoch = datetime(2026, 11, 1, tzinfo=UTC)
+    _apply_setup(
+        store, ops / "quotas" / "demo.yaml", ops / "pricebooks" / "demo-2026.yaml", epoch, print
+    )
+    with store.engine.connect() as conn:
+        stamps = conn.execute(
+            text("SELECT DISTINCT occurred_at FROM events WHERE source LIKE 'api/%'")
+        ).all()
+    assert [s for (s,) in stamps] == [epoch]
