@@ -8,8 +8,9 @@ APScheduler ``BackgroundScheduler`` on the wall clock.
 A tick:
 
 1. runs the rater (:func:`projections.billing_rater.rate`): final segments of
-   ended occupancies, and cost to date of open ones at ``now`` floored to the
-   accrual step (default one hour, so ids are stable however often ticks run);
+   occupancies ended by ``now``, and cost to date of open ones (and of those that
+   end after ``now``) at ``now`` floored to the accrual step (default one hour, so
+   ids are stable however often ticks run); nothing after ``now`` is ever posted;
 2. closes every (workspace, period) with postings whose period end + grace
    window (default one day) has passed and that has no issued invoice: one
    ``InvoiceIssued`` (stream ``invoice/<id>``) built from the posted transactions
@@ -150,8 +151,11 @@ def tick(
     """One scheduler tick at cluster instant ``now``: rate, accrue, close due periods."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
+    if grace < timedelta(0):
+        raise ValueError(f"the grace window cannot be negative, got {grace}")
     accrued_to = floor_to(now, accrual_step)
-    rated = rate(store, as_of=accrued_to, periods=periods)
+    # nothing after ``now`` is posted: occupancies that end later are accrued, not final
+    rated = rate(store, as_of=accrued_to, until=now, periods=periods)
     invoices = close_periods(store, now, grace=grace, periods=periods)
     return TickResult(rated, accrued_to, invoices)
 

@@ -7,12 +7,12 @@ the work is in :mod:`consumers.broker`.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from consumers import context
 from consumers.broker import BrokerError, EmbeddedBroker
 from consumers.kafka_settings import DEFAULT_PARTITIONS, DEFAULT_TOPIC
 
@@ -24,13 +24,9 @@ broker_app = typer.Typer(
 
 
 def default_data_dir() -> Path:
-    """``DLC_DATA_DIR`` if set, else the user's data dir for ``dlc-ledger``."""
-    env = os.environ.get("DLC_DATA_DIR")
-    if env:
-        return Path(env)
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("dlc-ledger"))
+    """The configured data dir (``DLC_DATA_DIR``, the ``DLC_CONFIG`` file, else the user's
+    data dir): the one the demo's and replay's broker lives in, so ``stop`` finds it."""
+    return context.settings().data_dir
 
 
 DataDir = Annotated[

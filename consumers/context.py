@@ -23,20 +23,26 @@ def settings() -> Settings:
     return load_settings()
 
 
-def database_url(*, announce: bool = True) -> str:
-    """``DATABASE_URL``, or the embedded server's (started if needed)."""
+def database_url(*, announce: bool = True, create: bool = False) -> str:
+    """``DATABASE_URL``, or the embedded server's (started if needed).
+
+    Only ``create`` makes a new embedded database (``demo``, ``replay``, ``db upgrade``,
+    ``watch``, ``ingest``); otherwise a data directory without one is an error.
+    """
     cfg = settings()
     if cfg.database_url:
         return normalise_url(cfg.database_url)
-    url = embedded_database_url(cfg.data_dir)
+    url = embedded_database_url(cfg.data_dir, create=create)
     if announce:
         print(f"using embedded PostgreSQL under {cfg.data_dir / 'postgres'}", file=sys.stderr)
     return url
 
 
-def open_store(*, migrate: bool = True, announce: bool = True) -> PostgresEventStore:
+def open_store(
+    *, migrate: bool = True, announce: bool = True, create: bool = False
+) -> PostgresEventStore:
     """The store, with migrations applied first (idempotent) unless told otherwise."""
-    engine = make_engine(database_url(announce=announce))
+    engine = make_engine(database_url(announce=announce, create=create))
     if migrate:
         upgrade(engine)
     return PostgresEventStore(engine)

@@ -21,6 +21,7 @@ from sqlalchemy import text
 
 from consumers import context
 from consumers.billing_jobs import tick
+from consumers.clocks import observed_cluster_time
 from consumers.finance_cli import render
 from consumers.projector import Projector
 from consumers.replay import run_replay
@@ -76,10 +77,9 @@ def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
     )
     store = context.open_store(announce=False)
     try:
-        with store.engine.connect() as conn:
-            trace_end = conn.execute(
-                text("SELECT max(occurred_at) FROM events WHERE stream LIKE 'job/%'")
-            ).scalar_one()
+        trace_end = observed_cluster_time(store)
+        if trace_end is None:
+            raise RuntimeError("the replay stored no cluster facts")
         billed = tick(store, trace_end)
         Projector(store, all_projections()).catch_up()
         typer.echo(

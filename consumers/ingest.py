@@ -48,6 +48,7 @@ from consumers.kafka_settings import (
     consumer_config,
     offsets_key,
 )
+from consumers.logs import configure_logging
 from ledger.envelopes import Envelope, EventDecodeError, InvalidEvent, envelope_from_wire
 from ledger.store.base import DuplicateEventConflict, EventStore, UnitOfWork
 
@@ -537,13 +538,13 @@ def ingest_command(
     ] = None,
 ) -> None:
     """Run the ingest consumer until SIGTERM."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(logging.INFO, "%(asctime)s %(levelname)s %(name)s %(message)s")
     stop_event = threading.Event()
     stop_on_signals(stop_event)
     from consumers import context
 
     if database_url is None or bootstrap is None:
-        store_url = database_url or context.database_url()
+        store_url = database_url or context.database_url(create=True)
         bootstrap = bootstrap or context.kafka_bootstrap()
         if metrics_port == 0:
             metrics_port = context.settings().metrics_port

@@ -19,6 +19,7 @@ from sqlalchemy import text
 
 from consumers.amounts import currency_scales, with_amounts
 from consumers.billing_jobs import DEFAULT_GRACE, TickResult, serve, tick
+from consumers.clocks import billing_now, observed_cluster_time
 from consumers.context import open_store
 from consumers.finance_cli import FORMAT_OPTION, emit, sync_billing
 from consumers.options import CLUSTER, parse_instant, parse_period, require_known
@@ -28,10 +29,11 @@ from ledger.accounts import (
     reversal,
     rounding_transaction_id,
 )
+from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import CreditNoteIssued, InvoiceVoided, LedgerTransactionPosted, Posting
 from ledger.ids import deterministic_id
-from ledger.money import format_minor, parse_decimal, to_minor
+from ledger.money import default_scale, format_minor, from_minor, parse_decimal, to_minor
 from ledger.store.postgres import PostgresEventStore
 from projections.billing_rater import load_schedule, transaction_envelope
 from projections.finance_reports import invoice_job_costs, invoice_lines
@@ -39,7 +41,9 @@ from projections.names import billing_workspaces, invoice_periods
 
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
+    "CreditResult",
     "billing_app",
+    "billing_until",
     "invoice_detail",
     "invoices_app",
     "issue_credit_note",
@@ -62,23 +66,68 @@ def _print_tick(result: TickResult) -> None:
     )
 
 
+def billing_until(
+    store: PostgresEventStore, until: datetime | None, *, force: bool = False
+) -> tuple[datetime, str | None]:
+    """The cluster instant a run acts at, and a note to print when it was not asked for.
+
+    An explicit ``until`` beyond the latest cluster time observed is refused unless
+    ``force``: every open occupancy would be billed up to it, and every period up to
+    it closed. Without one: the wall clock, or the latest observed cluster time when
+    that lags the wall clock by more than a period (a replayed history).
+    """
+    observed = observed_cluster_time(store)
+    if until is not None:
+        if observed is not None and until > observed and not force:
+            raise ValueError(
+                f"--until {format_timestamp(until)} is beyond the latest cluster time observed "
+                f"({format_timestamp(observed)}): open occupancies would be billed and periods "
+                "closed up to it; pass --force if that is meant"
+            )
+        return until, None
+    chosen = billing_now(observed, datetime.now(UTC))
+    if chosen.replayed:
+        return chosen.at, (
+            f"the cluster clock is not the wall clock (a replay?): billing up to the latest "
+            f"cluster time observed, {format_timestamp(chosen.at)} (pass --until to choose)"
+        )
+    return chosen.at, None
+
+
 @billing_app.command("run")
 def run(
     until: str | None = typer.Option(
-        None, "--until", help=f"'now' for the run (default: the wall clock): {CLUSTER}"
+        None,
+        "--until",
+        help="bill up to this instant (default: the wall clock, or the latest cluster time "
+        f"observed when that lags it by more than a period or runs ahead of it, as in a "
+        f"replay): {CLUSTER}",
     ),
-    grace_hours: float = typer.Option(DEFAULT_GRACE.total_seconds() / 3600, "--grace-hours"),
+    grace_hours: float = typer.Option(
+        DEFAULT_GRACE.total_seconds() / 3600,
+        "--grace-hours",
+        min=0,
+        help="hours after a period's end before its invoices are issued (>= 0)",
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="allow an --until beyond the latest cluster time observed"
+    ),
 ) -> None:
     """Run the rater and one scheduler tick, then exit."""
-    now = parse_instant(until, option="--until") if until else datetime.now(UTC)
     store = open_store()
+    asked = parse_instant(until, option="--until") if until else None
+    now, note = billing_until(store, asked, force=force)
+    if note:
+        typer.echo(note, err=True)
     _print_tick(tick(store, now, grace=timedelta(hours=grace_hours)))
 
 
 @billing_app.command("serve")
 def serve_cmd(
     interval_seconds: float = typer.Option(60.0, "--interval-seconds"),
-    grace_hours: float = typer.Option(DEFAULT_GRACE.total_seconds() / 3600, "--grace-hours"),
+    grace_hours: float = typer.Option(
+        DEFAULT_GRACE.total_seconds() / 3600, "--grace-hours", min=0, help="(>= 0)"
+    ),
 ) -> None:
     """Run the rater and ticks under APScheduler on the wall clock until interrupted."""
     store = open_store()
@@ -199,19 +248,80 @@ def _rounding_reversal(
     return [transaction_envelope(txn, now)]
 
 
-def issue_credit_note(
-    store: PostgresEventStore, invoice_id: str, amount: str, reason: str
-) -> CreditNoteIssued:
-    """Credit ``amount`` (currency units, e.g. ``"12.50"``) against an issued invoice."""
-    inv = _invoice(store, invoice_id)
-    if inv.status != "issued":
-        raise ValueError(f"invoice {invoice_id} is {inv.status}: credit notes need an issued one")
-    with store.engine.connect() as conn:
-        schedule = load_schedule(conn)
-    scale = schedule.scale if schedule.scale is not None else 2
-    minor = to_minor(parse_decimal(amount, what="amount"), scale)
+@dataclass(frozen=True)
+class CreditResult:
+    note: CreditNoteIssued
+    created: bool  # False: the idempotency key's note already existed (nothing appended)
+
+
+def _credit_minor(amount: str, scale: int, currency: str) -> int:
+    value = parse_decimal(amount, what="amount")
+    minor = to_minor(value, scale)
+    if from_minor(minor, scale) != value:
+        raise ValueError(
+            f"amount {amount} has more decimals than {currency} allows (scale {scale}): "
+            f"it would be stored as {format_minor(minor, scale, currency)}"
+        )
     if minor <= 0:
         raise ValueError("a credit note amount must be positive")
+    return minor
+
+
+def issue_credit_note(
+    store: PostgresEventStore,
+    invoice_id: str,
+    amount: str,
+    reason: str,
+    *,
+    idempotency_key: str | None = None,
+) -> CreditResult:
+    """Credit ``amount`` (currency units, e.g. ``"12.50"``) against an issued invoice.
+
+    The note's id derives from ``idempotency_key`` (default: the invoice, amount and
+    reason), so a repeat is a no-op that returns the existing note, and a key reused
+    for a different credit is refused.
+    """
+    inv = _invoice(store, invoice_id)
+    with store.engine.connect() as conn:
+        schedule = load_schedule(conn)
+    scale = schedule.scale if schedule.scale is not None else default_scale(inv.currency)
+    minor = _credit_minor(amount, scale, inv.currency)
+    key = idempotency_key
+    if key is None:
+        key = f"{invoice_id}/{minor}/{reason}"
+    elif not key.strip():
+        raise ValueError("--idempotency-key must not be empty")
+    note_id = str(deterministic_id("credit-note", key))
+    note = CreditNoteIssued(
+        credit_note_id=note_id,
+        invoice_id=invoice_id,
+        amount_minor=minor,
+        currency=inv.currency,
+        reason=reason,
+    )
+    with store.engine.connect() as conn:
+        existing = (
+            conn.execute(
+                text(
+                    "SELECT credit_note_id, invoice_id, amount_minor, currency, reason "
+                    "FROM billing_credit_notes WHERE credit_note_id = :n"
+                ),
+                {"n": note_id},
+            )
+            .mappings()
+            .first()
+        )
+    if existing is not None:
+        before = CreditNoteIssued.model_validate(dict(existing))
+        if before != note:
+            raise ValueError(
+                f"idempotency key {key!r} was used for credit note {note_id} "
+                f"({format_minor(before.amount_minor, scale, before.currency)} on invoice "
+                f"{before.invoice_id}: {before.reason}); use a new key for a different credit"
+            )
+        return CreditResult(before, created=False)
+    if inv.status != "issued":
+        raise ValueError(f"invoice {invoice_id} is {inv.status}: credit notes need an issued one")
     open_minor = inv.total_minor - inv.credited_minor
     if minor > open_minor:
         raise ValueError(
@@ -220,14 +330,6 @@ def issue_credit_note(
         )
     stream = f"invoice/{invoice_id}"
     version = store.stream_version(stream)
-    note_id = str(deterministic_id("credit-note", invoice_id, str(version)))
-    note = CreditNoteIssued(
-        credit_note_id=note_id,
-        invoice_id=invoice_id,
-        amount_minor=minor,
-        currency=inv.currency,
-        reason=reason,
-    )
     txn = balanced_transaction(
         str(deterministic_id("txn-credit-note", note_id)),
         [
@@ -257,7 +359,7 @@ def issue_credit_note(
         ],
         expected_versions={stream: version},
     )
-    return note
+    return CreditResult(note, created=True)
 
 
 @invoices_app.command("list")
@@ -352,10 +454,55 @@ def void(
 @invoices_app.command("credit")
 def credit(
     invoice_id: str = typer.Argument(...),
-    amount: str = typer.Option(..., "--amount", help='currency units, e.g. "12.50"'),
+    amount: str = typer.Option(
+        ..., "--amount", help='currency units, e.g. "12.50" (no more decimals than the scale)'
+    ),
     reason: str = typer.Option(..., "--reason"),
+    idempotency_key: str | None = typer.Option(
+        None,
+        "--idempotency-key",
+        help="a repeat with the same key is a no-op (default key: invoice, amount and "
+        "reason, so the same credit twice is one note); the same key with another credit "
+        "is an error",
+    ),
 ) -> None:
     """Issue a credit note against an invoice (and post it to the ledger)."""
     store = open_store()
-    note = issue_credit_note(store, invoice_id, amount, reason)
-    typer.echo(f"credit note {note.credit_note_id}: {note.amount_minor} {note.currency} (minor)")
+    result = issue_credit_note(store, invoice_id, amount, reason, idempotency_key=idempotency_key)
+    note = result.note
+    word = "issued" if result.created else "already issued, nothing added"
+    typer.echo(
+        f"credit note {note.credit_note_id}: {note.amount_minor} {note.currency} (minor) "
+        f"on invoice {note.invoice_id}: {word}"
+    )
+
+
+credits_app = typer.Typer(help="Credit notes.", no_args_is_help=True)
+invoices_app.add_typer(credits_app, name="credits")
+
+
+@credits_app.command("list")
+def list_credits(
+    invoice_id: str | None = typer.Option(None, "--invoice", help="only this invoice's notes"),
+    workspace: str | None = typer.Option(None, "--workspace"),
+    fmt: str = FORMAT_OPTION,
+) -> None:
+    """Credit notes, oldest first, with their invoice's workspace and period."""
+    store = open_store()
+    sync_billing(store)
+    with store.engine.connect() as conn:
+        rows = [
+            dict(r)
+            for r in conn.execute(
+                text(
+                    "SELECT c.credit_note_id, c.invoice_id, i.workspace, i.period, c.currency, "
+                    "c.amount_minor, c.reason, c.recorded_at FROM billing_credit_notes c "
+                    "LEFT JOIN billing_invoices i ON i.invoice_id = c.invoice_id "
+                    "WHERE (CAST(:i AS text) IS NULL OR c.invoice_id = :i) "
+                    "AND (CAST(:w AS text) IS NULL OR i.workspace = :w) "
+                    "ORDER BY c.position"
+                ),
+                {"i": invoice_id, "w": workspace},
+            ).mappings()
+        ]
+    emit(rows, fmt)

@@ -21,7 +21,7 @@ from uuid import UUID
 
 import typer
 
-from consumers.context import open_store
+from consumers.context import open_store, settings
 from consumers.finance_cli import FORMAT_OPTION, emit
 from consumers.options import CLUSTER, parse_instant
 from ledger.canonical import canonical_json
@@ -29,7 +29,14 @@ from ledger.envelopes import decode, make_envelope
 from ledger.events import PriceBookPublished, SpotPriceChanged
 from ledger.ids import deterministic_id
 from ledger.money import parse_decimal
-from ledger.prices import PriceBook, PriceSchedule, load_price_book
+from ledger.prices import (
+    DEFAULT_MAX_RATE,
+    NoApplicableRate,
+    PriceBook,
+    PriceSchedule,
+    implausible_rates,
+    load_price_book,
+)
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = [
@@ -50,7 +57,8 @@ _KEY = re.compile(r"^(gpu/[A-Za-z0-9][A-Za-z0-9._-]*|cpu|memory)$")
 class PublishResult:
     stream: str
     event_id: str
-    added: bool  # False: the same content was already published
+    added: bool  # False: the same content was already published (or a dry run)
+    dry_run: bool = False
 
 
 def _content_id(kind: str, payload: dict[str, Any]) -> UUID:
@@ -77,10 +85,34 @@ def all_price_events(
         position = page[-1].position
 
 
+def _refuse_implausible(
+    event: PriceBookPublished | SpotPriceChanged, bound: Decimal | None, what: str
+) -> None:
+    if bound is None:
+        return
+    high = implausible_rates(event, bound)
+    if high:
+        raise ValueError(
+            f"{what}: {', '.join(high)} above the sanity bound of {bound} per unit-hour "
+            "(DLC_MAX_RATE); check the file, or pass --force if the rate is meant"
+        )
+
+
 def publish_price_book(
-    store: PostgresEventStore, book: PriceBook, *, at: datetime | None = None
+    store: PostgresEventStore,
+    book: PriceBook,
+    *,
+    at: datetime | None = None,
+    force: bool = False,
+    max_rate: Decimal | None = DEFAULT_MAX_RATE,
+    dry_run: bool = False,
 ) -> PublishResult:
-    """Append ``book`` as ``PriceBookPublished`` unless that exact book is already there."""
+    """Append ``book`` as ``PriceBookPublished`` unless that exact book is already there.
+
+    Unless ``force``: a book taking effect at the same instant as another published
+    book (which it would silently override) or with a rate above ``max_rate`` is
+    refused. ``at`` is the publication's cluster time (default now).
+    """
     event = book.to_event()
     payload = event.model_dump(mode="json")
     stream = f"pricebook/{book.id}"
@@ -95,8 +127,24 @@ def publish_price_book(
                 f"price book {book.id!r} effective {event.effective_from.isoformat()} is already "
                 "published with different content; publish a new id or effective_from instead"
             )
+    published = [e for _, e in all_price_events(store)]
+    if not force:
+        same = sorted(
+            e.book_id
+            for e in published
+            if isinstance(e, PriceBookPublished) and e.effective_from == event.effective_from
+        )
+        if same:
+            raise ValueError(
+                f"price book {book.id!r} takes effect at {event.effective_from.isoformat()}, "
+                f"the same instant as published book(s) {', '.join(same)}, which it would "
+                "silently override; choose another effective_from, or pass --force"
+            )
+        _refuse_implausible(event, max_rate, f"price book {book.id!r}")
     # refuses a second currency or scale (a line item must never mix them)
-    PriceSchedule([e for _, e in all_price_events(store)] + [event])
+    PriceSchedule([*published, event])
+    if dry_run:
+        return PublishResult(stream, str(event_id), added=False, dry_run=True)
     now = at or datetime.now(UTC)
     envelope = make_envelope(
         event,
@@ -118,14 +166,20 @@ def publish_spot_price(
     *,
     currency: str | None = None,
     at: datetime | None = None,
+    force: bool = False,
+    max_rate: Decimal | None = DEFAULT_MAX_RATE,
 ) -> PublishResult:
-    """Append a ``SpotPriceChanged`` (currency defaults to the published books')."""
+    """Append a ``SpotPriceChanged`` (currency defaults to the published books').
+
+    Unless ``force``: a resource the book in force at ``effective_from`` does not
+    price, or a rate above ``max_rate``, is refused.
+    """
     if not _KEY.match(resource):
         raise ValueError(
             f"unknown resource key {resource!r}: use gpu/<model>, gpu/any, cpu, memory"
         )
     if rate < 0:
-        raise ValueError(f"spot rate must be >= 0, got {rate}")
+        raise ValueError(f"a spot rate cannot be negative, got {rate}")
     events = [e for _, e in all_price_events(store)]
     books = [e for e in events if isinstance(e, PriceBookPublished)]
     if currency is None:
@@ -135,7 +189,10 @@ def publish_spot_price(
     event = SpotPriceChanged(
         resource=resource, currency=currency, rate=rate, effective_from=effective_from
     )
-    PriceSchedule([*events, event])  # same currency as the books
+    schedule = PriceSchedule([*events, event])  # same currency as the books
+    if not force:
+        _known_flavor(schedule, resource, effective_from)
+        _refuse_implausible(event, max_rate, f"spot {resource}")
     stream = f"pricebook/spot/{resource}"
     event_id = _content_id("spot", event.model_dump(mode="json"))
     for record in store.read_stream(stream):
@@ -149,25 +206,84 @@ def publish_spot_price(
     return PublishResult(stream, str(event_id), added=bool(result.positions))
 
 
+def _known_flavor(schedule: PriceSchedule, resource: str, effective_from: datetime) -> None:
+    """Refuse a spot change for a resource the book in force does not price (a typo
+    would otherwise record a price nothing ever reads)."""
+    try:
+        book = schedule.book_at(effective_from)
+    except NoApplicableRate as exc:
+        raise ValueError(f"spot {resource}: {exc}; publish a price book first") from None
+    known = sorted(set(book.rates.public) | set(book.rates.spot))
+    if resource not in known:
+        raise ValueError(
+            f"spot {resource}: price book {book.book_id!r} in force at "
+            f"{effective_from.isoformat()} prices only {', '.join(known)}; "
+            "pass --force to record it anyway"
+        )
+
+
 _FILE = typer.Argument(..., exists=True, dir_okay=False, help="price book YAML")
+_FORCE = typer.Option(
+    False, "--force", help="Publish despite a duplicate effective_from or a rate above the bound."
+)
+_EFFECTIVE_AT = typer.Option(
+    None,
+    "--effective-at",
+    help="Cluster time of the publication (ISO; default now), e.g. a replay's epoch. "
+    "When rates apply is the book's own effective_from.",
+)
 
 
 @prices_app.command("publish")
-def publish(file: Path = _FILE) -> None:
+def publish(
+    file: Path = _FILE,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Check the book and print the event; append nothing."
+    ),
+    force: bool = _FORCE,
+    effective_at: str | None = _EFFECTIVE_AT,
+) -> None:
     """Publish a price book YAML file (idempotent)."""
     book = load_price_book(file)
     store = open_store()
-    result = publish_price_book(store, book)
+    result = publish_price_book(
+        store,
+        book,
+        at=parse_instant(effective_at, option="--effective-at") if effective_at else None,
+        force=force,
+        max_rate=settings().max_rate,
+        dry_run=dry_run,
+    )
+    head = f"{book.id} effective {book.effective_from.isoformat()}"
+    if result.dry_run:
+        rates = [
+            f"{mode} {key} {rate}"
+            for mode, table in (("public", book.rates.public), ("spot", book.rates.spot))
+            for key, rate in sorted(table.items())
+        ]
+        typer.echo(
+            f"would append PriceBookPublished to {result.stream}: {head}, {book.currency} "
+            f"scale {book.scale}, idle x{book.idle_multiplier}; {'; '.join(rates)}"
+        )
+        typer.echo("appended nothing (--dry-run)")
+        return
     word = "published" if result.added else "already published, nothing added"
-    typer.echo(f"{book.id} effective {book.effective_from.isoformat()}: {word} ({result.stream})")
+    typer.echo(f"{head}: {word} ({result.stream})")
 
 
-@prices_app.command("spot")
+@prices_app.command(
+    "spot",
+    # a negative RATE reaches the command (and its clear error), not click's option parser
+    context_settings={"ignore_unknown_options": True},
+)
 def spot(
     resource: str = typer.Argument(..., help="gpu/<model>, gpu/any, cpu or memory"),
     rate: str = typer.Argument(..., help='per unit-hour, a decimal like "0.85"'),
     effective_from: str = typer.Option(..., "--from", help=f"effective from: {CLUSTER}"),
     currency: str | None = typer.Option(None, "--currency"),
+    force: bool = typer.Option(
+        False, "--force", help="Record despite an unknown flavor or a rate above the bound."
+    ),
 ) -> None:
     """Record a spot price change for one resource key."""
     store = open_store()
@@ -177,6 +293,8 @@ def spot(
         parse_decimal(rate, what="rate"),
         parse_instant(effective_from, option="--from"),
         currency=currency,
+        force=force,
+        max_rate=settings().max_rate,
     )
     word = "recorded" if result.added else "already recorded, nothing added"
     typer.echo(f"spot {resource} {rate} from {effective_from}: {word}")

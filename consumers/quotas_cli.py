@@ -10,9 +10,11 @@ Applying the same file twice appends nothing the second time.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import json
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from consumers import context
+from consumers.clocks import observed_cluster_time
 from consumers.jobs_cli import Format
 from consumers.options import CLUSTER, check_window, parse_instant, require_known
 from consumers.projector import Projector
@@ -29,7 +32,14 @@ from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
 from ledger.ids import deterministic_id
-from ledger.quotas import QuotaTree, diff, parse_quota_tree, resource_unit, spec_hash
+from ledger.quotas import (
+    QuotaTree,
+    diff,
+    keep_absent,
+    parse_quota_tree,
+    resource_unit,
+    spec_hash,
+)
 from ledger.store.postgres import PostgresEventStore
 from ledger.usage_boards import NUMBERS
 from projections.names import quota_flavors, quota_names
@@ -43,7 +53,7 @@ from projections.quota_reads import (
 )
 from projections.quotas import QuotaProjection
 
-__all__ = ["apply_quota_file", "describe", "quota_envelopes", "quotas_app"]
+__all__ = ["ApplyResult", "apply_quota_file", "describe", "quota_envelopes", "quotas_app"]
 
 quotas_app = typer.Typer(
     help="Quota tree: apply a YAML file, list, show usage.", no_args_is_help=True
@@ -155,43 +165,84 @@ def describe(current: QuotaTree, event: EventData) -> str:
     return type(event).__name__
 
 
+@dataclass(frozen=True)
+class ApplyResult:
+    """What an apply did (or, dry-run, would do)."""
+
+    lines: list[str]  # one human line per event
+    events: list[Envelope]  # appended, or (dry-run) that would be
+    # absent from the file and not pruned:
+    kept_quotas: list[str] = dataclasses.field(default_factory=list)
+    kept_bindings: list[str] = dataclasses.field(default_factory=list)
+
+
 def apply_quota_file(
     store: PostgresEventStore,
     text: str,
     *,
     at: datetime | None = None,
     dry_run: bool = False,
+    prune: bool = False,
     user: str | None = None,
-) -> list[str]:
+) -> ApplyResult:
     """Diff ``text`` against the projected tree; append the differences unless dry-run.
 
-    Returns one line per change (empty: nothing to do).
+    Quotas and workspace bindings the file leaves out are kept unless ``prune``; the
+    events take effect at ``at`` (cluster time; default now).
     """
     desired = parse_quota_tree(text)
     current = _current(store)
+    kept_quotas: list[str] = []
+    kept_bindings: list[str] = []
+    if not prune:
+        desired, kept_quotas, kept_bindings = keep_absent(current, desired)
     events = diff(current, desired)
     lines = [describe(current, e) for e in events]
-    if events and not dry_run:
-        when = at or datetime.now(UTC)
+    envelopes: list[Envelope] = []
+    if events:
         envelopes, expected = quota_envelopes(
-            store, events, at=when, source=f"api/{user or _principal()}"
+            store, events, at=at or datetime.now(UTC), source=f"api/{user or _principal()}"
         )
-        store.append(envelopes, expected_versions=expected)
-        _catch_up(store)
-    return lines
+        if not dry_run:
+            store.append(envelopes, expected_versions=expected)
+            _catch_up(store)
+    return ApplyResult(lines, envelopes, kept_quotas, kept_bindings)
+
+
+def _lands_inside_history(store: PostgresEventStore, at: datetime) -> str | None:
+    """A warning when ``at`` falls before cluster facts already stored (a replay's
+    history lies in virtual time, often ahead of the wall clock)."""
+    observed = observed_cluster_time(store)
+    if observed is None or observed <= at:
+        return None
+    return (
+        f"note: the store holds cluster facts up to {format_timestamp(observed)}, after "
+        f"{format_timestamp(at)}: the change takes effect inside that history "
+        "(pass --effective-at to place it, e.g. at a replay's start)"
+    )
 
 
 @quotas_app.command("apply")
 def apply(
     file: Annotated[Path, typer.Argument(help="Quota tree YAML (see ops/quotas/demo.yaml).")],
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the changes, append nothing.")
+        bool,
+        typer.Option("--dry-run", help="Print the events that would be appended, append none."),
+    ] = False,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Delete the quotas and unbind the workspaces the file leaves out "
+            "(default: keep them).",
+        ),
     ] = False,
     at: Annotated[
         str | None,
         typer.Option(
+            "--effective-at",
             "--at",
-            help=f"occurred_at of the events (default now), e.g. a replay's epoch: {CLUSTER}.",
+            help=f"When the change takes effect (default now), e.g. a replay's epoch: {CLUSTER}.",
         ),
     ] = None,
 ) -> None:
@@ -201,16 +252,41 @@ def apply(
     except OSError as exc:
         raise typer.BadParameter(f"cannot read {file}: {exc.strerror}") from exc
     store = context.open_store()
-    when = parse_instant(at, option="--at") if at else None
-    lines = apply_quota_file(store, text, at=when, dry_run=dry_run)
-    if not lines:
+    when = parse_instant(at, option="--effective-at") if at else datetime.now(UTC)
+    result = apply_quota_file(store, text, at=when, dry_run=dry_run, prune=prune)
+    if at is None and result.events:
+        warning = _lands_inside_history(store, when)
+        if warning:
+            typer.echo(warning, err=True)
+    if not result.lines:
         typer.echo("no changes")
-        return
-    prefix = "would: " if dry_run else ""
-    for line in lines:
-        typer.echo(prefix + line)
-    if not dry_run:
-        typer.echo(f"applied {len(lines)} change(s)")
+    for line, envelope in zip(result.lines, result.events, strict=True):
+        if dry_run:
+            typer.echo(
+                f"would append {envelope.type} to {envelope.stream} at "
+                f"{format_timestamp(envelope.occurred_at)}: {line}"
+            )
+        else:
+            typer.echo(line)
+    if result.lines:
+        typer.echo(
+            f"would apply {len(result.lines)} change(s); appended nothing (--dry-run)"
+            if dry_run
+            else f"applied {len(result.lines)} change(s)"
+        )
+    kept = [f"quota {q}" for q in result.kept_quotas] + [
+        f"workspace {w}" for w in result.kept_bindings
+    ]
+    if kept:
+        more = f" and {len(kept) - _NAMED} more" if len(kept) > _NAMED else ""
+        typer.echo(
+            f"kept {len(result.kept_quotas)} quota(s) and {len(result.kept_bindings)} workspace "
+            f"binding(s) the file leaves out (--prune would delete them): "
+            f"{', '.join(kept[:_NAMED])}{more}"
+        )
+
+
+_NAMED = 10  # kept nodes named in apply's summary line
 
 
 @quotas_app.command("list")

@@ -186,7 +186,7 @@ def _apply_setup(
             notes.append("quotas skipped: the quota CLI is not installed")
         else:
             changes = apply_quota_file(store, quotas.read_text(), at=epoch)
-            say(f"quotas {quotas}: {len(changes)} changes applied")
+            say(f"quotas {quotas}: {len(changes.lines)} changes applied")
     return notes
 
 
@@ -268,7 +268,7 @@ def run_replay(
         raise ValueError(
             "--fresh drops every table of the database at DATABASE_URL; add --yes to confirm"
         )
-    store = store or context.open_store()
+    store = store or context.open_store(create=True)
     try:
         if fresh:
             _reset_database(store)

@@ -10,10 +10,11 @@ from typing import Annotated
 
 import typer
 
+from consumers.logs import configure_logging
 from consumers.options import CLUSTER
 from consumers.replay import run_replay
 
-__all__ = ["replay"]
+__all__ = ["replay", "trace_format"]
 
 
 class TraceFormat(StrEnum):
@@ -33,11 +34,25 @@ def _speed(value: str) -> float | str:
     return speed
 
 
+def trace_format(trace: str, fmt: TraceFormat | None) -> TraceFormat:
+    """``--format``, or the bundled trace's own when ``--trace`` names one."""
+    if fmt is not None:
+        return fmt
+    if trace in TraceFormat.__members__:
+        return TraceFormat(trace)
+    raise typer.BadParameter(
+        f"--trace {trace} is a file: pass --format openb or dlrm", param_hint="--format"
+    )
+
+
 def replay(
     trace: Annotated[
         str, typer.Option(help="Trace CSV file, or 'openb' / 'dlrm' for the bundled traces.")
     ],
-    fmt: Annotated[TraceFormat, typer.Option("--format", help="Trace format.")],
+    fmt: Annotated[
+        TraceFormat | None,
+        typer.Option("--format", help="Trace format (default: the bundled trace's own)."),
+    ] = None,
     nodes: Annotated[Path | None, typer.Option(help="openb node list CSV.")] = None,
     epoch: Annotated[
         str | None,
@@ -58,10 +73,10 @@ def replay(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Replay a trace end to end; exit 0 once everything is stored and projected."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    configure_logging(logging.WARNING, "%(levelname)s %(name)s %(message)s")
     summary = run_replay(
         trace,
-        fmt.value,
+        trace_format(trace, fmt).value,
         nodes=nodes,
         epoch=epoch,
         speed=_speed(speed),  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ file named by ``DLC_CONFIG`` over the defaults here. Unset ``DATABASE_URL`` and
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from pydantic_settings import (
     SettingsConfigDict,
     YamlConfigSettingsSource,
 )
+
+from ledger.prices import DEFAULT_MAX_RATE
 
 __all__ = ["Settings", "load_settings"]
 
@@ -42,6 +45,9 @@ class Settings(BaseSettings):
     cluster: str = "local"
     epoch: str = "2026-11-01T00:00:00Z"
     metrics_port: int = Field(default=0, ge=0, le=65535)
+    # sanity bound on published rates, per unit-hour (prices publish/spot refuse more
+    # unless --force)
+    max_rate: Decimal = Field(default=DEFAULT_MAX_RATE, gt=0)
     kafka_security_protocol: str | None = None
     kafka_sasl_mechanism: str | None = None
     kafka_sasl_username: str | None = None

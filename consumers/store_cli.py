@@ -8,11 +8,12 @@ from typing import Annotated
 import typer
 
 from consumers import context
+from consumers.embedded_postgres import stop_embedded
 from consumers.tables import render_table
 from ledger.envelopes import EventDecodeError, envelope_from_wire
 from ledger.store.base import DeadLetter
 from ledger.store.engines import make_engine
-from ledger.store.migrations import current_revision, downgrade, upgrade
+from ledger.store.migrations import current_revision, downgrade, schema_branches, upgrade
 
 __all__ = ["db_app", "dead_letters_app", "verify"]
 
@@ -22,8 +23,9 @@ dead_letters_app = typer.Typer(help="Events that could not be stored.", no_args_
 
 @db_app.command("upgrade")
 def db_upgrade(revision: str = "heads") -> None:
-    """Apply migrations up to REVISION (default: the newest)."""
-    engine = make_engine(context.database_url())
+    """Apply migrations up to REVISION (default: the newest); creates the embedded
+    database if there is none yet."""
+    engine = make_engine(context.database_url(create=True))
     upgrade(engine, revision)
     typer.echo(f"database at revision {current_revision(engine)}")
 
@@ -49,11 +51,36 @@ def db_url() -> None:
 
 @db_app.command("status")
 def db_status() -> None:
-    """Schema revision and the store's head position."""
+    """Schema revision (per migration branch) and the store's head position."""
     store = context.open_store(migrate=False)
-    typer.echo(f"revision: {current_revision(store.engine) or 'none (run: dlc-ledger db upgrade)'}")
-    if current_revision(store.engine):
-        typer.echo(f"events: {store.head_position()}")
+    revision = current_revision(store.engine)
+    if not revision:
+        typer.echo("revision: none (run: dlc-ledger db upgrade)")
+        return
+    branches = schema_branches(store.engine)
+    behind = [b for b in branches if not b.up_to_date]
+    state = "up to date" if not behind else f"{len(behind)} behind (run: dlc-ledger db upgrade)"
+    typer.echo(
+        f"revision: {revision} (the heads of {len(branches)} independent migration branches, "
+        f"one per part of the schema; {state})"
+    )
+    width = max(len(b.label) for b in branches)
+    for b in branches:
+        mark = "up to date" if b.up_to_date else f"behind: newest {b.newest}"
+        typer.echo(f"  {b.label:<{width}}  {b.applied or 'not applied'}  {mark}")
+    typer.echo(f"events: {store.head_position()}")
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the embedded PostgreSQL of DLC_DATA_DIR (the demo leaves it running); its data
+    stays, and the next command that needs it starts it again."""
+    cfg = context.settings()
+    if cfg.database_url:
+        raise ValueError("DATABASE_URL is set: that server is not the embedded one to stop")
+    stopped = stop_embedded(cfg.data_dir)
+    where = cfg.data_dir / "postgres"
+    typer.echo(f"stopped the embedded PostgreSQL under {where}" if stopped else "not running")
 
 
 def verify(

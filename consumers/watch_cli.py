@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from kubernetes import client, config
 
+from consumers.logs import configure_logging
 from consumers.watchers.listwatch import DEFAULT_RESOURCES, WatchSettings, resource_named
 from consumers.watchers.runner import Watcher
 
@@ -69,10 +70,10 @@ def watch(
     from consumers.ingest import stop_on_signals
     from consumers.producer import EventPublisher
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(logging.INFO, "%(asctime)s %(levelname)s %(name)s %(message)s")
     configuration = kube_configuration(server, kubeconfig, kube_context)
     watched = [resource_named(name.strip()) for name in resources.split(",") if name.strip()]
-    store = context.open_store()
+    store = context.open_store(create=True)
     publisher = EventPublisher(
         context.kafka_bootstrap(),
         data_dir=context.settings().data_dir / "watcher" / cluster,

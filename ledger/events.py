@@ -11,7 +11,16 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from ledger.envelopes import EventData, event_type, upcaster
 from ledger.money import plain_decimal, precise_from_decimal
@@ -238,6 +247,16 @@ class OccupancyEnded(EventData):
     ended_at: AwareDatetime
     reason: OccupancyEndReason = "completed"
     estimated: bool = False
+    #: the pod's name, for timelines; optional and left out of the payload when unknown,
+    #: so events recorded before it existed keep their exact bytes
+    pod_name: str = ""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_name(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("pod_name"):
+            data.pop("pod_name", None)
+        return data
 
 
 # --- quotas -------------------------------------------------------------------

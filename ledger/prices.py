@@ -39,18 +39,25 @@ from ledger.events import BillingMode, PriceBookPublished, Rates, SpotPriceChang
 from ledger.money import MAX_SCALE, exact_context
 
 __all__ = [
+    "DEFAULT_MAX_RATE",
     "GPU_ANY",
     "AppliedRate",
     "NoApplicableRate",
     "PriceBook",
     "PriceBookError",
     "PriceSchedule",
+    "implausible_rates",
     "load_price_book",
     "lookup_keys",
     "parse_price_book",
 ]
 
 GPU_ANY = "gpu/any"
+
+#: Sanity bound on any rate, in currency units per unit-hour: a GPU-hour is the dearest
+#: unit (a core-hour or a GiB-hour costs less), and no GPU rents for 1,000 a GPU-hour.
+#: Publishing above it needs --force (settings: ``DLC_MAX_RATE``).
+DEFAULT_MAX_RATE = Decimal(1000)
 
 _DECIMAL_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
 _KEY_PATTERN = r"^(gpu/[A-Za-z0-9][A-Za-z0-9._-]*|cpu|memory)$"
@@ -202,6 +209,21 @@ def load_price_book(path: str | Path) -> PriceBook:
     """Read and validate the price book at ``path``."""
     p = Path(path)
     return parse_price_book(p.read_text(encoding="utf-8"), source=str(p))
+
+
+def implausible_rates(
+    event: PriceBookPublished | SpotPriceChanged, bound: Decimal = DEFAULT_MAX_RATE
+) -> list[str]:
+    """The rates of ``event`` above ``bound`` (per unit-hour), one phrase each."""
+    if isinstance(event, SpotPriceChanged):
+        rates = [("spot", event.resource, event.rate)]
+    else:
+        rates = [
+            (mode, key, rate)
+            for mode, table in (("public", event.rates.public), ("spot", event.rates.spot))
+            for key, rate in sorted(table.items())
+        ]
+    return [f"{mode} {key} {rate} {event.currency}/h" for mode, key, rate in rates if rate > bound]
 
 
 # --- the schedule -------------------------------------------------------------------

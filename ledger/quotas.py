@@ -61,6 +61,7 @@ __all__ = [
     "build_quota_tree",
     "compute_usage",
     "diff",
+    "keep_absent",
     "parse_quota_tree",
     "resource_unit",
     "spec_hash",
@@ -346,6 +347,31 @@ def diff(current: QuotaTree, desired: QuotaTree) -> list[EventData]:
         if name not in desired.specs:
             events.append(QuotaDeleted(quota_id=name))
     return events
+
+
+def keep_absent(current: QuotaTree, desired: QuotaTree) -> tuple[QuotaTree, list[str], list[str]]:
+    """``desired`` plus the quotas and bindings of ``current`` it does not name.
+
+    What an apply without ``--prune`` aims at: a file that leaves a quota or a
+    workspace out keeps it (as ``kubectl apply`` without ``--prune``), so an empty or
+    truncated file deletes nothing. Returns the target tree and the kept quota ids and
+    workspaces; raises :class:`QuotaTreeError` when the file and the kept nodes do not
+    form a valid tree together.
+    """
+    kept_quotas = sorted(set(current.specs) - set(desired.specs))
+    kept_bindings = sorted(set(current.bindings) - set(desired.bindings))
+    tree = QuotaTree(
+        specs={**{q: current.specs[q] for q in kept_quotas}, **desired.specs},
+        bindings={**{w: current.bindings[w] for w in kept_bindings}, **desired.bindings},
+    )
+    try:
+        validate_tree(tree)
+    except QuotaTreeError as exc:
+        raise QuotaTreeError(
+            f"{exc}, once the quotas and bindings the file leaves out are kept "
+            "(apply with --prune to delete them)"
+        ) from exc
+    return tree, kept_quotas, kept_bindings
 
 
 # --- usage arithmetic ---------------------------------------------------------

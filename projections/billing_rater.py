@@ -204,19 +204,29 @@ def rate(
     store: PostgresEventStore,
     *,
     as_of: datetime | None = None,
+    until: datetime | None = None,
     periods: PeriodFn | None = None,
     batch: int = 2000,
     on_posted: Callable[[Sequence[LedgerTransactionPosted]], None] | None = None,
 ) -> RateResult:
-    """Run the rater until no final is pending (and, with ``as_of``, accrue open intervals)."""
+    """Run the rater until no final is pending (and, with ``as_of``, accrue open intervals).
+
+    With ``until`` (a run's "now", default ``as_of``), nothing after it is posted: an
+    occupancy that ends later is accrued like an open one, and its final segment waits
+    for a run whose ``until`` has passed its end (the checkpoint stays before it).
+    """
     period_fn = periods or calendar_months()
+    bound = until if until is not None else as_of
+    if as_of is not None and bound is not None and as_of > bound:
+        as_of = bound
     totals = [0, 0, 0, 0]
     checkpoint = 0
     accrue_pending = as_of is not None
+    scan = _Scan()
     while True:
         with store.transaction() as uow:
             done, result = _run_once(
-                uow, store, as_of if accrue_pending else None, period_fn, batch
+                uow, store, as_of if accrue_pending else None, bound, scan, period_fn, batch
             )
             accrue_pending = False
         totals = [a + b for a, b in zip(totals, result[:4], strict=True)]
@@ -227,10 +237,21 @@ def rate(
             return RateResult(totals[0], totals[1], totals[2], totals[3], checkpoint)
 
 
+@dataclass
+class _Scan:
+    """One run's progress over the pending finals: where it has read to, and the first
+    position it left for a later run (an occupancy ending after the run's ``until``)."""
+
+    after: int | None = None
+    deferred: int | None = None
+
+
 def _run_once(
     uow: PostgresUnitOfWork,
     store: PostgresEventStore,
     as_of: datetime | None,
+    until: datetime | None,
+    scan: _Scan,
     periods: PeriodFn,
     batch: int,
 ) -> tuple[bool, tuple[int, int, int, int, int, list[LedgerTransactionPosted]]]:
@@ -246,6 +267,7 @@ def _run_once(
         return True, (0, 0, 0, 0, cp, [])  # nothing can be rated before the first book
     closed = _Periods(conn, periods)
 
+    after = cp if scan.after is None else scan.after
     pending = conn.execute(
         text(
             f"SELECT {_OCC_COLS} FROM billing_occupancies "
@@ -253,16 +275,22 @@ def _run_once(
             "AND GREATEST(start_position, end_position) > :cp "
             "ORDER BY pos LIMIT :n"
         ),
-        {"cp": cp, "n": batch},
+        {"cp": after, "n": batch},
     ).all()
     done = len(pending) < batch
-    new_cp = head if done else int(pending[-1].pos)
+    scan.after = head if done else int(pending[-1].pos)
     txns: list[LedgerTransactionPosted] = []
     unrateable = 0
+    deferred = 0
     posted = _posted(conn, [r.occupancy_id for r in pending])
     for row in pending:
         occ = occupancy_from_row(row)
         assert occ.end is not None
+        if until is not None and occ.end > until:
+            deferred += 1  # accrued below as open at as_of; its final waits
+            if scan.deferred is None:
+                scan.deferred = int(row.pos)
+            continue
         causes = [str(row.start_event_id), str(row.end_event_id)]
         try:
             deltas = accrue(occ, schedule, occ.end, posted.get(occ.occupancy_id), periods)
@@ -274,13 +302,15 @@ def _run_once(
 
     accrued = 0
     if as_of is not None:
+        # open at as_of: not ended, or ending after the run's until (as_of <= until)
         open_rows = conn.execute(
             text(
-                f"SELECT {_OCC_COLS} FROM billing_occupancies WHERE ended_at IS NULL "
+                f"SELECT {_OCC_COLS} FROM billing_occupancies "
+                "WHERE (ended_at IS NULL OR ended_at > :u) "
                 "AND started_at IS NOT NULL AND started_at < :t "
                 "AND (rated_to IS NULL OR rated_to < :t) ORDER BY occupancy_id"
             ),
-            {"t": as_of},
+            {"t": as_of, "u": until or as_of},
         ).all()
         open_posted = _posted(conn, [r.occupancy_id for r in open_rows])
         for row in open_rows:
@@ -302,8 +332,11 @@ def _run_once(
             envelopes.append(transaction_envelope(t, t.usage.as_of))
         result = uow.append(envelopes, on_conflict="dead-letter")
         appended = len(result.positions)
+    # the checkpoint never passes a final left for a later run
+    new_cp = scan.after if scan.deferred is None else min(scan.after, scan.deferred - 1)
     uow.save_checkpoint(RATER_CHECKPOINT, position=new_cp)
-    return done, (len(pending) - unrateable, accrued, appended, unrateable, new_cp, txns)
+    finals = len(pending) - unrateable - deferred
+    return done, (finals, accrued, appended, unrateable, new_cp, txns)
 
 
 def _dead_letter(uow: PostgresUnitOfWork, occ: Occupancy, exc: Exception) -> None:

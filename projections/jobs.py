@@ -331,8 +331,9 @@ def _summary(kind: str, data: dict[str, Any], job_uid: str) -> str:
         )
     if kind == "OccupancyEnded":
         estimated = ", estimated" if data.get("estimated") else ""
+        pod = data.get("pod_name") or data.get("pod_uid")
         return (
-            f"pod {data.get('pod_uid')} released at {data.get('ended_at')} "
+            f"pod {pod} released at {data.get('ended_at')} "
             f"({data.get('reason', 'completed')}{estimated})"
         )
     if kind == "AdmissionDecided":

@@ -707,6 +707,7 @@ class EventFactory:
         estimated: bool,
         now: datetime,
         started_at: datetime | None = None,
+        pod_name: str = "",
     ) -> Envelope:
         if started_at is not None and ended_at < started_at:
             ended_at = started_at  # a clock can lag; an interval is never negative
@@ -717,6 +718,7 @@ class EventFactory:
             ended_at=ended_at,
             reason=reason,
             estimated=estimated,
+            pod_name=pod_name,
         )
         return self.envelope(
             data,

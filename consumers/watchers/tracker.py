@@ -481,4 +481,8 @@ class ClusterTracker:
         uid = key.split("/", 1)[1]
         started = datetime.fromisoformat(st["s"])
         self._put(key, {**st, "e": True})
-        return [self.factory.occupancy_ended(uid, st["j"], at, reason, estimated, now, started)]
+        return [
+            self.factory.occupancy_ended(
+                uid, st["j"], at, reason, estimated, now, started, pod_name=st.get("n") or ""
+            )
+        ]

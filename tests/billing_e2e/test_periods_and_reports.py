@@ -136,7 +136,9 @@ def test_price_and_invoice_commands(store: PostgresEventStore, cli: CliCall, tmp
     assert "2.40" in cli("prices", "show", "demo-2026")
 
     store.append([started("a", at("2026-11-05T00:00")), ended("a", at("2026-11-05T10:00"))])
-    assert "issued 1 invoices" in cli("billing", "run", "--until", "2026-12-02T00:00:00Z")
+    assert "issued 1 invoices" in cli(
+        "billing", "run", "--until", "2026-12-02T00:00:00Z", "--force"
+    )
     (invoice,) = json.loads(cli("invoices", "list", "--format", "json"))
     assert invoice["total_minor"] == 2400 and invoice["status"] == "issued"
     detail = json.loads(cli("invoices", "show", invoice["invoice_id"], "--format", "json"))
@@ -155,7 +157,9 @@ def test_price_and_invoice_commands(store: PostgresEventStore, cli: CliCall, tmp
         "invoices", "void", invoice["invoice_id"], "--reason", "again", ok=False
     )
     # the voided period reopens: the next run issues revision 1
-    assert "issued 1 invoices" in cli("billing", "run", "--until", "2026-12-02T01:00:00Z")
+    assert "issued 1 invoices" in cli(
+        "billing", "run", "--until", "2026-12-02T01:00:00Z", "--force"
+    )
     statuses = sorted(r["status"] for r in json.loads(cli("invoices", "list", "--format", "json")))
     assert statuses == ["issued", "voided"]
     sync_billing(store)

@@ -70,10 +70,11 @@ def test_a_changed_file_emits_only_the_differences(
         .replace("max: {gpu/any: 48000, cpu: 600000", "max: {gpu/any: 40000, cpu: 600000")
         .replace("workspaces: [ws-guaranteed]", "workspaces: []")
     )
-    dry = cli("quotas", "apply", str(changed), "--dry-run")
-    assert "would: changed quota burstable: max.gpu/any 48000 -> 40000" in dry
+    dry = cli("quotas", "apply", str(changed), "--dry-run", "--prune")
+    assert "would append QuotaChanged to quota/burstable at " in dry
+    assert "changed quota burstable: max.gpu/any 48000 -> 40000" in dry
     assert len(_events(store)) == before
-    out = cli("quotas", "apply", str(changed))
+    out = cli("quotas", "apply", str(changed), "--prune")
     assert "unbound workspace ws-guaranteed (was guaranteed)" in out
     assert _events(store)[before:] == [
         ("QuotaChanged", "quota/burstable", "api/alice"),
@@ -163,3 +164,81 @@ def test_quota_history_report(cli: Cli, store: PostgresEventStore) -> None:
         ok=False,
     )  # fmt: skip
     assert "is before --from" in out
+
+
+def test_a_file_that_leaves_nodes_out_keeps_them_unless_pruned(
+    cli: Cli, store: PostgresEventStore, tmp_path: Path
+) -> None:
+    """An empty or truncated file deletes nothing without --prune (as kubectl apply)."""
+    cli("quotas", "apply", str(DEMO), "--effective-at", "2026-11-01T00:00:00Z")
+    before = _events(store)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    out = cli("quotas", "apply", str(empty))
+    assert "no changes" in out
+    assert "kept 7 quota(s) and 4 workspace binding(s)" in out and "--prune" in out
+    assert _events(store) == before
+    # truncated: only the root and one branch; the rest is kept, the root's change applied
+    truncated = tmp_path / "truncated.yaml"
+    truncated.write_text(DEMO.read_text().split("  - name: offline")[0])
+    out = cli("quotas", "apply", str(truncated))
+    assert "kept 3 quota(s) and 2 workspace binding(s)" in out
+    assert _events(store) == before
+    listing = json.loads(cli("quotas", "list", "--format", "json"))
+    assert len(listing) == 7
+    # a dry run with --prune shows the deletions as events and appends none
+    dry = cli("quotas", "apply", str(empty), "--prune", "--dry-run")
+    assert "would append QuotaDeleted to quota/be at " in dry
+    assert "would append WorkspaceBound to workspace/ws-be at " in dry
+    assert "appended nothing (--dry-run)" in dry
+    assert _events(store) == before
+    out = cli("quotas", "apply", str(empty), "--prune")
+    assert "deleted quota openb" in out and "applied 11 change(s)" in out
+    assert json.loads(cli("quotas", "list", "--format", "json")) == []
+
+
+def test_kept_nodes_must_still_form_a_valid_tree(cli: Cli, tmp_path: Path) -> None:
+    cli("quotas", "apply", str(DEMO), "--at", "2026-11-01T00:00:00Z")
+    # ws-be stays bound to be, which the file turns into an inner quota
+    changed = tmp_path / "inner.yaml"
+    changed.write_text(
+        "- {name: openb, min: {gpu/any: 80000}}\n"
+        "- {name: offline, parent: openb, min: {gpu/any: 20000}}\n"
+        "- {name: be, parent: offline, min: {gpu/any: 1000}}\n"
+        "- {name: be-child, parent: be, min: {gpu/any: 1000}}\n"
+    )
+    out = cli("quotas", "apply", str(changed), ok=False)
+    assert "once the quotas and bindings the file leaves out are kept" in out
+
+
+def test_effective_time_places_the_tree_in_cluster_time(
+    cli: Cli, store: PostgresEventStore, tmp_path: Path
+) -> None:
+    """A tree applied at a replay's start is in force at every instant of the replay;
+    one applied by default (now) inside a stored history says so."""
+    from tests.quotas.helpers import at
+
+    cli("quotas", "apply", str(DEMO), "--effective-at", "2026-11-01T00:00:00Z")
+    store.append([occ_started("p1", "j1", "ws-be", at(3600), mode="idle", mgpu=2000)])
+    with store.engine.connect() as conn:
+        stamped = {
+            r[0]
+            for r in conn.execute(
+                text("SELECT occurred_at FROM events WHERE stream LIKE 'quota/%'")
+            )
+        }
+    assert stamped == {at(0)}
+
+    def quotas_at(when: str) -> set[str]:
+        rows = json.loads(cli("report", "quota-usage", "--at", when, "--format", "json"))
+        return {r["quota"] for r in rows}
+
+    assert quotas_at("2026-11-01T00:30:00Z") == quotas_at("2026-11-01T02:00:00Z")
+    assert "be" in quotas_at("2026-11-01T00:30:00Z")
+    # cluster facts far in the future: a default (wall clock) effective time lands before them
+    store.append([occ_started("p2", "j2", "ws-be", at(3600 * 24 * 365 * 80), mode="idle")])
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(DEMO.read_text().replace("max: {gpu/any: 40000,", "max: {gpu/any: 30000,"))
+    result = CliRunner().invoke(app, ["quotas", "apply", str(changed)])
+    assert result.exit_code == 0, result.output
+    assert "the change takes effect inside that history" in result.stderr

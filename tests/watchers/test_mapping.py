@@ -59,6 +59,27 @@ def test_initial_state_is_state_not_creations(sim: KubeSim, recorder: Recorder) 
     assert pod["metadata"]["uid"] in started.__repr__() or True
 
 
+def test_an_occupancy_names_its_pod_at_both_ends(sim: KubeSim, recorder: Recorder) -> None:
+    """The timeline names a pod by name when its occupancy ends, as when it starts."""
+    from projections.jobs import _summary
+
+    watcher = start_watcher(sim, recorder, resources=RESOURCES)
+    job = make_job(sim, "j1")
+    pod = make_pod(sim, job, "worker-0", node="n1")
+    sim.advance(10)
+    terminate(sim, pod)
+    settle(watcher, sim)
+    watcher.stop()
+    (started,) = recorder.of("OccupancyStarted")
+    (ended,) = recorder.of("OccupancyEnded")
+    assert started.data["pod_name"] == ended.data["pod_name"] == "worker-0"
+    text = _summary("OccupancyEnded", ended.data, ended.data["job_uid"])
+    assert text.startswith("pod worker-0 released at ")
+    # an event recorded before the field existed still reads, by uid
+    older = {k: v for k, v in ended.data.items() if k != "pod_name"}
+    assert _summary("OccupancyEnded", older, "j").startswith(f"pod {older['pod_uid']} released")
+
+
 def test_same_name_recreation_yields_two_occupancies(sim: KubeSim, recorder: Recorder) -> None:
     watcher = start_watcher(sim, recorder, resources=RESOURCES)
     job = make_job(sim, "j1")

@@ -1,0 +1,58 @@
+"""The cluster clock as the store has seen it, and the defaults commands derive from it.
+
+Cluster time (``occurred_at`` of the watchers' facts) and the wall clock can lie months
+apart (a replay's history is virtual), so commands that act "now" — billing runs,
+configuration changes — compare the two instead of assuming they agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import text
+
+from ledger.rating import PeriodFn, calendar_months
+from ledger.store.postgres import PostgresEventStore
+
+__all__ = ["CLOCK_SKEW", "BillingNow", "billing_now", "observed_cluster_time"]
+
+
+def observed_cluster_time(store: PostgresEventStore) -> datetime | None:
+    """The latest ``occurred_at`` of a cluster fact (a job or node stream); None if none."""
+    with store.engine.connect() as conn:
+        value = conn.execute(
+            text(
+                "SELECT max(occurred_at) FROM events "
+                "WHERE stream LIKE 'job/%' OR stream LIKE 'node/%'"
+            )
+        ).scalar_one()
+    return value  # type: ignore[no-any-return]
+
+
+#: How far the observed cluster clock may run ahead of the wall clock (skew) before it
+#: counts as a virtual one.
+CLOCK_SKEW = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class BillingNow:
+    """The instant a billing run acts at, and why."""
+
+    at: datetime
+    observed: datetime | None  # the latest cluster time in the store
+    replayed: bool  # True: the cluster clock is a virtual one (a replay's), not the wall's
+
+
+def billing_now(
+    observed: datetime | None, wall: datetime, periods: PeriodFn | None = None
+) -> BillingNow:
+    """The wall clock, unless the cluster clock lags it by more than a billing period or
+    runs ahead of it (a replayed history): then the latest observed cluster time, so the
+    periods of that history close, voided invoices are re-issued, and a run never bills
+    half of a history that lies in the wall clock's future."""
+    if observed is not None:
+        period = (periods or calendar_months())(observed)
+        if observed + (period.end - period.start) < wall or observed > wall + CLOCK_SKEW:
+            return BillingNow(observed, observed, replayed=True)
+    return BillingNow(wall, observed, replayed=False)
