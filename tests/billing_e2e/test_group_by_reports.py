@@ -219,7 +219,9 @@ def test_invoice_lines_round_once_and_the_books_hold_the_total(
     assert _owed(billed, "ws-b", "2026-12") == 6260
     cli("invoices", "void", dec["invoice_id"], "--reason", "test")
     assert _owed(billed, "ws-b", "2026-12") == Decimal("6260.4")  # rounding reversed
-    assert "issued 1 invoices" in cli("billing", "run", "--until", "2027-01-03T01:00:00Z", "--force")
+    assert "issued 1 invoices" in cli(
+        "billing", "run", "--until", "2027-01-03T01:00:00Z", "--force"
+    )
     assert _owed(billed, "ws-b", "2026-12") == 6260
 
 
