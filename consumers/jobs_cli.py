@@ -15,6 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from consumers import context
+from consumers.amounts import currency_scales, with_amounts
+from consumers.finance_cli import sync_billing
 from consumers.options import CLUSTER, MAX_PAGE, parse_instant, require_known
 from consumers.tables import FormatOption as RowFormatOption
 from consumers.tables import RowFormat, render_rows, render_table
@@ -105,19 +107,25 @@ def jobs_show(
 ) -> None:
     """One job: state, requested and occupied resources, and its full audit timeline."""
     store = context.open_store()
+    sync_billing(store)  # the job's cost is read from the billing projection
     with store.engine.connect() as conn:
         detail = job_detail(conn, find_job(conn, job))
+        scale_of = currency_scales(conn)
+    detail["cost"] = with_amounts(detail["cost"], fmt.value, scale_of)
     if fmt is Format.json:
         typer.echo(_dumps(detail))
         return
     timeline = detail.pop("timeline")
     occupied = detail.pop("occupied")
+    cost = detail.pop("cost")
     width = max(len(k) for k in detail)
     for key, value in detail.items():
         shown = json.dumps(value) if isinstance(value, (dict, list)) else _cell(value)
         typer.echo(f"{key.ljust(width)}  {shown}")
     typer.echo("\noccupied (closed occupancies):")
     typer.echo(render_table(occupied))
+    typer.echo("\ncost (posted to the ledger; rated: its facts rated up to the cluster clock):")
+    typer.echo(render_table(cost))
     typer.echo("\ntimeline:")
     for entry in timeline:
         entry["arrived"] = "late" if entry["late"] else ""

@@ -64,6 +64,7 @@ from ledger.store.postgres import PostgresEventStore, PostgresUnitOfWork
 from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import copy_table, fetch_keyed
+from projections.finance_reports import job_cost
 from projections.steps import checkpoint_name
 
 __all__ = [
@@ -311,9 +312,15 @@ _TRANSITION_TEXT = {
 }
 
 
-def _summary(kind: str, data: dict[str, Any], job_uid: str) -> str:
+def _summary(
+    kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | None = None
+) -> str:
+    """One line about ``kind`` as seen from ``job_uid``; ``bound_quota``: the quota a
+    JobSubmitted naming none was resolved to (its workspace's binding then)."""
     if kind == "JobSubmitted":
-        quota = data.get("quota") or "none"
+        quota = data.get("quota") or (
+            f"{bound_quota} by workspace binding" if bound_quota else "none"
+        )
         return (
             f"submitted {data.get('kind', 'Job')} {data.get('namespace', 'default')}/"
             f"{data.get('name')} by {data.get('user', 'unknown')} to workspace "
@@ -585,14 +592,16 @@ def _rows_elsewhere(
     ]
 
 
-def _timeline_row(event: RecordedEvent, uid: str, by: Any, reason: Any) -> tuple[Any, ...]:
+def _timeline_row(
+    event: RecordedEvent, uid: str, by: Any, reason: Any, bound_quota: str | None = None
+) -> tuple[Any, ...]:
     """A ``job_timeline`` row (table order): the event as seen from job ``uid``."""
     return (
         uid,
         event.position,
         event.occurred_at,
         event.type,
-        _summary(event.type, event.data, uid),
+        _summary(event.type, event.data, uid, bound_quota),
         event.source,
         by,
         reason,
@@ -857,8 +866,6 @@ def job_detail(conn: Connection, uid: str) -> dict[str, Any]:
     ]
     # cost per flavor x billing mode, posted and rated (billing read model; precise
     # amounts as decimal strings, never floats)
-    from projections.finance_reports import job_cost
-
     detail["cost"] = [
         {k: str(v) if isinstance(v, Decimal) else v for k, v in r.items()}
         for r in job_cost(conn, uid)
@@ -882,9 +889,10 @@ def timeline_rows(conn: Connection, uid: str) -> list[tuple[Any, ...]]:
         job_timeline.select().where(job_timeline.c.job_uid == uid, job_timeline.c.position <= upto)
     )
     rows: list[tuple[Any, ...]] = [tuple(r) for r in stored]  # in order once merged below
+    quota = conn.execute(select(job_state.c.quota).where(job_state.c.job_uid == uid)).scalar()
     for event in PostgresEventStore.read_stream_on(conn, f"job/{uid}", upto=upto):
         by, reason = next((b, r) for u, b, r in _named_jobs(event) if u == uid)
-        rows.append(_timeline_row(event, uid, by, reason))
+        rows.append(_timeline_row(event, uid, by, reason, quota))
     rows.sort(key=lambda r: fold_order(r[2], r[3], int(r[1])))
     return rows
 

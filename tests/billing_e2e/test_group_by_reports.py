@@ -241,3 +241,16 @@ def test_job_cost_posted_and_rated_per_flavor_and_mode(billed: PostgresEventStor
         assert (o2["flavor"], o2["billing_mode"]) == ("gpu/A100", "idle")
         assert o2["posted_minor_precise"] == o2["rated_minor_precise"] == Decimal("1152")
         assert job_cost(conn, "job-nope") == []
+
+
+def test_jobs_show_says_what_the_job_cost(billed: PostgresEventStore, cli: CliCall) -> None:
+    cli("project")
+    (cost,) = json.loads(cli("jobs", "show", "job-o4", "--format", "json"))["cost"]
+    assert (cost["flavor"], cost["billing_mode"], cost["currency"], cost["scale"]) == (
+        "gpu/any", "public", "USD", 2,
+    )  # fmt: skip
+    assert (cost["posted_minor"], cost["posted"], cost["posted_precise"]) == (
+        5990, "59.90", "59.904",
+    )  # fmt: skip
+    table = cli("jobs", "show", "job-o4")
+    assert "cost (posted to the ledger" in table and "59.90" in table

@@ -360,3 +360,20 @@ def test_list_pages_with_a_cursor_and_reads_status_at_an_instant(
     assert [j["job_uid"] for j in running] == ["u3"]
     assert "invalid cursor" in cli("jobs", "list", "--cursor", "nope!", ok=False)
     assert "--limit" in cli("jobs", "list", "--limit", "100000000", ok=False)
+
+
+def test_a_submission_naming_no_quota_shows_the_binding_it_was_resolved_to(
+    store: PostgresEventStore,
+) -> None:
+    from ledger.events import WorkspaceBound
+
+    n = Narrator()
+    n.tell(WorkspaceBound(workspace="ws-a", quota="be"), "workspace/ws-a", at(0))
+    n.tell(JobSubmitted(job_uid="b1", name="b1", workspace="ws-a"), "job/b1", at(1))
+    n.tell(JobSubmitted(job_uid="b2", name="b2", workspace="ws-z"), "job/b2", at(1))
+    _project(store, n)
+    with store.engine.connect() as conn:
+        (bound,) = job_detail(conn, "b1")["timeline"]
+        (unbound,) = job_detail(conn, "b2")["timeline"]
+    assert "(quota be by workspace binding, public" in bound["summary"]
+    assert "(quota none, public" in unbound["summary"]
