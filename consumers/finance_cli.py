@@ -85,6 +85,12 @@ def report_cost(
     source: str = typer.Option(
         "auto", "--source", help="ledger (posted, per month), rated (from facts) or auto"
     ),
+    net_credits: bool = typer.Option(
+        False,
+        "--net-credits",
+        help="add credited and net (cost - credit notes of each workspace x month's "
+        "invoices); group by workspace and/or month only",
+    ),
     fmt: str = FORMAT_OPTION,
 ) -> None:
     """Cost, grouped (from the ledger, or rated from the facts): minor units, currency,
@@ -96,6 +102,12 @@ def report_cost(
     store = open_store()
     sync_billing(store)
     with store.transaction() as uow:
-        rows = cost_report(uow.connection, keys, window, source=source)  # type: ignore[arg-type]
+        rows = cost_report(
+            uow.connection,
+            keys,
+            window,
+            source=source,  # type: ignore[arg-type]
+            net_credits=net_credits,
+        )
         scale_of = currency_scales(uow.connection)
     emit(with_amounts(rows, fmt, scale_of), fmt)

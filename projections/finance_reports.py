@@ -43,6 +43,7 @@ from ledger.rating import (
 from projections.billing_rater import load_schedule, occupancy_from_row
 
 __all__ = [
+    "CREDIT_KEYS",
     "GROUP_KEYS",
     "ReportWindow",
     "calendar_days",
@@ -221,8 +222,10 @@ def cost_report(
     window: ReportWindow,
     *,
     source: Source = "auto",
+    net_credits: bool = False,
 ) -> list[dict[str, Any]]:
-    """Rows of the group keys + ``cost_minor`` and ``currency``."""
+    """Rows of the group keys + ``cost_minor`` (and at full precision) and ``currency``;
+    ``net_credits``: also ``credited_minor`` and ``net_minor`` (see :func:`_net_of_credits`)."""
     ledger_ok = (
         "day" not in group_by and _month_aligned(window.start) and _month_aligned(window.end)
     )
@@ -231,9 +234,72 @@ def cost_report(
             "the ledger books cost per month: day grouping or a window not on month "
             "boundaries needs --source rated"
         )
+    if net_credits and not set(group_by) <= CREDIT_KEYS:
+        raise ValueError(
+            "credit notes are issued per invoice (workspace x month): --net-credits groups "
+            "by workspace and/or month only"
+        )
     if source == "ledger" or (source == "auto" and ledger_ok):
-        return _ledger_cost(conn, group_by, window)
-    return _rated_cost(conn, group_by, window)
+        rows = _ledger_cost(conn, group_by, window)
+    else:
+        rows = _rated_cost(conn, group_by, window)
+    return _net_of_credits(conn, rows, group_by, window) if net_credits else rows
+
+
+#: The keys a credit note can be attributed to: its invoice's workspace and period.
+CREDIT_KEYS = frozenset({"workspace", "month"})
+
+
+def _net_of_credits(
+    conn: Connection, rows: list[dict[str, Any]], group_by: Sequence[str], window: ReportWindow
+) -> list[dict[str, Any]]:
+    """``rows`` with ``credited_minor`` (credit notes against the invoices of each row's
+    workspace and month, recorded by ``as_of``) and ``net_minor`` = cost - credited."""
+    where = ["TRUE"]
+    params: dict[str, Any] = {}
+    if window.as_of is not None:
+        where.append("c.recorded_at <= :as_of")
+        params["as_of"] = window.as_of
+    if window.start is not None:
+        where.append("i.period >= :pf")
+        params["pf"] = window.start.astimezone(UTC).strftime("%Y-%m")
+    if window.end is not None:
+        where.append("i.period < :pt")
+        params["pt"] = window.end.astimezone(UTC).strftime("%Y-%m")
+    columns = {"workspace": "i.workspace", "month": "i.period"}
+    keys = [f"{columns[k]} AS {_q(k)}" for k in group_by]
+    group = ", ".join([*(columns[k] for k in group_by), "c.currency"])
+    credits = {
+        (*(getattr(r, k) for k in group_by), r.currency): int(r.credited)
+        for r in conn.execute(
+            text(
+                f"SELECT {', '.join([*keys, 'c.currency AS currency'])}, "
+                "sum(c.amount_minor) AS credited FROM billing_credit_notes c "
+                f"JOIN billing_invoices i USING (invoice_id) WHERE {' AND '.join(where)} "
+                f"GROUP BY {group}"
+            ),
+            params,
+        )
+    }
+    out = []
+    for row in rows:
+        credited = credits.pop((*(row[k] for k in group_by), row["currency"]), 0)
+        out.append(_with_credit(row, credited))
+    # credits whose period shows no cost in the window still reduce what is owed
+    for key, credited in sorted(credits.items()):
+        row = {**dict(zip(group_by, key[:-1], strict=True)), "currency": key[-1]}
+        out.append(_with_credit(_cost_row(row, Decimal(0), key[-1]), credited))
+    return out
+
+
+def _with_credit(row: dict[str, Any], credited: int) -> dict[str, Any]:
+    currency = row.pop("currency")
+    return {
+        **row,
+        "credited_minor": credited,
+        "net_minor": row["cost_minor"] - credited,
+        "currency": currency,
+    }
 
 
 def _ledger_cost(

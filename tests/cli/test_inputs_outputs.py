@@ -252,3 +252,20 @@ def test_invoices_show_issued_at_and_recorded_at_side_by_side(billed: str, cli: 
     detail = json.loads(cli("invoices", "show", billed, "--format", "json"))
     assert detail["issued_at"] == invoice["issued_at"]
     assert detail["recorded_at"] == invoice["recorded_at"]
+
+
+def test_cost_nets_credit_notes_per_workspace_and_month(billed: str, cli: CliCall) -> None:
+    cli("invoices", "credit", billed, "--amount", "70.40", "--reason", "outage")
+    (row,) = json.loads(cli("report", "cost", "--group-by", "workspace,month", "--net-credits",
+                            "--format", "json"))  # fmt: skip
+    assert (row["month"], row["cost_minor"], row["credited_minor"], row["net_minor"]) == (
+        "2026-11", 167040, 7040, 160000
+    )  # fmt: skip
+    assert (row["credited"], row["net"], row["currency"]) == ("70.40", "1600.00", "USD")
+    (plain,) = json.loads(cli("report", "cost", "--format", "json"))
+    assert "credited_minor" not in plain and plain["cost_minor"] == 167040  # gross by default
+    error = cli("report", "cost", "--group-by", "user", "--net-credits", ok=False)
+    assert "workspace and/or month only" in error
+    # a window that leaves November out leaves its credit out too
+    assert json.loads(cli("report", "cost", "--net-credits", "--from", "2026-12-01",
+                          "--format", "json")) == []  # fmt: skip
