@@ -260,12 +260,7 @@ def _net_of_credits(
     if window.as_of is not None:
         where.append("c.recorded_at <= :as_of")
         params["as_of"] = window.as_of
-    if window.start is not None:
-        where.append("i.period >= :pf")
-        params["pf"] = window.start.astimezone(UTC).strftime("%Y-%m")
-    if window.end is not None:
-        where.append("i.period < :pt")
-        params["pt"] = window.end.astimezone(UTC).strftime("%Y-%m")
+    where += _months_within(window, "i.period", params)
     columns = {"workspace": "i.workspace", "month": "i.period"}
     keys = [f"{columns[k]} AS {_q(k)}" for k in group_by]
     group = ", ".join([*(columns[k] for k in group_by), "c.currency"])
@@ -316,12 +311,7 @@ def _ledger_cost(
         table = "billing_transactions"
         where.append("recorded_at <= :as_of AND usage_period IS NOT NULL")
         params["as_of"] = window.as_of
-    if window.start is not None:
-        where.append("usage_period >= :pf")
-        params["pf"] = window.start.astimezone(UTC).strftime("%Y-%m")
-    if window.end is not None:
-        where.append("usage_period < :pt")
-        params["pt"] = window.end.astimezone(UTC).strftime("%Y-%m")
+    where += _months_within(window, "usage_period", params)
     group = ", ".join([*(_q(k) for k in group_by), "currency"])
     sql = (
         f"SELECT {', '.join([*keys, 'currency'])}, sum(amount_minor) AS cost "
@@ -331,6 +321,19 @@ def _ledger_cost(
         _cost_row({k: getattr(r, k) for k in group_by}, Decimal(r.cost), r.currency)
         for r in conn.execute(text(sql), params)
     ]
+
+
+def _months_within(window: ReportWindow, column: str, params: dict[str, Any]) -> list[str]:
+    """SQL conditions keeping the months (``YYYY-MM`` in ``column``) of the window's
+    month-aligned bounds; their values go into ``params``."""
+    where = []
+    if window.start is not None:
+        where.append(f"{column} >= :pf")
+        params["pf"] = window.start.astimezone(UTC).strftime("%Y-%m")
+    if window.end is not None:
+        where.append(f"{column} < :pt")
+        params["pt"] = window.end.astimezone(UTC).strftime("%Y-%m")
+    return where
 
 
 def _cost_row(keys: dict[str, Any], precise: Decimal, currency: str) -> dict[str, Any]:
