@@ -899,11 +899,19 @@ def timeline_rows(conn: Connection, uid: str) -> list[tuple[Any, ...]]:
 
 def late_flags(rows: Sequence[tuple[Any, ...]]) -> list[bool]:
     """For timeline ``rows`` in cluster-time order: was each fact stored after a fact
-    that happened later (it arrived late)?"""
+    that happened strictly later (it arrived late)? Facts of one instant are not late
+    for each other, whatever order they were stored in."""
     flags = [False] * len(rows)
-    lowest_after = None
-    for i in range(len(rows) - 1, -1, -1):
-        position = int(rows[i][1])
-        flags[i] = lowest_after is not None and position > lowest_after
-        lowest_after = position if lowest_after is None else min(lowest_after, position)
+    lowest_after: int | None = None  # lowest position among facts of later instants
+    end = len(rows)
+    while end > 0:
+        start = end - 1
+        while start > 0 and rows[start - 1][2] == rows[end - 1][2]:
+            start -= 1
+        positions = [int(rows[i][1]) for i in range(start, end)]
+        for i, position in zip(range(start, end), positions, strict=True):
+            flags[i] = lowest_after is not None and position > lowest_after
+        lowest = min(positions)
+        lowest_after = lowest if lowest_after is None else min(lowest_after, lowest)
+        end = start
     return flags
