@@ -399,7 +399,12 @@ _MAX_POINTS = 100_000
 def quota_history_report(
     quota: Annotated[str | None, typer.Option("--quota", help="Only this quota node.")] = None,
     flavor: Annotated[
-        str | None, typer.Option("--flavor", help="Only this flavor (gpu/any, cpu, ...).")
+        str | None,
+        typer.Option(
+            "--flavor",
+            help="Only this flavor (gpu/any, cpu, ...); gpu/any also counts the GPU models "
+            "a quota does not name (docs/quotas.md).",
+        ),
     ] = None,
     since: Annotated[
         str | None,

@@ -109,12 +109,16 @@ class NodePlacer:
             heapq.heappush(heap, entry)
         return found
 
-    def place(self, gpu: int, cpu: int, mem: int) -> str | None:
-        """Pick a node; None when there are no nodes of a usable kind at all."""
+    def place(self, gpu: int, cpu: int, mem: int, models: tuple[str, ...] = ()) -> str | None:
+        """Pick a node; None when there are no nodes of a usable kind at all. ``models``:
+        the GPU models the pod is constrained to (the trace ran it on one of them, so
+        a node of those models is overcommitted rather than another model used)."""
         if gpu:
             tiers = [[s for s in self._heaps if s[0] > 0], list(self._heaps)]
         else:
             tiers = [[s for s in self._heaps if s[0] == 0], list(self._heaps)]
+        if models:
+            tiers.insert(0, [s for s in self._heaps if s[3] in models])
         fallback: _NodeState | None = None
         for shapes in tiers:
             best: _NodeState | None = None
@@ -342,6 +346,7 @@ class TraceDriver:
             memory_mib=inst.memory_mib,
             gpus=inst.gpus,
             priority=inst.priority,
+            gpu_models=inst.gpu_models,
         )
         job["status"] = {"active": 1, "startTime": now}
         created = cluster.create(BATCH_JOBS, job)
@@ -354,7 +359,7 @@ class TraceDriver:
                 self._bind(pod, inst)
 
     def _bind(self, pod: Object, inst: TraceInstance) -> None:
-        node = self.placer.place(inst.gpu_milli, inst.cpu_milli, inst.memory_mib)
+        node = self.placer.place(inst.gpu_milli, inst.cpu_milli, inst.memory_mib, inst.gpu_models)
         if node is None:
             log.warning("no node at all for %s", inst.job_name)
             return

@@ -7,7 +7,7 @@ ownerReferences, PodScheduled with the binding time, container running/terminate
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubesim.resources import BATCH_JOBS, NODES, PODS
@@ -88,8 +88,10 @@ def _resources(cpu_milli: int, memory_mib: int, gpus: int) -> Object:
     return result
 
 
-def _pod_spec(cpu_milli: int, memory_mib: int, gpus: int, priority: int) -> Object:
-    return {
+def _pod_spec(
+    cpu_milli: int, memory_mib: int, gpus: int, priority: int, gpu_models: Sequence[str] = ()
+) -> Object:
+    spec: Object = {
         "containers": [
             {
                 "name": "main",
@@ -102,6 +104,20 @@ def _pod_spec(cpu_milli: int, memory_mib: int, gpus: int, priority: int) -> Obje
         "schedulerName": "default-scheduler",
         "priority": priority,
     }
+    # the GPU models a pod may run on, as a real cluster says it: one model as a
+    # nodeSelector (the pod then names its flavor), several as a required node affinity
+    if len(gpu_models) == 1:
+        spec["nodeSelector"] = {LABEL_GPU_PRODUCT: gpu_models[0]}
+    elif gpu_models:
+        term = {"key": LABEL_GPU_PRODUCT, "operator": "In", "values": list(gpu_models)}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [term]}]
+                }
+            }
+        }
+    return spec
 
 
 def job_object(
@@ -114,8 +130,10 @@ def job_object(
     memory_mib: int,
     gpus: int,
     priority: int,
+    gpu_models: Sequence[str] = (),
 ) -> Object:
-    """A batch/v1 Job with one pod (parallelism = completions = 1), not suspended."""
+    """A batch/v1 Job with one pod (parallelism = completions = 1), not suspended;
+    ``gpu_models``: the GPU models its pod may run on (empty: any)."""
     return {
         "apiVersion": BATCH_JOBS.api_version,
         "kind": BATCH_JOBS.kind,
@@ -135,7 +153,7 @@ def job_object(
                     "labels": {**labels, LABEL_JOB_NAME: name},
                     "annotations": dict(annotations),
                 },
-                "spec": _pod_spec(cpu_milli, memory_mib, gpus, priority),
+                "spec": _pod_spec(cpu_milli, memory_mib, gpus, priority, gpu_models),
             },
         },
         "status": {},

@@ -72,6 +72,8 @@ class TraceInstance:
     failed: bool = False
     pre_existing: bool = False
     annotations: tuple[tuple[str, str], ...] = ()
+    # GPU models the row was constrained to (openb ``gpu_spec``, ``|``-separated); empty: any
+    gpu_models: tuple[str, ...] = ()
 
     @property
     def pod_name(self) -> str:
@@ -103,7 +105,8 @@ def load_openb(
     nodes_csv: Path | str = OPENB_NODES_CSV,
     epoch: datetime = DEFAULT_EPOCH,
 ) -> Trace:
-    """openb: workspace `ws-<qos>`, idle for BE else public, mGPU = gpu_milli for 1 GPU."""
+    """openb: workspace `ws-<qos>`, idle for BE else public, mGPU = gpu_milli for 1 GPU;
+    a `gpu_spec` (`A|B`) constrains the pod to nodes of those GPU models."""
     nodes = []
     with open(nodes_csv, newline="") as fh:
         for row in csv.DictReader(fh):
@@ -149,6 +152,7 @@ def load_openb(
                         ("dlc.ledger/qos", qos),
                         ("dlc.ledger/trace-phase", row["pod_phase"]),
                     ),
+                    gpu_models=tuple(m for m in (row.get("gpu_spec") or "").split("|") if m),
                 )
             )
     return Trace("openb", epoch, tuple(nodes), tuple(instances), end)

@@ -26,6 +26,10 @@ Usage arithmetic, per quota node and flavor (see ``docs/quotas.md``):
   ``borrowed`` exactly;
 - ``max``: the node's own cap, else its parent's; a root's cap is its min;
 - ``over_admitted``: usage above ``max`` (a quota change never evicts, it shows here).
+
+Flavor fungibility (:func:`counted_flavor`): usage of ``gpu/<model>`` counts against a
+quota's ``gpu/<model>`` entry when the quota names that key itself, else against its
+``gpu/any``, as a Kueue ClusterQueue admits only flavors it lists.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from ledger.events import (
     QuotaSpec,
     WorkspaceBound,
 )
+from ledger.prices import lookup_keys
 
 __all__ = [
     "NO_QUOTA",
@@ -60,6 +65,8 @@ __all__ = [
     "allocate",
     "build_quota_tree",
     "compute_usage",
+    "counted_flavor",
+    "counting_flavors",
     "diff",
     "keep_absent",
     "parse_quota_tree",
@@ -372,6 +379,38 @@ def keep_absent(current: QuotaTree, desired: QuotaTree) -> tuple[QuotaTree, list
             "(apply with --prune to delete them)"
         ) from exc
     return tree, kept_quotas, kept_bindings
+
+
+# --- flavor fungibility -------------------------------------------------------
+
+
+def _names(spec: QuotaSpec, key: str) -> bool:
+    return key in spec.min or key in spec.max or key in spec.lend_limit
+
+
+def counted_flavor(spec: QuotaSpec | None, flavor: str) -> str:
+    """The key of quota ``spec`` that usage (or demand) of ``flavor`` counts against.
+
+    ``gpu/<model>`` counts against the quota's own ``gpu/<model>`` entry when its spec
+    names that key (in ``min``, ``max`` or ``lend_limit``), else against ``gpu/any``: the
+    same fallback as a price book's (:func:`ledger.prices.lookup_keys`), decided by the
+    leaf quota alone, as a Kueue ClusterQueue admits only the flavors it lists (a model
+    named only by an ancestor is that subtree's pool for the children that name it).
+    ``spec`` None (usage under no quota, a deleted or inner one): ``gpu/any``. Other keys
+    (``gpu/any``, ``cpu``, ``memory``) count as themselves.
+    """
+    keys = lookup_keys(flavor)
+    if spec is not None:
+        for key in keys[:-1]:
+            if _names(spec, key):
+                return key
+    return keys[-1]
+
+
+def counting_flavors(flavor: str, stored: Iterable[str]) -> list[str]:
+    """The recorded flavors among ``stored`` whose usage may count as ``flavor`` under
+    some tree (:func:`counted_flavor`): ``gpu/any`` gathers every ``gpu/<model>``."""
+    return sorted({f for f in stored if f == flavor or lookup_keys(f)[-1] == flavor} | {flavor})
 
 
 # --- usage arithmetic ---------------------------------------------------------

@@ -11,6 +11,11 @@ included), the idle-mode part, queued demand, running jobs, queued jobs. A row i
 nine, :data:`NUMBERS`. Usage on a quota that is not a leaf of the tree (deleted, never
 created, or an inner node) is reported under :data:`~ledger.quotas.NO_QUOTA` with
 min = max = 0, never borrowed or lent.
+
+Raw usage is kept under the flavor it was recorded with; the rows count it under the
+flavor the tree in force accounts it to (:func:`~ledger.quotas.counted_flavor`:
+``gpu/<model>`` against the leaf's ``gpu/<model>`` entry if it names one, else its
+``gpu/any``), so a tree change re-counts it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ledger.events import QuotaSpec
-from ledger.quotas import NO_QUOTA, FlavorUsage, UsageCalculator
+from ledger.quotas import NO_QUOTA, FlavorUsage, UsageCalculator, counted_flavor
 
 __all__ = ["NUMBERS", "RAW", "Key", "Numbers", "UsageBoard"]
 
@@ -48,49 +53,65 @@ class UsageBoard:
     it returns the rows that changed since the last call (``None`` for a row that
     went away). A leaf's change recomputes only its path to the root and the lending
     among the path's children (:class:`~ledger.quotas.FlavorUsage`); a tree change
-    recomputes every row. The rows exist for every node x flavor named by the tree
-    or by any raw usage, and under ``-`` while orphaned usage is non-zero.
+    recomputes every row (and re-counts the raw usage's flavors). The rows exist for
+    every node x flavor named by the tree or counted for any raw usage, and under ``-``
+    while orphaned usage is non-zero.
     """
 
     def __init__(self, specs: Mapping[str, QuotaSpec]) -> None:
-        self.own: dict[str, dict[str, list[int]]] = {}  # flavor -> quota -> RAW values
+        self.own: dict[str, dict[str, list[int]]] = {}  # recorded flavor -> quota -> RAW
+        # counted flavor -> quota -> RAW: ``own`` as the tree in force counts it (rebuilt
+        # from ``own`` when the tree changes)
+        self.counted: dict[str, dict[str, list[int]]] = {}
         self.rows: dict[Key, Numbers] = {}
-        self._dirty: dict[str, set[str]] = {}  # flavor -> quotas changed
+        self._dirty: dict[str, set[str]] = {}  # counted flavor -> quotas changed
         self.set_tree(specs)
 
     def set_tree(self, specs: Mapping[str, QuotaSpec]) -> None:
         self.specs = dict(specs)
         self._calc = UsageCalculator(self.specs)
         self._usage: dict[str, FlavorUsage] = {}
+        self._counts_as: dict[Key, str] = {}  # (quota, recorded flavor) -> counted flavor
         self._whole = True
 
+    def counts_as(self, quota: str, flavor: str) -> str:
+        """The flavor usage of ``flavor`` on ``quota`` counts as under the tree in force
+        (usage on a quota that is not a leaf counts under ``-``, with no spec)."""
+        key = (quota, flavor)
+        found = self._counts_as.get(key)
+        if found is None:
+            spec = self.specs[quota] if quota in self._calc.leaves else None
+            found = self._counts_as[key] = counted_flavor(spec, flavor)
+        return found
+
     def add(self, quota: str, flavor: str, raw: Sequence[int]) -> None:
-        per = self.own.get(flavor)
-        if per is None:
-            per = self.own[flavor] = {}
-        values = per.get(quota)
-        if values is None:
-            values = per[quota] = [0, 0, 0, 0, 0]
-        for i, delta in enumerate(raw):
-            values[i] += delta
-        touched = self._dirty.get(flavor)
+        _add_raw(self.own, flavor, quota, raw)
+        if self._whole:  # ``counted`` is rebuilt from ``own`` at the next settle
+            return
+        counted = self.counts_as(quota, flavor)
+        _add_raw(self.counted, counted, quota, raw)
+        touched = self._dirty.get(counted)
         if touched is None:
-            touched = self._dirty[flavor] = set()
+            touched = self._dirty[counted] = set()
         touched.add(quota)
 
     def settle(self) -> dict[Key, Numbers | None]:
         """The rows changed since the last call (``None``: the row went away)."""
         changes: dict[Key, Numbers | None] = {}
         if self._whole:
-            universe: set[str] = set(self.own)
+            self.counted = {}
+            for flavor, per in self.own.items():
+                for quota, raw in per.items():
+                    _add_raw(self.counted, self.counts_as(quota, flavor), quota, raw)
+            universe: set[str] = set(self.counted)
             for spec in self.specs.values():
                 universe.update(spec.min, spec.max, spec.lend_limit)
-            fresh = _all_rows(self._calc, self.own, universe)
+            fresh = _all_rows(self._calc, self.counted, universe)
             for key, numbers in fresh.items():
                 self._set(key, numbers, changes)
             for key in [k for k in self.rows if k not in fresh]:
                 self._set(key, None, changes)
-            self._usage = {}  # rebuilt from ``own`` on a flavor's next change
+            self._usage = {}  # rebuilt from ``counted`` on a flavor's next change
             self._whole = False
         else:
             for flavor, quotas in self._dirty.items():
@@ -109,7 +130,7 @@ class UsageBoard:
 
     def _settle(self, flavor: str, quotas: set[str], changes: dict[Key, Numbers | None]) -> None:
         calc = self._calc
-        own, index = self.own[flavor], calc.index
+        own, index = self.counted[flavor], calc.index
         usage = self._usage.get(flavor)
         if usage is None:  # the flavor's first change since the tree was set: every node
             usage = self._usage[flavor] = FlavorUsage(calc, flavor)
@@ -137,6 +158,19 @@ class UsageBoard:
                 self._set(key, orphan, changes)
             elif key in self.rows:
                 self._set(key, None, changes)
+
+
+def _add_raw(
+    table: dict[str, dict[str, list[int]]], flavor: str, quota: str, raw: Sequence[int]
+) -> None:
+    per = table.get(flavor)
+    if per is None:
+        per = table[flavor] = {}
+    values = per.get(quota)
+    if values is None:
+        values = per[quota] = [0, 0, 0, 0, 0]
+    for i, delta in enumerate(raw):
+        values[i] += delta
 
 
 def _orphan_row(calc: UsageCalculator, own: Mapping[str, Sequence[int]]) -> Numbers | None:

@@ -6,13 +6,16 @@ per leaf, under the tree in force then (its changes up to the instant, in cluste
 order), through :class:`~ledger.usage_boards.UsageBoard`. Over a window: the state at
 its start, then the changes instant by instant, each instant's rows compared with the
 previous ones, so only what changed becomes a change point. Either way the answer
-depends on what happened when, never on the order the events arrived in.
+depends on what happened when, never on the order the events arrived in. Changes are
+stored under the flavor they were recorded with; the board counts ``gpu/<model>`` under
+``gpu/any`` where the tree in force does not name the model for the quota, so a read
+narrowed to ``gpu/any`` reads the models' changes too (:func:`_recorded`).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, select, text
 
 from ledger.events import QuotaSpec
-from ledger.quotas import QuotaTree, topological_order
+from ledger.quotas import QuotaTree, counting_flavors, topological_order
 from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
 from projections.quotas import day_of, hour_of, quota_nodes, quota_workspaces
 
@@ -137,10 +140,14 @@ def usage_history(
     per instant where something changed, the rows that changed (the state at the
     instant's end against the state before it: a pod that starts and ends within one
     instant leaves none), and ``deleted`` rows for the ones that went away (a quota
-    deleted, ``-`` back to zero). Flavors are independent, so ``flavor`` narrows the
-    changes read; ``quota`` only filters the output (lending involves the whole tree).
+    deleted, ``-`` back to zero). Flavors are independent but for the models counted as
+    ``gpu/any``, so ``flavor`` narrows the changes read to those that may count as it
+    (:func:`_recorded`); ``quota`` only filters the output (lending involves the whole
+    tree).
     """
     board = UsageBoard(_specs_at(conn, since) if since is not None else {})
+    recorded = _recorded(conn, flavor)
+    wanted = None if recorded is None else frozenset(recorded)
     out: list[UsageRow] = []
 
     def emit(when: datetime, changed: Mapping[Key, Numbers | None]) -> None:
@@ -154,13 +161,13 @@ def usage_history(
                 out.append(_row(key, when, numbers))
 
     if since is not None:
-        for row in _raw_at(conn, since, flavor):
+        for row in _raw_at(conn, since, recorded):
             board.add(row[0], row[1], row[2:])
         emit(since, board.settle())
     specs = dict(board.specs)
     tree = _tree_changes(conn, since, until)
     pending = 0
-    for when, group in itertools.groupby(_changes(conn, since, until, flavor), lambda r: r[0]):
+    for when, group in itertools.groupby(_changes(conn, since, until, recorded), lambda r: r[0]):
         while pending < len(tree) and tree[pending][0] < when:
             pending = _apply_tree(board, specs, tree, pending)
             emit(tree[pending - 1][0], board.settle())
@@ -168,7 +175,7 @@ def usage_history(
             pending = _apply_tree(board, specs, tree, pending)
         for _, changed_quota, per in group:
             for key, raw in per.items():
-                if flavor is None or key == flavor:
+                if wanted is None or key in wanted:
                     board.add(changed_quota, key, raw)
         emit(when, board.settle())
     while pending < len(tree):
@@ -234,17 +241,18 @@ def usage_series(
         return []
     _, table, column = STEPS[step]
     board = UsageBoard(_specs_at(conn, points[0]))
-    for row in _raw_at(conn, points[0], flavor):
+    recorded = _recorded(conn, flavor)
+    for row in _raw_at(conn, points[0], recorded):
         board.add(row[0], row[1], row[2:])
     board.settle()
-    only = " AND flavor = :flavor" if flavor is not None else ""
+    only = " AND flavor = ANY(:flavors)" if recorded is not None else ""
     sums: dict[datetime, list[Any]] = {}
     for row in conn.execute(
         text(
             f"SELECT {column}, quota, flavor, {_RAW_COLS} FROM {table} "
             f"WHERE {column} >= :first AND {column} < :last{only}"
         ),
-        {"first": points[0], "last": points[-1], "flavor": flavor},
+        {"first": points[0], "last": points[-1], "flavors": recorded},
     ):
         sums.setdefault(row[0], []).append(row[1:])
     exact: dict[datetime, list[Any]] = {}
@@ -252,9 +260,10 @@ def usage_series(
         text(
             f"SELECT c.at, c.quota, d.key, {CHANGE_SUMS} FROM quota_changes c "
             "CROSS JOIN LATERAL jsonb_each(c.changes) d WHERE c.at = ANY(:points)"
-            f"{' AND d.key = :flavor' if flavor is not None else ''} GROUP BY c.at, c.quota, d.key"
+            f"{' AND d.key = ANY(:flavors)' if recorded is not None else ''} "
+            "GROUP BY c.at, c.quota, d.key"
         ),
-        {"points": points, "flavor": flavor},
+        {"points": points, "flavors": recorded},
     ):
         exact.setdefault(row[0], []).append(row[1:])
     tree = _tree_changes(conn, points[0], points[-1])
@@ -323,14 +332,28 @@ def _tree_changes(
     ]
 
 
+def _recorded(conn: Connection, flavor: str | None) -> list[str] | None:
+    """The recorded flavors whose changes may count as ``flavor`` (None: all of them):
+    ``flavor`` itself, and for ``gpu/any`` every ``gpu/<model>`` recorded
+    (:func:`~ledger.quotas.counting_flavors`; the running totals name every key)."""
+    if flavor is None:
+        return None
+    stored = conn.execute(text("SELECT DISTINCT flavor FROM quota_own_usage")).scalars()
+    return counting_flavors(flavor, stored)
+
+
 def _changes(
-    conn: Connection, since: datetime | None, until: datetime | None, flavor: str | None
+    conn: Connection,
+    since: datetime | None,
+    until: datetime | None,
+    flavors: Sequence[str] | None,
 ) -> Iterator[Any]:
-    """(at, quota, {flavor: RAW}) in cluster-time order, streamed."""
+    """(at, quota, {flavor: RAW}) in cluster-time order, streamed (only the change rows
+    naming one of ``flavors``, when given)."""
     where, params = _window(since, until)
-    if flavor is not None:
-        where += (" AND " if where else " WHERE ") + "changes ? :flavor"
-        params["flavor"] = flavor
+    if flavors is not None:
+        where += (" AND " if where else " WHERE ") + "changes ?| CAST(:flavors AS text[])"
+        params["flavors"] = list(flavors)
     result = conn.execution_options(stream_results=True, yield_per=10_000).execute(
         text(f"SELECT at, quota, changes FROM quota_changes{where} ORDER BY at, position"),
         params,
@@ -339,9 +362,14 @@ def _changes(
 
 
 def _raw_at(
-    conn: Connection, at: datetime, flavor: str | None, *, from_end: bool | None = None
+    conn: Connection,
+    at: datetime,
+    flavors: Sequence[str] | None,
+    *,
+    from_end: bool | None = None,
 ) -> Any:
-    """Raw usage per (quota, flavor) at ``at``, for every key changed by then.
+    """Raw usage per (quota, recorded flavor) at ``at``, for every key changed by then
+    (only ``flavors``, when given).
 
     Either the changes up to ``at`` summed, or the running totals minus the changes
     after it: the same rows, so the side with fewer changes to read is chosen, judged
@@ -354,7 +382,7 @@ def _raw_at(
     hour, day = hour_of(at), day_of(at)
     params = {
         "at": at,
-        "flavor": flavor,
+        "flavors": None if flavors is None else list(flavors),
         "hour": hour,
         "next_hour": hour + _HOUR,
         "day": day,
@@ -363,8 +391,8 @@ def _raw_at(
     if from_end is None:
         first, last = conn.execute(text("SELECT min(at), max(at) FROM quota_changes")).one()
         from_end = first is not None and at - first > last - at
-    only = " AND d.key = :flavor" if flavor is not None else ""
-    sums_only = " AND flavor = :flavor" if flavor is not None else ""
+    only = " AND d.key = ANY(:flavors)" if flavors is not None else ""
+    sums_only = " AND flavor = ANY(:flavors)" if flavors is not None else ""
 
     def sums(days: str, hours: str, changes: str) -> str:  # one side of ``at``, per key
         return (
@@ -395,7 +423,7 @@ def _raw_at(
         "c.at > :at AND c.at < :next_hour",
     )
     rest = ", ".join(f"u.{n} - coalesce(a.{n}, 0)" for n in RAW)
-    keep = " AND u.flavor = :flavor" if flavor is not None else ""
+    keep = " AND u.flavor = ANY(:flavors)" if flavors is not None else ""
     return conn.execute(
         text(
             f"SELECT u.quota, u.flavor, {rest} FROM quota_own_usage u LEFT JOIN ({after}) a "

@@ -59,6 +59,7 @@ __all__ = [
     "PodFacts",
     "job_facts",
     "node_facts",
+    "node_flavor",
     "parse_quantity",
     "parse_time",
     "pod_facts",
@@ -76,6 +77,7 @@ LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
 ANNOTATION_GPU_MILLI: Final = "dlc.ledger/gpu-milli"
 ANNOTATION_FLAVOR: Final = "dlc.ledger/flavor"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
+GPU_ANY: Final = "gpu/any"
 TRAINING_JOB_NAME: Final = "training.kubeflow.org/job-name"
 TRAINING_REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
 TRAINING_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
@@ -245,7 +247,7 @@ class OwnerRef:
 class _PodCost:
     attribution: Attribution
     resources: Resources
-    flavor: str
+    flavor: str | None  # named by the pod (annotation, nodeSelector); None: its node's
 
 
 class PodFacts:
@@ -298,7 +300,7 @@ class PodFacts:
             self._cost = _PodCost(
                 Attribution.read(labels, annotations, self.namespace, spec.get("priority")),
                 resources,
-                flavor or "gpu/any",
+                flavor,
             )
         return self._cost
 
@@ -312,7 +314,20 @@ class PodFacts:
 
     @property
     def flavor(self) -> str:
+        """The flavor the pod asks for: its annotation, its nodeSelector's GPU model, else
+        ``gpu/any``."""
+        return self._costs().flavor or GPU_ANY
+
+    @property
+    def named_flavor(self) -> str | None:
+        """The flavor the pod names itself (annotation, nodeSelector), None if it names none."""
         return self._costs().flavor
+
+    def occupied_flavor(self, node_flavor: str | None) -> str:
+        """The flavor of the pod's occupancy: the one it names, else its node's GPU model
+        (``node_flavor``: ``gpu/<model>`` from the node's ``nvidia.com/gpu.product``
+        label, None when unknown), else ``gpu/any``."""
+        return self._costs().flavor or node_flavor or GPU_ANY
 
 
 def _owner(meta: Mapping[str, Any], labels: Mapping[str, str]) -> OwnerRef | None:
@@ -517,13 +532,18 @@ class NodeFacts:
     registered: NodeRegistered
 
 
+def node_flavor(labels: Mapping[str, str]) -> str | None:
+    """``gpu/<model>`` from a node's ``nvidia.com/gpu.product`` label, None without one."""
+    model = labels.get(LABEL_GPU_PRODUCT)
+    return f"gpu/{model}" if model else None
+
+
 def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
     meta = _meta(obj)
     labels = _str_map(meta.get("labels"))
     status = obj.get("status") or {}
     spec = obj.get("spec") or {}
     capacity = status.get("capacity") or status.get("allocatable") or {}
-    model = labels.get(LABEL_GPU_PRODUCT)
     mode = labels.get(LABEL_NODE_BILLING, "public")
     cordoned_at = None
     for taint in spec.get("taints") or ():
@@ -541,7 +561,7 @@ def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
             node=name,
             pool=labels.get(LABEL_POOL, "default"),
             resource_group=labels.get(LABEL_RESOURCE_GROUP, "default"),
-            flavor=f"gpu/{model}" if model else "gpu/any",
+            flavor=node_flavor(labels) or GPU_ANY,
             gpus=int(parse_quantity(capacity.get(GPU_RESOURCE))),
             cpu_milli=int(parse_quantity(capacity.get("cpu")) * 1000),
             memory_mib=int((parse_quantity(capacity.get("memory")) / _MIB).to_integral_value()),
@@ -669,7 +689,11 @@ class EventFactory:
 
     # occupancy
 
-    def occupancy_started(self, pod: PodFacts, job_uid: str, now: datetime) -> Envelope:
+    def occupancy_started(
+        self, pod: PodFacts, job_uid: str, now: datetime, node_flavor: str | None = None
+    ) -> Envelope:
+        """``node_flavor``: the flavor of the node the pod is bound to, if known (the
+        occupancy's flavor when the pod names none)."""
         assert pod.scheduled_at is not None and pod.node is not None
         a, r = pod.attribution, pod.resources
         data = OccupancyStarted(
@@ -678,7 +702,7 @@ class EventFactory:
             pod_uid=pod.uid,
             pod_name=pod.name,
             node=pod.node,
-            flavor=pod.flavor,
+            flavor=pod.occupied_flavor(node_flavor),
             mgpu=r.mgpu,
             cpu_milli=r.cpu_milli,
             memory_mib=r.memory_mib,

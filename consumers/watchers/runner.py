@@ -94,7 +94,11 @@ class Watcher:
         self.factory = EventFactory(cluster)
         job_kinds = [r.kind for r in self.resources if r.tracker_resource == "jobs"]
         self.tracker = ClusterTracker(
-            self.factory, clock, watched_job_kinds=job_kinds, orphan_grace=orphan_grace
+            self.factory,
+            clock,
+            watched_job_kinds=job_kinds,
+            watch_nodes=any(r.tracker_resource == "nodes" for r in self.resources),
+            orphan_grace=orphan_grace,
         )
         self.outbox = Outbox(buffer_events)
         self.checkpoints = WatcherCheckpoints(store, cluster) if store is not None else None

@@ -26,6 +26,7 @@ from consumers.watchers.mapping import (
     PodFacts,
     job_facts,
     node_facts,
+    node_flavor,
     parse_time,
     pod_facts,
 )
@@ -75,12 +76,14 @@ class ClusterTracker:
         clock: Callable[[], datetime],
         *,
         watched_job_kinds: Iterable[str] = tuple(JOB_KINDS),
+        watch_nodes: bool = True,
         orphan_grace: float = 5.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.factory = factory
         self.clock = clock
         self.watched_job_kinds = frozenset(watched_job_kinds)
+        self.watch_nodes = watch_nodes  # False: no node will show up, none is waited for
         self.orphan_grace = orphan_grace
         self.monotonic = monotonic
         self.state: dict[str, State] = {}
@@ -89,6 +92,9 @@ class ClusterTracker:
         # pod events waiting for their owning job to be seen (so the job stream starts with
         # JobSubmitted), keyed by owner uid or "name:<ns>/<name>"
         self._pending: dict[str, list[_Pending]] = {}
+        # pod events behind one whose node is not seen yet (its GPU model is the
+        # occupancy's flavor), in arrival order: pods keep their order (restarts)
+        self._node_queue: list[_Pending] = []
 
     # -- persistence -----------------------------------------------------------------------
 
@@ -126,11 +132,12 @@ class ClusterTracker:
 
     def pending_min_rv(self) -> int | None:
         rvs = [p.rv for items in self._pending.values() for p in items]
+        rvs += [p.rv for p in self._node_queue]
         return min(rvs) if rvs else None
 
     @property
     def pending_count(self) -> int:
-        return sum(len(v) for v in self._pending.values())
+        return sum(len(v) for v in self._pending.values()) + len(self._node_queue)
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -176,15 +183,18 @@ class ClusterTracker:
         return out
 
     def flush_orphans(self, *, force: bool = False) -> list[Envelope]:
-        """Pod events whose job never showed up within ``orphan_grace``: map them anyway."""
+        """Pod events whose job or node never showed up within ``orphan_grace``: map them
+        anyway (a pod whose node is unknown then occupies ``gpu/any``)."""
         now = self.monotonic()
-        out: list[Envelope] = []
+        out: list[Envelope] = self._drain_node_queue(
+            lambda item: force or now - item.since >= self.orphan_grace
+        )
         for key in list(self._pending):
             items = self._pending[key]
             if force or now - items[0].since >= self.orphan_grace:
                 del self._pending[key]
                 for item in items:
-                    out += self._pod(item.kind, item.obj, wait=False)
+                    out += self._pod(item.kind, item.obj, wait=False, wait_node=False)
         return out
 
     def open_occupancy_events(self, obj: Object) -> Envelope | None:
@@ -196,7 +206,38 @@ class ClusterTracker:
         job_uid = st["j"] if st else self._job_uid(pod)
         if job_uid is None:
             return None
-        return self.factory.occupancy_started(pod, job_uid, self.clock())
+        return self.factory.occupancy_started(
+            pod, job_uid, self.clock(), self._node_flavor(pod.node)
+        )
+
+    def _needs_node(self, pod: PodFacts, st: State | None) -> bool:
+        """Whether ``pod``'s occupancy would start now on a node not seen yet."""
+        return bool(
+            self.watch_nodes
+            and self.orphan_grace > 0
+            and pod.node
+            and pod.scheduled_at is not None
+            and f"node/{pod.node}" not in self.state
+            and (st is None or (st["s"] is None and not st["e"]))
+            and pod.named_flavor is None
+        )
+
+    def _drain_node_queue(self, expired: Callable[[_Pending], bool]) -> list[Envelope]:
+        """Map the queued pod events in order, up to one still waiting for its node."""
+        out: list[Envelope] = []
+        while self._node_queue:
+            item = self._node_queue[0]
+            pod = pod_facts(item.obj)
+            if self._needs_node(pod, self.state.get(f"pod/{pod.uid}")) and not expired(item):
+                break
+            self._node_queue.pop(0)
+            out += self._pod(item.kind, item.obj, wait_node=False)
+        return out
+
+    def _node_flavor(self, name: str | None) -> str | None:
+        """``gpu/<model>`` of a known node with a GPU product label, else None."""
+        st = self.state.get(f"node/{name}") if name else None
+        return st.get("f") if st else None
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -215,14 +256,19 @@ class ClusterTracker:
         if st is not None and st["uid"] != node.uid:  # same name, new node object
             out.append(self.factory.node_removed(node.name, st["uid"], node.created_at or now, now))
             st = None
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        flavor = node_flavor(labels)
         if st is None:
             out.append(self.factory.node_registered(node, now))
             if node.unschedulable:
                 out.append(self.factory.node_cordoned(node, now))
-            self._put(key, {"uid": node.uid, "c": node.unschedulable})
+            self._put(key, {"uid": node.uid, "c": node.unschedulable, "f": flavor})
+            out += self._drain_node_queue(lambda _item: False)  # pods that waited for it
         elif bool(st["c"]) != node.unschedulable:
             out.append(self.factory.node_cordoned(node, now))
-            self._put(key, {"uid": node.uid, "c": node.unschedulable})
+            self._put(key, {"uid": node.uid, "c": node.unschedulable, "f": flavor})
+        elif st.get("f") != flavor:  # relabelled: later occupancies on it take the new model
+            self._put(key, {**st, "f": flavor})
         return out
 
     # -- jobs ------------------------------------------------------------------------------
@@ -321,10 +367,18 @@ class ClusterTracker:
             return owner.uid
         return self._names.get((pod.namespace, owner.name))
 
-    def _pod(self, kind: str, obj: Object, *, wait: bool = True) -> list[Envelope]:
+    def _pod(
+        self, kind: str, obj: Object, *, wait: bool = True, wait_node: bool = True
+    ) -> list[Envelope]:
         pod = pod_facts(obj)
         key = f"pod/{pod.uid}"
         st = self.state.get(key)
+        if wait_node and (self._node_queue or self._needs_node(pod, st)):
+            # its occupancy is about to start on a node not seen yet (or an earlier pod
+            # event waits for one): wait for the node's GPU model, so the flavor does not
+            # depend on which watch came first
+            self._node_queue.append(_Pending(self.monotonic(), pod.resource_version, kind, obj))
+            return []
         if st is None:
             owner = pod.owner
             job_uid = self._job_uid(pod)
@@ -397,7 +451,9 @@ class ClusterTracker:
         st = dict(st)
         job_uid = st["j"]
         if st["s"] is None and not st["e"] and pod.scheduled_at is not None:
-            out.append(self.factory.occupancy_started(pod, job_uid, now))
+            out.append(
+                self.factory.occupancy_started(pod, job_uid, now, self._node_flavor(pod.node))
+            )
             st["s"] = pod.scheduled_at.isoformat()
             jkey = f"job/{job_uid}"
             jst = self.state.get(jkey)

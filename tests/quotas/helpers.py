@@ -64,6 +64,7 @@ def submitted(
     memory: int = 8192,
     count: int = 1,
     quota: str | None = None,
+    flavor: str = "gpu/any",
 ) -> Envelope:
     data = JobSubmitted(
         job_uid=uid,
@@ -71,7 +72,9 @@ def submitted(
         workspace=workspace,
         quota=quota,
         billing_mode=mode,
-        replicas=(ReplicaSpec(count=count, mgpu=mgpu, cpu_milli=cpu, memory_mib=memory),),
+        replicas=(
+            ReplicaSpec(count=count, mgpu=mgpu, cpu_milli=cpu, memory_mib=memory, flavor=flavor),
+        ),
     )
     return envelope(data, f"job/{uid}", when)
 
@@ -90,11 +93,13 @@ def occ_started(
     mgpu: int = 1000,
     cpu: int = 4000,
     memory: int = 8192,
+    flavor: str = "gpu/any",
 ) -> Envelope:
     data = OccupancyStarted(
         occupancy_id=occ,
         job_uid=uid,
         pod_uid=occ,
+        flavor=flavor,
         mgpu=mgpu,
         cpu_milli=cpu,
         memory_mib=memory,

@@ -145,17 +145,50 @@ def test_incremental_flavor_usage_equals_a_full_recomputation(
             assert after[i][:5] == expected and after[i][8] == row.over_admitted, name
 
 
+@st.composite
+def naming_models(draw: st.DrawFn) -> dict[str, QuotaSpec]:
+    """A tree of :func:`trees_and_usage` whose non-root nodes may name ``gpu/A100`` (a
+    cap: they may borrow that model)."""
+    specs = draw(trees_and_usage())[0]
+    return {
+        name: spec.model_copy(update={"max": {**spec.max, "gpu/A100": draw(st.integers(0, 8))}})
+        if spec.parent is not None and draw(st.booleans())
+        else spec
+        for name, spec in specs.items()
+    }
+
+
+def _counted_by_hand(
+    specs: dict[str, QuotaSpec], own: dict[str, dict[str, list[int]]]
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """Leaves' used and idle per flavor, a model counted as itself where the leaf names
+    it, else as gpu/any (the rule, written out independently of the board)."""
+    parents = {s.parent for s in specs.values()}
+    used: dict[str, dict[str, int]] = {}
+    idle: dict[str, dict[str, int]] = {}
+    for flavor, per in own.items():
+        for quota, raw in per.items():
+            if quota not in specs or quota in parents:
+                continue
+            spec = specs[quota]
+            named = flavor in {**spec.min, **spec.max, **spec.lend_limit}
+            key = flavor if named or not flavor.startswith("gpu/") else "gpu/any"
+            used.setdefault(quota, {})[key] = used.get(quota, {}).get(key, 0) + raw[0]
+            idle.setdefault(quota, {})[key] = idle.get(quota, {}).get(key, 0) + raw[1]
+    return used, idle
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    trees_and_usage(),
-    trees_and_usage(),
+    naming_models(),
+    naming_models(),
     st.lists(
         st.one_of(
             st.tuples(
                 st.just("add"),
-                st.sampled_from(["q0", "q1", "q2", "q5", "gone"]),
-                st.sampled_from(["gpu/any", "cpu", "memory"]),
-                st.lists(st.integers(-3, 5), min_size=5, max_size=5),
+                st.sampled_from(["q0", "q1", "q2", "q3", "q5", "gone"]),
+                st.sampled_from(["gpu/any", "gpu/A100", "gpu/T4", "cpu", "memory"]),
+                st.lists(st.integers(-2, 6), min_size=5, max_size=5),
             ),
             st.tuples(st.just("tree"), st.integers(0, 1)),
             st.tuples(st.just("settle")),
@@ -164,13 +197,15 @@ def test_incremental_flavor_usage_equals_a_full_recomputation(
     ),
 )
 def test_board_changes_replay_to_a_board_built_from_scratch(
-    first: tuple[dict[str, QuotaSpec], object, object],
-    second: tuple[dict[str, QuotaSpec], object, object],
+    first: dict[str, QuotaSpec],
+    second: dict[str, QuotaSpec],
     steps: list[tuple[object, ...]],
 ) -> None:
     """Applying a board's reported changes to its first rows gives exactly the rows a
-    fresh board computes from the same raw usage and tree (incremental = whole)."""
-    trees = (first[0], second[0])
+    fresh board computes from the same raw usage and tree (incremental = whole), and a
+    ``gpu/<model>`` counts as itself only on a leaf that names it, else as ``gpu/any``,
+    re-counted when the tree changes."""
+    trees = (first, second)
     board = UsageBoard(trees[0])
     seen: dict[tuple[str, str], tuple[int, ...]] = {}
 
@@ -186,6 +221,15 @@ def test_board_changes_replay_to_a_board_built_from_scratch(
                 fresh.add(quota, flavor, raw)
         fresh.settle()
         assert seen == board.rows == fresh.rows
+        used, idle = _counted_by_hand(board.specs, board.own)
+        flavors = {f for (q, f) in board.rows if q != NO_QUOTA}
+        assert flavors >= {f for per in used.values() for f in per}
+        # the arithmetic takes no negative usage (the steps' raw changes may go below zero)
+        negative = {f for per in (*used.values(), *idle.values()) for f, v in per.items() if v < 0}
+        expected = compute_usage(board.specs, used, idle, flavors=flavors - negative)
+        for key, row in expected.items():
+            numbers = board.rows[key]
+            assert numbers[:5] == (row.min, row.max, row.used, row.borrowed, row.lent), key
 
     for step in steps:
         if step[0] == "add":

@@ -70,6 +70,24 @@ def _check_against_trace(store: PostgresEventStore, trace: Trace, source: str) -
         assert entry["ended"] == expected_end, inst.pod_name
 
 
+def _check_flavors(store: PostgresEventStore, trace: Trace, source: str) -> dict[str, int]:
+    """Every occupancy's flavor is the GPU model of the node it was bound to (the trace's
+    node list), ``gpu/any`` on a node without one; returns occupancies per flavor."""
+    models = {n.name: n.gpu_model for n in trace.nodes}
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(events_table.c.data["node"].astext, events_table.c.data["flavor"].astext).where(
+                events_table.c.source == source, events_table.c.type == "OccupancyStarted"
+            )
+        ).all()
+    counts: dict[str, int] = {}
+    for node, flavor in rows:
+        model = models[node]
+        assert flavor == (f"gpu/{model}" if model else "gpu/any"), (node, flavor)
+        counts[flavor] = counts.get(flavor, 0) + 1
+    return counts
+
+
 def _dead_letters(store: PostgresEventStore) -> int:
     with store.engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(dead_letters)).scalar() or 0)
@@ -124,6 +142,10 @@ def test_full_openb_replay_matches_the_trace(
     assert summary.occupancies_ended == summary.expected_ended
     assert summary.virtual_seconds == trace.end
     _check_against_trace(store, trace, "kube-watcher/replay-openb")
+    flavors = _check_flavors(store, trace, "kube-watcher/replay-openb")
+    # GPU pods land on GPU nodes, each of which names its model; CPU pods on CPU nodes
+    gpu_pods = sum(1 for i in trace.instances if i.scheduled is not None and i.gpu_milli)
+    assert sum(n for f, n in flavors.items() if f != "gpu/any") == gpu_pods
     with store.engine.connect() as conn:  # the projections saw it too
         open_rows = conn.execute(select(func.count()).select_from(occupancy)).scalar()
     assert open_rows == 7255

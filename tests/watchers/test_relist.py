@@ -10,6 +10,8 @@ from sqlalchemy import func, select
 from consumers.watchers.listwatch import JOBS, NODES, PODS
 from kubesim import BATCH_JOBS, KubeSim
 from kubesim import PODS as SIM_PODS
+from kubesim.objects import node_object
+from kubesim.resources import NODES as SIM_NODES
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import events as events_table
@@ -120,6 +122,8 @@ def test_periodic_relist_repairs_missing_occupancy(sim: KubeSim, store: Postgres
             kept.append(event)
         store.append(kept)
 
+    # the node exists (a pod bound to a node not seen yet waits for it: docs/watchers.md)
+    sim.cluster.create(SIM_NODES, node_object("n1", gpus=8, cpu_milli=64000, memory_mib=1024))
     watcher = start_watcher(sim, lossy_append, store=store, resources=RESOURCES, resync_seconds=0.5)
     job = make_job(sim, "j1")
     make_pod(sim, job, "p0", node="n1")
