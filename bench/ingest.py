@@ -1,7 +1,7 @@
 """Ingest throughput: Kafka -> validated -> event store, against kafka-python's raw consume rate.
 
 Produces N realistic occupancy events to a fresh topic on an embedded Tansu
-broker, then (1) runs the real ingest consumer (``python -m consumers.ingest``,
+broker, then (1) runs the real ingest consumer (``python -m dlc_ledger.cli.ingest``,
 a separate process so its peak RSS is its own) into a fresh migrated database,
 and (2) consumes the same topic with a bare kafka-python consumer using the same
 client settings and no database. Rates are measured from the first message to
@@ -28,8 +28,8 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from bench.databases import scratch_database
-from consumers.broker import EmbeddedBroker
 from consumers.kafka_settings import consumer_config, message_key, producer_config
+from dlc_ledger.wiring.broker import EmbeddedBroker
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import OccupancyStarted
 from ledger.ids import fact_event_id
@@ -111,7 +111,7 @@ def ingest(
     argv = [
         sys.executable,
         "-m",
-        "consumers.ingest",
+        "dlc_ledger.cli.ingest",
         "--database-url",
         database_url,
         "--bootstrap",

@@ -76,10 +76,10 @@ def serve(pods: int) -> int:
 def watch_rate(bootstrap: str, pods: int, workdir: Path) -> dict[str, float]:
     from kubernetes import client
 
-    from consumers.broker import ensure_topic
     from consumers.producer import EventPublisher
     from consumers.watchers.listwatch import PODS, WatchSettings
     from consumers.watchers.runner import Watcher
+    from dlc_ledger.wiring.broker import ensure_topic
 
     child = subprocess.Popen(
         [sys.executable, "-m", "bench.watch", "--serve", str(pods)],
@@ -126,7 +126,7 @@ def watch_rate(bootstrap: str, pods: int, workdir: Path) -> dict[str, float]:
 
 def replay_seconds(bootstrap: str, workdir: Path) -> dict[str, float]:
     from bench.databases import scratch_database
-    from consumers.replay import run_replay
+    from dlc_ledger.wiring.replay import run_replay
     from ledger.store.engines import make_engine
     from ledger.store.migrations import upgrade
     from ledger.store.postgres import PostgresEventStore
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.serve is not None:
         return serve(args.serve)
-    from consumers.broker import EmbeddedBroker
+    from dlc_ledger.wiring.broker import EmbeddedBroker
 
     result: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="dlc-bench-watch-") as tmp:

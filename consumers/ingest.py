@@ -18,24 +18,22 @@ the store (same ``event_id``, same fact).
 A failing database (connection lost, server restarting) is not a poison
 message: the batch is rolled back, the consumer rewinds to the last stored
 offsets, pauses with exponential backoff while staying in its group, and tries
-again. SIGTERM lets the batch in hand finish, then the consumer leaves its group.
+again. SIGTERM lets the batch in hand finish, then the consumer leaves its group
+(the command, with its signal handling, is :mod:`dlc_ledger.cli.ingest`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import psycopg
 import sqlalchemy.exc
-import typer
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
@@ -48,19 +46,14 @@ from consumers.kafka_settings import (
     consumer_config,
     offsets_key,
 )
-from consumers.logs import configure_logging
 from ledger.envelopes import Envelope, EventDecodeError, InvalidEvent, envelope_from_wire
 from ledger.store.base import DuplicateEventConflict, EventStore, UnitOfWork
 
 __all__ = [
     "IngestConsumer",
     "IngestStats",
-    "ingest_app",
-    "ingest_command",
     "is_transient_store_error",
-    "main",
     "run_ingest",
-    "stop_on_signals",
 ]
 
 log = logging.getLogger(__name__)
@@ -495,102 +488,3 @@ def run_ingest(
         )
     finally:
         consumer.close()
-
-
-# -- command line ------------------------------------------------------------------------
-
-ingest_app = typer.Typer(help="Consume Kafka into the event store (exactly-once effects).")
-
-
-def stop_on_signals(stop_event: threading.Event) -> None:
-    """SIGTERM / SIGINT: finish the batch in hand, then exit cleanly."""
-
-    def handler(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping after the current batch", signum)
-        stop_event.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-
-
-@ingest_app.callback(invoke_without_command=True)
-def ingest_command(
-    database_url: Annotated[
-        str | None, typer.Option(help="PostgreSQL URL (default: DATABASE_URL / embedded).")
-    ] = None,
-    bootstrap: Annotated[
-        str | None, typer.Option(help="Kafka bootstrap (default: KAFKA_BOOTSTRAP / embedded).")
-    ] = None,
-    topic: Annotated[str, typer.Option(help="Topic to consume.")] = DEFAULT_TOPIC,
-    group: Annotated[str, typer.Option(help="Consumer group.")] = DEFAULT_GROUP,
-    partitions: Annotated[
-        str | None, typer.Option(help="Comma-separated partitions: static assignment, no group.")
-    ] = None,
-    max_poll_records: Annotated[int, typer.Option(help="Messages per batch.")] = 2_000,
-    session_timeout_ms: Annotated[int, typer.Option(help="Group session timeout.")] = 6_000,
-    metrics_port: Annotated[int, typer.Option(help="Prometheus port, 0 = off.")] = 0,
-    idle_exit: Annotated[
-        float | None, typer.Option(help="Exit after this many idle seconds.")
-    ] = None,
-    max_messages: Annotated[int | None, typer.Option(help="Exit after this many messages.")] = None,
-    stats_file: Annotated[
-        Path | None, typer.Option(help="Write the final counters here as JSON.")
-    ] = None,
-) -> None:
-    """Run the ingest consumer until SIGTERM."""
-    configure_logging(logging.INFO, "%(asctime)s %(levelname)s %(name)s %(message)s")
-    stop_event = threading.Event()
-    stop_on_signals(stop_event)
-    from consumers import context
-
-    if database_url is None or bootstrap is None:
-        store_url = database_url or context.database_url(create=True)
-        bootstrap = bootstrap or context.kafka_bootstrap()
-        if metrics_port == 0:
-            metrics_port = context.settings().metrics_port
-    else:
-        store_url = database_url
-    from ledger.store.postgres import PostgresEventStore
-
-    store = PostgresEventStore(store_url)
-    try:
-        stats = run_ingest(
-            store,
-            bootstrap,
-            topic,
-            group,
-            stop_event,
-            partitions=[int(p) for p in partitions.split(",")] if partitions else None,
-            idle_timeout=idle_exit,
-            max_messages=max_messages,
-            metrics_port=metrics_port,
-            max_poll_records=max_poll_records,
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=max(100, session_timeout_ms // 6),
-            **context.settings().kafka_client_options(),  # SASL / TLS, passed through
-        )
-    finally:
-        store.close()
-    summary = {
-        "messages": stats.messages,
-        "appended": stats.appended,
-        "duplicates": stats.duplicates,
-        "dead_letters": stats.dead_letters,
-        "batches": stats.batches,
-        "store_failures": stats.store_failures,
-        "busy_seconds": round(stats.busy_seconds, 3),
-    }
-    if stats_file is not None:
-        import json
-
-        stats_file.write_text(json.dumps(summary))
-    log.info("ingest stopped: %s", summary)
-
-
-def main() -> None:
-    """``python -m consumers.ingest``."""
-    ingest_app()
-
-
-if __name__ == "__main__":
-    main()

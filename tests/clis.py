@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from typer.testing import CliRunner
 
-from consumers.cli import app
+from dlc_ledger.cli.app import app
 
 __all__ = ["CliCall", "cli_caller"]
 
@@ -23,7 +23,7 @@ def cli_caller() -> CliCall:
             assert result.exit_code == 0, (result.output, result.exception)
             return result.stdout
         assert result.exit_code != 0, result.output
-        # ValueErrors reach the user through consumers.cli.main as one line
+        # ValueErrors reach the user through dlc_ledger.cli.app.main as one line
         return result.output + (str(result.exception) if result.exception else "")
 
     return call

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from consumers import context
+from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
 from tests.clis import CliCall, cli_caller
 from tests.databases import TemplateDatabases, template_databases

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from consumers.cli import app
-from consumers.clocks import billing_now
-from consumers.prices_cli import publish_price_book
+from dlc_ledger.cli.app import app
+from dlc_ledger.cli.prices import publish_price_book
+from dlc_ledger.services.clocks import billing_now
 from ledger.store.postgres import PostgresEventStore
 from projections.billing_rater import decoded_transactions
 from tests.billing_e2e.helpers import DEMO_BOOK, at, demo_book, ended, query, started
@@ -51,7 +51,7 @@ def test_prices_publish_dry_run_duplicate_instant_and_sanity_bound(
     assert len(json.loads(cli("prices", "list", "--format", "json"))) == 1
     # the bound is a setting
     monkeypatch.setenv("DLC_MAX_RATE", "5000000")
-    from consumers import context
+    from dlc_ledger.wiring import context
 
     context.settings.cache_clear()
     assert "published" in cli("prices", "publish", str(later))

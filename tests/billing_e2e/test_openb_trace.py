@@ -8,7 +8,7 @@ import json
 from datetime import timedelta
 from fractions import Fraction
 
-from consumers.prices_cli import publish_price_book
+from dlc_ledger.cli.prices import publish_price_book
 from kubesim.traces import load_openb
 from ledger.store.postgres import PostgresEventStore
 from projections.billing_rater import rate

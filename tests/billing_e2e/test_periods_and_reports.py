@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from sqlalchemy import inspect
 
 from consumers.billing_jobs import tick
-from consumers.finance_cli import sync_billing
-from consumers.prices_cli import publish_price_book
+from dlc_ledger.cli.finance import sync_billing
+from dlc_ledger.cli.prices import publish_price_book
 from ledger.store.engines import make_engine
 from ledger.store.migrations import downgrade, upgrade
 from ledger.store.postgres import PostgresEventStore

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from consumers.broker import EmbeddedBroker
+from dlc_ledger.wiring.broker import EmbeddedBroker
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "dlc_ledger", *args],
         capture_output=True,
         text=True,
         env=env,

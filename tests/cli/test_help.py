@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from consumers.cli import COMMANDS, app
+from dlc_ledger.cli.app import COMMANDS, app
 
 
 def _paths(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -58,18 +58,18 @@ def test_a_command_imports_only_its_own_module() -> None:
     # `jobs --help` must not pay for Kafka, Kubernetes or the other command modules
     result = _run(
         "import sys\n"
-        "from consumers.cli import main\n"
+        "from dlc_ledger.cli.app import main\n"
         "code = main(['jobs', '--help'])\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith(('consumers.', 'kafka', "
+        "loaded = sorted(m for m in sys.modules if m.startswith(('dlc_ledger.', 'kafka', "
         "'kubernetes')))\n"
         "print(code, ' '.join(loaded))\n"
     )
     code, _, loaded = result.stdout.strip().splitlines()[-1].partition(" ")
     assert code == "0", result.stderr
     modules = set(loaded.split())
-    assert "consumers.jobs_cli" in modules
+    assert "dlc_ledger.cli.jobs" in modules
     others = {target.partition(":")[0] for name, target in COMMANDS.items() if name != "jobs"}
-    assert not modules & (others - {"consumers.jobs_cli"}), modules
+    assert not modules & (others - {"dlc_ledger.cli.jobs"}), modules
     assert not any(m.startswith(("kafka", "kubernetes")) for m in modules), modules
 
 
@@ -78,7 +78,7 @@ def test_the_cli_runs_without_click_installed() -> None:
     result = _run(
         "import sys\n"
         "sys.modules['click'] = None  # any `import click` now fails\n"
-        "from consumers.cli import main\n"
+        "from dlc_ledger.cli.app import main\n"
         "codes = [main(path) for path in (['--help'], ['report', '--help'], ['nosuch'])]\n"
         "print(*codes)\n"
     )

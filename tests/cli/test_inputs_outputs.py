@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import typer
 
-from consumers.cli import app, main
+from dlc_ledger.cli.app import app, main
 from ledger.envelopes import make_envelope
 from ledger.events import JobSubmitted, ReplicaSpec
 from ledger.ids import fact_event_id

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from consumers.settings import Settings
+from dlc_ledger.wiring.settings import Settings
 
 
 def test_environment_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,7 @@ from tests.factories import occupancy_started
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": url}
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "dlc_ledger", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from consumers.broker import EmbeddedBroker
+from dlc_ledger.wiring.broker import EmbeddedBroker
 from tests.databases import TemplateDatabases
 
 
@@ -26,7 +26,7 @@ def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: 
     env.pop("KAFKA_BOOTSTRAP", None)  # the demo starts its own embedded broker
     try:
         first = subprocess.run(
-            [sys.executable, "-m", "consumers", "demo"],
+            [sys.executable, "-m", "dlc_ledger", "demo"],
             capture_output=True, text=True, env=env, timeout=900,
         )  # fmt: skip
         assert first.returncode == 0, first.stderr[-3000:]
@@ -47,7 +47,7 @@ def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: 
         assert "<- ledger transaction" in out
 
         second = subprocess.run(
-            [sys.executable, "-m", "consumers", "demo"],
+            [sys.executable, "-m", "dlc_ledger", "demo"],
             capture_output=True, text=True, env=env, timeout=900,
         )  # fmt: skip
         assert second.returncode == 0, second.stderr[-3000:]
@@ -55,7 +55,7 @@ def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: 
         assert "0 ledger transactions posted by this run, 0 invoices issued" in second.stdout
 
         verified = subprocess.run(
-            [sys.executable, "-m", "consumers", "verify"],
+            [sys.executable, "-m", "dlc_ledger", "verify"],
             capture_output=True, text=True, env=env, timeout=300,
         )  # fmt: skip
         assert verified.returncode == 0, verified.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from consumers.broker import EmbeddedBroker, ensure_topic
+from dlc_ledger.wiring.broker import EmbeddedBroker, ensure_topic
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ def start_consumer(
     argv = [
         sys.executable,
         "-m",
-        "consumers.ingest",
+        "dlc_ledger.cli.ingest",
         "--database-url",
         database_url,
         "--bootstrap",

@@ -9,9 +9,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from consumers.broker import EmbeddedBroker, free_port
 from consumers.producer import EventPublisher
 from consumers.spool import SpoolFull
+from dlc_ledger.wiring.broker import EmbeddedBroker, free_port
 from tests.kafka.helpers import consume_all, make_events, sequence_of
 
 # fail fast: a test should not wait Kafka's default two minutes to learn the broker is gone

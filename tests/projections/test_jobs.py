@@ -6,8 +6,8 @@ import json
 
 from typer.testing import CliRunner
 
-from consumers.cli import app
 from consumers.projector import Projector
+from dlc_ledger.cli.app import app
 from ledger.events import (
     AdmissionDecided,
     JobAdmitted,

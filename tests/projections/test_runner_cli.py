@@ -56,7 +56,7 @@ def test_follow_tails_until_sigterm(
     env = {**os.environ, "DATABASE_URL": database_url}
     command = ["project", "--follow", "--poll-interval", "0.2", "--workers", workers]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "consumers", *command],
+        [sys.executable, "-m", "dlc_ledger", *command],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

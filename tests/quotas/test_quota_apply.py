@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from consumers import context
-from consumers.cli import app
+from dlc_ledger.cli.app import app
+from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
 from tests.quotas.helpers import occ_started
 

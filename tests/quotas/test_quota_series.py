@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from consumers.tables import render_table
+from dlc_ledger.cli.tables import render_table
 from ledger.store.postgres import PostgresEventStore
 from ledger.usage_boards import NUMBERS
 from projections.quota_reads import usage_at
@@ -51,7 +51,7 @@ def _by_instant(rows: list[dict[str, Any]]) -> dict[str, dict[tuple[str, str], t
 
 
 def _usage_at(store: PostgresEventStore, instant: str) -> dict[tuple[str, str], tuple[int, ...]]:
-    from consumers.options import parse_instant
+    from dlc_ledger.cli.options import parse_instant
 
     with store.engine.connect() as conn:
         return {

@@ -20,9 +20,9 @@ from sqlalchemy import func, select
 
 from consumers.kafka_settings import DEFAULT_PARTITIONS
 from consumers.producer import EventPublisher
-from consumers.replay import _Ingest, _replay_topic, load_replay_trace, run_replay
 from consumers.watchers.listwatch import WatchSettings
 from consumers.watchers.runner import Watcher
+from dlc_ledger.wiring.replay import _Ingest, _replay_topic, load_replay_trace, run_replay
 from kubesim import KubeSim
 from kubesim.driver import TraceDriver
 from kubesim.traces import Trace

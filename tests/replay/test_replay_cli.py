@@ -17,7 +17,7 @@ def _cli(url: str, bootstrap: str, home: Path, *args: str) -> subprocess.Complet
         "DLC_DATA_DIR": str(home),
     }
     return subprocess.run(
-        [sys.executable, "-m", "consumers", "replay", *args],
+        [sys.executable, "-m", "dlc_ledger", "replay", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -10,9 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from consumers import replay_cli
-from consumers.cli import app
-from consumers.replay_cli import TraceFormat, trace_format
+from dlc_ledger.cli import replay as replay_cli
+from dlc_ledger.cli.app import app
+from dlc_ledger.cli.replay import TraceFormat, trace_format
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_a_replay_applies_its_tree_and_book_at_its_start(store: object) -> None:
 
     from sqlalchemy import text
 
-    from consumers.replay import _apply_setup
+    from dlc_ledger.wiring.replay import _apply_setup
     from ledger.store.postgres import PostgresEventStore
 
     assert isinstance(store, PostgresEventStore)

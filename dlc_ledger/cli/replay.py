@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from consumers.logs import configure_logging
-from consumers.options import CLUSTER
-from consumers.replay import run_replay
+from dlc_ledger.cli.options import CLUSTER
+from dlc_ledger.wiring.logs import configure_logging
+from dlc_ledger.wiring.replay import run_replay
 
 __all__ = ["replay", "trace_format"]
 

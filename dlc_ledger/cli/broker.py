@@ -1,7 +1,7 @@
 """``dlc-ledger broker start|stop|status``: the embedded Tansu broker from the command line.
 
 A Typer sub-app the composition root mounts; it only parses options and prints,
-the work is in :mod:`consumers.broker`.
+the work is in :mod:`dlc_ledger.wiring.broker`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from consumers import context
-from consumers.broker import BrokerError, EmbeddedBroker
 from consumers.kafka_settings import DEFAULT_PARTITIONS, DEFAULT_TOPIC
+from dlc_ledger.wiring import context
+from dlc_ledger.wiring.broker import BrokerError, EmbeddedBroker
 
 __all__ = ["broker_app", "default_data_dir"]
 

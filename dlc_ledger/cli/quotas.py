@@ -21,13 +21,13 @@ from typing import Annotated, Any
 
 import typer
 
-from consumers import context
-from consumers.clocks import observed_cluster_time
-from consumers.jobs_cli import Format
-from consumers.options import CLUSTER, check_window, parse_instant, require_known
 from consumers.projector import Projector
-from consumers.tables import FormatOption as RowFormatOption
-from consumers.tables import RowFormat, render_rows, render_table
+from dlc_ledger.cli.jobs import Format
+from dlc_ledger.cli.options import CLUSTER, check_window, parse_instant, require_known
+from dlc_ledger.cli.tables import FormatOption as RowFormatOption
+from dlc_ledger.cli.tables import RowFormat, render_rows, render_table
+from dlc_ledger.services.clocks import observed_cluster_time
+from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound

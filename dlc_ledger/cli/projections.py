@@ -23,10 +23,10 @@ from typing import Annotated
 
 import typer
 
-from consumers import context
 from consumers.lanes import LaneFailed, catch_up_lanes, follow_lanes, plan_lanes
 from consumers.projector import DEFAULT_PAGE, Projector
-from consumers.tables import render_table
+from dlc_ledger.cli.tables import render_table
+from dlc_ledger.wiring import context
 from projections.base import Projection
 from projections.registry import all_projections, projection_named
 

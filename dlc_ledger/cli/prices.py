@@ -21,9 +21,9 @@ from uuid import UUID
 
 import typer
 
-from consumers.context import open_store, settings
-from consumers.finance_cli import FORMAT_OPTION, emit
-from consumers.options import CLUSTER, parse_instant
+from dlc_ledger.cli.finance import FORMAT_OPTION, emit
+from dlc_ledger.cli.options import CLUSTER, parse_instant
+from dlc_ledger.wiring.context import open_store, settings
 from ledger.canonical import canonical_json
 from ledger.envelopes import decode, make_envelope
 from ledger.events import PriceBookPublished, SpotPriceChanged

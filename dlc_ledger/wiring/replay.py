@@ -30,10 +30,10 @@ from kubernetes import client
 from sqlalchemy import func, select, text
 
 from consumers.kafka_settings import DEFAULT_PARTITIONS
-from consumers.options import parse_instant
 from consumers.watchers.checkpoints import WatcherCheckpoints
 from consumers.watchers.listwatch import WatchSettings
 from consumers.watchers.runner import Watcher
+from dlc_ledger.cli.options import parse_instant
 from kubesim import PODS as _PODS
 from kubesim import KubeSim
 from kubesim.driver import Speed, TraceDriver
@@ -146,7 +146,7 @@ def _replay_topic(
     store: PostgresEventStore, bootstrap: str, partitions: int = DEFAULT_PARTITIONS
 ) -> str:
     """This database's replay topic: remembered in a checkpoint row, created on first use."""
-    from consumers.broker import ensure_topic
+    from dlc_ledger.wiring.broker import ensure_topic
 
     with store.engine.connect() as conn:
         name = conn.execute(
@@ -172,7 +172,7 @@ def _apply_setup(
     notes: list[str] = []
     if pricebook is not None:
         try:
-            from consumers.prices_cli import publish_price_book
+            from dlc_ledger.cli.prices import publish_price_book
             from ledger.prices import load_price_book
         except ImportError:
             notes.append("price book skipped: the price CLI is not installed")
@@ -181,7 +181,7 @@ def _apply_setup(
             say(f"price book {pricebook}: {'published' if result.added else 'already published'}")
     if quotas is not None:
         try:
-            from consumers.quotas_cli import apply_quota_file
+            from dlc_ledger.cli.quotas import apply_quota_file
         except ImportError:
             notes.append("quotas skipped: the quota CLI is not installed")
         else:
@@ -257,7 +257,7 @@ def run_replay(
     timeout: float = 3_600.0,
 ) -> ReplaySummary:
     """Replay ``trace`` end to end; see the module docstring. Raises on a stalled pipeline."""
-    from consumers import context
+    from dlc_ledger.wiring import context
 
     say = progress or (lambda _line: None)
     started_wall = time.monotonic()

@@ -15,9 +15,9 @@ from typing import Annotated
 import typer
 from kubernetes import client, config
 
-from consumers.logs import configure_logging
 from consumers.watchers.listwatch import DEFAULT_RESOURCES, WatchSettings, resource_named
 from consumers.watchers.runner import Watcher
+from dlc_ledger.wiring.logs import configure_logging
 
 __all__ = ["kube_configuration", "watch"]
 
@@ -66,9 +66,9 @@ def watch(
     buffer: Annotated[int, typer.Option(help="Events buffered before back-pressure.")] = 50_000,
 ) -> None:
     """Watch the cluster and publish its facts to Kafka until SIGTERM / Ctrl-C."""
-    from consumers import context
-    from consumers.ingest import stop_on_signals
     from consumers.producer import EventPublisher
+    from dlc_ledger.cli.ingest import stop_on_signals
+    from dlc_ledger.wiring import context
 
     configure_logging(logging.INFO, "%(asctime)s %(levelname)s %(name)s %(message)s")
     configuration = kube_configuration(server, kubeconfig, kube_context)

@@ -11,28 +11,28 @@ import sys
 
 import typer
 
-from consumers.lazy_groups import lazy_group
+from dlc_ledger.cli.lazy_groups import lazy_group
 
 __all__ = ["COMMANDS", "app", "entrypoint", "main"]
 
 # Command name -> "module:attribute" (a Typer app or a command function), imported
-# only when used (consumers/lazy_groups.py); listed in this order after ``demo``.
+# only when used (dlc_ledger/cli/lazy_groups.py); listed in this order after ``demo``.
 COMMANDS = {
-    "replay": "consumers.replay_cli:replay",
-    "watch": "consumers.watch_cli:watch",
-    "ingest": "consumers.ingest:ingest_app",
-    "project": "consumers.projections_cli:project",
-    "projections": "consumers.projections_cli:projections_app",
-    "jobs": "consumers.jobs_cli:jobs_app",
-    "quotas": "consumers.quotas_cli:quotas_app",
-    "report": "consumers.report_cli:report_app",
-    "prices": "consumers.prices_cli:prices_app",
-    "billing": "consumers.invoices_cli:billing_app",
-    "invoices": "consumers.invoices_cli:invoices_app",
-    "verify": "consumers.store_cli:verify",
-    "db": "consumers.store_cli:db_app",
-    "dead-letters": "consumers.store_cli:dead_letters_app",
-    "broker": "consumers.broker_cli:broker_app",
+    "replay": "dlc_ledger.cli.replay:replay",
+    "watch": "dlc_ledger.cli.watch:watch",
+    "ingest": "dlc_ledger.cli.ingest:ingest_app",
+    "project": "dlc_ledger.cli.projections:project",
+    "projections": "dlc_ledger.cli.projections:projections_app",
+    "jobs": "dlc_ledger.cli.jobs:jobs_app",
+    "quotas": "dlc_ledger.cli.quotas:quotas_app",
+    "report": "dlc_ledger.cli.report:report_app",
+    "prices": "dlc_ledger.cli.prices:prices_app",
+    "billing": "dlc_ledger.cli.invoices:billing_app",
+    "invoices": "dlc_ledger.cli.invoices:invoices_app",
+    "verify": "dlc_ledger.cli.store:verify",
+    "db": "dlc_ledger.cli.store:db_app",
+    "dead-letters": "dlc_ledger.cli.store:dead_letters_app",
+    "broker": "dlc_ledger.cli.broker:broker_app",
 }
 
 app = typer.Typer(
@@ -59,7 +59,7 @@ def demo(
     ),
 ) -> None:
     """Run the main job on embedded defaults and print what it found."""
-    from consumers.demo import run_demo
+    from dlc_ledger.wiring.demo import run_demo
 
     run_demo(fresh=fresh, yes=yes)
 

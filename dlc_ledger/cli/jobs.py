@@ -14,13 +14,13 @@ from typing import Annotated, Any
 
 import typer
 
-from consumers import context
-from consumers.amounts import currency_scales, with_amounts
-from consumers.finance_cli import sync_billing
-from consumers.options import CLUSTER, MAX_PAGE, parse_instant, require_known
-from consumers.tables import FormatOption as RowFormatOption
-from consumers.tables import RowFormat, render_rows, render_table
-from consumers.tables import cell as _cell
+from dlc_ledger.cli.amounts import currency_scales, with_amounts
+from dlc_ledger.cli.finance import sync_billing
+from dlc_ledger.cli.options import CLUSTER, MAX_PAGE, parse_instant, require_known
+from dlc_ledger.cli.tables import FormatOption as RowFormatOption
+from dlc_ledger.cli.tables import RowFormat, render_rows, render_table
+from dlc_ledger.cli.tables import cell as _cell
+from dlc_ledger.wiring import context
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
 from projections.jobs import find_job, job_detail, list_jobs
 from projections.names import job_users, job_workspaces

@@ -19,12 +19,12 @@ from typing import Any
 import typer
 from sqlalchemy import text
 
-from consumers import context
 from consumers.billing_jobs import tick
-from consumers.clocks import observed_cluster_time
-from consumers.finance_cli import render
 from consumers.projector import Projector
-from consumers.replay import run_replay
+from dlc_ledger.cli.finance import render
+from dlc_ledger.services.clocks import observed_cluster_time
+from dlc_ledger.wiring import context
+from dlc_ledger.wiring.replay import run_replay
 from ledger.money import default_scale, format_minor
 from projections.billing_rater import load_schedule
 from projections.finance_reports import (

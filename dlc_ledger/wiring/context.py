@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from functools import cache
 
-from consumers.embedded_postgres import embedded_database_url
-from consumers.settings import Settings, load_settings
+from dlc_ledger.wiring.embedded_postgres import embedded_database_url
+from dlc_ledger.wiring.settings import Settings, load_settings
 from ledger.store.engines import make_engine, normalise_url
 from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
@@ -53,7 +53,7 @@ def kafka_bootstrap(*, start: bool = True) -> str:
     cfg = settings()
     if cfg.kafka_bootstrap:
         return cfg.kafka_bootstrap
-    from consumers.broker import EmbeddedBroker
+    from dlc_ledger.wiring.broker import EmbeddedBroker
 
     broker = EmbeddedBroker(cfg.data_dir / "broker", topic=cfg.topic, partitions=cfg.partitions)
     status = broker.start() if start else broker.status()

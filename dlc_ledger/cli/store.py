@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from consumers import context
-from consumers.embedded_postgres import stop_embedded
-from consumers.tables import render_table
+from dlc_ledger.cli.tables import render_table
+from dlc_ledger.wiring import context
+from dlc_ledger.wiring.embedded_postgres import stop_embedded
 from ledger.envelopes import EventDecodeError, envelope_from_wire
 from ledger.store.base import DeadLetter
 from ledger.store.engines import make_engine

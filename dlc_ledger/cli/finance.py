@@ -13,11 +13,11 @@ from typing import Any
 
 import typer
 
-from consumers.amounts import currency_scales, with_amounts
-from consumers.context import open_store
-from consumers.options import AS_OF_HELP, CLUSTER, check_window, parse_optional_instant
 from consumers.projector import Projector
-from consumers.tables import render_rows
+from dlc_ledger.cli.amounts import currency_scales, with_amounts
+from dlc_ledger.cli.options import AS_OF_HELP, CLUSTER, check_window, parse_optional_instant
+from dlc_ledger.cli.tables import render_rows
+from dlc_ledger.wiring.context import open_store
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import BillingProjection
 from projections.finance_reports import ReportWindow, cost_report, parse_group_by, usage_report
@@ -28,7 +28,7 @@ FORMAT_OPTION: Any = typer.Option("table", "--format", help="table, json or csv"
 
 
 def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    """Rows as a text table, a JSON array or CSV with a header (:mod:`consumers.tables`)."""
+    """Rows as a text table, a JSON array or CSV with a header (:mod:`dlc_ledger.cli.tables`)."""
     return render_rows(rows, fmt)
 
 

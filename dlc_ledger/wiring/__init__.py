@@ -1,0 +1,1 @@
+"""Configuration and service wiring: settings, embedded PostgreSQL and broker, replay and demo."""
