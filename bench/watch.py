@@ -77,9 +77,9 @@ def watch_rate(bootstrap: str, pods: int, workdir: Path) -> dict[str, float]:
     from kubernetes import client
 
     from consumers.producer import EventPublisher
+    from consumers.topics import ensure_topic
     from consumers.watchers.listwatch import PODS, WatchSettings
     from consumers.watchers.runner import Watcher
-    from dlc_ledger.wiring.broker import ensure_topic
 
     child = subprocess.Popen(
         [sys.executable, "-m", "bench.watch", "--serve", str(pods)],

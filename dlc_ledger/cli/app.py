@@ -59,7 +59,7 @@ def demo(
     ),
 ) -> None:
     """Run the main job on embedded defaults and print what it found."""
-    from dlc_ledger.wiring.demo import run_demo
+    from dlc_ledger.cli.demo import run_demo
 
     run_demo(fresh=fresh, yes=yes)
 

@@ -7,33 +7,18 @@ parses options, brings the billing projection up to date and prints rows.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
-from typing import Any
-
 import typer
 
 from consumers.projector import Projector
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import AS_OF_HELP, CLUSTER, check_window, parse_optional_instant
-from dlc_ledger.cli.tables import render_rows
+from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.wiring.context import open_store
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import BillingProjection
 from projections.finance_reports import ReportWindow, cost_report, parse_group_by, usage_report
 
-__all__ = ["FORMAT_OPTION", "emit", "render", "report_cost", "report_usage", "sync_billing"]
-
-FORMAT_OPTION: Any = typer.Option("table", "--format", help="table, json or csv")
-
-
-def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    """Rows as a text table, a JSON array or CSV with a header (:mod:`dlc_ledger.cli.tables`)."""
-    return render_rows(rows, fmt)
-
-
-def emit(rows: Sequence[dict[str, Any]], fmt: str) -> None:
-    sys.stdout.write(render(rows, fmt) + "\n")
+__all__ = ["report_cost", "report_usage", "sync_billing"]
 
 
 def sync_billing(store: PostgresEventStore) -> None:
@@ -65,7 +50,7 @@ def report_usage(
     start: str | None = _FROM,
     end: str | None = _TO,
     as_of: str | None = _AS_OF,
-    fmt: str = FORMAT_OPTION,
+    fmt: FormatOption = RowFormat.table,
 ) -> None:
     """Exact occupied usage (mGPU·s, CPU milli·s, MiB·s), grouped."""
     keys = parse_group_by(group_by)
@@ -74,7 +59,7 @@ def report_usage(
     sync_billing(store)
     with store.transaction() as uow:
         rows = usage_report(uow.connection, keys, window)
-    emit(rows, fmt)
+    emit_rows(rows, fmt)
 
 
 def report_cost(
@@ -91,7 +76,7 @@ def report_cost(
         help="add credited and net (cost - credit notes of each workspace x month's "
         "invoices); group by workspace and/or month only",
     ),
-    fmt: str = FORMAT_OPTION,
+    fmt: FormatOption = RowFormat.table,
 ) -> None:
     """Cost, grouped (from the ledger, or rated from the facts): minor units, currency,
     scale and the decimal amount."""
@@ -110,4 +95,4 @@ def report_cost(
             net_credits=net_credits,
         )
         scale_of = currency_scales(uow.connection)
-    emit(with_amounts(rows, fmt, scale_of), fmt)
+    emit_rows(with_amounts(rows, fmt, scale_of), fmt)

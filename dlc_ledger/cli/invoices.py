@@ -19,8 +19,9 @@ from sqlalchemy import text
 
 from consumers.billing_jobs import DEFAULT_GRACE, TickResult, serve, tick
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
-from dlc_ledger.cli.finance import FORMAT_OPTION, emit, sync_billing
+from dlc_ledger.cli.finance import sync_billing
 from dlc_ledger.cli.options import CLUSTER, parse_instant, parse_period, require_known
+from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.services.clocks import billing_now, observed_cluster_time
 from dlc_ledger.wiring.context import open_store
 from ledger.accounts import (
@@ -366,7 +367,7 @@ def issue_credit_note(
 def list_invoices(
     workspace: str | None = typer.Option(None, "--workspace", help="Only this workspace."),
     period: str | None = typer.Option(None, "--period", help="Only this period, YYYY-MM."),
-    fmt: str = FORMAT_OPTION,
+    fmt: FormatOption = RowFormat.table,
 ) -> None:
     """Issued and voided invoices: issued_at is cluster time (the run's 'now'), recorded_at
     store time (when the ledger recorded the invoice)."""
@@ -391,11 +392,13 @@ def list_invoices(
             require_known("workspace", workspace, billing_workspaces(conn), option="--workspace")
             require_known("invoiced period", period, invoice_periods(conn), option="--period")
         scale_of = currency_scales(conn)
-    emit(with_amounts(rows, fmt, scale_of), fmt)
+    emit_rows(with_amounts(rows, fmt, scale_of), fmt)
 
 
 @invoices_app.command("show")
-def show_invoice(invoice_id: str = typer.Argument(...), fmt: str = FORMAT_OPTION) -> None:
+def show_invoice(
+    invoice_id: str = typer.Argument(...), fmt: FormatOption = RowFormat.table
+) -> None:
     """One invoice: header (with its credit notes) and lines (json: one object; csv/table:
     the lines). issued_at is cluster time, recorded_at store time."""
     store = open_store()
@@ -423,7 +426,7 @@ def show_invoice(invoice_id: str = typer.Argument(...), fmt: str = FORMAT_OPTION
             f"issued_at {detail['issued_at'].isoformat()} (cluster time)  recorded_at "
             f"{detail['recorded_at'].isoformat()} (store time)"
         )
-    emit(with_amounts(lines, fmt, scale_of, currency=currency), fmt)
+    emit_rows(with_amounts(lines, fmt, scale_of, currency=currency), fmt)
 
 
 def _json(detail: dict[str, Any]) -> str:
@@ -485,7 +488,7 @@ invoices_app.add_typer(credits_app, name="credits")
 def list_credits(
     invoice_id: str | None = typer.Option(None, "--invoice", help="only this invoice's notes"),
     workspace: str | None = typer.Option(None, "--workspace"),
-    fmt: str = FORMAT_OPTION,
+    fmt: FormatOption = RowFormat.table,
 ) -> None:
     """Credit notes, oldest first, with their invoice's workspace and period."""
     store = open_store()
@@ -505,4 +508,4 @@ def list_credits(
                 {"i": invoice_id, "w": workspace},
             ).mappings()
         ]
-    emit(rows, fmt)
+    emit_rows(rows, fmt)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -17,8 +16,14 @@ import typer
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.finance import sync_billing
 from dlc_ledger.cli.options import CLUSTER, MAX_PAGE, parse_instant, require_known
+from dlc_ledger.cli.tables import (
+    DocumentFormat,
+    DocumentFormatOption,
+    RowFormat,
+    render_rows,
+    render_table,
+)
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
-from dlc_ledger.cli.tables import RowFormat, render_rows, render_table
 from dlc_ledger.cli.tables import cell as _cell
 from dlc_ledger.wiring import context
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
@@ -33,12 +38,6 @@ jobs_app = typer.Typer(
 )
 
 
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-
-
-FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
 
 
 def _dumps(value: Any) -> str:
@@ -73,7 +72,7 @@ def jobs_list(
     cursor: Annotated[
         str | None, typer.Option(help="Continue after the page that printed this cursor.")
     ] = None,
-    fmt: FormatOption = Format.table,
+    fmt: DocumentFormatOption = DocumentFormat.table,
 ) -> None:
     """Jobs, newest submission first, a page at a time (the next page's cursor goes to stderr)."""
     instant = parse_instant(at, option="--at") if at else None
@@ -91,7 +90,7 @@ def jobs_list(
         if not page.jobs:  # a typo in a name is an error, not "(no rows)"
             require_known("workspace", workspace, job_workspaces(conn), option="--workspace")
             require_known("user", user, job_users(conn), option="--user")
-    if fmt is Format.json:
+    if fmt is DocumentFormat.json:
         typer.echo(_dumps(page.jobs))
     else:
         columns = ["job_uid", "name", "workspace", "user", "status", "status_since", "restarts"]
@@ -103,7 +102,7 @@ def jobs_list(
 @jobs_app.command("show")
 def jobs_show(
     job: Annotated[str, typer.Argument(help="Job uid, or its name if only one job has it.")],
-    fmt: FormatOption = Format.table,
+    fmt: DocumentFormatOption = DocumentFormat.table,
 ) -> None:
     """One job: state, requested and occupied resources, and its full audit timeline."""
     store = context.open_store()
@@ -112,7 +111,7 @@ def jobs_show(
         detail = job_detail(conn, find_job(conn, job))
         scale_of = currency_scales(conn)
     detail["cost"] = with_amounts(detail["cost"], fmt.value, scale_of)
-    if fmt is Format.json:
+    if fmt is DocumentFormat.json:
         typer.echo(_dumps(detail))
         return
     timeline = detail.pop("timeline")

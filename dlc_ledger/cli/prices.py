@@ -21,8 +21,8 @@ from uuid import UUID
 
 import typer
 
-from dlc_ledger.cli.finance import FORMAT_OPTION, emit
 from dlc_ledger.cli.options import CLUSTER, parse_instant
+from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.wiring.context import open_store, settings
 from ledger.canonical import canonical_json
 from ledger.envelopes import decode, make_envelope
@@ -321,15 +321,15 @@ def _summary(record: Any, data: PriceBookPublished | SpotPriceChanged) -> dict[s
 
 
 @prices_app.command("list")
-def list_prices(fmt: str = FORMAT_OPTION) -> None:
+def list_prices(fmt: FormatOption = RowFormat.table) -> None:
     """Every published book and spot change, in publication order (effective_from is
     cluster time, published_at store time)."""
     store = open_store()
-    emit([_summary(r, d) for r, d in all_price_events(store)], fmt)
+    emit_rows([_summary(r, d) for r, d in all_price_events(store)], fmt)
 
 
 @prices_app.command("show")
-def show(book_id: str = typer.Argument(...), fmt: str = FORMAT_OPTION) -> None:
+def show(book_id: str = typer.Argument(...), fmt: FormatOption = RowFormat.table) -> None:
     """The rates of a price book (every published effective_from)."""
     store = open_store()
     rows: list[dict[str, Any]] = []
@@ -361,4 +361,4 @@ def show(book_id: str = typer.Argument(...), fmt: str = FORMAT_OPTION) -> None:
         )
     if not rows:
         raise ValueError(f"no price book {book_id!r}")
-    emit(rows, fmt)
+    emit_rows(rows, fmt)

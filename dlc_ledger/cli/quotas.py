@@ -22,10 +22,15 @@ from typing import Annotated, Any
 import typer
 
 from consumers.projector import Projector
-from dlc_ledger.cli.jobs import Format
 from dlc_ledger.cli.options import CLUSTER, check_window, parse_instant, require_known
+from dlc_ledger.cli.tables import (
+    DocumentFormat,
+    DocumentFormatOption,
+    RowFormat,
+    render_rows,
+    render_table,
+)
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
-from dlc_ledger.cli.tables import RowFormat, render_rows, render_table
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
@@ -59,7 +64,6 @@ quotas_app = typer.Typer(
     help="Quota tree: apply a YAML file, list, show usage.", no_args_is_help=True
 )
 
-FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
 
 
 def _principal() -> str:
@@ -290,7 +294,7 @@ _NAMED = 10  # kept nodes named in apply's summary line
 
 
 @quotas_app.command("list")
-def list_quotas(fmt: FormatOption = Format.table) -> None:
+def list_quotas(fmt: DocumentFormatOption = DocumentFormat.table) -> None:
     """Every quota node: parent, min, max, bound workspaces."""
     tree = _current(context.open_store())
     rows: list[dict[str, Any]] = []
@@ -302,21 +306,21 @@ def list_quotas(fmt: FormatOption = Format.table) -> None:
             {
                 "quota": name,
                 "parent": spec.parent,
-                "min": spec.min if fmt is Format.json else _quantities(spec.min),
-                "max": spec.max if fmt is Format.json else _quantities(spec.max),
+                "min": spec.min if fmt is DocumentFormat.json else _quantities(spec.min),
+                "max": spec.max if fmt is DocumentFormat.json else _quantities(spec.max),
                 "workspaces": tree.workspaces_of(name)
-                if fmt is Format.json
+                if fmt is DocumentFormat.json
                 else ",".join(tree.workspaces_of(name)) or "-",
             }
         )
-    if fmt is Format.json:
+    if fmt is DocumentFormat.json:
         typer.echo(json.dumps(rows, indent=2))
     else:
         typer.echo(render_table(rows))
 
 
 @quotas_app.command("show")
-def show(quota: str, fmt: FormatOption = Format.table) -> None:
+def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
     """One quota: spec, bound workspaces, current usage per flavor."""
     store = context.open_store()
     tree = _current(store)
@@ -327,7 +331,7 @@ def show(quota: str, fmt: FormatOption = Format.table) -> None:
         )
     with store.engine.connect() as conn:
         usage = usage_at(conn, quota=quota)
-    if fmt is Format.json:
+    if fmt is DocumentFormat.json:
         typer.echo(
             json.dumps(
                 {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -19,7 +20,16 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = ["FormatOption", "RowFormat", "cell", "render_rows", "render_table"]
+__all__ = [
+    "DocumentFormat",
+    "DocumentFormatOption",
+    "FormatOption",
+    "RowFormat",
+    "cell",
+    "emit_rows",
+    "render_rows",
+    "render_table",
+]
 
 
 class RowFormat(StrEnum):
@@ -29,6 +39,18 @@ class RowFormat(StrEnum):
 
 
 FormatOption = Annotated[RowFormat, typer.Option("--format", help="table, json or csv.")]
+
+
+class DocumentFormat(StrEnum):
+    """For commands that show one nested document (a job, a quota): no CSV of it."""
+
+    table = "table"
+    json = "json"
+
+
+DocumentFormatOption = Annotated[
+    DocumentFormat, typer.Option("--format", help="table or json.")
+]
 
 _NUMBER = (int, float, Decimal)
 
@@ -95,3 +117,8 @@ def render_rows(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
         writer.writeheader()
         writer.writerows(plain)
     return out.getvalue().rstrip("\n")
+
+
+def emit_rows(rows: Sequence[Mapping[str, Any]], fmt: str) -> None:
+    """Print :func:`render_rows` of ``rows``."""
+    sys.stdout.write(render_rows(rows, fmt) + "\n")

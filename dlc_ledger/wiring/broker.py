@@ -21,16 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import KafkaError
 
 from consumers.kafka_settings import DEFAULT_PARTITIONS, DEFAULT_TOPIC
+from consumers.topics import ensure_topic
 
 __all__ = [
     "BrokerError",
     "BrokerStatus",
     "EmbeddedBroker",
-    "ensure_topic",
     "free_port",
     "tansu_binary",
     "wait_for_kafka",
@@ -100,28 +99,6 @@ def wait_for_kafka(bootstrap: str, *, timeout: float = 20.0) -> None:
         finally:
             admin.close()
     raise BrokerError(f"no Kafka broker answered at {bootstrap} within {timeout:.0f}s: {last}")
-
-
-def ensure_topic(
-    bootstrap: str, topic: str = DEFAULT_TOPIC, *, partitions: int = DEFAULT_PARTITIONS
-) -> bool:
-    """Create ``topic`` with ``partitions`` partitions unless it exists; True if created.
-
-    Tansu supports CreateTopics (replication factor 1) and answers
-    TopicAlreadyExists for a second call, which is taken as success. An existing
-    topic keeps its partition count.
-    """
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="dlc-ledger-admin")
-    try:
-        if topic in admin.list_topics():
-            return False
-        try:
-            admin.create_topics([NewTopic(topic, partitions, 1)])
-        except TopicAlreadyExistsError:
-            return False
-        return True
-    finally:
-        admin.close()
 
 
 def _pid_alive(pid: int) -> bool:

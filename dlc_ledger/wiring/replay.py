@@ -146,7 +146,7 @@ def _replay_topic(
     store: PostgresEventStore, bootstrap: str, partitions: int = DEFAULT_PARTITIONS
 ) -> str:
     """This database's replay topic: remembered in a checkpoint row, created on first use."""
-    from dlc_ledger.wiring.broker import ensure_topic
+    from consumers.topics import ensure_topic
 
     with store.engine.connect() as conn:
         name = conn.execute(

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dlc_ledger.wiring.broker import EmbeddedBroker, ensure_topic
+from consumers.topics import ensure_topic
+from dlc_ledger.wiring.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from sqlalchemy import text
 
 from consumers.billing_jobs import tick
 from consumers.projector import Projector
-from dlc_ledger.cli.finance import render
+from dlc_ledger.cli.tables import render_rows
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.replay import run_replay
@@ -115,7 +115,7 @@ def _print_reports(store: Any) -> None:
                 }
             )
         _heading("GPU-hours and cost by workspace and billing mode (whole trace)")
-        typer.echo(render(rows, "table"))
+        typer.echo(render_rows(rows, "table"))
 
         # exact GPU-hours per leaf quota (occupancy facts, billed to the quota the
         # workspace was bound to), against what its guarantee would have covered
@@ -146,7 +146,7 @@ def _print_reports(store: Any) -> None:
                     else "borrowed only",
                 }
             )
-        typer.echo(render(rows, "table"))
+        typer.echo(render_rows(rows, "table"))
         _print_invoice_trail(conn, money)
 
 
