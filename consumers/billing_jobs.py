@@ -7,7 +7,7 @@ APScheduler ``BackgroundScheduler`` on the wall clock.
 
 A tick:
 
-1. runs the rater (:func:`projections.billing_rater.rate`): final segments of
+1. runs the rater (:func:`consumers.billing_rater.rate`): final segments of
    occupancies ended by ``now``, and cost to date of open ones (and of those that
    end after ``now``) at ``now`` floored to the accrual step (default one hour, so
    ids are stable however often ticks run); nothing after ``now`` is ever posted;
@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select, text
 
+from consumers.billing_rater import RateResult, rate, transaction_envelope
 from ledger.envelopes import make_envelope
 from ledger.events import LedgerTransactionPosted
 from ledger.ids import deterministic_id
@@ -37,7 +38,6 @@ from ledger.invoices import build_invoice, invoice_rounding
 from ledger.rating import PeriodFn, calendar_months
 from ledger.store.postgres import APPEND_LOCK_KEY, PostgresEventStore
 from projections.billing import catch_up_on
-from projections.billing_rater import RateResult, rate, transaction_envelope
 
 __all__ = [
     "DEFAULT_ACCRUAL_STEP",

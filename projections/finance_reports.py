@@ -40,7 +40,7 @@ from ledger.rating import (
     rate_interval,
     usage_quantity,
 )
-from projections.billing_rater import load_schedule, occupancy_from_row
+from projections.billing_reads import load_schedule, occupancy_from_row
 
 __all__ = [
     "CREDIT_KEYS",

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ledger.money import default_scale, from_minor
-from projections.billing_rater import load_schedule
+from projections.billing_reads import load_schedule
 
 __all__ = ["ScaleOf", "currency_scales", "with_amounts"]
 

@@ -26,7 +26,7 @@ from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.replay import run_replay
 from ledger.money import default_scale, format_minor
-from projections.billing_rater import load_schedule
+from projections.billing_reads import load_schedule
 from projections.finance_reports import (
     ReportWindow,
     cost_report,

@@ -18,6 +18,7 @@ import typer
 from sqlalchemy import text
 
 from consumers.billing_jobs import DEFAULT_GRACE, TickResult, serve, tick
+from consumers.billing_rater import transaction_envelope
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.finance import sync_billing
 from dlc_ledger.cli.options import CLUSTER, parse_instant, parse_period, require_known
@@ -36,7 +37,7 @@ from ledger.events import CreditNoteIssued, InvoiceVoided, LedgerTransactionPost
 from ledger.ids import deterministic_id
 from ledger.money import default_scale, format_minor, from_minor, parse_decimal, to_minor
 from ledger.store.postgres import PostgresEventStore
-from projections.billing_rater import load_schedule, transaction_envelope
+from projections.billing_reads import load_schedule
 from projections.finance_reports import invoice_job_costs, invoice_lines
 from projections.names import billing_workspaces, invoice_periods
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from decimal import Decimal
 
 from consumers.billing_jobs import tick
+from consumers.billing_rater import rate
 from dlc_ledger.cli.finance import sync_billing
 from dlc_ledger.cli.prices import publish_price_book, publish_spot_price
 from ledger.store.postgres import PostgresEventStore
-from projections.billing_rater import rate
 from tests.billing_e2e.helpers import at, book_yaml, demo_book, ended, query, started
 
 

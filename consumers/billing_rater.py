@@ -37,10 +37,10 @@ from sqlalchemy import Connection, func, select, text
 
 from ledger.accounts import receivable_account, transaction_from_delta
 from ledger.envelopes import Envelope, decode, make_envelope
-from ledger.events import LedgerTransactionPosted, PriceBookPublished, SpotPriceChanged
+from ledger.events import LedgerTransactionPosted
 from ledger.ids import deterministic_id
 from ledger.money import precise_from_decimal
-from ledger.prices import NoApplicableRate, PriceSchedule
+from ledger.prices import NoApplicableRate
 from ledger.rating import (
     LineDelta,
     LineKey,
@@ -52,15 +52,14 @@ from ledger.rating import (
 )
 from ledger.store.postgres import APPEND_LOCK_KEY, PostgresEventStore, PostgresUnitOfWork
 from projections.billing import catch_up_on
+from projections.billing_reads import load_schedule, occupancy_from_row
 
 __all__ = [
     "RATER_CHECKPOINT",
     "RATER_SOURCE",
     "RateResult",
     "decoded_transactions",
-    "load_schedule",
     "next_period",
-    "occupancy_from_row",
     "rate",
     "transaction_envelope",
 ]
@@ -84,20 +83,6 @@ class RateResult:
     checkpoint: int
 
 
-def load_schedule(conn: Connection, *, recorded_by: datetime | None = None) -> PriceSchedule:
-    """The price schedule from the projection's price events (optionally as recorded by then)."""
-    where = "WHERE recorded_at <= :t" if recorded_by is not None else ""
-    rows = conn.execute(
-        text(f"SELECT type, data FROM billing_prices {where} ORDER BY position"),
-        {"t": recorded_by},
-    ).all()
-    events: list[PriceBookPublished | SpotPriceChanged] = []
-    for kind, data in rows:
-        model = PriceBookPublished if kind == "PriceBookPublished" else SpotPriceChanged
-        events.append(model.model_validate(data))
-    return PriceSchedule(events)
-
-
 def next_period(period: str, periods: PeriodFn) -> str:
     """The key of the period after ``period`` (``"2026-11"`` -> ``"2026-12"``)."""
     year, month = (int(p) for p in period.split("-"))
@@ -116,26 +101,6 @@ def transaction_envelope(txn: LedgerTransactionPosted, at: datetime) -> Envelope
         occurred_at=at,
         observed_at=at,
         source=RATER_SOURCE,
-    )
-
-
-def occupancy_from_row(row: Any) -> Occupancy:
-    """The rating input for a ``billing_occupancies`` row (an end never precedes its start)."""
-    start = row.started_at
-    end = row.ended_at
-    return Occupancy(
-        occupancy_id=row.occupancy_id,
-        job_uid=row.job_uid,
-        workspace=row.workspace,
-        quota=row.quota,
-        user=row.user_name or "unknown",
-        flavor=row.flavor,
-        mgpu=int(row.mgpu),
-        cpu_milli=int(row.cpu_milli),
-        memory_mib=int(row.memory_mib),
-        billing_mode=row.billing_mode,
-        start=start,
-        end=None if end is None else max(end, start),
     )
 
 
