@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select, text
+from sqlalchemy import text
 
 from consumers.billing_rater import RateResult, rate, transaction_envelope
 from ledger.envelopes import make_envelope
@@ -36,7 +36,7 @@ from ledger.events import LedgerTransactionPosted
 from ledger.ids import deterministic_id
 from ledger.invoices import build_invoice, invoice_rounding
 from ledger.rating import PeriodFn, calendar_months
-from ledger.store.postgres import APPEND_LOCK_KEY, PostgresEventStore
+from ledger.store.postgres import PostgresEventStore
 from projections.billing import catch_up_on
 
 __all__ = [
@@ -85,7 +85,7 @@ def close_periods(
     issued: list[str] = []
     with store.transaction() as uow:
         conn = uow.connection
-        conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
+        uow.lock_appends()
         catch_up_on(conn)
         candidates = conn.execute(
             text(

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import Connection, text
 
 from ledger.accounts import receivable_account, transaction_from_delta
 from ledger.envelopes import Envelope, decode, make_envelope
@@ -50,7 +50,7 @@ from ledger.rating import (
     accrue,
     calendar_months,
 )
-from ledger.store.postgres import APPEND_LOCK_KEY, PostgresEventStore, PostgresUnitOfWork
+from ledger.store.postgres import PostgresEventStore, PostgresUnitOfWork
 from projections.billing import catch_up_on
 from projections.billing_reads import load_schedule, occupancy_from_row
 
@@ -221,7 +221,7 @@ def _run_once(
     batch: int,
 ) -> tuple[bool, tuple[int, int, int, int, int, list[LedgerTransactionPosted]]]:
     conn = uow.connection
-    conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
+    uow.lock_appends()
     catch_up_on(conn)
     head = int(conn.execute(text("SELECT COALESCE(max(position), 0) FROM events")).scalar_one())
     if uow.load_checkpoint(RATER_CHECKPOINT).updated_at is None:

@@ -161,6 +161,12 @@ class UnitOfWork(abc.ABC):
     ) -> AppendResult: ...
 
     @abc.abstractmethod
+    def lock_appends(self) -> None:
+        """Hold the store's append lock until this unit ends: no other writer appends
+        meanwhile, so the head read next stays the head while the caller decides what to
+        append (a rater or an invoice run). :meth:`append` takes the same lock itself."""
+
+    @abc.abstractmethod
     def load_checkpoint(self, name: str, *, for_update: bool = False) -> Checkpoint: ...
 
     @abc.abstractmethod

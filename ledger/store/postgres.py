@@ -141,6 +141,10 @@ class PostgresUnitOfWork(UnitOfWork):
     def connection(self) -> Connection:
         return self._conn
 
+    def lock_appends(self) -> None:
+        # transaction-scoped: released by the commit or rollback, re-entrant within it
+        self._conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
+
     def append(
         self,
         events_in: Sequence[Envelope],
@@ -156,7 +160,7 @@ class PostgresUnitOfWork(UnitOfWork):
         if not events_in and not expected_versions:
             return AppendResult(())
         conn = self._conn
-        conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
+        self.lock_appends()
 
         batch: list[tuple[Envelope, bytes]] = []
         seen: dict[UUID, tuple[Envelope, bytes]] = {}
