@@ -28,10 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from ledger.canonical import parse_timestamp
@@ -47,9 +45,8 @@ __all__ = [
     "PriceBookError",
     "PriceSchedule",
     "implausible_rates",
-    "load_price_book",
     "lookup_keys",
-    "parse_price_book",
+    "price_book_from_document",
 ]
 
 GPU_ANY = "gpu/any"
@@ -165,31 +162,10 @@ class PriceBook(_Strict):
         )
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return dict(loader.construct_mapping(node))
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def parse_price_book(text: str, *, source: str = "<price book>") -> PriceBook:
-    """Parse and validate a YAML price book; every problem is a :class:`PriceBookError`."""
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        raise PriceBookError(f"{source}: not valid YAML: {exc}") from None
+def price_book_from_document(raw: Any, *, source: str = "<price book>") -> PriceBook:
+    """Validate a parsed price book (YAML is read at the edge:
+    :func:`dlc_ledger.services.yaml_files.parse_price_book`); every problem is a
+    :class:`PriceBookError`."""
     if not isinstance(raw, dict):
         raise PriceBookError(f"{source}: a price book is a YAML mapping, got {type(raw).__name__}")
     try:
@@ -203,12 +179,6 @@ def parse_price_book(text: str, *, source: str = "<price book>") -> PriceBook:
                 msg = "unknown key (not part of the price book format)"
             problems.append(f"{loc}: {msg}")
         raise PriceBookError(f"{source}: invalid price book: " + "; ".join(problems)) from None
-
-
-def load_price_book(path: str | Path) -> PriceBook:
-    """Read and validate the price book at ``path``."""
-    p = Path(path)
-    return parse_price_book(p.read_text(encoding="utf-8"), source=str(p))
 
 
 def implausible_rates(

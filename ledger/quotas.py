@@ -40,7 +40,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from ledger.canonical import canonical_json
@@ -69,7 +68,7 @@ __all__ = [
     "counting_flavors",
     "diff",
     "keep_absent",
-    "parse_quota_tree",
+    "quota_tree_from_document",
     "resource_unit",
     "spec_hash",
     "topological_order",
@@ -121,12 +120,10 @@ def spec_hash(spec: QuotaSpec) -> str:
 # --- parsing ------------------------------------------------------------------
 
 
-def parse_quota_tree(text: str) -> QuotaTree:
-    """Parse a quota tree file: a list of nodes, or a mapping with a ``quotas`` list."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise QuotaTreeError(f"not valid YAML: {exc}") from exc
+def quota_tree_from_document(raw: Any) -> QuotaTree:
+    """A quota tree from its parsed file (YAML is read at the edge:
+    :func:`dlc_ledger.services.yaml_files.parse_quota_tree`): a list of nodes, or a mapping
+    with a ``quotas`` list."""
     if isinstance(raw, dict):
         unknown = sorted(set(raw) - {"quotas"})
         if unknown:

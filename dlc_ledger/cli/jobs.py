@@ -38,8 +38,6 @@ jobs_app = typer.Typer(
 )
 
 
-
-
 def _dumps(value: Any) -> str:
     return json.dumps(value, indent=2, default=str)
 

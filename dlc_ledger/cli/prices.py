@@ -10,217 +10,27 @@ that was in force must never silently change; publish a new book instead).
 
 from __future__ import annotations
 
-import hashlib
-import re
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import typer
 
 from dlc_ledger.cli.options import CLUSTER, parse_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
-from dlc_ledger.wiring.context import open_store, settings
-from ledger.canonical import canonical_json
-from ledger.envelopes import decode, make_envelope
-from ledger.events import PriceBookPublished, SpotPriceChanged
-from ledger.ids import deterministic_id
-from ledger.money import parse_decimal
-from ledger.prices import (
-    DEFAULT_MAX_RATE,
-    NoApplicableRate,
-    PriceBook,
-    PriceSchedule,
-    implausible_rates,
-    load_price_book,
+from dlc_ledger.services.prices import (
+    all_price_events,
+    publish_price_book,
+    publish_spot_price,
 )
-from ledger.store.postgres import PostgresEventStore
+from dlc_ledger.services.yaml_files import load_price_book
+from dlc_ledger.wiring.context import open_store, settings
+from ledger.envelopes import decode
+from ledger.events import PriceBookPublished, SpotPriceChanged
+from ledger.money import parse_decimal
 
-__all__ = [
-    "PublishResult",
-    "all_price_events",
-    "prices_app",
-    "publish_price_book",
-    "publish_spot_price",
-]
+__all__ = ["prices_app"]
 
 prices_app = typer.Typer(help="Price books and spot prices.", no_args_is_help=True)
-
-SOURCE = "api/prices-cli"
-_KEY = re.compile(r"^(gpu/[A-Za-z0-9][A-Za-z0-9._-]*|cpu|memory)$")
-
-
-@dataclass(frozen=True)
-class PublishResult:
-    stream: str
-    event_id: str
-    added: bool  # False: the same content was already published (or a dry run)
-    dry_run: bool = False
-
-
-def _content_id(kind: str, payload: dict[str, Any]) -> UUID:
-    digest = hashlib.sha256(canonical_json(payload)).hexdigest()
-    return deterministic_id("price", kind, digest)
-
-
-def all_price_events(
-    store: PostgresEventStore,
-) -> list[tuple[Any, PriceBookPublished | SpotPriceChanged]]:
-    """Every price event in publication order, with its record."""
-    out: list[tuple[Any, PriceBookPublished | SpotPriceChanged]] = []
-    position = 0
-    while True:
-        page = store.read_by_type(
-            ["PriceBookPublished", "SpotPriceChanged"], after_position=position, limit=1000
-        )
-        if not page:
-            return out
-        for record in page:
-            data = decode(record.envelope)
-            assert isinstance(data, PriceBookPublished | SpotPriceChanged)
-            out.append((record, data))
-        position = page[-1].position
-
-
-def _refuse_implausible(
-    event: PriceBookPublished | SpotPriceChanged, bound: Decimal | None, what: str
-) -> None:
-    if bound is None:
-        return
-    high = implausible_rates(event, bound)
-    if high:
-        raise ValueError(
-            f"{what}: {', '.join(high)} above the sanity bound of {bound} per unit-hour "
-            "(DLC_MAX_RATE); check the file, or pass --force if the rate is meant"
-        )
-
-
-def publish_price_book(
-    store: PostgresEventStore,
-    book: PriceBook,
-    *,
-    at: datetime | None = None,
-    force: bool = False,
-    max_rate: Decimal | None = DEFAULT_MAX_RATE,
-    dry_run: bool = False,
-) -> PublishResult:
-    """Append ``book`` as ``PriceBookPublished`` unless that exact book is already there.
-
-    Unless ``force``: a book taking effect at the same instant as another published
-    book (which it would silently override) or with a rate above ``max_rate`` is
-    refused. ``at`` is the publication's cluster time (default now).
-    """
-    event = book.to_event()
-    payload = event.model_dump(mode="json")
-    stream = f"pricebook/{book.id}"
-    event_id = _content_id("book", payload)
-    existing = store.read_stream(stream)
-    for record in existing:
-        if record.event_id == event_id:
-            return PublishResult(stream, str(event_id), added=False)
-        other = decode(record.envelope)
-        if isinstance(other, PriceBookPublished) and other.effective_from == event.effective_from:
-            raise ValueError(
-                f"price book {book.id!r} effective {event.effective_from.isoformat()} is already "
-                "published with different content; publish a new id or effective_from instead"
-            )
-    published = [e for _, e in all_price_events(store)]
-    if not force:
-        same = sorted(
-            e.book_id
-            for e in published
-            if isinstance(e, PriceBookPublished) and e.effective_from == event.effective_from
-        )
-        if same:
-            raise ValueError(
-                f"price book {book.id!r} takes effect at {event.effective_from.isoformat()}, "
-                f"the same instant as published book(s) {', '.join(same)}, which it would "
-                "silently override; choose another effective_from, or pass --force"
-            )
-        _refuse_implausible(event, max_rate, f"price book {book.id!r}")
-    # refuses a second currency or scale (a line item must never mix them)
-    PriceSchedule([*published, event])
-    if dry_run:
-        return PublishResult(stream, str(event_id), added=False, dry_run=True)
-    now = at or datetime.now(UTC)
-    envelope = make_envelope(
-        event,
-        event_id=event_id,
-        stream=stream,
-        occurred_at=now,
-        observed_at=now,
-        source=SOURCE,
-    )
-    result = store.append([envelope], expected_versions={stream: len(existing)})
-    return PublishResult(stream, str(envelope.event_id), added=bool(result.positions))
-
-
-def publish_spot_price(
-    store: PostgresEventStore,
-    resource: str,
-    rate: Decimal,
-    effective_from: datetime,
-    *,
-    currency: str | None = None,
-    at: datetime | None = None,
-    force: bool = False,
-    max_rate: Decimal | None = DEFAULT_MAX_RATE,
-) -> PublishResult:
-    """Append a ``SpotPriceChanged`` (currency defaults to the published books').
-
-    Unless ``force``: a resource the book in force at ``effective_from`` does not
-    price, or a rate above ``max_rate``, is refused.
-    """
-    if not _KEY.match(resource):
-        raise ValueError(
-            f"unknown resource key {resource!r}: use gpu/<model>, gpu/any, cpu, memory"
-        )
-    if rate < 0:
-        raise ValueError(f"a spot rate cannot be negative, got {rate}")
-    events = [e for _, e in all_price_events(store)]
-    books = [e for e in events if isinstance(e, PriceBookPublished)]
-    if currency is None:
-        if not books:
-            raise ValueError("no price book published yet: pass --currency or publish a book")
-        currency = books[0].currency
-    event = SpotPriceChanged(
-        resource=resource, currency=currency, rate=rate, effective_from=effective_from
-    )
-    schedule = PriceSchedule([*events, event])  # same currency as the books
-    if not force:
-        _known_flavor(schedule, resource, effective_from)
-        _refuse_implausible(event, max_rate, f"spot {resource}")
-    stream = f"pricebook/spot/{resource}"
-    event_id = _content_id("spot", event.model_dump(mode="json"))
-    for record in store.read_stream(stream):
-        if record.event_id == event_id:
-            return PublishResult(stream, str(event_id), added=False)
-    now = at or datetime.now(UTC)
-    envelope = make_envelope(
-        event, event_id=event_id, stream=stream, occurred_at=now, observed_at=now, source=SOURCE
-    )
-    result = store.append([envelope])
-    return PublishResult(stream, str(event_id), added=bool(result.positions))
-
-
-def _known_flavor(schedule: PriceSchedule, resource: str, effective_from: datetime) -> None:
-    """Refuse a spot change for a resource the book in force does not price (a typo
-    would otherwise record a price nothing ever reads)."""
-    try:
-        book = schedule.book_at(effective_from)
-    except NoApplicableRate as exc:
-        raise ValueError(f"spot {resource}: {exc}; publish a price book first") from None
-    known = sorted(set(book.rates.public) | set(book.rates.spot))
-    if resource not in known:
-        raise ValueError(
-            f"spot {resource}: price book {book.book_id!r} in force at "
-            f"{effective_from.isoformat()} prices only {', '.join(known)}; "
-            "pass --force to record it anyway"
-        )
-
 
 _FILE = typer.Argument(..., exists=True, dir_okay=False, help="price book YAML")
 _FORCE = typer.Option(

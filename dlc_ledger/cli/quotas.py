@@ -10,18 +10,13 @@ Applying the same file twice appends nothing the second time.
 
 from __future__ import annotations
 
-import dataclasses
-import getpass
 import json
-import os
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from consumers.projector import Projector
 from dlc_ledger.cli.options import CLUSTER, check_window, parse_instant, require_known
 from dlc_ledger.cli.tables import (
     DocumentFormat,
@@ -31,199 +26,31 @@ from dlc_ledger.cli.tables import (
     render_table,
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
-from dlc_ledger.services.clocks import observed_cluster_time
+from dlc_ledger.services.quotas import (
+    apply_quota_file,
+    catch_up_quotas,
+    current_tree,
+    format_quantities,
+    lands_inside_history,
+)
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
-from ledger.envelopes import Envelope, EventData, make_envelope
-from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
-from ledger.ids import deterministic_id
-from ledger.quotas import (
-    QuotaTree,
-    diff,
-    keep_absent,
-    parse_quota_tree,
-    resource_unit,
-    spec_hash,
-)
-from ledger.store.postgres import PostgresEventStore
+from ledger.quotas import resource_unit
 from ledger.usage_boards import NUMBERS
 from projections.names import quota_flavors, quota_names
 from projections.quota_reads import (
     STEPS,
-    quota_tree,
     series_points,
     usage_at,
     usage_history,
     usage_series,
 )
-from projections.quotas import QuotaProjection
 
-__all__ = ["ApplyResult", "apply_quota_file", "describe", "quota_envelopes", "quotas_app"]
+__all__ = ["quotas_app"]
 
 quotas_app = typer.Typer(
     help="Quota tree: apply a YAML file, list, show usage.", no_args_is_help=True
 )
-
-
-
-def _principal() -> str:
-    user = os.environ.get("USER")
-    if not user:
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = "unknown"
-    return user
-
-
-def _stream(event: EventData) -> tuple[str, str]:
-    """(stream, what-changes digest) of one apply event."""
-    if isinstance(event, (QuotaCreated, QuotaChanged)):
-        return f"quota/{event.spec.quota_id}", spec_hash(event.spec)
-    if isinstance(event, QuotaDeleted):
-        return f"quota/{event.quota_id}", "deleted"
-    if isinstance(event, WorkspaceBound):
-        return f"workspace/{event.workspace}", event.quota or "-"
-    raise TypeError(f"not an apply event: {type(event).__name__}")
-
-
-def quota_envelopes(
-    store: PostgresEventStore,
-    events: list[EventData],
-    *,
-    at: datetime,
-    source: str,
-) -> tuple[list[Envelope], dict[str, int]]:
-    """Envelopes for ``events`` and the stream versions the append must find."""
-    expected: dict[str, int] = {}
-    envelopes: list[Envelope] = []
-    for event in events:
-        stream, digest = _stream(event)
-        if stream not in expected:
-            expected[stream] = store.stream_version(stream)
-        version = expected[stream] + sum(1 for e in envelopes if e.stream == stream)
-        event_id = deterministic_id("apply", stream, str(version), event.type_name, digest)
-        envelopes.append(
-            make_envelope(
-                event,
-                event_id=event_id,
-                stream=stream,
-                occurred_at=at,
-                observed_at=at,
-                source=source,
-            )
-        )
-    return envelopes, expected
-
-
-def _catch_up(store: PostgresEventStore) -> None:
-    Projector(store, [QuotaProjection()]).catch_up()
-
-
-def _current(store: PostgresEventStore) -> QuotaTree:
-    _catch_up(store)
-    with store.engine.connect() as conn:
-        return quota_tree(conn)
-
-
-def _quantities(values: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(values.items())) or "-"
-
-
-def _changes(old: QuotaSpec, new: QuotaSpec) -> str:
-    parts = []
-    a, b = old.model_dump(mode="json"), new.model_dump(mode="json")
-    for field in ("parent", "min", "max", "lend_limit", "preemption", "queue_policy"):
-        if a[field] != b[field]:
-            if isinstance(a[field], dict) and isinstance(b[field], dict):
-                for key in sorted(set(a[field]) | set(b[field])):
-                    if a[field].get(key) != b[field].get(key):
-                        parts.append(
-                            f"{field}.{key} {a[field].get(key, '-')} -> {b[field].get(key, '-')}"
-                        )
-            else:
-                parts.append(f"{field} {a[field]} -> {b[field]}")
-    return "; ".join(parts)
-
-
-def describe(current: QuotaTree, event: EventData) -> str:
-    """One human line per apply event."""
-    if isinstance(event, QuotaCreated):
-        s = event.spec
-        return (
-            f"created quota {s.quota_id} (parent {s.parent or '-'}; "
-            f"min {_quantities(s.min)}; max {_quantities(s.max)})"
-        )
-    if isinstance(event, QuotaChanged):
-        return (
-            f"changed quota {event.spec.quota_id}: "
-            f"{_changes(current.specs[event.spec.quota_id], event.spec)}"
-        )
-    if isinstance(event, QuotaDeleted):
-        return f"deleted quota {event.quota_id}"
-    if isinstance(event, WorkspaceBound):
-        was = current.bindings.get(event.workspace, "-")
-        if event.quota is None:
-            return f"unbound workspace {event.workspace} (was {was})"
-        return f"bound workspace {event.workspace} to {event.quota} (was {was})"
-    return type(event).__name__
-
-
-@dataclass(frozen=True)
-class ApplyResult:
-    """What an apply did (or, dry-run, would do)."""
-
-    lines: list[str]  # one human line per event
-    events: list[Envelope]  # appended, or (dry-run) that would be
-    # absent from the file and not pruned:
-    kept_quotas: list[str] = dataclasses.field(default_factory=list)
-    kept_bindings: list[str] = dataclasses.field(default_factory=list)
-
-
-def apply_quota_file(
-    store: PostgresEventStore,
-    text: str,
-    *,
-    at: datetime | None = None,
-    dry_run: bool = False,
-    prune: bool = False,
-    user: str | None = None,
-) -> ApplyResult:
-    """Diff ``text`` against the projected tree; append the differences unless dry-run.
-
-    Quotas and workspace bindings the file leaves out are kept unless ``prune``; the
-    events take effect at ``at`` (cluster time; default now).
-    """
-    desired = parse_quota_tree(text)
-    current = _current(store)
-    kept_quotas: list[str] = []
-    kept_bindings: list[str] = []
-    if not prune:
-        desired, kept_quotas, kept_bindings = keep_absent(current, desired)
-    events = diff(current, desired)
-    lines = [describe(current, e) for e in events]
-    envelopes: list[Envelope] = []
-    if events:
-        envelopes, expected = quota_envelopes(
-            store, events, at=at or datetime.now(UTC), source=f"api/{user or _principal()}"
-        )
-        if not dry_run:
-            store.append(envelopes, expected_versions=expected)
-            _catch_up(store)
-    return ApplyResult(lines, envelopes, kept_quotas, kept_bindings)
-
-
-def _lands_inside_history(store: PostgresEventStore, at: datetime) -> str | None:
-    """A warning when ``at`` falls before cluster facts already stored (a replay's
-    history lies in virtual time, often ahead of the wall clock)."""
-    observed = observed_cluster_time(store)
-    if observed is None or observed <= at:
-        return None
-    return (
-        f"note: the store holds cluster facts up to {format_timestamp(observed)}, after "
-        f"{format_timestamp(at)}: the change takes effect inside that history "
-        "(pass --effective-at to place it, e.g. at a replay's start)"
-    )
 
 
 @quotas_app.command("apply")
@@ -259,7 +86,7 @@ def apply(
     when = parse_instant(at, option="--effective-at") if at else datetime.now(UTC)
     result = apply_quota_file(store, text, at=when, dry_run=dry_run, prune=prune)
     if at is None and result.events:
-        warning = _lands_inside_history(store, when)
+        warning = lands_inside_history(store, when)
         if warning:
             typer.echo(warning, err=True)
     if not result.lines:
@@ -296,7 +123,7 @@ _NAMED = 10  # kept nodes named in apply's summary line
 @quotas_app.command("list")
 def list_quotas(fmt: DocumentFormatOption = DocumentFormat.table) -> None:
     """Every quota node: parent, min, max, bound workspaces."""
-    tree = _current(context.open_store())
+    tree = current_tree(context.open_store())
     rows: list[dict[str, Any]] = []
     from ledger.quotas import topological_order
 
@@ -306,8 +133,8 @@ def list_quotas(fmt: DocumentFormatOption = DocumentFormat.table) -> None:
             {
                 "quota": name,
                 "parent": spec.parent,
-                "min": spec.min if fmt is DocumentFormat.json else _quantities(spec.min),
-                "max": spec.max if fmt is DocumentFormat.json else _quantities(spec.max),
+                "min": spec.min if fmt is DocumentFormat.json else format_quantities(spec.min),
+                "max": spec.max if fmt is DocumentFormat.json else format_quantities(spec.max),
                 "workspaces": tree.workspaces_of(name)
                 if fmt is DocumentFormat.json
                 else ",".join(tree.workspaces_of(name)) or "-",
@@ -323,7 +150,7 @@ def list_quotas(fmt: DocumentFormatOption = DocumentFormat.table) -> None:
 def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
     """One quota: spec, bound workspaces, current usage per flavor."""
     store = context.open_store()
-    tree = _current(store)
+    tree = current_tree(store)
     spec = tree.specs.get(quota)
     if spec is None:
         raise typer.BadParameter(
@@ -349,9 +176,9 @@ def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
     typer.echo(f"parent      {spec.parent or '-'}")
     typer.echo(f"children    {', '.join(children) or '-'}")
     typer.echo(f"workspaces  {', '.join(tree.workspaces_of(quota)) or '-'}")
-    typer.echo(f"min         {_quantities(spec.min)}")
-    typer.echo(f"max         {_quantities(spec.max)}")
-    typer.echo(f"lend_limit  {_quantities(spec.lend_limit)}")
+    typer.echo(f"min         {format_quantities(spec.min)}")
+    typer.echo(f"max         {format_quantities(spec.max)}")
+    typer.echo(f"lend_limit  {format_quantities(spec.lend_limit)}")
     p = spec.preemption
     typer.echo(
         f"preemption  within_quota={p.within_quota} reclaim={p.reclaim} "
@@ -387,7 +214,7 @@ def quota_usage_report(
     """Per quota node x flavor: min, max, used, borrowed, lent, queued demand, job counts."""
     instant = parse_instant(at, option="--at") if at else None
     store = context.open_store()
-    _catch_up(store)
+    catch_up_quotas(store)
     with store.engine.connect() as conn:
         rows = usage_at(conn, instant)
     if fmt is RowFormat.table:
@@ -435,7 +262,7 @@ def quota_history_report(
     end = parse_instant(until, option="--to") if until else None
     check_window(start, end, inclusive=True)
     store = context.open_store()
-    _catch_up(store)
+    catch_up_quotas(store)
     with store.engine.connect() as conn:
         require_known("quota", quota, quota_names(conn), option="--quota")
         require_known("flavor", flavor, quota_flavors(conn), option="--flavor")

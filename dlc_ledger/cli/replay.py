@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from dlc_ledger.cli.options import CLUSTER
+from dlc_ledger.cli.options import CLUSTER, parse_instant
 from dlc_ledger.wiring.logs import configure_logging
 from dlc_ledger.wiring.replay import run_replay
 
@@ -78,7 +78,7 @@ def replay(
         trace,
         trace_format(trace, fmt).value,
         nodes=nodes,
-        epoch=epoch,
+        epoch=None if epoch is None else parse_instant(epoch, option="--epoch"),
         speed=_speed(speed),  # type: ignore[arg-type]
         quotas=quotas,
         pricebook=pricebook,

@@ -48,9 +48,7 @@ class DocumentFormat(StrEnum):
     json = "json"
 
 
-DocumentFormatOption = Annotated[
-    DocumentFormat, typer.Option("--format", help="table or json.")
-]
+DocumentFormatOption = Annotated[DocumentFormat, typer.Option("--format", help="table or json.")]
 
 _NUMBER = (int, float, Decimal)
 

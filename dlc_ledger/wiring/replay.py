@@ -33,7 +33,9 @@ from consumers.kafka_settings import DEFAULT_PARTITIONS
 from consumers.watchers.checkpoints import WatcherCheckpoints
 from consumers.watchers.listwatch import WatchSettings
 from consumers.watchers.runner import Watcher
-from dlc_ledger.cli.options import parse_instant
+from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.quotas import apply_quota_file
+from dlc_ledger.services.yaml_files import load_price_book
 from kubesim import PODS as _PODS
 from kubesim import KubeSim
 from kubesim.driver import Speed, TraceDriver
@@ -171,22 +173,11 @@ def _apply_setup(
 ) -> list[str]:
     notes: list[str] = []
     if pricebook is not None:
-        try:
-            from dlc_ledger.cli.prices import publish_price_book
-            from ledger.prices import load_price_book
-        except ImportError:
-            notes.append("price book skipped: the price CLI is not installed")
-        else:
-            result = publish_price_book(store, load_price_book(pricebook), at=epoch)
-            say(f"price book {pricebook}: {'published' if result.added else 'already published'}")
+        result = publish_price_book(store, load_price_book(pricebook), at=epoch)
+        say(f"price book {pricebook}: {'published' if result.added else 'already published'}")
     if quotas is not None:
-        try:
-            from dlc_ledger.cli.quotas import apply_quota_file
-        except ImportError:
-            notes.append("quotas skipped: the quota CLI is not installed")
-        else:
-            changes = apply_quota_file(store, quotas.read_text(), at=epoch)
-            say(f"quotas {quotas}: {len(changes.lines)} changes applied")
+        changes = apply_quota_file(store, quotas.read_text(), at=epoch)
+        say(f"quotas {quotas}: {len(changes.lines)} changes applied")
     return notes
 
 
@@ -240,7 +231,7 @@ def run_replay(
     fmt: str = "openb",
     *,
     nodes: str | Path | None = None,
-    epoch: datetime | str | None = None,
+    epoch: datetime | None = None,
     speed: Speed = "max",
     quotas: Path | None = None,
     pricebook: Path | None = None,
@@ -261,7 +252,7 @@ def run_replay(
 
     say = progress or (lambda _line: None)
     started_wall = time.monotonic()
-    epoch_at = parse_instant(epoch, option="--epoch") if isinstance(epoch, str) else epoch
+    epoch_at = epoch
     loaded = load_replay_trace(trace, fmt, nodes=nodes, epoch=epoch_at, limit=limit)
     own_store = store is None
     if fresh and context.settings().database_url and store is None and not yes:

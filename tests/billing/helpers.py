@@ -8,8 +8,9 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from dlc_ledger.services.yaml_files import load_price_book
 from ledger.events import BillingMode, PriceBookPublished, Rates, SpotPriceChanged
-from ledger.prices import PriceSchedule, load_price_book
+from ledger.prices import PriceSchedule
 from ledger.rating import Occupancy
 
 __all__ = [

@@ -7,13 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.prices import (
-    NoApplicableRate,
-    PriceBookError,
-    PriceSchedule,
-    load_price_book,
-    parse_price_book,
-)
+from dlc_ledger.services.yaml_files import load_price_book, parse_price_book
+from ledger.prices import NoApplicableRate, PriceBookError, PriceSchedule
 
 from .helpers import at, book, spot
 

@@ -8,10 +8,11 @@ from typing import Any
 
 from sqlalchemy import text
 
+from dlc_ledger.services.yaml_files import load_price_book, parse_price_book
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import BillingMode, OccupancyEnded, OccupancyStarted
 from ledger.ids import fact_event_id
-from ledger.prices import PriceBook, load_price_book, parse_price_book
+from ledger.prices import PriceBook
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = [

@@ -20,7 +20,7 @@ import pytest
 
 from consumers.billing_jobs import tick
 from dlc_ledger.cli.finance import sync_billing
-from dlc_ledger.cli.prices import publish_price_book
+from dlc_ledger.services.prices import publish_price_book
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore
 from projections.finance_reports import job_cost

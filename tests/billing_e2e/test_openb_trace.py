@@ -9,7 +9,7 @@ from datetime import timedelta
 from fractions import Fraction
 
 from consumers.billing_rater import rate
-from dlc_ledger.cli.prices import publish_price_book
+from dlc_ledger.services.prices import publish_price_book
 from kubesim.traces import load_openb
 from ledger.store.postgres import PostgresEventStore
 from tests.billing_e2e.helpers import at, demo_book, ended, started

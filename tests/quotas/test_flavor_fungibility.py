@@ -9,8 +9,9 @@ import pytest
 from sqlalchemy import text
 
 from consumers.projector import Projector
+from dlc_ledger.services.yaml_files import parse_quota_tree
 from ledger.events import QuotaSpec
-from ledger.quotas import NO_QUOTA, counted_flavor, counting_flavors, parse_quota_tree
+from ledger.quotas import NO_QUOTA, counted_flavor, counting_flavors
 from ledger.store.postgres import PostgresEventStore
 from ledger.usage_boards import UsageBoard
 from projections.quota_reads import series_points, usage_at, usage_history, usage_series

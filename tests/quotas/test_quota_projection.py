@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from sqlalchemy import Connection, text
 
 from consumers.projector import Projector
+from dlc_ledger.services.yaml_files import parse_quota_tree
 from ledger.envelopes import Envelope
 from ledger.events import JobAdmitted, JobPreempted, JobStarted, JobSucceeded
-from ledger.quotas import NO_QUOTA, parse_quota_tree
+from ledger.quotas import NO_QUOTA
 from ledger.store.base import RecordedEvent
 from ledger.store.postgres import PostgresEventStore
 from projections.quota_reads import _raw_at, usage_at, usage_history

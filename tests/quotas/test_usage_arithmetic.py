@@ -7,15 +7,9 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dlc_ledger.services.yaml_files import parse_quota_tree
 from ledger.events import QuotaSpec
-from ledger.quotas import (
-    NO_QUOTA,
-    FlavorUsage,
-    UsageCalculator,
-    allocate,
-    compute_usage,
-    parse_quota_tree,
-)
+from ledger.quotas import NO_QUOTA, FlavorUsage, UsageCalculator, allocate, compute_usage
 from ledger.usage_boards import UsageBoard
 from tests.quotas.helpers import check_invariants
 

@@ -17,10 +17,10 @@ from sqlalchemy import text
 
 from bench.databases import scratch_database
 from consumers.projector import Projector
+from dlc_ledger.services.yaml_files import parse_quota_tree
 from kubesim.traces import load_openb
 from ledger.envelopes import Envelope
 from ledger.events import JobStarted, JobSucceeded
-from ledger.quotas import parse_quota_tree
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore

@@ -1,0 +1,194 @@
+"""Applying a quota tree: diff a file against the projected tree, append the differences."""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from consumers.projector import Projector
+from dlc_ledger.services.clocks import observed_cluster_time
+from dlc_ledger.services.yaml_files import parse_quota_tree
+from ledger.canonical import format_timestamp
+from ledger.envelopes import Envelope, EventData, make_envelope
+from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
+from ledger.ids import deterministic_id
+from ledger.quotas import QuotaTree, diff, keep_absent, spec_hash
+from ledger.store.postgres import PostgresEventStore
+from projections.quota_reads import (
+    quota_tree,
+)
+from projections.quotas import QuotaProjection
+
+__all__ = [
+    "ApplyResult",
+    "apply_quota_file",
+    "catch_up_quotas",
+    "current_tree",
+    "describe",
+    "format_quantities",
+    "lands_inside_history",
+    "quota_envelopes",
+]
+
+
+def _principal() -> str:
+    user = os.environ.get("USER")
+    if not user:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "unknown"
+    return user
+
+
+def _stream(event: EventData) -> tuple[str, str]:
+    """(stream, what-changes digest) of one apply event."""
+    if isinstance(event, (QuotaCreated, QuotaChanged)):
+        return f"quota/{event.spec.quota_id}", spec_hash(event.spec)
+    if isinstance(event, QuotaDeleted):
+        return f"quota/{event.quota_id}", "deleted"
+    if isinstance(event, WorkspaceBound):
+        return f"workspace/{event.workspace}", event.quota or "-"
+    raise TypeError(f"not an apply event: {type(event).__name__}")
+
+
+def quota_envelopes(
+    store: PostgresEventStore,
+    events: list[EventData],
+    *,
+    at: datetime,
+    source: str,
+) -> tuple[list[Envelope], dict[str, int]]:
+    """Envelopes for ``events`` and the stream versions the append must find."""
+    expected: dict[str, int] = {}
+    envelopes: list[Envelope] = []
+    for event in events:
+        stream, digest = _stream(event)
+        if stream not in expected:
+            expected[stream] = store.stream_version(stream)
+        version = expected[stream] + sum(1 for e in envelopes if e.stream == stream)
+        event_id = deterministic_id("apply", stream, str(version), event.type_name, digest)
+        envelopes.append(
+            make_envelope(
+                event,
+                event_id=event_id,
+                stream=stream,
+                occurred_at=at,
+                observed_at=at,
+                source=source,
+            )
+        )
+    return envelopes, expected
+
+
+def catch_up_quotas(store: PostgresEventStore) -> None:
+    Projector(store, [QuotaProjection()]).catch_up()
+
+
+def current_tree(store: PostgresEventStore) -> QuotaTree:
+    catch_up_quotas(store)
+    with store.engine.connect() as conn:
+        return quota_tree(conn)
+
+
+def format_quantities(values: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(values.items())) or "-"
+
+
+def _changes(old: QuotaSpec, new: QuotaSpec) -> str:
+    parts = []
+    a, b = old.model_dump(mode="json"), new.model_dump(mode="json")
+    for field in ("parent", "min", "max", "lend_limit", "preemption", "queue_policy"):
+        if a[field] != b[field]:
+            if isinstance(a[field], dict) and isinstance(b[field], dict):
+                for key in sorted(set(a[field]) | set(b[field])):
+                    if a[field].get(key) != b[field].get(key):
+                        parts.append(
+                            f"{field}.{key} {a[field].get(key, '-')} -> {b[field].get(key, '-')}"
+                        )
+            else:
+                parts.append(f"{field} {a[field]} -> {b[field]}")
+    return "; ".join(parts)
+
+
+def describe(current: QuotaTree, event: EventData) -> str:
+    """One human line per apply event."""
+    if isinstance(event, QuotaCreated):
+        s = event.spec
+        return (
+            f"created quota {s.quota_id} (parent {s.parent or '-'}; "
+            f"min {format_quantities(s.min)}; max {format_quantities(s.max)})"
+        )
+    if isinstance(event, QuotaChanged):
+        return (
+            f"changed quota {event.spec.quota_id}: "
+            f"{_changes(current.specs[event.spec.quota_id], event.spec)}"
+        )
+    if isinstance(event, QuotaDeleted):
+        return f"deleted quota {event.quota_id}"
+    if isinstance(event, WorkspaceBound):
+        was = current.bindings.get(event.workspace, "-")
+        if event.quota is None:
+            return f"unbound workspace {event.workspace} (was {was})"
+        return f"bound workspace {event.workspace} to {event.quota} (was {was})"
+    return type(event).__name__
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What an apply did (or, dry-run, would do)."""
+
+    lines: list[str]  # one human line per event
+    events: list[Envelope]  # appended, or (dry-run) that would be
+    # absent from the file and not pruned:
+    kept_quotas: list[str] = dataclasses.field(default_factory=list)
+    kept_bindings: list[str] = dataclasses.field(default_factory=list)
+
+
+def apply_quota_file(
+    store: PostgresEventStore,
+    text: str,
+    *,
+    at: datetime | None = None,
+    dry_run: bool = False,
+    prune: bool = False,
+    user: str | None = None,
+) -> ApplyResult:
+    """Diff ``text`` against the projected tree; append the differences unless dry-run.
+
+    Quotas and workspace bindings the file leaves out are kept unless ``prune``; the
+    events take effect at ``at`` (cluster time; default now).
+    """
+    desired = parse_quota_tree(text)
+    current = current_tree(store)
+    kept_quotas: list[str] = []
+    kept_bindings: list[str] = []
+    if not prune:
+        desired, kept_quotas, kept_bindings = keep_absent(current, desired)
+    events = diff(current, desired)
+    lines = [describe(current, e) for e in events]
+    envelopes: list[Envelope] = []
+    if events:
+        envelopes, expected = quota_envelopes(
+            store, events, at=at or datetime.now(UTC), source=f"api/{user or _principal()}"
+        )
+        if not dry_run:
+            store.append(envelopes, expected_versions=expected)
+            catch_up_quotas(store)
+    return ApplyResult(lines, envelopes, kept_quotas, kept_bindings)
+
+
+def lands_inside_history(store: PostgresEventStore, at: datetime) -> str | None:
+    """A warning when ``at`` falls before cluster facts already stored (a replay's
+    history lies in virtual time, often ahead of the wall clock)."""
+    observed = observed_cluster_time(store)
+    if observed is None or observed <= at:
+        return None
+    return (
+        f"note: the store holds cluster facts up to {format_timestamp(observed)}, after "
+        f"{format_timestamp(at)}: the change takes effect inside that history "
+        "(pass --effective-at to place it, e.g. at a replay's start)"
+    )

@@ -1,0 +1,73 @@
+"""YAML as operators write it (quota trees, price books): one loader for both, at the edge.
+
+The domain (:mod:`ledger.quotas`, :mod:`ledger.prices`) validates parsed documents and
+never reads YAML or files; this module reads them. PyYAML keeps the last of two equal
+keys in a mapping without a word; the loader refuses a repeated key instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ledger.prices import PriceBook, PriceBookError, price_book_from_document
+from ledger.quotas import QuotaTree, QuotaTreeError, quota_tree_from_document
+
+__all__ = ["YamlError", "load_price_book", "load_yaml", "parse_price_book", "parse_quota_tree"]
+
+
+class YamlError(ValueError):
+    """Text that is not YAML, or a mapping that repeats a key."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return dict(loader.construct_mapping(node))
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml(text: str) -> Any:
+    """The document in ``text``; a :class:`YamlError` for bad YAML or a repeated key."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise YamlError(f"not valid YAML: {exc}") from None
+
+
+def parse_quota_tree(text: str) -> QuotaTree:
+    """Parse a quota tree file; every problem is a :class:`~ledger.quotas.QuotaTreeError`."""
+    try:
+        raw = load_yaml(text)
+    except YamlError as exc:
+        raise QuotaTreeError(str(exc)) from None
+    return quota_tree_from_document(raw)
+
+
+def parse_price_book(text: str, *, source: str = "<price book>") -> PriceBook:
+    """Parse and validate a YAML price book; every problem is a :class:`PriceBookError`."""
+    try:
+        raw = load_yaml(text)
+    except YamlError as exc:
+        raise PriceBookError(f"{source}: {exc}") from None
+    return price_book_from_document(raw, source=source)
+
+
+def load_price_book(path: str | Path) -> PriceBook:
+    """Read and validate the price book at ``path``."""
+    p = Path(path)
+    return parse_price_book(p.read_text(encoding="utf-8"), source=str(p))
