@@ -19,9 +19,9 @@ from typing import Any
 import typer
 from sqlalchemy import text
 
-from consumers.billing_jobs import tick
 from consumers.projector import Projector
 from dlc_ledger.cli.tables import render_rows
+from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.replay import run_replay

@@ -17,12 +17,12 @@ from typing import Any
 import typer
 from sqlalchemy import text
 
-from consumers.billing_jobs import DEFAULT_GRACE, TickResult, serve, tick
 from consumers.billing_rater import transaction_envelope
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.finance import sync_billing
 from dlc_ledger.cli.options import CLUSTER, parse_instant, parse_period, require_known
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
+from dlc_ledger.services.billing import DEFAULT_GRACE, TickResult, serve, tick
 from dlc_ledger.services.clocks import billing_now, observed_cluster_time
 from dlc_ledger.wiring.context import open_store
 from ledger.accounts import (

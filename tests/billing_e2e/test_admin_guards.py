@@ -98,7 +98,7 @@ def test_billing_run_until_beyond_the_cluster_clock_needs_force(
 
 def test_a_run_never_posts_usage_after_its_until(store: PostgresEventStore) -> None:
     """Finals of occupancies that end after the run's until wait for a later run."""
-    from consumers.billing_jobs import tick
+    from dlc_ledger.services.billing import tick
 
     publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
     store.append(
@@ -169,7 +169,7 @@ def test_credit_notes_are_idempotent_exact_and_listed(
 ) -> None:
     publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
     store.append([started("a", at("2026-11-05T00:00")), ended("a", at("2026-11-05T10:00"))])
-    from consumers.billing_jobs import tick
+    from dlc_ledger.services.billing import tick
 
     (invoice_id,) = tick(store, at("2026-12-02T00:00")).invoices
     error = cli("invoices", "credit", invoice_id, "--amount", "1.005", "--reason", "x", ok=False)
