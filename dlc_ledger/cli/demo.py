@@ -38,7 +38,7 @@ from projections.registry import all_projections
 
 __all__ = ["run_demo"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (part 8: package data)
 PRICE_BOOK = ROOT / "ops" / "pricebooks" / "demo-2026.yaml"
 QUOTAS = ROOT / "ops" / "quotas" / "demo.yaml"
 MGPU_SECONDS_PER_GPU_HOUR = Decimal(1000 * 3600)
