@@ -119,6 +119,5 @@ def require_current(engine: Engine) -> None:
     if behind:
         which = ", ".join(f"{b.label} at {b.applied or 'none'}, newest {b.newest}" for b in behind)
         raise SchemaNotCurrent(
-            f"database schema is behind ({which}): run `dlc-ledger db upgrade` "
-            "as the schema owner"
+            f"database schema is behind ({which}): run `dlc-ledger db upgrade` as the schema owner"
         )

@@ -60,9 +60,11 @@ def login(database_url: str) -> Iterator[Login]:
 
 
 def _refused(url: str, sql: str) -> str:
-    with psycopg.connect(_plain(url), autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege) as caught:
-            conn.execute(sql)
+    with (
+        psycopg.connect(_plain(url), autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege) as caught,
+    ):
+        conn.execute(sql)
     return str(caught.value)
 
 
