@@ -93,6 +93,9 @@ def _one_line(exc: BaseException) -> str:
 
     if isinstance(exc, OperationalError):
         return f"database unreachable: {str(exc.orig).strip().splitlines()[0]}"
+    if isinstance(exc, ProgrammingError) and getattr(exc.orig, "sqlstate", None) == "42501":
+        # insufficient_privilege: the role (docs/store.md) or the append-only trigger refused
+        return f"refused by the database: {str(exc.orig).strip().splitlines()[0]}"
     if isinstance(exc, ProgrammingError):
         return (
             f"database error: {str(exc.orig).strip().splitlines()[0]} "

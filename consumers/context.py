@@ -9,13 +9,15 @@ from __future__ import annotations
 import sys
 from functools import cache
 
+from sqlalchemy import Engine
+
 from consumers.embedded_postgres import embedded_database_url
 from consumers.settings import Settings, load_settings
 from ledger.store.engines import make_engine, normalise_url
-from ledger.store.migrations import upgrade
+from ledger.store.migrations import require_current, upgrade
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["database_url", "kafka_bootstrap", "open_store", "settings"]
+__all__ = ["database_url", "kafka_bootstrap", "open_store", "ready_schema", "settings"]
 
 
 @cache
@@ -38,13 +40,24 @@ def database_url(*, announce: bool = True, create: bool = False) -> str:
     return url
 
 
-def open_store(
-    *, migrate: bool = True, announce: bool = True, create: bool = False
-) -> PostgresEventStore:
-    """The store, with migrations applied first (idempotent) unless told otherwise."""
-    engine = make_engine(database_url(announce=announce, create=create))
-    if migrate:
+def ready_schema(engine: Engine, *, create: bool = False) -> None:
+    """Only ``db upgrade`` migrates a configured database: elsewhere a schema that is not at
+    this version's heads is a one-line error naming it (the deployed roles could not migrate
+    anyway, see ``ledger/store/roles.py``). The embedded database is the CLI's own: a
+    command that may create it (``create``) also brings it up to date."""
+    if create and not settings().database_url:
         upgrade(engine)
+    else:
+        require_current(engine)
+
+
+def open_store(
+    *, check: bool = True, announce: bool = True, create: bool = False
+) -> PostgresEventStore:
+    """The store, its schema checked first (:func:`ready_schema`) unless told otherwise."""
+    engine = make_engine(database_url(announce=announce, create=create))
+    if check:
+        ready_schema(engine, create=create)
     return PostgresEventStore(engine)
 
 

@@ -16,7 +16,7 @@ import typer
 from consumers.amounts import currency_scales, with_amounts
 from consumers.context import open_store
 from consumers.options import AS_OF_HELP, CLUSTER, check_window, parse_optional_instant
-from consumers.projector import Projector
+from consumers.projector import catch_up_to_read
 from consumers.tables import render_rows
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import BillingProjection
@@ -37,8 +37,9 @@ def emit(rows: Sequence[dict[str, Any]], fmt: str) -> None:
 
 
 def sync_billing(store: PostgresEventStore) -> None:
-    """Bring the billing projection to the store's head before reading it."""
-    Projector(store, [BillingProjection()]).catch_up()
+    """Bring the billing projection to the store's head before reading it (a reader role
+    reads it as projected)."""
+    catch_up_to_read(store, [BillingProjection()])
 
 
 def _window(start: str | None, end: str | None, as_of: str | None) -> ReportWindow:

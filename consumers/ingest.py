@@ -553,6 +553,7 @@ def ingest_command(
     from ledger.store.postgres import PostgresEventStore
 
     store = PostgresEventStore(store_url)
+    context.ready_schema(store.engine, create=database_url is None)
     try:
         stats = run_ingest(
             store,

@@ -25,7 +25,7 @@ from consumers import context
 from consumers.clocks import observed_cluster_time
 from consumers.jobs_cli import Format
 from consumers.options import CLUSTER, check_window, parse_instant, require_known
-from consumers.projector import Projector
+from consumers.projector import catch_up_to_read
 from consumers.tables import FormatOption as RowFormatOption
 from consumers.tables import RowFormat, render_rows, render_table
 from ledger.canonical import format_timestamp
@@ -113,7 +113,7 @@ def quota_envelopes(
 
 
 def _catch_up(store: PostgresEventStore) -> None:
-    Projector(store, [QuotaProjection()]).catch_up()
+    catch_up_to_read(store, [QuotaProjection()])
 
 
 def _current(store: PostgresEventStore) -> QuotaTree:

@@ -52,7 +52,7 @@ def db_url() -> None:
 @db_app.command("status")
 def db_status() -> None:
     """Schema revision (per migration branch) and the store's head position."""
-    store = context.open_store(migrate=False)
+    store = context.open_store(check=False)
     revision = current_revision(store.engine)
     if not revision:
         typer.echo("revision: none (run: dlc-ledger db upgrade)")

@@ -504,6 +504,12 @@ class PostgresEventStore(EventStore):
             query = query.where(events.c.occurred_at < occurred_to)
         return self._read(query.order_by(events.c.position).limit(limit))
 
+    def may_write(self) -> bool:
+        """Whether this connection's role may move checkpoints (a writer, not a reader)."""
+        with self.engine.connect() as conn:
+            query = text("SELECT has_table_privilege('checkpoints', 'UPDATE')")
+            return bool(conn.execute(query).scalar_one())
+
     def head_position(self) -> int:
         with self.engine.connect() as conn:
             return int(
