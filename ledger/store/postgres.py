@@ -552,8 +552,15 @@ class PostgresEventStore(EventStore):
                     expected_position += 1
                     checked += 1
 
-    def dead_letters(self, *, include_resolved: bool = False) -> list[DeadLetter]:
-        query = select(dead_letters).order_by(dead_letters.c.id)
+    def dead_letters(
+        self, *, include_resolved: bool = False, after_id: int = 0, limit: int | None = None
+    ) -> list[DeadLetter]:
+        query = (
+            select(dead_letters)
+            .where(dead_letters.c.id > after_id)
+            .order_by(dead_letters.c.id)
+            .limit(limit)
+        )
         if not include_resolved:
             query = query.where(dead_letters.c.resolved_at.is_(None))
         with self.engine.connect() as conn:
