@@ -31,6 +31,7 @@ from consumers.options import (
     print_next_cursor,
     require_known,
 )
+from consumers.tables import escape_controls
 from ledger.accounts import (
     balanced_transaction,
     receivable_account,
@@ -437,8 +438,9 @@ def show_invoice(invoice_id: str = typer.Argument(...), fmt: str = FORMAT_OPTION
         scale = scale_of(currency)
         total = format_minor(detail["total_minor"], scale, currency, grouped=True)
         credited = format_minor(detail["credited_minor"], scale, currency, grouped=True)
+        workspace = escape_controls(detail["workspace"])  # from the cluster's annotations
         typer.echo(
-            f"invoice {detail['invoice_id']}  workspace {detail['workspace']}  period "
+            f"invoice {detail['invoice_id']}  workspace {workspace}  period "
             f"{detail['period']}  {detail['status']}  total {total}  credited {credited}\n"
             f"issued_at {detail['issued_at'].isoformat()} (cluster time)  recorded_at "
             f"{detail['recorded_at'].isoformat()} (store time)"

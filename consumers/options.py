@@ -83,7 +83,10 @@ def parse_instant(text: str, *, option: str = "time") -> datetime:
         raise ValueError(
             f"{option} {text!r} is not a date or ISO-8601 instant ({_EXAMPLES})"
         ) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    try:
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-01:00 is in year 10000 in UTC
+        raise ValueError(f"{option} {text!r} is out of range in UTC") from None
 
 
 def parse_optional_instant(text: str | None, *, option: str) -> datetime | None:

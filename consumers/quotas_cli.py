@@ -27,7 +27,7 @@ from consumers.jobs_cli import Format
 from consumers.options import CLUSTER, check_window, parse_instant, require_known
 from consumers.projector import Projector
 from consumers.tables import FormatOption as RowFormatOption
-from consumers.tables import RowFormat, render_rows, render_table
+from consumers.tables import RowFormat, escape_controls, render_rows, render_table
 from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
@@ -341,10 +341,10 @@ def show(quota: str, fmt: FormatOption = Format.table) -> None:
         )
         return
     children = sorted(n for n, s in tree.specs.items() if s.parent == quota)
-    typer.echo(f"quota       {quota}")
-    typer.echo(f"parent      {spec.parent or '-'}")
-    typer.echo(f"children    {', '.join(children) or '-'}")
-    typer.echo(f"workspaces  {', '.join(tree.workspaces_of(quota)) or '-'}")
+    typer.echo(escape_controls(f"quota       {quota}"))
+    typer.echo(escape_controls(f"parent      {spec.parent or '-'}"))
+    typer.echo(escape_controls(f"children    {', '.join(children) or '-'}"))
+    typer.echo(escape_controls(f"workspaces  {', '.join(tree.workspaces_of(quota)) or '-'}"))
     typer.echo(f"min         {_quantities(spec.min)}")
     typer.echo(f"max         {_quantities(spec.max)}")
     typer.echo(f"lend_limit  {_quantities(spec.lend_limit)}")

@@ -13,7 +13,7 @@ from consumers.options import CursorOption, LimitOption, print_next_cursor
 from consumers.tables import render_table
 from ledger.envelopes import EventDecodeError, envelope_from_wire
 from ledger.store.base import DeadLetter
-from ledger.store.engines import make_engine
+from ledger.store.engines import make_engine, masked_url
 from ledger.store.migrations import current_revision, downgrade, schema_branches, upgrade
 from projections.pages import decode_cursor, encode_cursor
 
@@ -46,9 +46,15 @@ def db_downgrade(
 
 
 @db_app.command("url")
-def db_url() -> None:
+def db_url(
+    show_password: Annotated[
+        bool,
+        typer.Option("--show-password", help="Print the password too (default: masked, ***)."),
+    ] = False,
+) -> None:
     """Print the database URL in use (DATABASE_URL, or the embedded server's)."""
-    typer.echo(context.database_url(announce=False))
+    url = context.database_url(announce=False)
+    typer.echo(url if show_password else masked_url(url))
 
 
 @db_app.command("status")
@@ -86,7 +92,7 @@ def db_stop() -> None:
 
 
 def verify(
-    batch: Annotated[int, typer.Option(help="Rows read per query.")] = 10_000,
+    batch: Annotated[int, typer.Option(min=1, help="Rows read per query.")] = 10_000,
 ) -> None:
     """Recompute the hash chain; exit 0 if intact, 1 naming the first broken position."""
     store = context.open_store()

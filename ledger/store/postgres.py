@@ -520,10 +520,13 @@ class PostgresEventStore(EventStore):
             return int(value)
 
     def verify(self, *, batch: int = 10_000) -> VerifyResult:
+        if batch < 1:  # LIMIT 0 reads nothing: an empty check is no proof of an intact chain
+            raise ValueError(f"batch must be at least 1, got {batch}")
         previous = GENESIS_HASH
         expected_position = 1
         checked = 0
         with self.engine.connect() as conn:
+            head = conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
             while True:
                 rows = conn.execute(
                     select(*_READ_COLUMNS, events.c.hash)
@@ -532,6 +535,8 @@ class PostgresEventStore(EventStore):
                     .limit(batch)
                 ).all()
                 if not rows:
+                    if checked < head:  # intact means every event stored when we began
+                        return VerifyResult(checked, checked + 1, "events were not all read")
                     return VerifyResult(checked)
                 for row in rows:
                     if row.position != expected_position:
