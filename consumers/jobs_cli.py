@@ -16,7 +16,7 @@ import typer
 
 from consumers import context
 from consumers.amounts import currency_scales, with_amounts
-from consumers.finance_cli import sync_billing
+from consumers.finance_cli import emit, sync_billing
 from consumers.options import (
     CLUSTER,
     CursorOption,
@@ -26,7 +26,7 @@ from consumers.options import (
     require_known,
 )
 from consumers.tables import FormatOption as RowFormatOption
-from consumers.tables import RowFormat, render_rows, render_table
+from consumers.tables import RowFormat, render_table
 from consumers.tables import cell as _cell
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
 from projections.jobs import find_job, job_detail, list_jobs
@@ -155,7 +155,7 @@ def report_occupancy(
     store = context.open_store()
     with store.engine.connect() as conn:
         rows = occupied_at(conn, instant, keys)
-    typer.echo(render_rows(rows, fmt))
+    emit(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV
 
 
 def report_inventory(
@@ -175,4 +175,4 @@ def report_inventory(
     store = context.open_store()
     with store.engine.connect() as conn:
         rows = capacity_at(conn, instant, keys)
-    typer.echo(render_rows(rows, fmt))
+    emit(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV

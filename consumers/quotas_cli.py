@@ -23,11 +23,12 @@ import typer
 
 from consumers import context
 from consumers.clocks import observed_cluster_time
+from consumers.finance_cli import emit
 from consumers.jobs_cli import Format
 from consumers.options import CLUSTER, check_window, parse_instant, require_known
 from consumers.projector import Projector
 from consumers.tables import FormatOption as RowFormatOption
-from consumers.tables import RowFormat, escape_controls, render_rows, render_table
+from consumers.tables import RowFormat, escape_controls, render_table
 from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
@@ -389,7 +390,7 @@ def quota_usage_report(
     if fmt is RowFormat.table:
         typer.echo(render_table([_usage_table(r.as_json()) for r in rows]))
     else:
-        typer.echo(render_rows([_usage_json(r.as_json()) for r in rows], fmt))
+        emit([_usage_json(r.as_json()) for r in rows], fmt)
 
 
 def quota_history_report(
@@ -440,4 +441,4 @@ def quota_history_report(
     out = [_usage_json(r.as_json()) for r in rows]
     if step == "change":
         out = [{**o, "deleted": r.deleted} for o, r in zip(out, rows, strict=True)]
-    typer.echo(render_rows(out, fmt))
+    emit(out, fmt)
