@@ -715,7 +715,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime | None, str]:
         return (_parse(submitted) if submitted else None), uid
     except ValueError as exc:
         raise ValueError(
-            f"invalid --cursor {cursor[:40]!r}: pass the one a previous page printed"
+            f"invalid cursor {cursor[:40]!r}: pass the one a previous page printed"
         ) from exc
 
 

@@ -70,7 +70,7 @@ def decode_cursor(cursor: str, *kinds: type | tuple[type, ...]) -> list[Any]:
             for v, kind in zip(key, kinds, strict=False)
         )
     ):
-        raise ValueError(f"invalid --cursor {cursor[:40]!r}: pass the one a previous page printed")
+        raise ValueError(f"invalid cursor {cursor[:40]!r}: pass the one a previous page printed")
     return key
 
 

@@ -124,7 +124,7 @@ def test_dead_letters_page_with_a_cursor(store: PostgresEventStore, cli: CliCall
     code, _, err = _run("dead-letters", "list", "--limit", "10001")
     assert code != 0 and "10000" in err, err
     code, _, err = _run("dead-letters", "list", "--cursor", "bm9wZQ")
-    assert code == 1 and "invalid --cursor" in err, err
+    assert code == 1 and "invalid cursor" in err, err
 
 
 def test_invoices_credit_notes_and_prices_page_with_a_cursor(
