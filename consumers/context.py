@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import sys
 from functools import cache
+from pathlib import Path
 
 from sqlalchemy import Engine
 
 from consumers.embedded_postgres import embedded_database_url
 from consumers.settings import Settings, load_settings
-from ledger.store.engines import make_engine, normalise_url
+from ledger.store.engines import has_password, make_engine, normalise_url
 from ledger.store.migrations import require_current, upgrade
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["database_url", "kafka_bootstrap", "open_store", "ready_schema", "settings"]
+__all__ = [
+    "database_url",
+    "kafka_bootstrap",
+    "open_store",
+    "option_database_url",
+    "ready_schema",
+    "settings",
+]
 
 
 @cache
@@ -49,6 +57,28 @@ def ready_schema(engine: Engine, *, create: bool = False) -> None:
         upgrade(engine)
     else:
         require_current(engine)
+
+
+def option_database_url(url: str | None, url_file: Path | None) -> str | None:
+    """A command's ``--database-url`` / ``--database-url-file``, or None (then
+    :func:`database_url`). A password on the command line is refused: every local user
+    reads it in the process list; the file (owner-only) or ``DATABASE_URL`` carry one."""
+    if url is not None and url_file is not None:
+        raise ValueError("give --database-url or --database-url-file, not both")
+    if url is not None and has_password(url):
+        raise ValueError(
+            "--database-url carries a password, which every local user can read in the "
+            "process list: set DATABASE_URL or use --database-url-file"
+        )
+    if url_file is None:
+        return url
+    try:
+        lines = url_file.read_text().strip().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--database-url-file {url_file}: cannot read it ({exc})") from None
+    if not lines:
+        raise ValueError(f"--database-url-file {url_file} is empty")
+    return normalise_url(lines[0].strip())
 
 
 def open_store(

@@ -33,6 +33,8 @@ def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
 
 
 def emit(rows: Sequence[dict[str, Any]], fmt: str) -> None:
+    """Print rows exactly: ``typer.echo`` off a terminal strips ANSI sequences, which
+    would change a name in CSV (table cells are escaped already)."""
     sys.stdout.write(render(rows, fmt) + "\n")
 
 

@@ -516,12 +516,18 @@ def stop_on_signals(stop_event: threading.Event) -> None:
 @ingest_app.callback(invoke_without_command=True)
 def ingest_command(
     database_url: Annotated[
-        str | None, typer.Option(help="PostgreSQL URL (default: DATABASE_URL / embedded).")
+        str | None,
+        typer.Option(help="PostgreSQL URL without a password (default: DATABASE_URL / embedded)."),
+    ] = None,
+    database_url_file: Annotated[
+        Path | None, typer.Option(help="A file whose first line is the PostgreSQL URL.")
     ] = None,
     bootstrap: Annotated[
         str | None, typer.Option(help="Kafka bootstrap (default: KAFKA_BOOTSTRAP / embedded).")
     ] = None,
-    topic: Annotated[str, typer.Option(help="Topic to consume.")] = DEFAULT_TOPIC,
+    topic: Annotated[
+        str | None, typer.Option(help="Topic to consume (default: DLC_TOPIC).")
+    ] = None,
     group: Annotated[str, typer.Option(help="Consumer group.")] = DEFAULT_GROUP,
     partitions: Annotated[
         str | None, typer.Option(help="Comma-separated partitions: static assignment, no group.")
@@ -543,6 +549,8 @@ def ingest_command(
     stop_on_signals(stop_event)
     from consumers import context
 
+    database_url = context.option_database_url(database_url, database_url_file)
+    topic = topic or context.settings().topic
     if database_url is None or bootstrap is None:
         store_url = database_url or context.database_url(create=True)
         bootstrap = bootstrap or context.kafka_bootstrap()

@@ -16,10 +16,17 @@ import typer
 
 from consumers import context
 from consumers.amounts import currency_scales, with_amounts
-from consumers.finance_cli import sync_billing
-from consumers.options import CLUSTER, MAX_PAGE, parse_instant, require_known
+from consumers.finance_cli import emit, sync_billing
+from consumers.options import (
+    CLUSTER,
+    CursorOption,
+    LimitOption,
+    parse_instant,
+    print_next_cursor,
+    require_known,
+)
 from consumers.tables import FormatOption as RowFormatOption
-from consumers.tables import RowFormat, render_rows, render_table
+from consumers.tables import RowFormat, render_table
 from consumers.tables import cell as _cell
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
 from projections.jobs import find_job, job_detail, list_jobs
@@ -67,12 +74,8 @@ def jobs_list(
             help=f"The jobs that existed then, with their status then: {CLUSTER}.",
         ),
     ] = None,
-    limit: Annotated[
-        int, typer.Option(min=1, max=MAX_PAGE, help="Page size, newest submission first.")
-    ] = 50,
-    cursor: Annotated[
-        str | None, typer.Option(help="Continue after the page that printed this cursor.")
-    ] = None,
+    limit: LimitOption = 50,
+    cursor: CursorOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
     """Jobs, newest submission first, a page at a time (the next page's cursor goes to stderr)."""
@@ -96,8 +99,7 @@ def jobs_list(
     else:
         columns = ["job_uid", "name", "workspace", "user", "status", "status_since", "restarts"]
         typer.echo(render_table(page.jobs, columns))
-    if page.next_cursor:
-        typer.echo(f"more: --cursor {page.next_cursor}", err=True)
+    print_next_cursor(page.next_cursor)
 
 
 @jobs_app.command("show")
@@ -153,7 +155,7 @@ def report_occupancy(
     store = context.open_store()
     with store.engine.connect() as conn:
         rows = occupied_at(conn, instant, keys)
-    typer.echo(render_rows(rows, fmt))
+    emit(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV
 
 
 def report_inventory(
@@ -173,4 +175,4 @@ def report_inventory(
     store = context.open_store()
     with store.engine.connect() as conn:
         rows = capacity_at(conn, instant, keys)
-    typer.echo(render_rows(rows, fmt))
+    emit(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV

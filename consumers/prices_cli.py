@@ -23,7 +23,7 @@ import typer
 
 from consumers.context import open_store, settings
 from consumers.finance_cli import FORMAT_OPTION, emit
-from consumers.options import CLUSTER, parse_instant
+from consumers.options import CLUSTER, CursorOption, LimitOption, parse_instant, print_next_cursor
 from ledger.canonical import canonical_json
 from ledger.envelopes import decode, make_envelope
 from ledger.events import PriceBookPublished, SpotPriceChanged
@@ -38,6 +38,7 @@ from ledger.prices import (
     load_price_book,
 )
 from ledger.store.postgres import PostgresEventStore
+from projections.pages import decode_cursor, encode_cursor
 
 __all__ = [
     "PublishResult",
@@ -321,11 +322,24 @@ def _summary(record: Any, data: PriceBookPublished | SpotPriceChanged) -> dict[s
 
 
 @prices_app.command("list")
-def list_prices(fmt: str = FORMAT_OPTION) -> None:
-    """Every published book and spot change, in publication order (effective_from is
-    cluster time, published_at store time)."""
+def list_prices(
+    limit: LimitOption = 100, cursor: CursorOption = None, fmt: str = FORMAT_OPTION
+) -> None:
+    """Published books and spot changes, in publication order, a page at a time
+    (effective_from is cluster time, published_at store time)."""
+    after = decode_cursor(cursor, int)[0] if cursor is not None else 0
     store = open_store()
-    emit([_summary(r, d) for r, d in all_price_events(store)], fmt)
+    page = store.read_by_type(
+        ["PriceBookPublished", "SpotPriceChanged"], after_position=after, limit=limit + 1
+    )
+    rows = []
+    for record in page[:limit]:
+        data = decode(record.envelope)
+        assert isinstance(data, PriceBookPublished | SpotPriceChanged)
+        rows.append(_summary(record, data))
+    emit(rows, fmt)
+    if len(page) > limit:
+        print_next_cursor(encode_cursor([page[limit - 1].position]))
 
 
 @prices_app.command("show")

@@ -23,11 +23,12 @@ import typer
 
 from consumers import context
 from consumers.clocks import observed_cluster_time
+from consumers.finance_cli import emit
 from consumers.jobs_cli import Format
 from consumers.options import CLUSTER, check_window, parse_instant, require_known
 from consumers.projector import catch_up_to_read
 from consumers.tables import FormatOption as RowFormatOption
-from consumers.tables import RowFormat, render_rows, render_table
+from consumers.tables import RowFormat, escape_controls, render_table
 from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
@@ -341,10 +342,10 @@ def show(quota: str, fmt: FormatOption = Format.table) -> None:
         )
         return
     children = sorted(n for n, s in tree.specs.items() if s.parent == quota)
-    typer.echo(f"quota       {quota}")
-    typer.echo(f"parent      {spec.parent or '-'}")
-    typer.echo(f"children    {', '.join(children) or '-'}")
-    typer.echo(f"workspaces  {', '.join(tree.workspaces_of(quota)) or '-'}")
+    typer.echo(escape_controls(f"quota       {quota}"))
+    typer.echo(escape_controls(f"parent      {spec.parent or '-'}"))
+    typer.echo(escape_controls(f"children    {', '.join(children) or '-'}"))
+    typer.echo(escape_controls(f"workspaces  {', '.join(tree.workspaces_of(quota)) or '-'}"))
     typer.echo(f"min         {_quantities(spec.min)}")
     typer.echo(f"max         {_quantities(spec.max)}")
     typer.echo(f"lend_limit  {_quantities(spec.lend_limit)}")
@@ -389,11 +390,7 @@ def quota_usage_report(
     if fmt is RowFormat.table:
         typer.echo(render_table([_usage_table(r.as_json()) for r in rows]))
     else:
-        typer.echo(render_rows([_usage_json(r.as_json()) for r in rows], fmt))
-
-
-#: steps in a window beyond which ``quota-history`` refuses (a chart needs no more)
-_MAX_POINTS = 100_000
+        emit([_usage_json(r.as_json()) for r in rows], fmt)
 
 
 def quota_history_report(
@@ -439,11 +436,6 @@ def quota_history_report(
             rows = usage_history(conn, since=start, until=end, quota=quota, flavor=flavor)
         else:
             points = series_points(conn, step, start, end)
-            if len(points) > _MAX_POINTS:
-                raise ValueError(
-                    f"{len(points):,} {step}s in the window: narrow --from/--to or use a "
-                    "longer --step"
-                )
             rows = usage_series(conn, points, step, quota=quota, flavor=flavor)
     if fmt is RowFormat.table:
         table = [{"at": format_timestamp(r.at), **_usage_table(r.as_json())} for r in rows]
@@ -454,4 +446,4 @@ def quota_history_report(
     out = [_usage_json(r.as_json()) for r in rows]
     if step == "change":
         out = [{**o, "deleted": r.deleted} for o, r in zip(out, rows, strict=True)]
-    typer.echo(render_rows(out, fmt))
+    emit(out, fmt)

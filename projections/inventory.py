@@ -35,6 +35,7 @@ from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import fetch_keyed, upsert_rows
+from projections.pages import MAX_REPORT_ROWS, check_report_rows
 
 __all__ = ["INVENTORY_GROUP_KEYS", "InventoryProjection", "capacity_at", "inventory_nodes"]
 
@@ -191,8 +192,11 @@ def capacity_at(
             FROM inventory_nodes
             WHERE {when}
             {group}
+            LIMIT :cap
             """
         ),
-        {"at": at},
+        {"at": at, "cap": MAX_REPORT_ROWS + 1},
     )
-    return [dict(r._mapping) for r in result]
+    rows = [dict(r._mapping) for r in result]
+    check_report_rows(len(rows), hint="group by fewer or coarser keys (pool, flavor)")
+    return rows

@@ -34,6 +34,7 @@ from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import copy_table, take_rows
+from projections.pages import MAX_REPORT_ROWS, check_report_rows
 
 __all__ = ["GROUP_KEYS", "OccupancyProjection", "occupancy", "occupied_at"]
 
@@ -213,8 +214,11 @@ def occupied_at(conn: Connection, at: datetime, group_by: Sequence[str]) -> list
             ) occupied
             GROUP BY {keys}
             ORDER BY {keys}
+            LIMIT :cap
             """
         ),
-        {"at": at},
+        {"at": at, "cap": MAX_REPORT_ROWS + 1},
     )
-    return [dict(r._mapping) for r in result]
+    rows = [dict(r._mapping) for r in result]
+    check_report_rows(len(rows), hint="group by fewer or coarser keys (workspace, flavor)")
+    return rows

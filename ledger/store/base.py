@@ -231,7 +231,10 @@ class EventStore(abc.ABC):
     def verify(self, *, batch: int = 10_000) -> VerifyResult: ...
 
     @abc.abstractmethod
-    def dead_letters(self, *, include_resolved: bool = False) -> list[DeadLetter]: ...
+    def dead_letters(
+        self, *, include_resolved: bool = False, after_id: int = 0, limit: int | None = None
+    ) -> list[DeadLetter]:
+        """Oldest first: ids above ``after_id``, at most ``limit`` (None: all)."""
 
     @abc.abstractmethod
     def dead_letter(self, letter_id: int) -> DeadLetter | None: ...

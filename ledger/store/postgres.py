@@ -526,10 +526,13 @@ class PostgresEventStore(EventStore):
             return int(value)
 
     def verify(self, *, batch: int = 10_000) -> VerifyResult:
+        if batch < 1:  # LIMIT 0 reads nothing: an empty check is no proof of an intact chain
+            raise ValueError(f"batch must be at least 1, got {batch}")
         previous = GENESIS_HASH
         expected_position = 1
         checked = 0
         with self.engine.connect() as conn:
+            head = conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
             while True:
                 rows = conn.execute(
                     select(*_READ_COLUMNS, events.c.hash)
@@ -538,6 +541,8 @@ class PostgresEventStore(EventStore):
                     .limit(batch)
                 ).all()
                 if not rows:
+                    if checked < head:  # intact means every event stored when we began
+                        return VerifyResult(checked, checked + 1, "events were not all read")
                     return VerifyResult(checked)
                 for row in rows:
                     if row.position != expected_position:
@@ -558,8 +563,15 @@ class PostgresEventStore(EventStore):
                     expected_position += 1
                     checked += 1
 
-    def dead_letters(self, *, include_resolved: bool = False) -> list[DeadLetter]:
-        query = select(dead_letters).order_by(dead_letters.c.id)
+    def dead_letters(
+        self, *, include_resolved: bool = False, after_id: int = 0, limit: int | None = None
+    ) -> list[DeadLetter]:
+        query = (
+            select(dead_letters)
+            .where(dead_letters.c.id > after_id)
+            .order_by(dead_letters.c.id)
+            .limit(limit)
+        )
         if not include_resolved:
             query = query.where(dead_letters.c.resolved_at.is_(None))
         with self.engine.connect() as conn:
