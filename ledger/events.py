@@ -47,9 +47,6 @@ __all__ = [
     "AdmissionDecided",
     "BillingMode",
     "BudgetExceeded",
-    "NotAClusterFact",
-    "NotFromAWatcher",
-    "WrongStream",
     "CreditNoteIssued",
     "InvoiceIssued",
     "InvoiceLine",
@@ -70,6 +67,8 @@ __all__ = [
     "NodeCordoned",
     "NodeRegistered",
     "NodeRemoved",
+    "NotAClusterFact",
+    "NotFromAWatcher",
     "NotificationDelivered",
     "NotificationFailed",
     "NotificationQueued",
@@ -90,6 +89,7 @@ __all__ = [
     "SpotPriceChanged",
     "Victim",
     "WorkspaceBound",
+    "WrongStream",
     "check_cluster_fact",
 ]
 
