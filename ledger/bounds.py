@@ -33,12 +33,14 @@ __all__ = [
     "MAX_NAME",
     "MAX_NODES",
     "MAX_NODE_GPUS",
+    "MAX_NODE_MEMORY_MIB",
     "MAX_PRIORITY",
     "MAX_QUOTA",
     "MAX_REPLICAS",
     "MAX_REPLICA_SPECS",
     "MAX_TEXT",
     "MIN_PRIORITY",
+    "USAGE_MONTH_US",
     "Bound",
     "OutOfBounds",
     "check_bounds",
@@ -57,10 +59,15 @@ MAX_TEXT = 4096
 #: GPUs of one node (8 is common, 16 the largest boards; x4 margin); a pod lives on one node.
 MAX_NODE_GPUS = 64
 MAX_MGPU = MAX_NODE_GPUS * 1000
-#: CPU of one node in milli-cores (the largest hosts have ~2,000 threads; x2 margin).
-MAX_CPU_MILLI = 4096 * 1000
+#: CPU of one node or pod in milli-cores (the largest hosts have ~2,000 threads).
+MAX_CPU_MILLI = 3072 * 1000
+#: Memory of one pod in MiB: 3 TiB (GPU nodes have 1-2 TiB). With the CPU bound it keeps a
+#: month of one pod's rated usage (units x microseconds) within int64: see USAGE_MONTH_US.
+MAX_MEMORY_MIB = 3 * 2**20
 #: Memory of one node in MiB: 64 TiB (the largest hosts have 24-32 TiB).
-MAX_MEMORY_MIB = 64 * 2**20
+MAX_NODE_MEMORY_MIB = 64 * 2**20
+#: Microseconds of the longest month: a rating transaction's usage covers at most one.
+USAGE_MONTH_US = 31 * 86_400 * 10**6
 #: Pods of one replica spec (the largest training jobs run a few thousand pods).
 MAX_REPLICAS = 10_000
 #: Replica specs of one job (Kubeflow jobs have at most four kinds of replica; x2 margin).
@@ -68,7 +75,7 @@ MAX_REPLICA_SPECS = 8
 #: Nodes of one cluster (Kubernetes' documented limit): a quota cannot hold more.
 MAX_NODES = 5_000
 #: One quota's guaranteed or maximum amount of a resource: a whole cluster's largest unit.
-MAX_QUOTA = MAX_NODES * MAX_MEMORY_MIB
+MAX_QUOTA = MAX_NODES * MAX_NODE_MEMORY_MIB
 #: Job priority: Kubernetes priorities are int32.
 MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
 #: Any other integer (money in minor units, counts): the JSON-safe range.

@@ -30,6 +30,7 @@ from ledger.bounds import (
     MAX_MGPU,
     MAX_NAME,
     MAX_NODE_GPUS,
+    MAX_NODE_MEMORY_MIB,
     MAX_PRIORITY,
     MAX_QUOTA,
     MAX_REPLICA_SPECS,
@@ -135,7 +136,7 @@ class NodeRegistered(EventData):
     flavor: Flavor = "gpu/any"
     gpus: Annotated[int, Bound(MAX_NODE_GPUS)] = NonNegative
     cpu_milli: CpuMilli = NonNegative
-    memory_mib: MemoryMib = NonNegative
+    memory_mib: Annotated[int, Bound(MAX_NODE_MEMORY_MIB)] = NonNegative
     billing_mode: NodeBillingMode = "public"
 
 

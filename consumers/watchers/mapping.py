@@ -35,6 +35,7 @@ from ledger.bounds import (
     MAX_MEMORY_MIB,
     MAX_MGPU,
     MAX_NODE_GPUS,
+    MAX_NODE_MEMORY_MIB,
     MAX_PRIORITY,
     MAX_REPLICA_SPECS,
     MAX_REPLICAS,
@@ -612,7 +613,7 @@ def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
             cpu_milli=_clamp(int(parse_quantity(capacity.get("cpu")) * 1000), MAX_CPU_MILLI, "CPU"),
             memory_mib=_clamp(
                 int((parse_quantity(capacity.get("memory")) / _MIB).to_integral_value()),
-                MAX_MEMORY_MIB,
+                MAX_NODE_MEMORY_MIB,
                 "memory (MiB)",
             ),
             billing_mode=mode if mode in NODE_BILLING_MODES else "public",
