@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel
 
@@ -120,30 +120,52 @@ def check_instant(value: datetime, where: str) -> None:
     """``value`` lies in [EARLIEST, LATEST)."""
     try:
         inside = EARLIEST <= value < LATEST
-    except OverflowError:
+    except OverflowError:  # pragma: no cover - comparison is exact, kept for safety
         inside = False
     if not inside:
         raise OutOfBounds(f"{where}: {value.isoformat()} is outside [1970-01-01, 2200-01-01)")
 
 
-_PLANS: dict[type[BaseModel], tuple[tuple[str, Bound | None], ...]] = {}
+# per model class: (field, kind, bound, low, high); kind 1 a string, 2 an integer, 3 nothing
+# to check (a literal or a flag), 0 other
+_Plan = tuple[tuple[str, int, "Bound | None", int, int], ...]
+_PLANS: dict[type[BaseModel], _Plan] = {}
+_STR_TYPES = (str, str | None)
 
 
-def _plan(cls: type[BaseModel]) -> tuple[tuple[str, Bound | None], ...]:
+def _plan(cls: type[BaseModel]) -> _Plan:
     plan = _PLANS.get(cls)
     if plan is None:
-        plan = tuple(
-            (name, next((m for m in info.metadata if isinstance(m, Bound)), None))
-            for name, info in cls.model_fields.items()
-        )
-        _PLANS[cls] = plan
+        rows = []
+        for name, info in cls.model_fields.items():
+            bound = next((m for m in info.metadata if isinstance(m, Bound)), None)
+            if info.annotation in _STR_TYPES:
+                rows.append((name, 1, bound, 0, MAX_TEXT if bound is None else bound.max))
+            elif info.annotation is bool or get_origin(info.annotation) is Literal:
+                rows.append((name, 3, bound, 0, 0))
+            elif info.annotation is int:
+                low, high = (-MAX_INT, MAX_INT) if bound is None else (bound.min, bound.max)
+                rows.append((name, 2, bound, low, high))
+            else:
+                rows.append((name, 0, bound, 0, 0))
+        plan = _PLANS[cls] = tuple(rows)
     return plan
 
 
 def check_bounds(model: BaseModel, where: str = "") -> None:
     """Raise :class:`OutOfBounds` if any field of ``model`` (recursively) is out of bounds."""
-    for name, bound in _plan(type(model)):
-        _check(getattr(model, name), bound, f"{where}{name}")
+    # on ingest's hot path: strings and integers are checked inline, the rest generically
+    values = model.__dict__
+    for name, kind, bound, low, high in _plan(type(model)):
+        value = values[name]
+        if kind == 1:
+            if value is not None and (len(value) > high or "\x00" in value or not value.isascii()):
+                check_text(value, f"{where}{name}", high)
+        elif kind == 2:
+            if not low <= value <= high:
+                raise OutOfBounds(f"{where}{name}: {value} is outside [{low}, {high}]")
+        elif kind == 0:
+            _check(value, bound, f"{where}{name}")
 
 
 def _check(value: Any, bound: Bound | None, where: str) -> None:

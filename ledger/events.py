@@ -171,7 +171,7 @@ class JobSubmitted(EventData):
     kind: LabelValue = "Job"
     framework: LabelValue = "none"
     workspace: LabelValue = Name
-    quota: LabelValue | None = None
+    quota: Annotated[str | None, Bound(MAX_LABEL_VALUE)] = None
     user: LabelValue = "unknown"
     priority: Priority = 0
     billing_mode: BillingMode = "public"
@@ -182,7 +182,7 @@ class JobTransition(EventData):
     """A lifecycle step of a job; ``by`` is who or what caused it, ``reason`` why."""
 
     job_uid: str = Name
-    by: ShortName | None = None
+    by: Annotated[str | None, Bound(MAX_NAME)] = None
     reason: str | None = None
 
 
@@ -267,7 +267,7 @@ class OccupancyStarted(EventData):
     memory_mib: MemoryMib = NonNegative
     billing_mode: BillingMode = "public"
     workspace: LabelValue = Name
-    quota: LabelValue | None = None
+    quota: Annotated[str | None, Bound(MAX_LABEL_VALUE)] = None
     user: LabelValue = "unknown"
     started_at: AwareDatetime
 
@@ -362,7 +362,7 @@ class QuotaSpec(_Part):
     """A quota node as applied: per resource key, guaranteed ``min`` and cap ``max``."""
 
     quota_id: str = Name
-    parent: ShortName | None = None
+    parent: Annotated[str | None, Bound(MAX_NAME)] = None
     min: QuotaAmounts = {}
     max: QuotaAmounts = {}
     lend_limit: QuotaAmounts = {}
@@ -388,7 +388,7 @@ class QuotaDeleted(EventData):
 @event_type("WorkspaceBound")
 class WorkspaceBound(EventData):
     workspace: LabelValue = Name
-    quota: LabelValue | None = None  # None unbinds
+    quota: Annotated[str | None, Bound(MAX_LABEL_VALUE)] = None  # None unbinds
 
 
 # --- prices -------------------------------------------------------------------
