@@ -342,12 +342,15 @@ class PostgresUnitOfWork(UnitOfWork):
         offset: int | None = None,
     ) -> int:
         now = datetime.now(UTC)
+        # the evidence must be storable whatever the message held: the payload is bytea,
+        # the text columns get NUL and lone surrogates escaped
+        source, reason, error = (_storable_text(t) for t in (source, reason, error[:4000]))
         fingerprint = hashlib.sha256(source.encode() + b"\x00" + payload).digest()
         stmt = pg_insert(dead_letters).values(
             fingerprint=fingerprint,
             source=source,
             reason=reason,
-            error=error[:4000],
+            error=error,
             payload=payload,
             topic=topic,
             partition=partition,
@@ -367,6 +370,11 @@ class PostgresUnitOfWork(UnitOfWork):
             },
         ).returning(dead_letters.c.id)
         return int(self._conn.execute(upsert).scalar_one())
+
+
+def _storable_text(value: str) -> str:
+    """``value`` as PostgreSQL text: NUL and unencodable characters as backslash escapes."""
+    return value.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\x00")
 
 
 class PostgresEventStore(EventStore):
