@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from ledger.canonical import parse_timestamp
 from ledger.events import BillingMode, PriceBookPublished, Rates, SpotPriceChanged
 from ledger.money import MAX_SCALE, exact_context
+from ledger.yaml_files import YamlError, load_yaml
 
 __all__ = [
     "DEFAULT_MAX_RATE",
@@ -165,31 +165,12 @@ class PriceBook(_Strict):
         )
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return dict(loader.construct_mapping(node))
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def parse_price_book(text: str, *, source: str = "<price book>") -> PriceBook:
     """Parse and validate a YAML price book; every problem is a :class:`PriceBookError`."""
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        raise PriceBookError(f"{source}: not valid YAML: {exc}") from None
+        raw = load_yaml(text)
+    except YamlError as exc:
+        raise PriceBookError(f"{source}: {exc}") from None
     if not isinstance(raw, dict):
         raise PriceBookError(f"{source}: a price book is a YAML mapping, got {type(raw).__name__}")
     try:

@@ -40,7 +40,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from ledger.canonical import canonical_json
@@ -53,6 +52,7 @@ from ledger.events import (
     WorkspaceBound,
 )
 from ledger.prices import lookup_keys
+from ledger.yaml_files import YamlError, load_yaml
 
 __all__ = [
     "NO_QUOTA",
@@ -124,9 +124,9 @@ def spec_hash(spec: QuotaSpec) -> str:
 def parse_quota_tree(text: str) -> QuotaTree:
     """Parse a quota tree file: a list of nodes, or a mapping with a ``quotas`` list."""
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise QuotaTreeError(f"not valid YAML: {exc}") from exc
+        raw = load_yaml(text)
+    except YamlError as exc:
+        raise QuotaTreeError(str(exc)) from None
     if isinstance(raw, dict):
         unknown = sorted(set(raw) - {"quotas"})
         if unknown:

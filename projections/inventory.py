@@ -25,6 +25,7 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Index,
     Integer,
     Table,
     Text,
@@ -55,6 +56,8 @@ inventory_nodes = Table(
     Column("billing_mode", Text, nullable=False),
     Column("cordoned", Boolean, nullable=False),
     Column("position", BigInteger, nullable=False),
+    Index("inventory_nodes_open", "node", postgresql_where=text("valid_to IS NULL")),
+    Index("inventory_nodes_from", "valid_from"),
 )
 
 INVENTORY_GROUP_KEYS = ("pool", "resource_group", "flavor", "billing_mode", "node")

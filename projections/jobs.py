@@ -41,6 +41,7 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Index,
     Integer,
     Numeric,
     SmallInteger,
@@ -135,6 +136,10 @@ job_state = Table(
     Column("fold_position", BigInteger, nullable=False),
     # every status change as [status, at], in order: the status at any instant
     Column("transitions", JSONB, nullable=False),
+    Index("job_state_workspace", "workspace", "status"),
+    Index("job_state_user", "user"),
+    Index("job_state_name", "name"),
+    Index("job_state_status", "status"),
 )
 
 job_workspace_quotas = Table(

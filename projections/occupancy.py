@@ -25,8 +25,11 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Index,
     Table,
     Text,
+    func,
+    literal_column,
     text,
 )
 
@@ -65,6 +68,14 @@ occupancy = Table(
     CheckConstraint(
         "started_at IS NULL OR ended_at IS NULL OR ended_at >= started_at",
         name="occupancy_interval_ordered",
+    ),
+    Index("occupancy_job", "job_uid"),
+    # "what was occupied at T": a GiST range index answers [start, end) @> T directly
+    Index(
+        "occupancy_during",
+        func.tstzrange(text("started_at"), text("ended_at"), literal_column("'[)'")),
+        postgresql_using="gist",
+        postgresql_where=text("started_at IS NOT NULL"),
     ),
 )
 
