@@ -28,8 +28,7 @@ from psycopg.errors import UniqueViolation
 from sqlalchemy import Connection, Engine, and_, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from ledger.canonical import Fragment, canonical_json
-from ledger.envelopes import Envelope, fact_fields
+from ledger.envelopes import Envelope
 from ledger.store.base import (
     AppendResult,
     Checkpoint,
@@ -41,6 +40,13 @@ from ledger.store.base import (
     UnitOfWork,
     VerifyResult,
 )
+from ledger.store.chain import (
+    GENESIS_HASH,
+    dedupe_batch,
+    fact_hash,
+    record_hash,
+    stored_fact_hash,
+)
 from ledger.store.engines import make_engine
 from ledger.store.schema import checkpoints, dead_letters, events
 
@@ -48,7 +54,6 @@ __all__ = ["GENESIS_HASH", "PostgresEventStore", "record_hash"]
 
 #: Arbitrary constant naming the append lock among advisory locks.
 APPEND_LOCK_KEY = 0x444C435F4C4544  # "DLC_LED"
-GENESIS_HASH = b"\x00" * 32
 
 _COLUMNS = (
     "position, event_id, stream, version, type, schema_version, occurred_at, observed_at, "
@@ -78,34 +83,6 @@ _READ_COLUMNS = [
     events.c.correlation_id,
     events.c.data,
 ]
-
-
-def fact_hash(envelope: Envelope, data_json: bytes | None = None) -> bytes:
-    """What decides whether a repeated event id is "the same event" (see docs/store.md)."""
-    data = Fragment(data_json) if data_json is not None else None
-    return hashlib.sha256(canonical_json(envelope.fact(data))).digest()
-
-
-def _stored_fact_hash(row: Any) -> bytes:
-    _, type_, schema_version, stream, occurred_at, data = row
-    fact = fact_fields(type_, schema_version, stream, occurred_at, data)
-    return hashlib.sha256(canonical_json(fact)).digest()
-
-
-def record_hash(
-    previous: bytes,
-    position: int,
-    version: int,
-    recorded_at: datetime,
-    envelope: Envelope,
-    data_json: bytes | None = None,
-) -> bytes:
-    """sha256(previous hash ‖ canonical JSON of the record), the chain's link."""
-    record = envelope.to_wire(Fragment(data_json) if data_json is not None else None)
-    record["position"] = position
-    record["version"] = version
-    record["recorded_at"] = recorded_at
-    return hashlib.sha256(previous + canonical_json(record)).digest()
 
 
 # data as text, decoded by orjson in _fetch: psycopg's jsonb loader is a Python call
@@ -158,21 +135,8 @@ class PostgresUnitOfWork(UnitOfWork):
         conn = self._conn
         conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
 
-        batch: list[tuple[Envelope, bytes]] = []
-        seen: dict[UUID, tuple[Envelope, bytes]] = {}
         duplicates: list[UUID] = []
-        for envelope in events_in:
-            data_json = canonical_json(envelope.data)
-            earlier = seen.get(envelope.event_id)
-            if earlier is not None:
-                # the fact's hash is only ever needed to compare a repeated id
-                if fact_hash(earlier[0], earlier[1]) != fact_hash(envelope, data_json):
-                    self._conflict(envelope, on_conflict)
-                else:
-                    duplicates.append(envelope.event_id)
-                continue
-            seen[envelope.event_id] = (envelope, data_json)
-            batch.append((envelope, data_json))
+        batch = dedupe_batch(events_in, duplicates, lambda e: self._conflict(e, on_conflict))
 
         # Optimistic path: most batches hold no already-stored event, so try the
         # COPY first and let the unique index find duplicates; only a batch that
@@ -199,7 +163,7 @@ class PostgresUnitOfWork(UnitOfWork):
         on_conflict: str,
     ) -> list[tuple[Envelope, bytes]]:
         stored = {
-            row[0]: _stored_fact_hash(row)
+            row[0]: stored_fact_hash(*row[1:])
             for row in self._conn.execute(
                 text(
                     "SELECT event_id, type, schema_version, stream, occurred_at, data "
@@ -392,27 +356,6 @@ class PostgresEventStore(EventStore):
     def transaction(self) -> Iterator[PostgresUnitOfWork]:
         with self.engine.begin() as conn:
             yield PostgresUnitOfWork(conn)
-
-    def append(
-        self,
-        events_in: Sequence[Envelope],
-        *,
-        expected_versions: Mapping[str, int] | None = None,
-    ) -> AppendResult:
-        try:
-            with self.transaction() as uow:
-                return uow.append(events_in, expected_versions=expected_versions)
-        except DuplicateEventConflict as exc:
-            # the batch is refused, but the evidence is kept
-            bad = next(e for e in events_in if e.event_id == exc.event_id)
-            with self.transaction() as uow:
-                uow.record_dead_letter(
-                    source=bad.source,
-                    reason="conflicting-duplicate",
-                    error=str(exc),
-                    payload=bad.to_json(),
-                )
-            raise
 
     def _read(self, query: Any) -> list[RecordedEvent]:
         with self.engine.connect() as conn:
