@@ -47,12 +47,14 @@ from consumers.kafka_settings import (
     offsets_key,
 )
 from ledger.envelopes import Envelope, EventDecodeError, InvalidEvent, envelope_from_wire
+from ledger.events import check_cluster_fact
 from ledger.store.base import DuplicateEventConflict, EventStore, UnitOfWork
 
 __all__ = [
     "IngestConsumer",
     "IngestStats",
     "is_transient_store_error",
+    "is_unstorable",
     "run_ingest",
 ]
 
@@ -86,10 +88,22 @@ class IngestStats:
         return time.monotonic() - self.started
 
 
+#: SQLSTATE classes that blame the data, not the server: data exception, integrity
+#: violation, program limit exceeded (an index row too large is an "OperationalError").
+_DATA_SQLSTATE_CLASSES = ("22", "23", "54")
+
+
+def _sqlstate(exc: BaseException) -> str:
+    orig = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
+    return str(getattr(orig, "sqlstate", None) or "")
+
+
 def is_transient_store_error(exc: BaseException) -> bool:
     """A database outage (retry later), as opposed to a bug or a bad message."""
     if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.connection_invalidated:
         return True
+    if _sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES):
+        return False
     return isinstance(
         exc,
         (
@@ -113,13 +127,29 @@ class _Decoded:
     error: EventDecodeError | None
 
 
+def is_unstorable(exc: BaseException) -> bool:
+    """The store refused a message's content (not the server's state): dead-letter it."""
+    if isinstance(exc, sqlalchemy.exc.DBAPIError | psycopg.Error):
+        return _sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES)
+    # the canonical encoding (orjson) refusing a value
+    return isinstance(exc, ValueError | TypeError | OverflowError)
+
+
+class Unstorable(EventDecodeError):
+    reason = "unstorable"
+
+
 def _decode(raw: bytes | None) -> tuple[Envelope | None, EventDecodeError | None]:
     if raw is None:
         return None, InvalidEvent("message has no value (tombstone)")
     try:
-        return envelope_from_wire(raw), None
+        envelope = envelope_from_wire(raw)
+        check_cluster_fact(envelope)  # the topic carries only what a watcher observes
+        return envelope, None
     except EventDecodeError as exc:
         return None, exc
+    except Exception as exc:  # whatever one message does, it must not stop the consumer
+        return None, InvalidEvent(f"{type(exc).__name__}: {exc}")
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -283,16 +313,24 @@ class IngestConsumer:
         }
         stats = self.stats
         conflicts: set[Any] = set()
+        isolate = False
         while True:
             started = time.perf_counter()
             try:
                 with self.store.transaction() as uow:
-                    result = self._transact(uow, decoded, conflicts)
+                    result = self._transact(uow, decoded, conflicts, isolate)
                 break
             except DuplicateEventConflict as exc:  # same id, different fact: dead-letter it
                 if exc.event_id in conflicts:
                     raise
                 conflicts.add(exc.event_id)
+            except Exception as exc:
+                # the store refused something in the batch: again, one event at a time,
+                # so the culprit is dead-lettered and its neighbours stored
+                if isolate or not is_unstorable(exc):
+                    raise
+                log.warning("batch refused by the store (%s); isolating the culprit", exc)
+                isolate = True
         metrics.APPEND_SECONDS.observe(time.perf_counter() - started)
         advanced, appended, duplicates, dead, skipped, reseek = result
         for tp, offset in advanced.items():
@@ -319,9 +357,11 @@ class IngestConsumer:
         uow: UnitOfWork,
         decoded: Mapping[TopicPartition, list[_Decoded]],
         conflicts: set[Any],
+        isolate: bool = False,
     ) -> tuple[dict[TopicPartition, int], int, int, list[str], int, dict[TopicPartition, int]]:
         stored = uow.load_checkpoint(self.checkpoint, for_update=True).offsets
         valid: list[Envelope] = []
+        raw_of: dict[Any, tuple[TopicPartition, _Decoded]] = {}
         dead: list[str] = []
         advanced: dict[TopicPartition, int] = {}
         reseek: dict[TopicPartition, int] = {}
@@ -348,6 +388,7 @@ class IngestConsumer:
             for item in items:
                 if item.envelope is not None and item.envelope.event_id not in conflicts:
                     valid.append(item.envelope)
+                    raw_of[item.envelope.event_id] = (tp, item)
                     continue
                 if item.envelope is not None:
                     reason, error = (
@@ -369,9 +410,33 @@ class IngestConsumer:
                 dead.append(reason)
             advanced[tp] = items[-1].offset + 1
         appended = duplicates = 0
-        if valid:
+        if valid and not isolate:
             result = uow.append(valid)
             appended, duplicates = len(result.positions), len(result.duplicates)
+        for envelope in valid if isolate else ():
+            savepoint = uow.connection.begin_nested()
+            try:
+                result = uow.append([envelope])
+            except Exception as exc:
+                savepoint.rollback()
+                if not is_unstorable(exc):
+                    raise
+                tp, item = raw_of[envelope.event_id]
+                first_line = (str(exc).splitlines() or [""])[0]
+                uow.record_dead_letter(
+                    source=self.dead_letter_source,
+                    reason=Unstorable.reason,
+                    error=f"the store refused it: {type(exc).__name__}: {first_line}",
+                    payload=item.raw,
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offset=item.offset,
+                )
+                dead.append(Unstorable.reason)
+                continue
+            savepoint.commit()
+            appended += len(result.positions)
+            duplicates += len(result.duplicates)
         if advanced:
             uow.save_checkpoint(
                 self.checkpoint,

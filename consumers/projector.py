@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import select as io_select
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,7 +34,14 @@ from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
 from projections.steps import advance_on, checkpoint_name
 
-__all__ = ["DEFAULT_PAGE", "ProjectionStatus", "Projector", "StopFlag", "checkpoint_name"]
+__all__ = [
+    "DEFAULT_PAGE",
+    "ProjectionStatus",
+    "Projector",
+    "StopFlag",
+    "catch_up_to_read",
+    "checkpoint_name",
+]
 
 # A job's rows (state, quota state, occupancies) are written back in every page that
 # names it, so a page that holds a job's start and its end writes them once, not twice;
@@ -182,3 +190,22 @@ class Projector:
                     io_select.select([listener.fileno()], [], [], poll_interval)
                     for _ in listener.notifies(timeout=0):
                         pass
+
+
+def catch_up_to_read(store: PostgresEventStore, projections: Sequence[Projection]) -> None:
+    """Bring ``projections`` to the store's head before a read command reads them.
+
+    A read-only role (``dlc_ledger_reader``) may not move a checkpoint: it reads the
+    projections as the projector left them, and one line on stderr says how far behind."""
+    projector = Projector(store, projections)
+    if store.may_write():
+        projector.catch_up()
+        return
+    lag = max((s.lag for s in projector.status()), default=0)
+    if lag:
+        names = ", ".join(p.name for p in projections)
+        print(
+            f"note: read-only database role: {names} shown as projected, {lag} events behind "
+            "the store (the projector catches up)",
+            file=sys.stderr,
+        )

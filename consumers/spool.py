@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from consumers.private import private_dir, private_file
+
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_RECORDS", "Spool", "SpoolFull", "SpooledRecord"]
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
@@ -58,7 +60,8 @@ class Spool:
         max_records: int = DEFAULT_MAX_RECORDS,
     ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # event payloads: owner-only (SQLite gives its -wal and -shm files the same mode)
+        private_file(private_dir(self.path.parent) / self.path.name)
         self.max_bytes = max_bytes
         self.max_records = max_records
         self._lock = threading.Lock()

@@ -13,8 +13,17 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
+from ledger.bounds import OutOfBounds, check_bounds, check_instant, check_text
 from ledger.canonical import canonical_json
 
 __all__ = [
@@ -23,6 +32,7 @@ __all__ = [
     "EventData",
     "EventDecodeError",
     "InvalidEvent",
+    "OutOfBoundsEvent",
     "OversizedEvent",
     "UnknownEventType",
     "UnsupportedSchemaVersion",
@@ -49,6 +59,12 @@ class InvalidEvent(EventDecodeError):
 
 class OversizedEvent(EventDecodeError):
     reason = "oversized"
+
+
+class OutOfBoundsEvent(EventDecodeError):
+    """A valid event whose values a fact may not have (``ledger.bounds``)."""
+
+    reason = "out-of-bounds"
 
 
 class UnknownEventType(EventDecodeError):
@@ -86,9 +102,17 @@ class Envelope(BaseModel):
 
     @field_validator("occurred_at", "observed_at")
     @classmethod
-    def _in_utc(cls, value: datetime) -> datetime:
+    def _in_utc(cls, value: datetime, info: ValidationInfo) -> datetime:
+        # in range first: near datetime's edges the conversion itself overflows
+        check_instant(value, str(info.field_name))
         # one instant, one rendering: canonical JSON depends on it
         return value.astimezone(UTC)
+
+    @field_validator("type", "stream", "source")
+    @classmethod
+    def _storable(cls, value: str, info: ValidationInfo) -> str:
+        check_text(value, str(info.field_name))
+        return value
 
     def to_wire(self, data: Any = None) -> dict[str, Any]:
         """The mapping :func:`canonical_json` encodes (optional ids omitted when absent).
@@ -160,6 +184,10 @@ def envelope_from_wire(raw: bytes | str | Mapping[str, Any]) -> Envelope:
             raise InvalidEvent(f"not JSON: {exc.errors()[0]['msg']}") from exc
         raise InvalidEvent(_summarise(exc)) from exc
     typed = decode(envelope)  # type and payload must be known and valid too
+    try:
+        check_bounds(typed, f"{envelope.type}: ")  # a new fact: bounds apply (not on read)
+    except OutOfBounds as exc:
+        raise OutOfBoundsEvent(str(exc)) from None
     if envelope.schema_version == typed.schema_version:
         # store the payload in its normal form (1.0 -> 1, defaults filled in), so
         # two producers' renderings of one fact hash the same
@@ -266,7 +294,11 @@ def make_envelope(
     causation_id: UUID | None = None,
     correlation_id: UUID | None = None,
 ) -> Envelope:
-    """Wrap a typed payload; ``data`` is stored in its JSON form (decimals as strings)."""
+    """Wrap a typed payload; ``data`` is stored in its JSON form (decimals as strings).
+
+    A new fact: its bounds are checked (:class:`ledger.bounds.OutOfBounds`, a ValueError).
+    """
+    check_bounds(data, f"{data.type_name}: ")
     return Envelope(
         event_id=event_id,
         type=data.type_name,

@@ -22,11 +22,29 @@ from pydantic import (
     model_serializer,
 )
 
-from ledger.envelopes import EventData, event_type, upcaster
+from ledger.bounds import (
+    MAX_CPU_MILLI,
+    MAX_FLAVOR,
+    MAX_LABEL_VALUE,
+    MAX_MEMORY_MIB,
+    MAX_MGPU,
+    MAX_NAME,
+    MAX_NODE_GPUS,
+    MAX_NODE_MEMORY_MIB,
+    MAX_PRIORITY,
+    MAX_QUOTA,
+    MAX_REPLICA_SPECS,
+    MAX_REPLICAS,
+    MIN_PRIORITY,
+    Bound,
+)
+from ledger.envelopes import Envelope, EventData, EventDecodeError, event_type, upcaster
 from ledger.money import plain_decimal, precise_from_decimal
 
 __all__ = [
+    "CLUSTER_FACT_TYPES",
     "JOB_LIFECYCLE_TYPES",
+    "WATCHER_SOURCE_PREFIX",
     "AdmissionDecided",
     "BillingMode",
     "BudgetExceeded",
@@ -50,6 +68,8 @@ __all__ = [
     "NodeCordoned",
     "NodeRegistered",
     "NodeRemoved",
+    "NotAClusterFact",
+    "NotFromAWatcher",
     "NotificationDelivered",
     "NotificationFailed",
     "NotificationQueued",
@@ -70,6 +90,8 @@ __all__ = [
     "SpotPriceChanged",
     "Victim",
     "WorkspaceBound",
+    "WrongStream",
+    "check_cluster_fact",
 ]
 
 BillingMode = Literal["quota", "public", "spot", "idle"]
@@ -87,6 +109,17 @@ OccupancyEndReason = Literal[
 Name = Field(min_length=1, max_length=253)
 NonNegative = Field(ge=0)
 
+# Bounds of new facts (ledger.bounds; enforced at the wire and in make_envelope, never on
+# read): a pod's quantities are at most one node's, attribution strings label values.
+Mgpu = Annotated[int, Bound(MAX_MGPU)]
+CpuMilli = Annotated[int, Bound(MAX_CPU_MILLI)]
+MemoryMib = Annotated[int, Bound(MAX_MEMORY_MIB)]
+LabelValue = Annotated[str, Bound(MAX_LABEL_VALUE)]
+Flavor = Annotated[str, Bound(MAX_FLAVOR)]
+ShortName = Annotated[str, Bound(MAX_NAME)]
+Priority = Annotated[int, Bound(MAX_PRIORITY, MIN_PRIORITY)]
+QuotaAmounts = Annotated[dict[str, int], Bound(MAX_QUOTA)]
+
 
 class _Part(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -98,12 +131,12 @@ class _Part(BaseModel):
 @event_type("NodeRegistered")
 class NodeRegistered(EventData):
     node: str = Name
-    pool: str = "default"
-    resource_group: str = "default"
-    flavor: str = "gpu/any"
-    gpus: int = NonNegative
-    cpu_milli: int = NonNegative
-    memory_mib: int = NonNegative
+    pool: LabelValue = "default"
+    resource_group: LabelValue = "default"
+    flavor: Flavor = "gpu/any"
+    gpus: Annotated[int, Bound(MAX_NODE_GPUS)] = NonNegative
+    cpu_milli: CpuMilli = NonNegative
+    memory_mib: Annotated[int, Bound(MAX_NODE_MEMORY_MIB)] = NonNegative
     billing_mode: NodeBillingMode = "public"
 
 
@@ -122,34 +155,34 @@ class NodeRemoved(EventData):
 
 
 class ReplicaSpec(_Part):
-    replica_type: str = "worker"
-    count: int = Field(default=1, ge=0)
-    flavor: str = "gpu/any"
-    mgpu: int = NonNegative
-    cpu_milli: int = NonNegative
-    memory_mib: int = NonNegative
+    replica_type: LabelValue = "worker"
+    count: Annotated[int, Bound(MAX_REPLICAS)] = Field(default=1, ge=0)
+    flavor: Flavor = "gpu/any"
+    mgpu: Mgpu = NonNegative
+    cpu_milli: CpuMilli = NonNegative
+    memory_mib: MemoryMib = NonNegative
 
 
 @event_type("JobSubmitted")
 class JobSubmitted(EventData):
     job_uid: str = Name
     name: str = Name
-    namespace: str = "default"
-    kind: str = "Job"
-    framework: str = "none"
-    workspace: str = Name
-    quota: str | None = None
-    user: str = "unknown"
-    priority: int = 0
+    namespace: LabelValue = "default"
+    kind: LabelValue = "Job"
+    framework: LabelValue = "none"
+    workspace: LabelValue = Name
+    quota: Annotated[str | None, Bound(MAX_LABEL_VALUE)] = None
+    user: LabelValue = "unknown"
+    priority: Priority = 0
     billing_mode: BillingMode = "public"
-    replicas: tuple[ReplicaSpec, ...] = ()
+    replicas: Annotated[tuple[ReplicaSpec, ...], Bound(items=MAX_REPLICA_SPECS)] = ()
 
 
 class JobTransition(EventData):
     """A lifecycle step of a job; ``by`` is who or what caused it, ``reason`` why."""
 
     job_uid: str = Name
-    by: str | None = None
+    by: Annotated[str | None, Bound(MAX_NAME)] = None
     reason: str | None = None
 
 
@@ -226,16 +259,16 @@ class OccupancyStarted(EventData):
     occupancy_id: str = Name
     job_uid: str = Name
     pod_uid: str = Name
-    pod_name: str = ""
-    node: str = ""
-    flavor: str = "gpu/any"
-    mgpu: int = NonNegative
-    cpu_milli: int = NonNegative
-    memory_mib: int = NonNegative
+    pod_name: ShortName = ""
+    node: ShortName = ""
+    flavor: Flavor = "gpu/any"
+    mgpu: Mgpu = NonNegative
+    cpu_milli: CpuMilli = NonNegative
+    memory_mib: MemoryMib = NonNegative
     billing_mode: BillingMode = "public"
-    workspace: str = Name
-    quota: str | None = None
-    user: str = "unknown"
+    workspace: LabelValue = Name
+    quota: Annotated[str | None, Bound(MAX_LABEL_VALUE)] = None
+    user: LabelValue = "unknown"
     started_at: AwareDatetime
 
 
@@ -249,7 +282,7 @@ class OccupancyEnded(EventData):
     estimated: bool = False
     #: the pod's name, for timelines; optional and left out of the payload when unknown,
     #: so events recorded before it existed keep their exact bytes
-    pod_name: str = ""
+    pod_name: ShortName = ""
 
     @model_serializer(mode="wrap")
     def _without_empty_name(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -257,6 +290,54 @@ class OccupancyEnded(EventData):
         if not data.get("pod_name"):
             data.pop("pod_name", None)
         return data
+
+
+# --- what the cluster topic may carry ----------------------------------------
+
+#: The facts a cluster watcher observes (job lifecycle, occupancy, nodes): the only event
+#: types the cluster topic carries. Prices, quotas, money, invoices, decisions and budgets
+#: enter the store only through the product's own commands. docs/wire-format.md.
+CLUSTER_FACT_TYPES: frozenset[str] = JOB_LIFECYCLE_TYPES | {
+    "OccupancyStarted",
+    "OccupancyEnded",
+    "NodeRegistered",
+    "NodeCordoned",
+    "NodeRemoved",
+}
+#: The ``source`` of every watcher's events: ``kube-watcher/<cluster>``.
+WATCHER_SOURCE_PREFIX = "kube-watcher/"
+
+
+class NotAClusterFact(EventDecodeError):
+    reason = "not-a-cluster-fact"
+
+
+class NotFromAWatcher(EventDecodeError):
+    reason = "not-from-a-watcher"
+
+
+class WrongStream(EventDecodeError):
+    reason = "wrong-stream"
+
+
+def check_cluster_fact(envelope: Envelope) -> None:
+    """Refuse what a watcher cannot have sent: another type, source, or another stream.
+
+    A job's facts live in ``job/<job_uid>``, a node's in ``node/<node>`` (as the watcher
+    writes them), so a message cannot slip a fact into another job's or node's history.
+    """
+    if envelope.type not in CLUSTER_FACT_TYPES:
+        raise NotAClusterFact(f"{envelope.type} is not a cluster fact: only commands write it")
+    if not envelope.source.startswith(WATCHER_SOURCE_PREFIX):
+        raise NotFromAWatcher(
+            f"source {envelope.source!r} is not a watcher's ({WATCHER_SOURCE_PREFIX}<cluster>)"
+        )
+    if envelope.type.startswith("Node"):
+        expected = f"node/{envelope.data.get('node')}"
+    else:
+        expected = f"job/{envelope.data.get('job_uid')}"
+    if envelope.stream != expected:
+        raise WrongStream(f"{envelope.type} of stream {envelope.stream!r}, expected {expected!r}")
 
 
 # --- quotas -------------------------------------------------------------------
@@ -281,10 +362,10 @@ class QuotaSpec(_Part):
     """A quota node as applied: per resource key, guaranteed ``min`` and cap ``max``."""
 
     quota_id: str = Name
-    parent: str | None = None
-    min: dict[str, int] = {}
-    max: dict[str, int] = {}
-    lend_limit: dict[str, int] = {}
+    parent: Annotated[str | None, Bound(MAX_NAME)] = None
+    min: QuotaAmounts = {}
+    max: QuotaAmounts = {}
+    lend_limit: QuotaAmounts = {}
     preemption: PreemptionPolicy = PreemptionPolicy()
     queue_policy: QueuePolicy = "BestEffortFIFO"
 
@@ -306,8 +387,8 @@ class QuotaDeleted(EventData):
 
 @event_type("WorkspaceBound")
 class WorkspaceBound(EventData):
-    workspace: str = Name
-    quota: str | None = None  # None unbinds
+    workspace: LabelValue = Name
+    quota: Annotated[str | None, Bound(MAX_LABEL_VALUE)] = None  # None unbinds
 
 
 # --- prices -------------------------------------------------------------------
@@ -386,7 +467,8 @@ class RatedUsage(_Part):
     billing_mode: BillingMode
     usage_period: str  # "YYYY-MM" the usage happened in; the posting period may be later
     unit: str
-    usage: int
+    # resource units x microseconds: beyond the JSON-safe range, within bigint
+    usage: Annotated[int, Bound(2**63 - 1, -(2**63))]
     quantity: Decimal
     as_of: AwareDatetime
     # the rate (per unit-hour) of this usage: a transaction posts one rate's part of a

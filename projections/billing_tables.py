@@ -1,8 +1,9 @@
 """The billing read model's tables (SQLAlchemy Core), mirroring migration ``0004_billing``.
 
 Kept apart from the projection code so the rater, the reports and the CLI can
-build queries from typed columns without importing the fold logic. The
-migration owns the DDL (indexes and the BI views included); see ``docs/finance.md``.
+build queries from typed columns without importing the fold logic. Declared on the
+schema's one ``MetaData`` (:mod:`ledger.store.schema`), indexes included; the
+migration writes the DDL (and the BI views, which only it knows); see ``docs/finance.md``.
 
 ``amount_minor`` columns of the ledger tables are ``numeric``: minor units at
 sub-minor precision (migration ``0012``); invoice totals and line
@@ -15,14 +16,17 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Index,
     Integer,
-    MetaData,
     Numeric,
     Table,
     Text,
     Uuid,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+
+from ledger.store.schema import metadata
 
 __all__ = [
     "billing_cost_monthly",
@@ -30,7 +34,6 @@ __all__ = [
     "billing_invoice_lines",
     "billing_invoices",
     "billing_line_totals",
-    "billing_metadata",
     "billing_occupancies",
     "billing_postings",
     "billing_prices",
@@ -39,13 +42,12 @@ __all__ = [
     "billing_workspace_quotas",
 ]
 
-billing_metadata = MetaData()
 _TS = DateTime(timezone=True)
 
 #: Occupancy facts as billing sees them, with when each half was recorded (for --as-of).
 billing_occupancies = Table(
     "billing_occupancies",
-    billing_metadata,
+    metadata,
     Column("occupancy_id", Text, primary_key=True),
     Column("job_uid", Text, nullable=False),
     Column("workspace", Text),
@@ -66,12 +68,15 @@ billing_occupancies = Table(
     Column("start_recorded_at", _TS),
     Column("end_recorded_at", _TS),
     Column("rated_to", _TS),  # latest as_of of a rating transaction for this occupancy
+    # no index on end_position: the rater's pending query filters on GREATEST(start, end)
+    Index("billing_occupancies_open", "started_at", postgresql_where=text("ended_at IS NULL")),
+    Index("billing_occupancies_window", "started_at", "ended_at"),
 )
 
 #: Price events in publication order (the rater and the cost report build schedules from them).
 billing_prices = Table(
     "billing_prices",
-    billing_metadata,
+    metadata,
     Column("position", BigInteger, primary_key=True),
     Column("event_id", Uuid, nullable=False),
     Column("type", Text, nullable=False),
@@ -84,7 +89,7 @@ billing_prices = Table(
 #: One row per LedgerTransactionPosted; usage attributes flattened for reports.
 billing_transactions = Table(
     "billing_transactions",
-    billing_metadata,
+    metadata,
     Column("transaction_id", Text, primary_key=True),
     Column("event_id", Uuid, nullable=False),
     Column("position", BigInteger, nullable=False),
@@ -109,35 +114,40 @@ billing_transactions = Table(
     Column("usage", Numeric),
     Column("as_of", _TS),
     Column("data", JSONB, nullable=False),
+    Index("billing_transactions_period", "period", "workspace"),
+    Index("billing_transactions_job", "job_uid"),
+    Index("billing_transactions_usage_period", "usage_period", "recorded_at"),
 )
 
 billing_postings = Table(
     "billing_postings",
-    billing_metadata,
+    metadata,
     Column("transaction_id", Text, primary_key=True),
     Column("seq", Integer, primary_key=True),
     Column("account", Text, nullable=False),
     Column("amount_minor", Numeric, nullable=False),
     Column("currency", Text, nullable=False),
+    Index("billing_postings_account", "account"),
 )
 
 #: What has been posted per rated line key and rate part: the rater's ``posted`` for ``accrue``.
 billing_line_totals = Table(
     "billing_line_totals",
-    billing_metadata,
+    metadata,
     Column("occupancy_id", Text, primary_key=True),
     Column("usage_period", Text, primary_key=True),
     Column("resource", Text, primary_key=True),
     Column("billing_mode", Text, primary_key=True),
     Column("usage", Numeric, nullable=False),
     Column("amount_minor", Numeric, nullable=False),
-    Column("rate", Text, primary_key=True),  # ledger.rating.rate_key; '' before parts
+    # ledger.rating.rate_key; '' before parts
+    Column("rate", Text, primary_key=True, server_default=text("''")),
 )
 
 #: Rated usage per job x usage period x resource x billing mode.
 billing_usage_lines = Table(
     "billing_usage_lines",
-    billing_metadata,
+    metadata,
     Column("job_uid", Text, primary_key=True),
     Column("usage_period", Text, primary_key=True),
     Column("resource", Text, primary_key=True),
@@ -150,12 +160,13 @@ billing_usage_lines = Table(
     Column("unit", Text, nullable=False),
     Column("usage", Numeric, nullable=False),
     Column("amount_minor", Numeric, nullable=False),
+    Index("billing_usage_lines_period", "usage_period", "workspace"),
 )
 
 #: Pre-aggregated cost per month x workspace x quota x user x flavor x mode (the fast report).
 billing_cost_monthly = Table(
     "billing_cost_monthly",
-    billing_metadata,
+    metadata,
     Column("usage_period", Text, primary_key=True),
     Column("workspace", Text, primary_key=True),
     Column("quota", Text, primary_key=True),  # '' when the job has none
@@ -168,7 +179,7 @@ billing_cost_monthly = Table(
 
 billing_invoices = Table(
     "billing_invoices",
-    billing_metadata,
+    metadata,
     Column("invoice_id", Text, primary_key=True),
     Column("workspace", Text, nullable=False),
     Column("period", Text, nullable=False),
@@ -178,14 +189,15 @@ billing_invoices = Table(
     Column("issued_at", _TS, nullable=False),
     Column("status", Text, nullable=False),  # issued | voided
     Column("void_reason", Text),
-    Column("credited_minor", BigInteger, nullable=False),
+    Column("credited_minor", BigInteger, nullable=False, server_default=text("0")),
     Column("position", BigInteger, nullable=False),
     Column("recorded_at", _TS, nullable=False),
+    Index("billing_invoices_workspace_period", "workspace", "period"),
 )
 
 billing_invoice_lines = Table(
     "billing_invoice_lines",
-    billing_metadata,
+    metadata,
     Column("invoice_id", Text, primary_key=True),
     Column("line_no", Integer, primary_key=True),
     Column("description", Text, nullable=False),
@@ -203,7 +215,7 @@ billing_invoice_lines = Table(
 
 billing_credit_notes = Table(
     "billing_credit_notes",
-    billing_metadata,
+    metadata,
     Column("credit_note_id", Text, primary_key=True),
     Column("invoice_id", Text, nullable=False),
     Column("amount_minor", BigInteger, nullable=False),
@@ -211,12 +223,13 @@ billing_credit_notes = Table(
     Column("reason", Text, nullable=False),
     Column("position", BigInteger, nullable=False),
     Column("recorded_at", _TS, nullable=False),
+    Index("billing_credit_notes_invoice", "invoice_id"),
 )
 
 #: Workspace -> quota bindings (WorkspaceBound) as of the events folded so far.
 billing_workspace_quotas = Table(
     "billing_workspace_quotas",
-    billing_metadata,
+    metadata,
     Column("workspace", Text, primary_key=True),
     Column("quota", Text),
     Column("position", BigInteger, nullable=False),

@@ -5,7 +5,7 @@ Two questions, answered from the billing read model (:mod:`projections.billing`)
 - **usage** is the exact occupied quantity (mGPU·s, CPU milli·s, MiB·s) of the
   occupancy facts clipped to ``[from, to)``, split at day / month boundaries in
   SQL; an interval still open (or whose end was not yet recorded at ``as_of``)
-  counts up to ``to``.
+  counts up to ``to`` or the cluster clock, whichever comes first.
 - **cost** comes from the ledger when it can (``source="ledger"``: what the
   rater posted, per usage month, from the pre-aggregated ``billing_cost_monthly``
   or, with ``as_of``, the transactions recorded by then), and otherwise is rated
@@ -17,8 +17,9 @@ Two questions, answered from the billing read model (:mod:`projections.billing`)
 
 ``as_of`` (store time) keeps only what had been recorded by then: occupancy
 halves, price events and transactions with ``recorded_at <= as_of``. ``from`` /
-``to`` are cluster time. Without ``to``, the window ends at the cluster clock as
-the store knows it (the latest occupancy instant recorded).
+``to`` are cluster time. The window ends at ``to`` or at the cluster clock as the
+store knows it (the latest occupancy instant recorded), whichever comes first. A
+report returns at most ``MAX_REPORT_ROWS`` rows (:mod:`projections.pages`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ledger.rating import (
     usage_quantity,
 )
 from projections.billing_reads import load_schedule, occupancy_from_row
+from projections.pages import MAX_REPORT_ROWS, check_report_rows
 
 __all__ = [
     "CREDIT_KEYS",
@@ -110,8 +112,16 @@ def cluster_clock(conn: Connection, as_of: datetime | None = None) -> datetime |
 
 
 def _end(conn: Connection, window: ReportWindow) -> datetime:
-    end = window.end or cluster_clock(conn, window.as_of)
+    """Where the report's window ends: ``to``, but never past the cluster clock. No fact
+    lies beyond the clock, and an open interval is known to run only up to it: counting
+    it on to a far ``to`` (9999-12-31) would invent usage and make the report's cost grow
+    with the window's length instead of with the facts."""
+    clock = cluster_clock(conn, window.as_of)
+    end = clock if window.end is None or clock is None else min(window.end, clock)
     return end or datetime(1970, 1, 1, tzinfo=UTC)
+
+
+_TOO_MANY = "narrow --from/--to, group by fewer keys, or by month instead of day"
 
 
 _OCCUPANCIES = """
@@ -172,9 +182,12 @@ SELECT {cols + ", " if cols else ""}
        COALESCE(sum(cpu_milli::numeric * us), 0) AS cpu_us,
        COALESCE(sum(memory_mib::numeric * us), 0) AS mem_us
   FROM q {"GROUP BY " + cols if cols else ""} {"ORDER BY " + cols if cols else ""}
+ LIMIT :cap
 """
     conn.execute(text("SET LOCAL TimeZone = 'UTC'"))
-    rows = conn.execute(text(sql), {"from": start, "to": end, "as_of": window.as_of}).all()
+    params = {"from": start, "to": end, "as_of": window.as_of, "cap": MAX_REPORT_ROWS + 1}
+    rows = conn.execute(text(sql), params).all()
+    check_report_rows(len(rows), hint=_TOO_MANY)
     out = []
     for row in rows:
         item = {k: getattr(row, k) for k in group_by}
@@ -383,6 +396,7 @@ def _rated_cost(
             }
             key = tuple(attrs[k] for k in group_by)
             sums[key] = sums.get(key, 0) + line.amount_precise
+    check_report_rows(len(sums), hint=_TOO_MANY)
     return [
         _cost_row(dict(zip(group_by, key, strict=True)), precise_decimal(v), schedule.currency)
         for key, v in sorted(sums.items())

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Index,
     Integer,
     Table,
     Text,
@@ -35,6 +36,7 @@ from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import fetch_keyed, upsert_rows
+from projections.pages import MAX_REPORT_ROWS, check_report_rows
 
 __all__ = ["INVENTORY_GROUP_KEYS", "InventoryProjection", "capacity_at", "inventory_nodes"]
 
@@ -54,6 +56,8 @@ inventory_nodes = Table(
     Column("billing_mode", Text, nullable=False),
     Column("cordoned", Boolean, nullable=False),
     Column("position", BigInteger, nullable=False),
+    Index("inventory_nodes_open", "node", postgresql_where=text("valid_to IS NULL")),
+    Index("inventory_nodes_from", "valid_from"),
 )
 
 INVENTORY_GROUP_KEYS = ("pool", "resource_group", "flavor", "billing_mode", "node")
@@ -191,8 +195,11 @@ def capacity_at(
             FROM inventory_nodes
             WHERE {when}
             {group}
+            LIMIT :cap
             """
         ),
-        {"at": at},
+        {"at": at, "cap": MAX_REPORT_ROWS + 1},
     )
-    return [dict(r._mapping) for r in result]
+    rows = [dict(r._mapping) for r in result]
+    check_report_rows(len(rows), hint="group by fewer or coarser keys (pool, flavor)")
+    return rows

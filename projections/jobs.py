@@ -29,7 +29,6 @@ Times are cluster times (``occurred_at``, or the pod's own ``started_at`` /
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
@@ -42,6 +41,7 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Index,
     Integer,
     Numeric,
     SmallInteger,
@@ -65,6 +65,7 @@ from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import copy_table, fetch_keyed
 from projections.finance_reports import job_cost
+from projections.pages import MAX_PAGE, check_limit, decode_cursor, encode_cursor
 from projections.steps import checkpoint_name
 
 __all__ = [
@@ -135,6 +136,10 @@ job_state = Table(
     Column("fold_position", BigInteger, nullable=False),
     # every status change as [status, at], in order: the status at any instant
     Column("transitions", JSONB, nullable=False),
+    Index("job_state_workspace", "workspace", "status"),
+    Index("job_state_user", "user"),
+    Index("job_state_name", "name"),
+    Index("job_state_status", "status"),
 )
 
 job_workspace_quotas = Table(
@@ -697,9 +702,6 @@ def _job_dict(row: Any) -> dict[str, Any]:
     return out
 
 
-MAX_PAGE = 10_000
-
-
 @dataclass(frozen=True)
 class JobPage:
     """One page of :func:`list_jobs`; ``next_cursor`` continues it (None: the last page)."""
@@ -709,17 +711,17 @@ class JobPage:
 
 
 def _encode_cursor(submitted_at: datetime | None, uid: str) -> str:
-    raw = orjson.dumps([format_timestamp(submitted_at) if submitted_at else None, uid])
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_cursor([format_timestamp(submitted_at) if submitted_at else None, uid])
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime | None, str]:
+    submitted, uid = decode_cursor(cursor, (str, type(None)), str)
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        submitted, uid = orjson.loads(raw)
-        return (_parse(submitted) if submitted else None), str(uid)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"invalid cursor {cursor!r}: pass one a previous page printed") from exc
+        return (_parse(submitted) if submitted else None), uid
+    except ValueError as exc:
+        raise ValueError(
+            f"invalid cursor {cursor[:40]!r}: pass the one a previous page printed"
+        ) from exc
 
 
 def _status_at(transitions: Sequence[Sequence[str]], at: datetime) -> tuple[str, str] | None:
@@ -780,8 +782,7 @@ def list_jobs(
     """
     if status is not None and status not in STATUSES:
         raise ValueError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
-    if not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"--limit must be between 1 and {MAX_PAGE:,}")
+    check_limit(limit)
     submitted = func.coalesce(job_state.c.submitted_at, _NEVER)
     query = job_state.select()
     if workspace is not None:

@@ -25,8 +25,11 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Index,
     Table,
     Text,
+    func,
+    literal_column,
     text,
 )
 
@@ -34,6 +37,7 @@ from ledger.store.base import RecordedEvent
 from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import copy_table, take_rows
+from projections.pages import MAX_REPORT_ROWS, check_report_rows
 
 __all__ = ["GROUP_KEYS", "OccupancyProjection", "occupancy", "occupied_at"]
 
@@ -64,6 +68,14 @@ occupancy = Table(
     CheckConstraint(
         "started_at IS NULL OR ended_at IS NULL OR ended_at >= started_at",
         name="occupancy_interval_ordered",
+    ),
+    Index("occupancy_job", "job_uid"),
+    # "what was occupied at T": a GiST range index answers [start, end) @> T directly
+    Index(
+        "occupancy_during",
+        func.tstzrange(text("started_at"), text("ended_at"), literal_column("'[)'")),
+        postgresql_using="gist",
+        postgresql_where=text("started_at IS NOT NULL"),
     ),
 )
 
@@ -213,8 +225,11 @@ def occupied_at(conn: Connection, at: datetime, group_by: Sequence[str]) -> list
             ) occupied
             GROUP BY {keys}
             ORDER BY {keys}
+            LIMIT :cap
             """
         ),
-        {"at": at},
+        {"at": at, "cap": MAX_REPORT_ROWS + 1},
     )
-    return [dict(r._mapping) for r in result]
+    rows = [dict(r._mapping) for r in result]
+    check_report_rows(len(rows), hint="group by fewer or coarser keys (workspace, flavor)")
+    return rows

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, select, text
 from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counting_flavors, topological_order
 from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
+from projections.pages import MAX_REPORT_ROWS, check_report_rows
 from projections.quotas import day_of, hour_of, quota_nodes, quota_workspaces
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
 _RAW_COLS = ", ".join(RAW)
 _HOUR = timedelta(hours=1)
 _DAY = timedelta(days=1)
+_NARROW_SERIES = "narrow --from/--to, use a longer --step, or name a --quota or --flavor"
+_NARROW_CHANGES = "narrow --from/--to, use --step day or hour, or name a --quota or --flavor"
 _OUTER_SUMS = ", ".join(f"sum({n})::bigint AS {n}" for n in RAW)  # of RAW-named columns
 #: SQL select list: the raw changes of ``jsonb_each(changes) d`` summed, one column per
 #: :data:`~ledger.usage_boards.RAW` figure (callers group by what they need)
@@ -154,6 +157,7 @@ def usage_history(
         for key in sorted(changed):
             if (quota is not None and key[0] != quota) or (flavor is not None and key[1] != flavor):
                 continue
+            check_report_rows(len(out) + 1, hint=_NARROW_CHANGES)
             numbers = changed[key]
             if numbers is None:
                 out.append(_row(key, when, _GONE, deleted=True))
@@ -214,7 +218,15 @@ def series_points(
         since = since or first
         until = until or last
     length = STEPS[step][0]
-    points, at = [], _step_start(since, step)
+    first_step = _step_start(since, step)
+    # counted before any is built: a window to 9999 must cost nothing to refuse
+    count = (until - first_step) // length + 1
+    if count > MAX_REPORT_ROWS:
+        raise ValueError(
+            f"{count:,} {step}s in the window (at most {MAX_REPORT_ROWS:,}): narrow "
+            "--from/--to or use a longer --step"
+        )
+    points, at = [], first_step
     while at <= until:
         points.append(at)
         at += length
@@ -284,6 +296,7 @@ def usage_series(
             board.settle()
         for key in sorted(board.rows):
             if (quota is None or key[0] == quota) and (flavor is None or key[1] == flavor):
+                check_report_rows(len(out) + 1, hint=_NARROW_SERIES)
                 out.append(_row(key, at, board.rows[key]))
     return out
 

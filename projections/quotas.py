@@ -180,6 +180,9 @@ quota_own_usage = Table(
     Column("quota", Text, primary_key=True),
     Column("flavor", Text, primary_key=True),
     *(Column(n, BigInteger, nullable=False) for n in RAW),
+    # the key's first change: reading an instant subtracts the changes after it from
+    # these totals, and a key first changed after that instant must not show
+    Column("first_at", _TS, nullable=False),
 )
 
 _END = frozenset({"JobSucceeded", "JobFailed", "JobStopped", "JobDeleted"})

@@ -13,25 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, MetaData, Table, Text, delete, select
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from consumers.watchers.publisher import Marker
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import checkpoints
+from projections.watcher_tables import watcher_objects
 
 __all__ = ["WatcherCheckpoints", "WatcherResume", "watcher_objects"]
-
-_metadata = MetaData()
-
-watcher_objects = Table(
-    "watcher_objects",
-    _metadata,
-    Column("watcher", Text, primary_key=True),
-    Column("key", Text, primary_key=True),
-    Column("state", JSONB, nullable=False),
-)
 
 
 @dataclass(frozen=True, slots=True)

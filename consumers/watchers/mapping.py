@@ -10,10 +10,17 @@ Every timestamp comes from the object itself (``PodScheduled`` transition, conta
 ``finishedAt``, Job conditions, ``creationTimestamp``); only an end the cluster gave no time for
 takes the caller's clock and is flagged ``estimated``. The label / annotation contract is in
 ``docs/watchers.md``.
+
+A label or annotation is tenant input: a value outside its bound (``ledger.bounds``: a user
+longer than a label value, an mGPU beyond a node's, text with NUL) is never published. It
+falls back to what an absent one means (quantities: the bound) with a warning in the log, so
+the object's facts are still recorded — a tenant cannot escape billing with an absurd label,
+and the watcher never retries an object it cannot map.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,8 +28,25 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 from uuid import UUID
 
+from ledger.bounds import (
+    MAX_CPU_MILLI,
+    MAX_FLAVOR,
+    MAX_LABEL_VALUE,
+    MAX_MEMORY_MIB,
+    MAX_MGPU,
+    MAX_NODE_GPUS,
+    MAX_NODE_MEMORY_MIB,
+    MAX_PRIORITY,
+    MAX_REPLICA_SPECS,
+    MAX_REPLICAS,
+    MAX_TEXT,
+    MIN_PRIORITY,
+    OutOfBounds,
+    check_text,
+)
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import (
+    WATCHER_SOURCE_PREFIX,
     BillingMode,
     JobDeleted,
     JobFailed,
@@ -39,6 +63,8 @@ from ledger.events import (
     ReplicaSpec,
 )
 from ledger.ids import fact_event_id
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ANNOTATION_FLAVOR",
@@ -152,6 +178,26 @@ def parse_time(text: str | None) -> datetime | None:
 _TIMES: dict[str, datetime] = {}
 
 
+def _text(value: str | None, what: str, limit: int = MAX_LABEL_VALUE) -> str | None:
+    """``value`` if it is storable text within ``limit``; else None (the default applies)."""
+    if value is None:
+        return None
+    try:
+        check_text(value, what, limit)
+    except OutOfBounds as exc:
+        log.warning("out-of-bounds %s ignored, its default applies: %s", what, exc)
+        return None
+    return value
+
+
+def _clamp(value: int, high: int, what: str, low: int = 0) -> int:
+    """``value`` within [low, high]: a quantity beyond its bound counts as the bound."""
+    if low <= value <= high:
+        return value
+    log.warning("out-of-bounds %s %d counted as %d", what, value, min(high, max(low, value)))
+    return min(high, max(low, value))
+
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
@@ -180,7 +226,7 @@ class Attribution:
     ) -> Attribution:
         def pick(key: str) -> str | None:
             value = labels.get(key) or annotations.get(key)
-            return str(value) if value else None
+            return _text(str(value), key) if value else None
 
         mode = pick(LABEL_BILLING_MODE)
         billing: BillingMode = mode if mode in BILLING_MODES else DEFAULT_BILLING_MODE  # type: ignore[assignment]
@@ -188,6 +234,9 @@ class Attribution:
         try:
             priority = int(priority_text) if priority_text else int(spec_priority or 0)
         except ValueError:
+            priority = 0
+        if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+            log.warning("out-of-bounds priority %d ignored, 0 applies", priority)
             priority = 0
         return Attribution(
             workspace=pick(LABEL_WORKSPACE) or namespace or "default",
@@ -218,16 +267,26 @@ def _template_resources(
         mem += parse_quantity(requests.get("memory", limits.get("memory")))
         gpu += parse_quantity(requests.get(GPU_RESOURCE, limits.get(GPU_RESOURCE)))
     milli = annotations.get(ANNOTATION_GPU_MILLI)
+    requested = _clamp(int(gpu * 1000), MAX_MGPU, "GPU request (mGPU)")
     try:
-        mgpu = int(milli) if milli not in (None, "") else int(gpu * 1000)
+        mgpu = int(milli) if milli not in (None, "") else requested
     except ValueError:
-        mgpu = int(gpu * 1000)
-    flavor = annotations.get(ANNOTATION_FLAVOR)
+        mgpu = requested
+    if not 0 <= mgpu <= MAX_MGPU:
+        log.warning(
+            "out-of-bounds %s %r ignored, the GPU request applies", ANNOTATION_GPU_MILLI, milli
+        )
+        mgpu = requested
+    flavor = _text(annotations.get(ANNOTATION_FLAVOR), ANNOTATION_FLAVOR, MAX_FLAVOR)
     if not flavor:
         selector = _str_map(spec.get("nodeSelector"))
         model = selector.get(LABEL_GPU_PRODUCT)
-        flavor = f"gpu/{model}" if model else None
-    resources = Resources(mgpu, int(cpu * 1000), int((mem / _MIB).to_integral_value()))
+        flavor = _text(f"gpu/{model}", "nodeSelector flavor", MAX_FLAVOR) if model else None
+    resources = Resources(
+        mgpu,
+        _clamp(int(cpu * 1000), MAX_CPU_MILLI, "CPU request (milli)"),
+        _clamp(int((mem / _MIB).to_integral_value()), MAX_MEMORY_MIB, "memory request (MiB)"),
+    )
     return resources, flavor
 
 
@@ -444,8 +503,8 @@ def _replica_spec(rtype: str, count: int, template: Mapping[str, Any]) -> Replic
     annotations = _str_map(tmeta.get("annotations"))
     resources, flavor = _template_resources(template.get("spec") or {}, annotations)
     return ReplicaSpec(
-        replica_type=rtype,
-        count=count,
+        replica_type=_text(rtype, "replica type") or "worker",
+        count=_clamp(count, MAX_REPLICAS, "replica count"),
         flavor=flavor or "gpu/any",
         mgpu=resources.mgpu,
         cpu_milli=resources.cpu_milli,
@@ -479,6 +538,9 @@ def job_facts(obj: Mapping[str, Any]) -> JobFacts:
             count = int(rspec.get("replicas") if rspec.get("replicas") is not None else 1)
             replicas.append(_replica_spec(rtype.lower(), count, template))
             templates.append(template)
+        if len(replicas) > MAX_REPLICA_SPECS:
+            log.warning("%d replica specs, the first %d kept", len(replicas), MAX_REPLICA_SPECS)
+            del replicas[MAX_REPLICA_SPECS:]
     for template in templates:
         tmeta = _meta(template)
         template_labels = {**_str_map(tmeta.get("labels")), **template_labels}
@@ -513,7 +575,9 @@ def job_facts(obj: Mapping[str, Any]) -> JobFacts:
         replicas=tuple(replicas),
         outcome=outcome,
         outcome_at=outcome_at,
-        outcome_reason=str(outcome_reason) if outcome_reason else None,
+        outcome_reason=_text(str(outcome_reason), "condition reason", MAX_TEXT)
+        if outcome_reason
+        else None,
         deletion_at=parse_time(meta.get("deletionTimestamp")),
     )
 
@@ -533,9 +597,10 @@ class NodeFacts:
 
 
 def node_flavor(labels: Mapping[str, str]) -> str | None:
-    """``gpu/<model>`` from a node's ``nvidia.com/gpu.product`` label, None without one."""
+    """``gpu/<model>`` from a node's ``nvidia.com/gpu.product`` label, None without one
+    (or with one beyond the flavor's bound)."""
     model = labels.get(LABEL_GPU_PRODUCT)
-    return f"gpu/{model}" if model else None
+    return _text(f"gpu/{model}", LABEL_GPU_PRODUCT, MAX_FLAVOR) if model else None
 
 
 def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
@@ -559,12 +624,17 @@ def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
         cordoned_at=cordoned_at,
         registered=NodeRegistered(
             node=name,
-            pool=labels.get(LABEL_POOL, "default"),
-            resource_group=labels.get(LABEL_RESOURCE_GROUP, "default"),
+            pool=_text(labels.get(LABEL_POOL), LABEL_POOL) or "default",
+            resource_group=_text(labels.get(LABEL_RESOURCE_GROUP), LABEL_RESOURCE_GROUP)
+            or "default",
             flavor=node_flavor(labels) or GPU_ANY,
-            gpus=int(parse_quantity(capacity.get(GPU_RESOURCE))),
-            cpu_milli=int(parse_quantity(capacity.get("cpu")) * 1000),
-            memory_mib=int((parse_quantity(capacity.get("memory")) / _MIB).to_integral_value()),
+            gpus=_clamp(int(parse_quantity(capacity.get(GPU_RESOURCE))), MAX_NODE_GPUS, "GPUs"),
+            cpu_milli=_clamp(int(parse_quantity(capacity.get("cpu")) * 1000), MAX_CPU_MILLI, "CPU"),
+            memory_mib=_clamp(
+                int((parse_quantity(capacity.get("memory")) / _MIB).to_integral_value()),
+                MAX_NODE_MEMORY_MIB,
+                "memory (MiB)",
+            ),
             billing_mode=mode if mode in NODE_BILLING_MODES else "public",
         ),
     )
@@ -578,7 +648,7 @@ class EventFactory:
 
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster
-        self.source = f"kube-watcher/{cluster}"
+        self.source = f"{WATCHER_SOURCE_PREFIX}{cluster}"
 
     def event_id(self, kind: str, uid: str, transition: str) -> UUID:
         return fact_event_id(self.cluster, kind, uid, transition)

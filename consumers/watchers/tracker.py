@@ -6,18 +6,19 @@ job's kind, outcome and current replica pods; a node's cordon flag) and emits an
 an object crosses a transition it had not crossed before. Everything is keyed by UID, never by
 name: a replica restarted under the same name is a new pod with a new occupancy.
 
-The state is plain JSON per key so the watcher can persist it next to its resourceVersions and
-resume after a restart or a relist without publishing anything twice (``docs/watchers.md``).
-Not thread-safe: the watcher calls it under one lock.
+The state is a typed record per key (:mod:`consumers.watchers.tracker_state`), stored as
+compact JSON through that module's codec so the watcher can persist it next to its
+resourceVersions and resume after a restart or a relist without publishing anything twice
+(``docs/watchers.md``). Not thread-safe: the watcher calls it under one lock.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from consumers.watchers.mapping import (
     JOB_KINDS,
@@ -30,6 +31,16 @@ from consumers.watchers.mapping import (
     parse_time,
     pod_facts,
 )
+from consumers.watchers.tracker_state import (
+    JobStart,
+    JobState,
+    NodeState,
+    PodState,
+    ReplicaSlot,
+    TrackedState,
+    decode_state,
+    encode_state,
+)
 from ledger.envelopes import Envelope
 from ledger.events import OccupancyEndReason
 
@@ -39,7 +50,8 @@ DELETED = "DELETED"
 OUT_OF_SCOPE = "OUT_OF_SCOPE"
 
 Object = Mapping[str, Any]
-State = dict[str, Any]
+State = dict[str, Any]  # a record's stored JSON (tracker_state.encode_state)
+_T = TypeVar("_T", NodeState, JobState, PodState, JobStart)
 
 
 def state_key(resource: str, obj: Object) -> str:
@@ -86,9 +98,9 @@ class ClusterTracker:
         self.watch_nodes = watch_nodes  # False: no node will show up, none is waited for
         self.orphan_grace = orphan_grace
         self.monotonic = monotonic
-        self.state: dict[str, State] = {}
+        self.state: dict[str, TrackedState] = {}
         self._names: dict[tuple[str, str], str] = {}  # (namespace, job name) -> job uid
-        self._dirty: dict[str, State | None] = {}
+        self._dirty: dict[str, TrackedState | None] = {}
         # pod events waiting for their owning job to be seen (so the job stream starts with
         # JobSubmitted), keyed by owner uid or "name:<ns>/<name>"
         self._pending: dict[str, list[_Pending]] = {}
@@ -98,23 +110,29 @@ class ClusterTracker:
 
     # -- persistence -----------------------------------------------------------------------
 
-    def load(self, rows: Mapping[str, State]) -> None:
-        self.state = {k: dict(v) for k, v in rows.items()}
+    def load(self, rows: Mapping[str, Mapping[str, Any]]) -> None:
+        """Resume from the stored JSON of every key (any version's, see tracker_state)."""
+        self.state = {k: decode_state(k, v) for k, v in rows.items()}
         self._names = {
-            (s["ns"], s["n"]): k.split("/", 1)[1]
+            (s.namespace, s.name): k.split("/", 1)[1]
             for k, s in self.state.items()
-            if k.startswith("job/") and s.get("k") != "Pod"
+            if isinstance(s, JobState) and s.kind != "Pod"
         }
         self._dirty.clear()
 
     def take_delta(self) -> StateDelta:
         delta = StateDelta(
-            {k: (dict(v) if v is not None else None) for k, v in self._dirty.items()}
+            {k: (encode_state(v) if v is not None else None) for k, v in self._dirty.items()}
         )
         self._dirty.clear()
         return delta
 
-    def _put(self, key: str, value: State) -> None:
+    def _get(self, key: str, kind: type[_T]) -> _T | None:
+        """The record of ``key`` (its prefix decides its type)."""
+        st = self.state.get(key)
+        return st if isinstance(st, kind) else None
+
+    def _put(self, key: str, value: TrackedState) -> None:
         self.state[key] = value
         self._dirty[key] = value
 
@@ -128,7 +146,7 @@ class ClusterTracker:
             return {k for k in self.state if k.startswith("node/")}
         if resource == "pods":
             return {k for k in self.state if k.startswith("pod/")}
-        return {k for k, s in self.state.items() if k.startswith("job/") and s.get("k") == job_kind}
+        return {k for k, s in self.state.items() if isinstance(s, JobState) and s.kind == job_kind}
 
     def pending_min_rv(self) -> int | None:
         rvs = [p.rv for items in self._pending.values() for p in items]
@@ -155,30 +173,28 @@ class ClusterTracker:
         now = self.clock()
         for key in sorted(keys):
             st = self.state.get(key)
-            if st is None:
-                continue
-            if key.startswith("pod/"):
+            if isinstance(st, PodState):
                 out += self._end_pod(key, st, now, "vanished-during-relist", True, now)
                 self._replica_done(key.split("/", 1)[1], st, now)
-                if st.get("bare"):
+                if st.bare:
                     out.append(
                         self.factory.job_transition(
-                            "Pod", st["j"], "deleted", now, now, reason="vanished-during-relist"
+                            "Pod", st.job_uid, "deleted", now, now, reason="vanished-during-relist"
                         )
                     )
-                    self._drop(f"job/{st['j']}")
+                    self._drop(f"job/{st.job_uid}")
                 self._drop(key)
-            elif key.startswith("job/"):
+            elif isinstance(st, JobState):
                 uid = key.split("/", 1)[1]
                 out.append(
                     self.factory.job_transition(
-                        st["k"], uid, "deleted", now, now, reason="vanished-during-relist"
+                        st.kind, uid, "deleted", now, now, reason="vanished-during-relist"
                     )
                 )
                 self._forget_job(key, st)
-            else:
+            elif isinstance(st, NodeState):
                 name = key.split("/", 1)[1]
-                out.append(self.factory.node_removed(name, st["uid"], now, now))
+                out.append(self.factory.node_removed(name, st.uid, now, now))
                 self._drop(key)
         return out
 
@@ -202,15 +218,15 @@ class ClusterTracker:
         pod = pod_facts(obj)
         if pod.scheduled_at is None or pod.terminal:
             return None
-        st = self.state.get(f"pod/{pod.uid}")
-        job_uid = st["j"] if st else self._job_uid(pod)
+        st = self._get(f"pod/{pod.uid}", PodState)
+        job_uid = st.job_uid if st else self._job_uid(pod)
         if job_uid is None:
             return None
         return self.factory.occupancy_started(
             pod, job_uid, self.clock(), self._node_flavor(pod.node)
         )
 
-    def _needs_node(self, pod: PodFacts, st: State | None) -> bool:
+    def _needs_node(self, pod: PodFacts, st: PodState | None) -> bool:
         """Whether ``pod``'s occupancy would start now on a node not seen yet."""
         return bool(
             self.watch_nodes
@@ -218,7 +234,7 @@ class ClusterTracker:
             and pod.node
             and pod.scheduled_at is not None
             and f"node/{pod.node}" not in self.state
-            and (st is None or (st["s"] is None and not st["e"]))
+            and (st is None or (st.started_at is None and not st.ended))
             and pod.named_flavor is None
         )
 
@@ -228,7 +244,7 @@ class ClusterTracker:
         while self._node_queue:
             item = self._node_queue[0]
             pod = pod_facts(item.obj)
-            if self._needs_node(pod, self.state.get(f"pod/{pod.uid}")) and not expired(item):
+            if self._needs_node(pod, self._get(f"pod/{pod.uid}", PodState)) and not expired(item):
                 break
             self._node_queue.pop(0)
             out += self._pod(item.kind, item.obj, wait_node=False)
@@ -236,25 +252,25 @@ class ClusterTracker:
 
     def _node_flavor(self, name: str | None) -> str | None:
         """``gpu/<model>`` of a known node with a GPU product label, else None."""
-        st = self.state.get(f"node/{name}") if name else None
-        return st.get("f") if st else None
+        st = self._get(f"node/{name}", NodeState) if name else None
+        return st.flavor if st else None
 
     # -- nodes -----------------------------------------------------------------------------
 
     def _node(self, kind: str, obj: Object) -> list[Envelope]:
         node = node_facts(obj)
         key = f"node/{node.name}"
-        st = self.state.get(key)
+        st = self._get(key, NodeState)
         now = self.clock()
         out: list[Envelope] = []
         if kind in (DELETED, OUT_OF_SCOPE):
             if st is not None:
                 at = parse_time((obj.get("metadata") or {}).get("deletionTimestamp")) or now
-                out.append(self.factory.node_removed(node.name, st["uid"], at, now))
+                out.append(self.factory.node_removed(node.name, st.uid, at, now))
                 self._drop(key)
             return out
-        if st is not None and st["uid"] != node.uid:  # same name, new node object
-            out.append(self.factory.node_removed(node.name, st["uid"], node.created_at or now, now))
+        if st is not None and st.uid != node.uid:  # same name, new node object
+            out.append(self.factory.node_removed(node.name, st.uid, node.created_at or now, now))
             st = None
         labels = (obj.get("metadata") or {}).get("labels") or {}
         flavor = node_flavor(labels)
@@ -262,13 +278,13 @@ class ClusterTracker:
             out.append(self.factory.node_registered(node, now))
             if node.unschedulable:
                 out.append(self.factory.node_cordoned(node, now))
-            self._put(key, {"uid": node.uid, "c": node.unschedulable, "f": flavor})
+            self._put(key, NodeState(node.uid, node.unschedulable, flavor))
             out += self._drain_node_queue(lambda _item: False)  # pods that waited for it
-        elif bool(st["c"]) != node.unschedulable:
+        elif st.cordoned != node.unschedulable:
             out.append(self.factory.node_cordoned(node, now))
-            self._put(key, {"uid": node.uid, "c": node.unschedulable, "f": flavor})
-        elif st.get("f") != flavor:  # relabelled: later occupancies on it take the new model
-            self._put(key, {**st, "f": flavor})
+            self._put(key, NodeState(node.uid, node.unschedulable, flavor))
+        elif st.flavor != flavor:  # relabelled: later occupancies on it take the new model
+            self._put(key, replace(st, flavor=flavor))
         return out
 
     # -- jobs ------------------------------------------------------------------------------
@@ -276,15 +292,15 @@ class ClusterTracker:
     def _job(self, kind: str, obj: Object) -> list[Envelope]:
         job = job_facts(obj)
         key = f"job/{job.uid}"
-        st = self.state.get(key)
+        st = self._get(key, JobState)
         now = self.clock()
         out: list[Envelope] = []
         if kind in (DELETED, OUT_OF_SCOPE):
             if st is None and kind == DELETED:
                 # never seen alive (deleted between two lists): still a submitted job
                 out.append(self.factory.job_submitted(job, now))
-                st = self._new_job_state(job)
-                out += self._pending_start(job, st, now)
+                st, started = self._pending_start(job, self._new_job_state(job), now)
+                out += started
                 out += self._job_outcome(job, st, now)
             if st is not None:
                 if kind == DELETED:
@@ -298,8 +314,8 @@ class ClusterTracker:
             return out
         if st is None:
             out.append(self.factory.job_submitted(job, now))
-            st = self._new_job_state(job)
-            out += self._pending_start(job, st, now)
+            st, started = self._pending_start(job, self._new_job_state(job), now)
+            out += started
             self._put(key, st)
             self._names[(job.namespace, job.name)] = job.uid
         out += self._job_outcome(job, st, now)
@@ -307,30 +323,24 @@ class ClusterTracker:
         return out
 
     @staticmethod
-    def _new_job_state(job: JobFacts) -> State:
-        return {
-            "k": job.kind,
-            "n": job.name,
-            "ns": job.namespace,
-            "st": False,
-            "o": None,
-            "rep": {},
-        }
+    def _new_job_state(job: JobFacts) -> JobState:
+        return JobState(job.kind, job.name, job.namespace)
 
-    def _pending_start(self, job: JobFacts, st: State, now: datetime) -> list[Envelope]:
+    def _pending_start(
+        self, job: JobFacts, st: JobState, now: datetime
+    ) -> tuple[JobState, list[Envelope]]:
         """JobStarted for a job whose pod started before the job itself was seen."""
-        pending = self.state.get(f"jobstart/{job.uid}")
+        pending = self._get(f"jobstart/{job.uid}", JobStart)
         if pending is None:
-            return []
+            return st, []
         self._drop(f"jobstart/{job.uid}")
-        st["st"] = True
-        at = datetime.fromisoformat(pending["at"])
-        return [self.factory.job_transition(job.kind, job.uid, "started", at, now)]
+        started = self.factory.job_transition(job.kind, job.uid, "started", pending.at, now)
+        return replace(st, started=True), [started]
 
-    def _job_outcome(self, job: JobFacts, st: State, now: datetime) -> list[Envelope]:
-        if job.outcome is None or st.get("o") is not None:
+    def _job_outcome(self, job: JobFacts, st: JobState, now: datetime) -> list[Envelope]:
+        if job.outcome is None or st.outcome is not None:
             return []
-        st = {**st, "o": job.outcome}
+        st = replace(st, outcome=job.outcome)
         self._put(f"job/{job.uid}", st)
         return [
             self.factory.job_transition(
@@ -343,9 +353,9 @@ class ClusterTracker:
             )
         ]
 
-    def _forget_job(self, key: str, st: State) -> None:
-        if self._names.get((st["ns"], st["n"])) == key.split("/", 1)[1]:
-            del self._names[(st["ns"], st["n"])]
+    def _forget_job(self, key: str, st: JobState) -> None:
+        if self._names.get((st.namespace, st.name)) == key.split("/", 1)[1]:
+            del self._names[(st.namespace, st.name)]
         self._drop(key)
 
     def _release(self, job: JobFacts) -> list[Envelope]:
@@ -372,7 +382,7 @@ class ClusterTracker:
     ) -> list[Envelope]:
         pod = pod_facts(obj)
         key = f"pod/{pod.uid}"
-        st = self.state.get(key)
+        st = self._get(key, PodState)
         if wait_node and (self._node_queue or self._needs_node(pod, st)):
             # its occupancy is about to start on a node not seen yet (or an earlier pod
             # event waits for one): wait for the node's GPU model, so the flavor does not
@@ -402,20 +412,20 @@ class ClusterTracker:
         now = self.clock()
         out: list[Envelope] = []
         job_kind = "Pod"
+        jst: JobState | None
         if bare:
             out.append(self.factory.job_submitted(self.factory.bare_pod_job(pod), now))
-            jst: State = {"k": "Pod", "n": pod.name, "ns": pod.namespace, "st": False, "o": None}
-            jst["rep"] = {}
+            jst = JobState("Pod", pod.name, pod.namespace)
             self._put(f"job/{job_uid}", jst)
         else:
-            jst = self.state.get(f"job/{job_uid}") or {}
-            job_kind = jst.get("k") or (pod.owner.kind if pod.owner else None) or "Job"
+            jst = self._get(f"job/{job_uid}", JobState)
+            owner_kind = pod.owner.kind if pod.owner else None
+            job_kind = (jst.kind if jst else None) or owner_kind or "Job"
         # a replica pod created after the earlier pod of its replica slot ended is a restart
         # (comparing times, not arrival order: an initial LIST is state, not a sequence)
-        replicas = dict(jst.get("rep") or {})
-        previous = replicas.get(pod.replica)
-        if jst and previous is not None and previous[0] != pod.uid and previous[1] is not None:
-            ended = datetime.fromisoformat(previous[1])
+        previous = jst.replicas.get(pod.replica) if jst else None
+        if previous is not None and previous.pod_uid != pod.uid and previous.ended_at is not None:
+            ended = previous.ended_at
             if pod.created_at is None or pod.created_at >= ended:
                 out.append(
                     self.factory.job_transition(
@@ -429,76 +439,63 @@ class ClusterTracker:
                     )
                 )
         if jst:
-            replicas[pod.replica] = [pod.uid, None]
-            self._put(f"job/{job_uid}", {**jst, "rep": replicas})
-        st: State = {
-            "n": pod.name,
-            "ns": pod.namespace,
-            "j": job_uid,
-            "jk": job_kind,
-            "bare": bare,
-            "r": pod.replica,
-            "s": None,
-            "e": False,
-            "ph": None,
-        }
+            self._put(f"job/{job_uid}", jst.with_slot(pod.replica, ReplicaSlot(pod.uid)))
+        st = PodState(pod.name, pod.namespace, job_uid, job_kind, bare, pod.replica)
         self._put(f"pod/{pod.uid}", st)
         return out + self._pod_update(kind, pod, f"pod/{pod.uid}", st)
 
-    def _pod_update(self, kind: str, pod: PodFacts, key: str, st: State) -> list[Envelope]:
+    def _pod_update(self, kind: str, pod: PodFacts, key: str, st: PodState) -> list[Envelope]:
         now = self.clock()
         out: list[Envelope] = []
-        st = dict(st)
-        job_uid = st["j"]
-        if st["s"] is None and not st["e"] and pod.scheduled_at is not None:
+        job_uid = st.job_uid
+        if st.started_at is None and not st.ended and pod.scheduled_at is not None:
             out.append(
                 self.factory.occupancy_started(pod, job_uid, now, self._node_flavor(pod.node))
             )
-            st["s"] = pod.scheduled_at.isoformat()
+            st = replace(st, started_at=pod.scheduled_at)
             jkey = f"job/{job_uid}"
-            jst = self.state.get(jkey)
-            if jst is not None and not jst.get("st"):
+            jst = self._get(jkey, JobState)
+            if jst is not None and not jst.started:
                 out.append(
-                    self.factory.job_transition(st["jk"], job_uid, "started", pod.scheduled_at, now)
+                    self.factory.job_transition(
+                        st.job_kind, job_uid, "started", pod.scheduled_at, now
+                    )
                 )
-                self._put(jkey, {**jst, "st": True})
+                self._put(jkey, replace(jst, started=True))
             elif jst is None:
                 # The job object is not known yet (pods and jobs arrive on separate
                 # streams): remember the start so the job's first sighting emits it.
                 # Otherwise whether JobStarted exists would depend on arrival timing.
-                pending = self.state.get(f"jobstart/{job_uid}")
-                if pending is None or pod.scheduled_at < datetime.fromisoformat(pending["at"]):
-                    self._put(
-                        f"jobstart/{job_uid}",
-                        {"at": pod.scheduled_at.isoformat(), "jk": st["jk"]},
-                    )
-        started = datetime.fromisoformat(st["s"]) if st["s"] else None
+                pending = self._get(f"jobstart/{job_uid}", JobStart)
+                if pending is None or pod.scheduled_at < pending.at:
+                    self._put(f"jobstart/{job_uid}", JobStart(pod.scheduled_at, st.job_kind))
+        started = st.started_at
         if kind == OUT_OF_SCOPE:
-            if started is not None and not st["e"]:
+            if started is not None and not st.ended:
                 exact = pod.terminal and pod.finished_at is not None
                 at = pod.finished_at if exact and pod.finished_at else now
                 out += self._end_pod(key, st, at, "out-of-scope", not exact, now)
             self._replica_done(pod.uid, st, pod.finished_at or now)
             self._drop(key)
             return out
-        if pod.terminal and not st["e"]:
+        if pod.terminal and not st.ended:
             if started is not None:
                 exact = pod.finished_at is not None
                 at = pod.finished_at or pod.deletion_at or now
                 out += self._end_pod(key, st, at, pod.end_reason, not exact, now)
-            st["e"] = True
+            st = replace(st, ended=True)
             self._replica_done(pod.uid, st, pod.finished_at or pod.deletion_at or now)
-            if st.get("bare") and st.get("ph") is None:
+            if st.bare and st.outcome is None:
                 outcome = "succeeded" if pod.phase == "Succeeded" else "failed"
                 at = pod.finished_at or now
                 out.append(self.factory.job_transition("Pod", job_uid, outcome, at, now))
-                st["ph"] = outcome
+                st = replace(st, outcome=outcome)
         if kind == DELETED:
-            if started is not None and not st["e"]:
+            if started is not None and not st.ended:
                 at = pod.deletion_at or now
                 out += self._end_pod(key, st, at, "deleted", True, now)
             self._replica_done(pod.uid, st, pod.finished_at or pod.deletion_at or now)
-            if st.get("bare"):
+            if st.bare:
                 out.append(
                     self.factory.job_transition(
                         "Pod", job_uid, "deleted", pod.deletion_at or pod.finished_at or now, now
@@ -511,34 +508,31 @@ class ClusterTracker:
             self._put(key, st)
         return out
 
-    def _replica_done(self, pod_uid: str, st: State, at: datetime) -> None:
+    def _replica_done(self, pod_uid: str, st: PodState, at: datetime) -> None:
         """Remember when the pod of a replica slot stopped (restart detection)."""
-        jkey = f"job/{st['j']}"
-        jst = self.state.get(jkey)
+        jkey = f"job/{st.job_uid}"
+        jst = self._get(jkey, JobState)
         if jst is None:
             return
-        replicas = dict(jst.get("rep") or {})
-        slot = replicas.get(st.get("r", ""))
-        if slot is not None and slot[0] == pod_uid and slot[1] is None:
-            replicas[st["r"]] = [pod_uid, at.isoformat()]
-            self._put(jkey, {**jst, "rep": replicas})
+        slot = jst.replicas.get(st.replica)
+        if slot is not None and slot.pod_uid == pod_uid and slot.ended_at is None:
+            self._put(jkey, jst.with_slot(st.replica, ReplicaSlot(pod_uid, at)))
 
     def _end_pod(
         self,
         key: str,
-        st: State,
+        st: PodState,
         at: datetime,
         reason: OccupancyEndReason,
         estimated: bool,
         now: datetime,
     ) -> list[Envelope]:
-        if st.get("s") is None or st.get("e"):
+        if st.started_at is None or st.ended:
             return []
         uid = key.split("/", 1)[1]
-        started = datetime.fromisoformat(st["s"])
-        self._put(key, {**st, "e": True})
+        self._put(key, replace(st, ended=True))
         return [
             self.factory.occupancy_ended(
-                uid, st["j"], at, reason, estimated, now, started, pod_name=st.get("n") or ""
+                uid, st.job_uid, at, reason, estimated, now, st.started_at, pod_name=st.name
             )
         ]

@@ -69,7 +69,7 @@ def _user_error(exc: Exception) -> bool:
     invalid files). Imported here, not at the top: a command that raised one has loaded
     these modules already, and ``--help`` needs none of them."""
     from pydantic import ValidationError
-    from sqlalchemy.exc import OperationalError, ProgrammingError
+    from sqlalchemy.exc import StatementError
 
     from ledger.store.base import StoreError
 
@@ -77,8 +77,7 @@ def _user_error(exc: Exception) -> bool:
         exc,
         (
             StoreError,
-            OperationalError,
-            ProgrammingError,
+            StatementError,  # DataError, IntegrityError, ...: input the database refused
             ValidationError,
             ValueError,
             OSError,
@@ -89,15 +88,24 @@ def _user_error(exc: Exception) -> bool:
 
 def _one_line(exc: BaseException) -> str:
     from pydantic import ValidationError
-    from sqlalchemy.exc import OperationalError, ProgrammingError
+    from sqlalchemy.exc import DataError, OperationalError, ProgrammingError, StatementError
 
     if isinstance(exc, OperationalError):
         return f"database unreachable: {str(exc.orig).strip().splitlines()[0]}"
+    if isinstance(exc, ProgrammingError) and getattr(exc.orig, "sqlstate", None) == "42501":
+        # insufficient_privilege: the role (docs/store.md) or the append-only trigger refused
+        return f"refused by the database: {str(exc.orig).strip().splitlines()[0]}"
     if isinstance(exc, ProgrammingError):
         return (
             f"database error: {str(exc.orig).strip().splitlines()[0]} "
             "(is the schema migrated? dlc-ledger db upgrade)"
         )
+    if isinstance(exc, StatementError):
+        # the driver's own message, never str(exc): that one carries the SQL and the
+        # parameters (values a user typed, a password in a URL parameter)
+        reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else ""
+        word = "invalid value" if isinstance(exc, DataError) else "database error"
+        return f"{word}: {reason or type(exc.orig).__name__}"
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -127,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if not _user_error(exc):
             raise
-        print(f"dlc-ledger: error: {_one_line(exc)}", file=sys.stderr)
+        from dlc_ledger.cli.tables import escape_controls  # messages quote names from events
+
+        print(f"dlc-ledger: error: {escape_controls(_one_line(exc))}", file=sys.stderr)
         return 1
     return code if isinstance(code, int) else 0
 

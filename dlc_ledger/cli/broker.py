@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 
-from consumers.kafka_settings import DEFAULT_PARTITIONS, DEFAULT_TOPIC
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.broker import BrokerError, EmbeddedBroker
 
@@ -38,11 +37,15 @@ DataDir = Annotated[
 def _broker(
     data_dir: Path | None,
     port: int = 0,
-    topic: str = DEFAULT_TOPIC,
-    partitions: int = DEFAULT_PARTITIONS,
+    topic: str | None = None,
+    partitions: int | None = None,
 ) -> EmbeddedBroker:
+    cfg = context.settings()  # DLC_TOPIC / DLC_PARTITIONS, as every command reads them
     return EmbeddedBroker(
-        (data_dir or default_data_dir()) / "broker", port=port, topic=topic, partitions=partitions
+        (data_dir or default_data_dir()) / "broker",
+        port=port,
+        topic=topic or cfg.topic,
+        partitions=partitions or cfg.partitions,
     )
 
 
@@ -50,10 +53,13 @@ def _broker(
 def start(
     data_dir: DataDir = None,
     port: Annotated[int, typer.Option(help="Loopback port; 0 picks a free one.")] = 0,
-    topic: Annotated[str, typer.Option(help="Topic created if missing.")] = DEFAULT_TOPIC,
+    topic: Annotated[
+        str | None, typer.Option(help="Topic created if missing (default: DLC_TOPIC).")
+    ] = None,
     partitions: Annotated[
-        int, typer.Option(help="Partitions of a new topic.")
-    ] = DEFAULT_PARTITIONS,
+        int | None,
+        typer.Option(min=1, help="Partitions of a new topic (default: DLC_PARTITIONS)."),
+    ] = None,
 ) -> None:
     """Start Tansu (or report the one already running) and print its bootstrap address."""
     try:

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from consumers.ingest import run_ingest
-from consumers.kafka_settings import DEFAULT_GROUP, DEFAULT_TOPIC
+from consumers.kafka_settings import DEFAULT_GROUP
 from dlc_ledger.wiring.logs import configure_logging
 
 __all__ = ["ingest_app", "ingest_command", "main", "stop_on_signals"]
@@ -35,12 +35,18 @@ def stop_on_signals(stop_event: threading.Event) -> None:
 @ingest_app.callback(invoke_without_command=True)
 def ingest_command(
     database_url: Annotated[
-        str | None, typer.Option(help="PostgreSQL URL (default: DATABASE_URL / embedded).")
+        str | None,
+        typer.Option(help="PostgreSQL URL without a password (default: DATABASE_URL / embedded)."),
+    ] = None,
+    database_url_file: Annotated[
+        Path | None, typer.Option(help="A file whose first line is the PostgreSQL URL.")
     ] = None,
     bootstrap: Annotated[
         str | None, typer.Option(help="Kafka bootstrap (default: KAFKA_BOOTSTRAP / embedded).")
     ] = None,
-    topic: Annotated[str, typer.Option(help="Topic to consume.")] = DEFAULT_TOPIC,
+    topic: Annotated[
+        str | None, typer.Option(help="Topic to consume (default: DLC_TOPIC).")
+    ] = None,
     group: Annotated[str, typer.Option(help="Consumer group.")] = DEFAULT_GROUP,
     partitions: Annotated[
         str | None, typer.Option(help="Comma-separated partitions: static assignment, no group.")
@@ -62,6 +68,8 @@ def ingest_command(
     stop_on_signals(stop_event)
     from dlc_ledger.wiring import context
 
+    database_url = context.option_database_url(database_url, database_url_file)
+    topic = topic or context.settings().topic
     if database_url is None or bootstrap is None:
         store_url = database_url or context.database_url(create=True)
         bootstrap = bootstrap or context.kafka_bootstrap()
@@ -72,6 +80,7 @@ def ingest_command(
     from ledger.store.postgres import PostgresEventStore
 
     store = PostgresEventStore(store_url)
+    context.ready_schema(store.engine, create=database_url is None)
     try:
         stats = run_ingest(
             store,

@@ -20,8 +20,16 @@ from sqlalchemy import text
 from consumers.billing_rater import transaction_envelope
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.finance import sync_billing
-from dlc_ledger.cli.options import CLUSTER, parse_instant, parse_period, require_known
-from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
+from dlc_ledger.cli.options import (
+    CLUSTER,
+    CursorOption,
+    LimitOption,
+    parse_instant,
+    parse_period,
+    print_next_cursor,
+    require_known,
+)
+from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows, escape_controls
 from dlc_ledger.services.billing import DEFAULT_GRACE, TickResult, serve, tick
 from dlc_ledger.services.clocks import billing_now, observed_cluster_time
 from dlc_ledger.wiring.context import open_store
@@ -40,6 +48,7 @@ from ledger.store.postgres import PostgresEventStore
 from projections.billing_reads import load_schedule
 from projections.finance_reports import invoice_job_costs, invoice_lines
 from projections.names import billing_workspaces, invoice_periods
+from projections.pages import decode_cursor, encode_cursor
 
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
@@ -368,11 +377,15 @@ def issue_credit_note(
 def list_invoices(
     workspace: str | None = typer.Option(None, "--workspace", help="Only this workspace."),
     period: str | None = typer.Option(None, "--period", help="Only this period, YYYY-MM."),
+    limit: LimitOption = 100,
+    cursor: CursorOption = None,
     fmt: FormatOption = RowFormat.table,
 ) -> None:
-    """Issued and voided invoices: issued_at is cluster time (the run's 'now'), recorded_at
-    store time (when the ledger recorded the invoice)."""
+    """Issued and voided invoices by period and workspace, a page at a time: issued_at is
+    cluster time (the run's 'now'), recorded_at store time (when the ledger recorded it)."""
     period = parse_period(period) if period is not None else None
+    # keyset: the sort key of the previous page's last invoice
+    after = decode_cursor(cursor, str, str, str, str) if cursor is not None else [None] * 4
     store = open_store()
     sync_billing(store)
     with store.engine.connect() as conn:
@@ -384,16 +397,23 @@ def list_invoices(
                     "credited_minor, line_count, issued_at, recorded_at FROM billing_invoices "
                     "WHERE (CAST(:w AS text) IS NULL OR workspace = :w) "
                     "AND (CAST(:p AS text) IS NULL OR period = :p) "
-                    "ORDER BY period, workspace, issued_at"
+                    "AND (CAST(:ap AS text) IS NULL OR (period, workspace, issued_at, invoice_id) "
+                    "> (:ap, :aw, CAST(:at AS timestamptz), :ai)) "
+                    "ORDER BY period, workspace, issued_at, invoice_id LIMIT :n"
                 ),
-                {"w": workspace, "p": period},
+                {"w": workspace, "p": period, "ap": after[0], "aw": after[1], "at": after[2],
+                 "ai": after[3], "n": limit + 1},
             ).mappings()
-        ]
-        if not rows:  # a typo in a name is an error, not "(no rows)"
+        ]  # fmt: skip
+        if not rows and cursor is None:  # a typo in a name is an error, not "(no rows)"
             require_known("workspace", workspace, billing_workspaces(conn), option="--workspace")
             require_known("invoiced period", period, invoice_periods(conn), option="--period")
         scale_of = currency_scales(conn)
-    emit_rows(with_amounts(rows, fmt, scale_of), fmt)
+    emit_rows(with_amounts(rows[:limit], fmt, scale_of), fmt)
+    if len(rows) > limit:
+        last = rows[limit - 1]
+        key = [last["period"], last["workspace"], last["issued_at"].isoformat(), last["invoice_id"]]
+        print_next_cursor(encode_cursor(key))
 
 
 @invoices_app.command("show")
@@ -421,8 +441,9 @@ def show_invoice(
         scale = scale_of(currency)
         total = format_minor(detail["total_minor"], scale, currency, grouped=True)
         credited = format_minor(detail["credited_minor"], scale, currency, grouped=True)
+        workspace = escape_controls(detail["workspace"])  # from the cluster's annotations
         typer.echo(
-            f"invoice {detail['invoice_id']}  workspace {detail['workspace']}  period "
+            f"invoice {detail['invoice_id']}  workspace {workspace}  period "
             f"{detail['period']}  {detail['status']}  total {total}  credited {credited}\n"
             f"issued_at {detail['issued_at'].isoformat()} (cluster time)  recorded_at "
             f"{detail['recorded_at'].isoformat()} (store time)"
@@ -489,9 +510,13 @@ invoices_app.add_typer(credits_app, name="credits")
 def list_credits(
     invoice_id: str | None = typer.Option(None, "--invoice", help="only this invoice's notes"),
     workspace: str | None = typer.Option(None, "--workspace"),
+    limit: LimitOption = 100,
+    cursor: CursorOption = None,
     fmt: FormatOption = RowFormat.table,
 ) -> None:
-    """Credit notes, oldest first, with their invoice's workspace and period."""
+    """Credit notes, oldest first, with their invoice's workspace and period, a page at a
+    time."""
+    after = decode_cursor(cursor, int)[0] if cursor is not None else 0
     store = open_store()
     sync_billing(store)
     with store.engine.connect() as conn:
@@ -500,13 +525,16 @@ def list_credits(
             for r in conn.execute(
                 text(
                     "SELECT c.credit_note_id, c.invoice_id, i.workspace, i.period, c.currency, "
-                    "c.amount_minor, c.reason, c.recorded_at FROM billing_credit_notes c "
+                    "c.amount_minor, c.reason, c.recorded_at, c.position "
+                    "FROM billing_credit_notes c "
                     "LEFT JOIN billing_invoices i ON i.invoice_id = c.invoice_id "
                     "WHERE (CAST(:i AS text) IS NULL OR c.invoice_id = :i) "
                     "AND (CAST(:w AS text) IS NULL OR i.workspace = :w) "
-                    "ORDER BY c.position"
+                    "AND c.position > :after ORDER BY c.position LIMIT :n"
                 ),
-                {"i": invoice_id, "w": workspace},
+                {"i": invoice_id, "w": workspace, "after": after, "n": limit + 1},
             ).mappings()
         ]
-    emit_rows(rows, fmt)
+    emit_rows([{k: v for k, v in r.items() if k != "position"} for r in rows[:limit]], fmt)
+    if len(rows) > limit:
+        print_next_cursor(encode_cursor([rows[limit - 1]["position"]]))

@@ -15,12 +15,19 @@ import typer
 
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.finance import sync_billing
-from dlc_ledger.cli.options import CLUSTER, MAX_PAGE, parse_instant, require_known
+from dlc_ledger.cli.options import (
+    CLUSTER,
+    CursorOption,
+    LimitOption,
+    parse_instant,
+    print_next_cursor,
+    require_known,
+)
 from dlc_ledger.cli.tables import (
     DocumentFormat,
     DocumentFormatOption,
     RowFormat,
-    render_rows,
+    emit_rows,
     render_table,
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
@@ -64,12 +71,8 @@ def jobs_list(
             help=f"The jobs that existed then, with their status then: {CLUSTER}.",
         ),
     ] = None,
-    limit: Annotated[
-        int, typer.Option(min=1, max=MAX_PAGE, help="Page size, newest submission first.")
-    ] = 50,
-    cursor: Annotated[
-        str | None, typer.Option(help="Continue after the page that printed this cursor.")
-    ] = None,
+    limit: LimitOption = 50,
+    cursor: CursorOption = None,
     fmt: DocumentFormatOption = DocumentFormat.table,
 ) -> None:
     """Jobs, newest submission first, a page at a time (the next page's cursor goes to stderr)."""
@@ -93,8 +96,7 @@ def jobs_list(
     else:
         columns = ["job_uid", "name", "workspace", "user", "status", "status_since", "restarts"]
         typer.echo(render_table(page.jobs, columns))
-    if page.next_cursor:
-        typer.echo(f"more: --cursor {page.next_cursor}", err=True)
+    print_next_cursor(page.next_cursor)
 
 
 @jobs_app.command("show")
@@ -150,7 +152,7 @@ def report_occupancy(
     store = context.open_store()
     with store.engine.connect() as conn:
         rows = occupied_at(conn, instant, keys)
-    typer.echo(render_rows(rows, fmt))
+    emit_rows(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV
 
 
 def report_inventory(
@@ -170,4 +172,4 @@ def report_inventory(
     store = context.open_store()
     with store.engine.connect() as conn:
         rows = capacity_at(conn, instant, keys)
-    typer.echo(render_rows(rows, fmt))
+    emit_rows(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV

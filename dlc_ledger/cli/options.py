@@ -16,16 +16,24 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from datetime import UTC, date, datetime
+from typing import Annotated
+
+import typer
+
+from projections.pages import MAX_PAGE
 
 __all__ = [
     "AS_OF_HELP",
     "CLUSTER",
     "MAX_PAGE",
     "STORE",
+    "CursorOption",
+    "LimitOption",
     "check_window",
     "parse_instant",
     "parse_optional_instant",
     "parse_period",
+    "print_next_cursor",
     "require_known",
 ]
 
@@ -34,8 +42,22 @@ CLUSTER = "cluster time (Kubernetes timestamps); ISO-8601 (UTC unless an offset)
 STORE = "store time (when the ledger recorded a fact); ISO-8601 (UTC unless an offset) or a date"
 AS_OF_HELP = f"only what had been recorded by then: {STORE}"
 
-#: The largest page any listing returns at once (``--limit``).
-MAX_PAGE = 10_000
+
+#: ``--limit`` and ``--cursor`` of every list that pages (:mod:`projections.pages`).
+LimitOption = Annotated[
+    int, typer.Option("--limit", min=1, max=MAX_PAGE, help=f"Page size (at most {MAX_PAGE:,}).")
+]
+CursorOption = Annotated[
+    str | None,
+    typer.Option("--cursor", help="Continue after the page that printed this cursor."),
+]
+
+
+def print_next_cursor(cursor: str | None) -> None:
+    """Where a next page starts, on stderr (stdout stays the page's rows)."""
+    if cursor is not None:
+        typer.echo(f"more: --cursor {cursor}", err=True)
+
 
 _EXAMPLES = "e.g. 2026-11-01, 2026-11-01T12:00:00Z or 2026-11-01T14:00:00+02:00"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -61,7 +83,10 @@ def parse_instant(text: str, *, option: str = "time") -> datetime:
         raise ValueError(
             f"{option} {text!r} is not a date or ISO-8601 instant ({_EXAMPLES})"
         ) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    try:
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-01:00 is in year 10000 in UTC
+        raise ValueError(f"{option} {text!r} is out of range in UTC") from None
 
 
 def parse_optional_instant(text: str | None, *, option: str) -> datetime | None:

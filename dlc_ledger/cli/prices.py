@@ -15,10 +15,15 @@ from typing import Any
 
 import typer
 
-from dlc_ledger.cli.options import CLUSTER, parse_instant
+from dlc_ledger.cli.options import (
+    CLUSTER,
+    CursorOption,
+    LimitOption,
+    parse_instant,
+    print_next_cursor,
+)
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.services.prices import (
-    all_price_events,
     publish_price_book,
     publish_spot_price,
 )
@@ -27,6 +32,7 @@ from dlc_ledger.wiring.context import open_store, settings
 from ledger.envelopes import decode
 from ledger.events import PriceBookPublished, SpotPriceChanged
 from ledger.money import parse_decimal
+from projections.pages import decode_cursor, encode_cursor
 
 __all__ = ["prices_app"]
 
@@ -131,11 +137,24 @@ def _summary(record: Any, data: PriceBookPublished | SpotPriceChanged) -> dict[s
 
 
 @prices_app.command("list")
-def list_prices(fmt: FormatOption = RowFormat.table) -> None:
-    """Every published book and spot change, in publication order (effective_from is
-    cluster time, published_at store time)."""
+def list_prices(
+    limit: LimitOption = 100, cursor: CursorOption = None, fmt: FormatOption = RowFormat.table
+) -> None:
+    """Published books and spot changes, in publication order, a page at a time
+    (effective_from is cluster time, published_at store time)."""
+    after = decode_cursor(cursor, int)[0] if cursor is not None else 0
     store = open_store()
-    emit_rows([_summary(r, d) for r, d in all_price_events(store)], fmt)
+    page = store.read_by_type(
+        ["PriceBookPublished", "SpotPriceChanged"], after_position=after, limit=limit + 1
+    )
+    rows = []
+    for record in page[:limit]:
+        data = decode(record.envelope)
+        assert isinstance(data, PriceBookPublished | SpotPriceChanged)
+        rows.append(_summary(record, data))
+    emit_rows(rows, fmt)
+    if len(page) > limit:
+        print_next_cursor(encode_cursor([page[limit - 1].position]))
 
 
 @prices_app.command("show")

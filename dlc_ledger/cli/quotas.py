@@ -22,7 +22,8 @@ from dlc_ledger.cli.tables import (
     DocumentFormat,
     DocumentFormatOption,
     RowFormat,
-    render_rows,
+    emit_rows,
+    escape_controls,
     render_table,
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
@@ -172,10 +173,10 @@ def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
         )
         return
     children = sorted(n for n, s in tree.specs.items() if s.parent == quota)
-    typer.echo(f"quota       {quota}")
-    typer.echo(f"parent      {spec.parent or '-'}")
-    typer.echo(f"children    {', '.join(children) or '-'}")
-    typer.echo(f"workspaces  {', '.join(tree.workspaces_of(quota)) or '-'}")
+    typer.echo(escape_controls(f"quota       {quota}"))
+    typer.echo(escape_controls(f"parent      {spec.parent or '-'}"))
+    typer.echo(escape_controls(f"children    {', '.join(children) or '-'}"))
+    typer.echo(escape_controls(f"workspaces  {', '.join(tree.workspaces_of(quota)) or '-'}"))
     typer.echo(f"min         {format_quantities(spec.min)}")
     typer.echo(f"max         {format_quantities(spec.max)}")
     typer.echo(f"lend_limit  {format_quantities(spec.lend_limit)}")
@@ -220,11 +221,7 @@ def quota_usage_report(
     if fmt is RowFormat.table:
         typer.echo(render_table([_usage_table(r.as_json()) for r in rows]))
     else:
-        typer.echo(render_rows([_usage_json(r.as_json()) for r in rows], fmt))
-
-
-#: steps in a window beyond which ``quota-history`` refuses (a chart needs no more)
-_MAX_POINTS = 100_000
+        emit_rows([_usage_json(r.as_json()) for r in rows], fmt)
 
 
 def quota_history_report(
@@ -270,11 +267,6 @@ def quota_history_report(
             rows = usage_history(conn, since=start, until=end, quota=quota, flavor=flavor)
         else:
             points = series_points(conn, step, start, end)
-            if len(points) > _MAX_POINTS:
-                raise ValueError(
-                    f"{len(points):,} {step}s in the window: narrow --from/--to or use a "
-                    "longer --step"
-                )
             rows = usage_series(conn, points, step, quota=quota, flavor=flavor)
     if fmt is RowFormat.table:
         table = [{"at": format_timestamp(r.at), **_usage_table(r.as_json())} for r in rows]
@@ -285,4 +277,4 @@ def quota_history_report(
     out = [_usage_json(r.as_json()) for r in rows]
     if step == "change":
         out = [{**o, "deleted": r.deleted} for o, r in zip(out, rows, strict=True)]
-    typer.echo(render_rows(out, fmt))
+    emit_rows(out, fmt)

@@ -7,13 +7,15 @@ from typing import Annotated
 
 import typer
 
+from dlc_ledger.cli.options import CursorOption, LimitOption, print_next_cursor
 from dlc_ledger.cli.tables import render_table
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.embedded_postgres import stop_embedded
 from ledger.envelopes import EventDecodeError, envelope_from_wire
 from ledger.store.base import DeadLetter
-from ledger.store.engines import make_engine
+from ledger.store.engines import make_engine, masked_url
 from ledger.store.migrations import current_revision, downgrade, schema_branches, upgrade
+from projections.pages import decode_cursor, encode_cursor
 
 __all__ = ["db_app", "dead_letters_app", "verify"]
 
@@ -44,15 +46,21 @@ def db_downgrade(
 
 
 @db_app.command("url")
-def db_url() -> None:
+def db_url(
+    show_password: Annotated[
+        bool,
+        typer.Option("--show-password", help="Print the password too (default: masked, ***)."),
+    ] = False,
+) -> None:
     """Print the database URL in use (DATABASE_URL, or the embedded server's)."""
-    typer.echo(context.database_url(announce=False))
+    url = context.database_url(announce=False)
+    typer.echo(url if show_password else masked_url(url))
 
 
 @db_app.command("status")
 def db_status() -> None:
     """Schema revision (per migration branch) and the store's head position."""
-    store = context.open_store(migrate=False)
+    store = context.open_store(check=False)
     revision = current_revision(store.engine)
     if not revision:
         typer.echo("revision: none (run: dlc-ledger db upgrade)")
@@ -84,7 +92,7 @@ def db_stop() -> None:
 
 
 def verify(
-    batch: Annotated[int, typer.Option(help="Rows read per query.")] = 10_000,
+    batch: Annotated[int, typer.Option(min=1, help="Rows read per query.")] = 10_000,
 ) -> None:
     """Recompute the hash chain; exit 0 if intact, 1 naming the first broken position."""
     store = context.open_store()
@@ -116,19 +124,29 @@ def _letter_row(letter: DeadLetter) -> dict[str, object]:
 @dead_letters_app.command("list")
 def dead_letters_list(
     all_: Annotated[bool, typer.Option("--all", help="Include resolved ones.")] = False,
+    limit: LimitOption = 100,
+    cursor: CursorOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Dead letters, oldest first."""
-    rows = [_letter_row(d) for d in context.open_store().dead_letters(include_resolved=all_)]
+    """Dead letters, oldest first, a page at a time (the next page's cursor goes to stderr)."""
+    after = 0
+    if cursor is not None:
+        (after,) = decode_cursor(cursor, int)
+    # one more than the page: whether another page follows, without counting them all
+    letters = context.open_store().dead_letters(
+        include_resolved=all_, after_id=after, limit=limit + 1
+    )
+    rows = [_letter_row(d) for d in letters[:limit]]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
+    elif not rows:
         typer.echo("no dead letters")
-        return
-    columns = ["id", "reason", "count", "where", "last_seen", "resolved", "error"]
-    short = [{**r, "error": str(r["error"])[:80]} for r in rows]
-    typer.echo(render_table(short, columns))
+    else:
+        columns = ["id", "reason", "count", "where", "last_seen", "resolved", "error"]
+        short = [{**r, "error": str(r["error"])[:80]} for r in rows]
+        typer.echo(render_table(short, columns))
+    if len(letters) > limit:
+        print_next_cursor(encode_cursor([letters[limit - 1].id]))
 
 
 def _letter(store_letter: DeadLetter | None, letter_id: int) -> DeadLetter:

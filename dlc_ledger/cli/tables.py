@@ -4,6 +4,11 @@ One rule for people reading a terminal: a column whose values are all numbers is
 right-aligned with thousands separators (``1,267.21``, ``126,721``); anything else is
 left-aligned; a missing value is ``-``. Machine formats (JSON, CSV) never see this:
 they keep plain numbers, datetimes in ISO-8601 and decimals as strings.
+
+Names come from events, and events from pod annotations anyone with a namespace can
+write: a table cell (and every line-oriented output, through :func:`escape_controls`)
+shows control characters escaped (``\n``, ``\x1b``, ``\u202e``), so a name can neither
+split a row nor drive the terminal. JSON and CSV keep the exact value, quoted.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import csv
 import io
 import json
 import sys
+import unicodedata
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -27,6 +33,7 @@ __all__ = [
     "RowFormat",
     "cell",
     "emit_rows",
+    "escape_controls",
     "render_rows",
     "render_table",
 ]
@@ -57,6 +64,26 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, _NUMBER) and not isinstance(value, bool)
 
 
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(char: str) -> str:
+    if char in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control and format characters (C0, DEL, C1, bidi overrides, line
+    and paragraph separators) written as escapes: safe on one terminal line."""
+    if text.isprintable():  # the common case: nothing to do
+        return text
+    return "".join(
+        _escaped(c) if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text
+    )
+
+
 def cell(value: Any) -> str:
     """One value as a table shows it."""
     if value is None:
@@ -67,7 +94,7 @@ def cell(value: Any) -> str:
         return f"{value:,}"
     if isinstance(value, datetime):
         return value.isoformat()
-    return str(value)
+    return escape_controls(str(value))
 
 
 def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from consumers.projector import Projector
+from consumers.projector import catch_up_to_read
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.services.yaml_files import parse_quota_tree
 from ledger.canonical import format_timestamp
@@ -85,7 +85,7 @@ def quota_envelopes(
 
 
 def catch_up_quotas(store: PostgresEventStore) -> None:
-    Projector(store, [QuotaProjection()]).catch_up()
+    catch_up_to_read(store, [QuotaProjection()])
 
 
 def current_tree(store: PostgresEventStore) -> QuotaTree:

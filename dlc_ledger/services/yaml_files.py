@@ -19,22 +19,34 @@ __all__ = ["YamlError", "load_price_book", "load_yaml", "parse_price_book", "par
 
 
 class YamlError(ValueError):
-    """Text that is not YAML, or a mapping that repeats a key."""
+    """Text that is not YAML, or a mapping that repeats a key; the message names the line."""
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
+    """SafeLoader that refuses duplicate keys."""
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
+    first_line: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG:  # "<<: *base" then overriding a key is not a repeat
+            continue
         key = loader.construct_object(key_node)
-        if key in seen:
+        try:
+            line = first_line.get(key)
+        except TypeError:  # unhashable: construct_mapping below refuses it with its mark
+            continue
+        if line is not None:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
+                None,
+                None,
+                f"duplicate key {key!r} (first on line {line})",
+                key_node.start_mark,
             )
-        seen.add(key)
+        first_line[key] = key_node.start_mark.line + 1
     return dict(loader.construct_mapping(node))
 
 
@@ -45,8 +57,13 @@ def load_yaml(text: str) -> Any:
     """The document in ``text``; a :class:`YamlError` for bad YAML or a repeated key."""
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = exc.problem or " ".join(str(exc).split())
+        raise YamlError(f"not valid YAML: {where}{problem}") from None
     except yaml.YAMLError as exc:
-        raise YamlError(f"not valid YAML: {exc}") from None
+        raise YamlError(f"not valid YAML: {' '.join(str(exc).split())}") from None
 
 
 def parse_quota_tree(text: str) -> QuotaTree:

@@ -24,6 +24,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from consumers.kafka_settings import DEFAULT_PARTITIONS, DEFAULT_TOPIC
+from consumers.private import private_dir, private_file
 from consumers.topics import ensure_topic
 
 __all__ = [
@@ -200,7 +201,7 @@ class EmbeddedBroker:
         if current.running and current.bootstrap is not None:
             ensure_topic(current.bootstrap, self.topic, partitions=self.partitions)
             return current
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         attempts = 1 if self.port else 5
         last: Exception | None = None
         for _ in range(attempts):
@@ -226,7 +227,7 @@ class EmbeddedBroker:
             "--storage-engine",
             "memory://tansu/",
         ]
-        with open(self.log_path, "ab") as log:
+        with open(private_file(self.log_path), "ab") as log:
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -251,7 +252,7 @@ class EmbeddedBroker:
             proc.wait()
             raise
         started = time.time()
-        tmp = self.state_path.with_suffix(".tmp")
+        tmp = private_file(self.state_path.with_suffix(".tmp"))
         tmp.write_text(json.dumps({"pid": proc.pid, "port": port, "started_at": started}))
         os.replace(tmp, self.state_path)
         return BrokerStatus(True, proc.pid, port, bootstrap, started, str(self.log_path))

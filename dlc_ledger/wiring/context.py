@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import sys
 from functools import cache
+from pathlib import Path
+
+from sqlalchemy import Engine
 
 from dlc_ledger.wiring.embedded_postgres import embedded_database_url
 from dlc_ledger.wiring.settings import Settings, load_settings
-from ledger.store.engines import make_engine, normalise_url
-from ledger.store.migrations import upgrade
+from ledger.store.engines import has_password, make_engine, normalise_url
+from ledger.store.migrations import require_current, upgrade
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["database_url", "kafka_bootstrap", "open_store", "settings"]
+__all__ = [
+    "database_url",
+    "kafka_bootstrap",
+    "open_store",
+    "option_database_url",
+    "ready_schema",
+    "settings",
+]
 
 
 @cache
@@ -38,13 +48,46 @@ def database_url(*, announce: bool = True, create: bool = False) -> str:
     return url
 
 
-def open_store(
-    *, migrate: bool = True, announce: bool = True, create: bool = False
-) -> PostgresEventStore:
-    """The store, with migrations applied first (idempotent) unless told otherwise."""
-    engine = make_engine(database_url(announce=announce, create=create))
-    if migrate:
+def ready_schema(engine: Engine, *, create: bool = False) -> None:
+    """Only ``db upgrade`` migrates a configured database: elsewhere a schema that is not at
+    this version's heads is a one-line error naming it (the deployed roles could not migrate
+    anyway, see ``ledger/store/roles.py``). The embedded database is the CLI's own: a
+    command that may create it (``create``) also brings it up to date."""
+    if create and not settings().database_url:
         upgrade(engine)
+    else:
+        require_current(engine)
+
+
+def option_database_url(url: str | None, url_file: Path | None) -> str | None:
+    """A command's ``--database-url`` / ``--database-url-file``, or None (then
+    :func:`database_url`). A password on the command line is refused: every local user
+    reads it in the process list; the file (owner-only) or ``DATABASE_URL`` carry one."""
+    if url is not None and url_file is not None:
+        raise ValueError("give --database-url or --database-url-file, not both")
+    if url is not None and has_password(url):
+        raise ValueError(
+            "--database-url carries a password, which every local user can read in the "
+            "process list: set DATABASE_URL or use --database-url-file"
+        )
+    if url_file is None:
+        return url
+    try:
+        lines = url_file.read_text().strip().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--database-url-file {url_file}: cannot read it ({exc})") from None
+    if not lines:
+        raise ValueError(f"--database-url-file {url_file} is empty")
+    return normalise_url(lines[0].strip())
+
+
+def open_store(
+    *, check: bool = True, announce: bool = True, create: bool = False
+) -> PostgresEventStore:
+    """The store, its schema checked first (:func:`ready_schema`) unless told otherwise."""
+    engine = make_engine(database_url(announce=announce, create=create))
+    if check:
+        ready_schema(engine, create=create)
     return PostgresEventStore(engine)
 
 

@@ -132,6 +132,16 @@ def _count(store: PostgresEventStore, query: Any) -> int:
         return int(conn.execute(query).scalar() or 0)
 
 
+def _upgrade_if_behind(store: PostgresEventStore) -> None:
+    """Migrate only when needed, so a replay on a current schema runs as any writer role."""
+    from ledger.store.migrations import SchemaNotCurrent, require_current, upgrade
+
+    try:
+        require_current(store.engine)
+    except SchemaNotCurrent:
+        upgrade(store.engine)
+
+
 def _reset_database(store: PostgresEventStore) -> None:
     """Drop and recreate the schema, then migrate: an empty ledger."""
     from ledger.store.migrations import upgrade
@@ -259,7 +269,9 @@ def run_replay(
         raise ValueError(
             "--fresh drops every table of the database at DATABASE_URL; add --yes to confirm"
         )
-    store = store or context.open_store(create=True)
+    if store is None:  # a dev tool: it may bring a configured database's schema up to date
+        store = context.open_store(create=True, check=False)
+        _upgrade_if_behind(store)
     try:
         if fresh:
             _reset_database(store)

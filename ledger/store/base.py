@@ -1,7 +1,8 @@
 """The event store port: what every adapter promises (DESIGN §4).
 
 The contract tests in ``tests/store/contract.py`` are written against this
-interface, so a second adapter proves itself by passing them unchanged.
+interface; both adapters, :mod:`ledger.store.postgres` and :mod:`ledger.store.memory`,
+pass them unchanged.
 
 Guarantees an adapter must give:
 - append-only, idempotent by ``event_id`` (same fact again: no-op; same id with a
@@ -19,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 from ledger.envelopes import Envelope
@@ -31,6 +32,7 @@ __all__ = [
     "DeadLetter",
     "DuplicateEventConflict",
     "EventStore",
+    "OnConflict",
     "RecordedEvent",
     "StoreError",
     "UnitOfWork",
@@ -149,8 +151,17 @@ class VerifyResult:
         return self.broken_at is None
 
 
+#: What :meth:`UnitOfWork.append` does with an id stored (or repeated in the batch) with a
+#: different fact: refuse the batch, or keep the evidence as a dead letter and go on.
+OnConflict = Literal["raise", "dead-letter"]
+
+
 class UnitOfWork(abc.ABC):
-    """One database transaction: appends, checkpoints and projection rows commit together."""
+    """One database transaction: appends, checkpoints and projection rows commit together.
+
+    Everything done through it commits when the ``with`` block ends, or not at all when it
+    raises. A refused :meth:`append` stores none of its events and the transaction may go on.
+    """
 
     @abc.abstractmethod
     def append(
@@ -158,7 +169,14 @@ class UnitOfWork(abc.ABC):
         events: Sequence[Envelope],
         *,
         expected_versions: Mapping[str, int] | None = None,
-    ) -> AppendResult: ...
+        on_conflict: OnConflict = "raise",
+    ) -> AppendResult:
+        """Append a batch: ids already stored with the same fact are ``duplicates``.
+
+        ``on_conflict="dead-letter"`` records an id reused with a different fact as a
+        dead letter (reason ``conflicting-duplicate``) and stores the rest of the batch (the
+        ingest path); ``"raise"`` refuses the batch with :class:`DuplicateEventConflict`.
+        """
 
     @abc.abstractmethod
     def lock_appends(self) -> None:
@@ -205,9 +223,25 @@ class EventStore(abc.ABC):
         *,
         expected_versions: Mapping[str, int] | None = None,
     ) -> AppendResult:
-        """Append one batch in its own transaction."""
-        with self.transaction() as uow:
-            return uow.append(events, expected_versions=expected_versions)
+        """Append one batch in its own transaction.
+
+        A conflicting duplicate refuses the batch, but the evidence is kept: the offending
+        event is recorded as a dead letter (in a transaction of its own) before the error
+        propagates.
+        """
+        try:
+            with self.transaction() as uow:
+                return uow.append(events, expected_versions=expected_versions)
+        except DuplicateEventConflict as exc:
+            bad = next(e for e in events if e.event_id == exc.event_id)
+            with self.transaction() as uow:
+                uow.record_dead_letter(
+                    source=bad.source,
+                    reason="conflicting-duplicate",
+                    error=str(exc),
+                    payload=bad.to_json(),
+                )
+            raise
 
     @abc.abstractmethod
     def read_stream(self, stream: str, *, after_version: int = 0) -> list[RecordedEvent]: ...
@@ -237,7 +271,10 @@ class EventStore(abc.ABC):
     def verify(self, *, batch: int = 10_000) -> VerifyResult: ...
 
     @abc.abstractmethod
-    def dead_letters(self, *, include_resolved: bool = False) -> list[DeadLetter]: ...
+    def dead_letters(
+        self, *, include_resolved: bool = False, after_id: int = 0, limit: int | None = None
+    ) -> list[DeadLetter]:
+        """Oldest first: ids above ``after_id``, at most ``limit`` (None: all)."""
 
     @abc.abstractmethod
     def dead_letter(self, letter_id: int) -> DeadLetter | None: ...

@@ -9,7 +9,21 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
-__all__ = ["Branch", "current_revision", "downgrade", "schema_branches", "upgrade"]
+from ledger.store.roles import grant_roles, require_schema_owner
+
+__all__ = [
+    "Branch",
+    "SchemaNotCurrent",
+    "current_revision",
+    "downgrade",
+    "require_current",
+    "schema_branches",
+    "upgrade",
+]
+
+
+class SchemaNotCurrent(RuntimeError):
+    """The database schema is not at this version's heads; only ``db upgrade`` migrates."""
 
 
 def _config(engine: Engine) -> Config:
@@ -22,17 +36,22 @@ def _config(engine: Engine) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "heads") -> None:
-    """Apply migrations. Projections own independent branches off ``0001``, so the
-    default target is every head."""
+    """Apply migrations, then grant the roles every table (``ledger.store.roles``).
+
+    Projections own independent branches off ``0001``, so the default target is every
+    head. Only the schema owner may run it (:class:`~ledger.store.roles.NotSchemaOwner`)."""
     cfg = _config(engine)
     with engine.begin() as conn:
+        require_schema_owner(conn)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
+        grant_roles(conn)
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
     cfg = _config(engine)
     with engine.begin() as conn:
+        require_schema_owner(conn)
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, revision)
 
@@ -84,3 +103,21 @@ def schema_branches(engine: Engine) -> list[Branch]:
         (Branch(label(head), by_label.get(label(head)), head) for head in script.get_heads()),
         key=lambda b: b.label,
     )
+
+
+def require_current(engine: Engine) -> None:
+    """Raise :class:`SchemaNotCurrent` (one line) unless every branch is at its newest
+    revision: commands other than ``db upgrade`` never migrate (least privilege)."""
+    from alembic.util.exc import CommandError
+
+    try:
+        behind = [b for b in schema_branches(engine) if not b.up_to_date]
+    except CommandError as exc:  # a revision this version does not know: a newer schema
+        raise SchemaNotCurrent(
+            f"database schema is not one this version knows ({exc}): upgrade dlc-ledger"
+        ) from exc
+    if behind:
+        which = ", ".join(f"{b.label} at {b.applied or 'none'}, newest {b.newest}" for b in behind)
+        raise SchemaNotCurrent(
+            f"database schema is behind ({which}): run `dlc-ledger db upgrade` as the schema owner"
+        )

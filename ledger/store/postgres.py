@@ -28,8 +28,7 @@ from psycopg.errors import UniqueViolation
 from sqlalchemy import Connection, Engine, and_, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from ledger.canonical import Fragment, canonical_json
-from ledger.envelopes import Envelope, fact_fields
+from ledger.envelopes import Envelope
 from ledger.store.base import (
     AppendResult,
     Checkpoint,
@@ -41,6 +40,13 @@ from ledger.store.base import (
     UnitOfWork,
     VerifyResult,
 )
+from ledger.store.chain import (
+    GENESIS_HASH,
+    dedupe_batch,
+    fact_hash,
+    record_hash,
+    stored_fact_hash,
+)
 from ledger.store.engines import make_engine
 from ledger.store.schema import checkpoints, dead_letters, events
 
@@ -48,7 +54,6 @@ __all__ = ["GENESIS_HASH", "PostgresEventStore", "record_hash"]
 
 #: Arbitrary constant naming the append lock among advisory locks.
 APPEND_LOCK_KEY = 0x444C435F4C4544  # "DLC_LED"
-GENESIS_HASH = b"\x00" * 32
 
 _COLUMNS = (
     "position, event_id, stream, version, type, schema_version, occurred_at, observed_at, "
@@ -78,34 +83,6 @@ _READ_COLUMNS = [
     events.c.correlation_id,
     events.c.data,
 ]
-
-
-def fact_hash(envelope: Envelope, data_json: bytes | None = None) -> bytes:
-    """What decides whether a repeated event id is "the same event" (see docs/store.md)."""
-    data = Fragment(data_json) if data_json is not None else None
-    return hashlib.sha256(canonical_json(envelope.fact(data))).digest()
-
-
-def _stored_fact_hash(row: Any) -> bytes:
-    _, type_, schema_version, stream, occurred_at, data = row
-    fact = fact_fields(type_, schema_version, stream, occurred_at, data)
-    return hashlib.sha256(canonical_json(fact)).digest()
-
-
-def record_hash(
-    previous: bytes,
-    position: int,
-    version: int,
-    recorded_at: datetime,
-    envelope: Envelope,
-    data_json: bytes | None = None,
-) -> bytes:
-    """sha256(previous hash ‖ canonical JSON of the record), the chain's link."""
-    record = envelope.to_wire(Fragment(data_json) if data_json is not None else None)
-    record["position"] = position
-    record["version"] = version
-    record["recorded_at"] = recorded_at
-    return hashlib.sha256(previous + canonical_json(record)).digest()
 
 
 # data as text, decoded by orjson in _fetch: psycopg's jsonb loader is a Python call
@@ -162,21 +139,8 @@ class PostgresUnitOfWork(UnitOfWork):
         conn = self._conn
         self.lock_appends()
 
-        batch: list[tuple[Envelope, bytes]] = []
-        seen: dict[UUID, tuple[Envelope, bytes]] = {}
         duplicates: list[UUID] = []
-        for envelope in events_in:
-            data_json = canonical_json(envelope.data)
-            earlier = seen.get(envelope.event_id)
-            if earlier is not None:
-                # the fact's hash is only ever needed to compare a repeated id
-                if fact_hash(earlier[0], earlier[1]) != fact_hash(envelope, data_json):
-                    self._conflict(envelope, on_conflict)
-                else:
-                    duplicates.append(envelope.event_id)
-                continue
-            seen[envelope.event_id] = (envelope, data_json)
-            batch.append((envelope, data_json))
+        batch = dedupe_batch(events_in, duplicates, lambda e: self._conflict(e, on_conflict))
 
         # Optimistic path: most batches hold no already-stored event, so try the
         # COPY first and let the unique index find duplicates; only a batch that
@@ -203,7 +167,7 @@ class PostgresUnitOfWork(UnitOfWork):
         on_conflict: str,
     ) -> list[tuple[Envelope, bytes]]:
         stored = {
-            row[0]: _stored_fact_hash(row)
+            row[0]: stored_fact_hash(*row[1:])
             for row in self._conn.execute(
                 text(
                     "SELECT event_id, type, schema_version, stream, occurred_at, data "
@@ -346,12 +310,15 @@ class PostgresUnitOfWork(UnitOfWork):
         offset: int | None = None,
     ) -> int:
         now = datetime.now(UTC)
+        # the evidence must be storable whatever the message held: the payload is bytea,
+        # the text columns get NUL and lone surrogates escaped
+        source, reason, error = (_storable_text(t) for t in (source, reason, error[:4000]))
         fingerprint = hashlib.sha256(source.encode() + b"\x00" + payload).digest()
         stmt = pg_insert(dead_letters).values(
             fingerprint=fingerprint,
             source=source,
             reason=reason,
-            error=error[:4000],
+            error=error,
             payload=payload,
             topic=topic,
             partition=partition,
@@ -373,6 +340,11 @@ class PostgresUnitOfWork(UnitOfWork):
         return int(self._conn.execute(upsert).scalar_one())
 
 
+def _storable_text(value: str) -> str:
+    """``value`` as PostgreSQL text: NUL and unencodable characters as backslash escapes."""
+    return value.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\x00")
+
+
 class PostgresEventStore(EventStore):
     """Event store on PostgreSQL via SQLAlchemy Core and psycopg 3."""
 
@@ -388,27 +360,6 @@ class PostgresEventStore(EventStore):
     def transaction(self) -> Iterator[PostgresUnitOfWork]:
         with self.engine.begin() as conn:
             yield PostgresUnitOfWork(conn)
-
-    def append(
-        self,
-        events_in: Sequence[Envelope],
-        *,
-        expected_versions: Mapping[str, int] | None = None,
-    ) -> AppendResult:
-        try:
-            with self.transaction() as uow:
-                return uow.append(events_in, expected_versions=expected_versions)
-        except DuplicateEventConflict as exc:
-            # the batch is refused, but the evidence is kept
-            bad = next(e for e in events_in if e.event_id == exc.event_id)
-            with self.transaction() as uow:
-                uow.record_dead_letter(
-                    source=bad.source,
-                    reason="conflicting-duplicate",
-                    error=str(exc),
-                    payload=bad.to_json(),
-                )
-            raise
 
     def _read(self, query: Any) -> list[RecordedEvent]:
         with self.engine.connect() as conn:
@@ -508,6 +459,12 @@ class PostgresEventStore(EventStore):
             query = query.where(events.c.occurred_at < occurred_to)
         return self._read(query.order_by(events.c.position).limit(limit))
 
+    def may_write(self) -> bool:
+        """Whether this connection's role may move checkpoints (a writer, not a reader)."""
+        with self.engine.connect() as conn:
+            query = text("SELECT has_table_privilege('checkpoints', 'UPDATE')")
+            return bool(conn.execute(query).scalar_one())
+
     def head_position(self) -> int:
         with self.engine.connect() as conn:
             return int(
@@ -524,10 +481,13 @@ class PostgresEventStore(EventStore):
             return int(value)
 
     def verify(self, *, batch: int = 10_000) -> VerifyResult:
+        if batch < 1:  # LIMIT 0 reads nothing: an empty check is no proof of an intact chain
+            raise ValueError(f"batch must be at least 1, got {batch}")
         previous = GENESIS_HASH
         expected_position = 1
         checked = 0
         with self.engine.connect() as conn:
+            head = conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
             while True:
                 rows = conn.execute(
                     select(*_READ_COLUMNS, events.c.hash)
@@ -536,6 +496,8 @@ class PostgresEventStore(EventStore):
                     .limit(batch)
                 ).all()
                 if not rows:
+                    if checked < head:  # intact means every event stored when we began
+                        return VerifyResult(checked, checked + 1, "events were not all read")
                     return VerifyResult(checked)
                 for row in rows:
                     if row.position != expected_position:
@@ -556,8 +518,15 @@ class PostgresEventStore(EventStore):
                     expected_position += 1
                     checked += 1
 
-    def dead_letters(self, *, include_resolved: bool = False) -> list[DeadLetter]:
-        query = select(dead_letters).order_by(dead_letters.c.id)
+    def dead_letters(
+        self, *, include_resolved: bool = False, after_id: int = 0, limit: int | None = None
+    ) -> list[DeadLetter]:
+        query = (
+            select(dead_letters)
+            .where(dead_letters.c.id > after_id)
+            .order_by(dead_letters.c.id)
+            .limit(limit)
+        )
         if not include_resolved:
             query = query.where(dead_letters.c.resolved_at.is_(None))
         with self.engine.connect() as conn:

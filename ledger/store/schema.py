@@ -1,8 +1,14 @@
-"""SQLAlchemy Core tables of the event store, mirroring the Alembic migrations.
+"""The one ``MetaData`` of the schema, and the event store's own tables on it.
 
-The migrations in ``migrations/versions`` own the DDL (triggers and grants
-included); these definitions exist so queries are built from typed columns
-rather than SQL strings.
+Every table the migrations create is declared once, on :data:`metadata`: the store's
+tables (events, checkpoints, dead letters) here, each read model's in its projection's
+module (``projections/jobs.py``, ``occupancy.py``, ``inventory.py``, ``quotas.py``,
+``billing_tables.py``) and the watchers' resume state in ``projections/watcher_tables.py``;
+``projections.schema`` imports them all for Alembic (``migrations/env.py``). The
+migrations in ``migrations/versions`` write the DDL; what Alembic's autogenerate compares
+(tables, columns, types, nullability, indexes, unique constraints) must agree with these
+declarations, which ``tests/store/test_schema_drift.py`` checks. Triggers, grants, views
+and check constraints live in the migrations only.
 """
 
 from __future__ import annotations
@@ -11,12 +17,15 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Identity,
     Integer,
     LargeBinary,
     MetaData,
     Table,
     Text,
+    UniqueConstraint,
     Uuid,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -41,21 +50,23 @@ events = Table(
     Column("correlation_id", Uuid),
     Column("data", JSONB, nullable=False),
     Column("hash", LargeBinary, nullable=False),
+    # one version per stream: the optimistic-concurrency check of an append
+    UniqueConstraint("stream", "version", name="events_stream_version_key"),
 )
 
 checkpoints = Table(
     "checkpoints",
     metadata,
     Column("name", Text, primary_key=True),
-    Column("position", BigInteger, nullable=False),
-    Column("offsets", JSONB, nullable=False),
+    Column("position", BigInteger, nullable=False, server_default=text("0")),
+    Column("offsets", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 dead_letters = Table(
     "dead_letters",
     metadata,
-    Column("id", BigInteger, primary_key=True),
+    Column("id", BigInteger, Identity(), primary_key=True),
     Column("fingerprint", LargeBinary, nullable=False, unique=True),
     Column("source", Text, nullable=False),
     Column("reason", Text, nullable=False),

@@ -77,7 +77,10 @@ def _broken(old: str, new: str) -> str:
             _broken('idle_multiplier: "0.30"', "idle_multiplier: 0.30"),
             "idle_multiplier: idle_multiplier must be a quoted",
         ),
-        (_broken("id: demo-2026", "id: demo-2026\nid: other"), "duplicate key 'id'"),
+        (
+            _broken("id: demo-2026", "id: demo-2026\nid: other"),
+            "not valid YAML: line 2, column 1: duplicate key 'id' (first on line 1)",
+        ),
         (_broken("  spot:", "  sopt:"), "rates.sopt: unknown key"),
         ("- just a list\n", "a price book is a YAML mapping"),
         ("id: [unclosed\n", "not valid YAML"),

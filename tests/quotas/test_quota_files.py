@@ -80,6 +80,31 @@ def test_invalid_trees_are_refused_naming_the_quota(text: str, message: str) -> 
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "- name: a\n  min: {cpu: 1}\n  max: {cpu: 4}\n  min: {cpu: 2}\n",
+            "line 4, column 3: duplicate key 'min' (first on line 2)",
+        ),
+        ("- {name: a, min: {cpu: 1, cpu: 2}}\n", "duplicate key 'cpu' (first on line 1)"),
+        ("quotas: []\nquotas: [{name: a}]\n", "line 2, column 1: duplicate key 'quotas'"),
+    ],
+)
+def test_a_repeated_key_is_refused_naming_its_line(text: str, message: str) -> None:
+    # PyYAML alone keeps the last value: the quota would silently get min cpu 2
+    with pytest.raises(QuotaTreeError) as info:
+        parse_quota_tree(text)
+    assert message in str(info.value)
+
+
+def test_a_merge_key_overridden_is_not_a_repeat() -> None:
+    tree = parse_quota_tree(
+        "- &base {name: a, min: {cpu: 1}}\n- <<: *base\n  name: b\n  min: {cpu: 2}\n"
+    )
+    assert (tree.specs["a"].min, tree.specs["b"].min) == ({"cpu": 1}, {"cpu": 2})
+
+
 def test_inner_min_defaults_to_the_sum_of_children_mins() -> None:
     tree = parse_quota_tree(
         "- {name: p}\n- {name: a, parent: p, min: {cpu: 3}}\n"

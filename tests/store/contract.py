@@ -1,20 +1,35 @@
 """Contract tests every event store adapter must pass.
 
-Subclass :class:`EventStoreContract` and provide a ``store`` fixture returning an
-empty store; the tests here then run against that adapter unchanged.
+Subclass :class:`EventStoreContract` per adapter (as ``eventsourcing`` subclasses its
+recorder test cases) and provide two fixtures: ``store``, an empty store, and
+``new_store``, a factory of empty stores for property tests that need one per example
+(a context manager: the adapter's clean-up runs when it exits). The tests here then run
+against that adapter unchanged: ``tests/store/test_postgres_store.py`` and
+``tests/store/test_memory_store.py``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ledger.envelopes import Envelope
 from ledger.store.base import ConcurrencyConflict, DuplicateEventConflict, EventStore
 from tests.factories import EPOCH, job_succeeded, occupancy_started
+
+#: ``new_store``: each call gives a fresh empty store for the ``with`` block.
+NewStore = Callable[[], AbstractContextManager[EventStore]]
+
+
+class _Abort(Exception):
+    """Raised inside a transaction to roll it back."""
 
 
 class EventStoreContract:
@@ -163,3 +178,263 @@ class EventStoreContract:
         assert not errors
         assert seen == list(range(1, 2 * per_writer + 1))  # no gap, no repeat, commit order
         assert len(set(ids)) == 2 * per_writer
+
+    @settings(
+        max_examples=15,
+        deadline=None,
+        # each adapter's subclass runs it (differing executors); the store it needs comes
+        # fresh from new_store per example, never from the function-scoped fixture
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.differing_executors,
+        ],
+    )
+    @given(st.lists(st.lists(st.integers(min_value=0, max_value=60), max_size=12), max_size=6))
+    def test_any_sequence_of_batches_reads_back_identical(
+        self, new_store: NewStore, batches: list[list[int]]
+    ) -> None:
+        with new_store() as store:
+            expected = []
+            seen = set()
+            for numbers in batches:
+                batch = [occupancy_started(n, job=f"j{n % 5}") for n in numbers]
+                store.append(batch)
+                for e in batch:
+                    if e.event_id not in seen:
+                        seen.add(e.event_id)
+                        expected.append(e)
+            assert [r.envelope for r in store.iter_all(page=7)] == expected
+            for stream in {e.stream for e in expected}:
+                assert [r.envelope for r in store.read_stream(stream)] == [
+                    e for e in expected if e.stream == stream
+                ]
+            assert store.verify().ok
+
+    # -- versions and reads ----------------------------------------------------------------
+
+    def test_versions_count_per_stream_positions_globally(self, store: EventStore) -> None:
+        store.append([occupancy_started(1, job="a"), occupancy_started(2, job="b")])
+        store.append([job_succeeded(3, job="a"), job_succeeded(4, job="b")])
+        rows = store.read_after(0)
+        assert [(r.stream, r.version, r.position) for r in rows] == [
+            ("job/a", 1, 1),
+            ("job/b", 1, 2),
+            ("job/a", 2, 3),
+            ("job/b", 2, 4),
+        ]
+        assert len({r.recorded_at for r in rows[:2]}) == 1  # one batch, one recording time
+        assert [r.position for r in store.read_stream("job/b", after_version=1)] == [4]
+        assert store.read_stream("job/b", after_version=2) == []
+        assert store.read_stream("job/none") == []
+        assert store.head_position() == 4
+
+    def test_an_empty_store(self, store: EventStore) -> None:
+        assert store.head_position() == 0
+        assert store.read_after(0) == []
+        assert list(store.iter_all()) == []
+        assert store.dead_letters(include_resolved=True) == []
+        result = store.verify()
+        assert result.ok and result.checked == 0
+
+    def test_read_by_type_pages_after_a_position(self, store: EventStore) -> None:
+        store.append([occupancy_started(n) for n in range(6)] + [job_succeeded(9)])
+        first = store.read_by_type(["OccupancyStarted", "JobSucceeded"], limit=4)
+        assert [r.position for r in first] == [1, 2, 3, 4]
+        rest = store.read_by_type(["OccupancyStarted", "JobSucceeded"], after_position=4)
+        assert [r.position for r in rest] == [5, 6, 7]
+        assert store.read_by_type(["NoSuchType"]) == []
+
+    def test_a_conflicting_version_stores_none_of_the_batch(self, store: EventStore) -> None:
+        store.append([occupancy_started(1, job="a")])
+        with pytest.raises(ConcurrencyConflict) as info:
+            store.append(
+                [occupancy_started(2, job="b"), job_succeeded(3, job="a")],
+                expected_versions={"job/b": 0, "job/a": 0},
+            )
+        assert (info.value.stream, info.value.expected, info.value.actual) == ("job/a", 0, 1)
+        assert store.head_position() == 1
+        assert store.stream_version("job/b") == 0
+
+    def test_expected_versions_alone_only_check(self, store: EventStore) -> None:
+        store.append([occupancy_started(1, job="a")])
+        assert store.append([], expected_versions={"job/a": 1}).positions == ()
+        with pytest.raises(ConcurrencyConflict):
+            store.append([], expected_versions={"job/a": 2})
+        assert store.append([]).positions == ()
+        assert store.head_position() == 1
+
+    def test_duplicates_of_stored_and_batch_events_are_reported(self, store: EventStore) -> None:
+        stored = occupancy_started(1)
+        store.append([stored])
+        fresh = occupancy_started(2)
+        result = store.append([stored, fresh, fresh])
+        assert result.positions == (2,)
+        assert sorted(map(str, result.duplicates)) == sorted(
+            [str(stored.event_id), str(fresh.event_id)]
+        )
+
+    def test_a_conflict_within_one_batch_is_refused(self, store: EventStore) -> None:
+        event = occupancy_started(1)
+        forged = occupancy_started(1, mgpu=8000, event_id=event.event_id)
+        with pytest.raises(DuplicateEventConflict):
+            store.append([event, forged])
+        assert store.head_position() == 0
+        assert [letter.reason for letter in store.dead_letters()] == ["conflicting-duplicate"]
+
+    def test_read_events_are_the_readers_own(self, store: EventStore) -> None:
+        # a reader changing what it read must not change what is stored
+        store.append([occupancy_started(1)])
+        (first,) = store.read_after(0)
+        first.data["mgpu"] = -1
+        (again,) = store.read_after(0)
+        assert again.data["mgpu"] != -1
+        assert store.verify().ok
+
+    # -- units of work ---------------------------------------------------------------------
+
+    def test_a_unit_of_work_commits_everything_or_nothing(self, store: EventStore) -> None:
+        def work(fail: bool) -> None:
+            with store.transaction() as uow:
+                uow.append([occupancy_started(1)])
+                uow.save_checkpoint("reader", position=1, offsets={"t:0": 5})
+                uow.record_dead_letter(source="s", reason="r", error="e", payload=b"p")
+                if fail:
+                    raise _Abort
+
+        with pytest.raises(_Abort):
+            work(fail=True)
+        assert store.head_position() == 0
+        with store.transaction() as uow:
+            assert uow.load_checkpoint("reader").position == 0
+        assert store.dead_letters() == []
+        work(fail=False)
+        assert store.head_position() == 1
+        with store.transaction() as uow:
+            checkpoint = uow.load_checkpoint("reader")
+        assert (checkpoint.position, dict(checkpoint.offsets)) == (1, {"t:0": 5})
+        assert [letter.payload for letter in store.dead_letters()] == [b"p"]
+
+    def test_an_open_unit_of_work_is_invisible_to_readers(self, store: EventStore) -> None:
+        with store.transaction() as uow:
+            uow.append([occupancy_started(1)])
+            uow.save_checkpoint("reader", position=1)
+            assert uow.load_checkpoint("reader").position == 1  # its own writes, yes
+            assert store.head_position() == 0
+            assert store.read_after(0) == []
+        assert store.head_position() == 1
+
+    def test_appends_in_one_unit_of_work_chain_on(self, store: EventStore) -> None:
+        with store.transaction() as uow:
+            first = uow.append([occupancy_started(1, job="a")])
+            again = uow.append([occupancy_started(1, job="a"), job_succeeded(2, job="a")])
+            with pytest.raises(ConcurrencyConflict):
+                uow.append([job_succeeded(3, job="a")], expected_versions={"job/a": 1})
+        assert first.positions == (1,)
+        assert again.positions == (2,) and len(again.duplicates) == 1
+        assert [r.version for r in store.read_stream("job/a")] == [1, 2]
+        assert store.verify().ok
+
+    def test_a_refused_append_leaves_the_unit_of_work_usable(self, store: EventStore) -> None:
+        original = occupancy_started(1)
+        store.append([original])
+        forged = occupancy_started(1, mgpu=8000, event_id=original.event_id)
+        with store.transaction() as uow:
+            uow.save_checkpoint("reader", position=7)
+            with pytest.raises(DuplicateEventConflict):
+                uow.append([occupancy_started(2), forged])
+            assert uow.append([occupancy_started(3)]).positions == (2,)
+        assert [r.data["occupancy_id"] for r in store.read_after(0)] == ["pod-1", "pod-3"]
+        with store.transaction() as uow:
+            assert uow.load_checkpoint("reader").position == 7
+        assert store.dead_letters() == []  # refused inside a unit of work: the caller decides
+
+    def test_dead_letter_mode_keeps_the_evidence_and_stores_the_rest(
+        self, store: EventStore
+    ) -> None:
+        original = occupancy_started(1)
+        store.append([original])
+        forged = occupancy_started(1, mgpu=8000, event_id=original.event_id)
+        twin = occupancy_started(5)
+        twin_forged = occupancy_started(5, mgpu=8000, event_id=twin.event_id)
+        with store.transaction() as uow:
+            result = uow.append(
+                [forged, occupancy_started(2), twin, twin_forged], on_conflict="dead-letter"
+            )
+        assert result.positions == (2, 3)
+        assert [r.data["occupancy_id"] for r in store.read_after(1)] == ["pod-2", "pod-5"]
+        letters = store.dead_letters()
+        assert [letter.reason for letter in letters] == ["conflicting-duplicate"] * 2
+        assert sorted(letter.payload for letter in letters) == sorted(
+            [forged.to_json(), twin_forged.to_json()]
+        )
+        assert sorted(letter.error for letter in letters) == sorted(
+            str(DuplicateEventConflict(event.event_id)) for event in (original, twin)
+        )
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def test_checkpoints_keep_what_a_save_does_not_name(self, store: EventStore) -> None:
+        with store.transaction() as uow:
+            unknown = uow.load_checkpoint("ingest")
+            assert (unknown.name, unknown.position, dict(unknown.offsets)) == ("ingest", 0, {})
+            assert unknown.updated_at is None
+            uow.save_checkpoint("ingest", offsets={"t:0": 10, "t:1": 3})
+        with store.transaction() as uow:
+            uow.save_checkpoint("ingest", offsets={"t:1": 8, "t:2": 1})
+            uow.save_checkpoint("ingest", position=42)
+        with store.transaction() as uow:
+            saved = uow.load_checkpoint("ingest", for_update=True)
+            uow.save_checkpoint("other", position=5)
+        assert saved.position == 42
+        assert dict(saved.offsets) == {"t:0": 10, "t:1": 8, "t:2": 1}  # merged per partition
+        assert saved.updated_at is not None
+        with store.transaction() as uow:
+            other = uow.load_checkpoint("other")
+        assert (other.position, dict(other.offsets)) == (5, {})
+
+    # -- dead letters ----------------------------------------------------------------------
+
+    def test_dead_letters_count_repeats_and_reopen(self, store: EventStore) -> None:
+        with store.transaction() as uow:
+            first = uow.record_dead_letter(
+                source="ingest",
+                reason="invalid",
+                error="bad 1",
+                payload=b"\x00raw",
+                topic="events",
+                partition=2,
+                offset=17,
+            )
+            other = uow.record_dead_letter(
+                source="ingest", reason="invalid", error="bad", payload=b"other"
+            )
+        assert other != first
+        with store.transaction() as uow:
+            again = uow.record_dead_letter(
+                source="ingest",
+                reason="unknown-type",
+                error="bad 2" + "x" * 5000,
+                payload=b"\x00raw",
+            )
+        assert again == first
+        letter = store.dead_letter(first)
+        assert letter is not None
+        assert (letter.count, letter.reason, letter.payload) == (2, "unknown-type", b"\x00raw")
+        assert letter.error.startswith("bad 2") and len(letter.error) == 4000
+        assert (letter.topic, letter.partition, letter.offset) == ("events", 2, 17)
+        assert letter.first_seen <= letter.last_seen and letter.resolved_at is None
+        assert store.dead_letter(max(first, other) + 1000) is None
+
+        store.resolve_dead_letter(first)
+        assert [d.id for d in store.dead_letters()] == [other]
+        resolved = store.dead_letter(first)
+        assert resolved is not None and resolved.resolved_at is not None
+        assert sorted(d.id for d in store.dead_letters(include_resolved=True)) == sorted(
+            [first, other]
+        )
+        with store.transaction() as uow:  # seen again: open again
+            uow.record_dead_letter(source="ingest", reason="r", error="e", payload=b"\x00raw")
+        reopened = store.dead_letter(first)
+        assert reopened is not None and reopened.resolved_at is None and reopened.count == 3
+        store.resolve_dead_letter(max(first, other) + 1000)  # unknown: nothing happens
+        assert len(store.dead_letters()) == 2

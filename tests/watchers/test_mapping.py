@@ -3,6 +3,7 @@ mapping: labels / annotations, Kubeflow grouping, bare pods, quantities."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -50,13 +51,19 @@ def test_initial_state_is_state_not_creations(sim: KubeSim, recorder: Recorder) 
     assert all(loop.stats.lists == 0 for loop in watcher.loops.values())
     submitted = recorder.of("JobSubmitted")
     assert [e.occurred_at.isoformat() for e in submitted] == ["2026-11-01T00:00:00+00:00"]
-    started = {e.data["pod_name"]: e.data["started_at"] for e in recorder.of("OccupancyStarted")}
-    assert started == {"running": _at(100), "done": _at(100)}
+    # each occupancy names its pod by uid and by name, and starts when the pod was bound
+    started = {
+        e.data["pod_uid"]: (e.data["pod_name"], e.data["started_at"])
+        for e in recorder.of("OccupancyStarted")
+    }
+    assert started == {
+        pod["metadata"]["uid"]: ("running", _at(100)),
+        done["metadata"]["uid"]: ("done", _at(100)),
+    }
     ended = recorder.of("OccupancyEnded")
     assert [(e.data["ended_at"], e.data["estimated"]) for e in ended] == [(_at(150), False)]
     assert recorder.of("JobRestarted") == []
     assert recorder.of("JobStarted")[0].occurred_at.isoformat() == "2026-11-01T00:01:40+00:00"
-    assert pod["metadata"]["uid"] in started.__repr__() or True
 
 
 def test_an_occupancy_names_its_pod_at_both_ends(sim: KubeSim, recorder: Recorder) -> None:
@@ -317,3 +324,46 @@ def test_pod_started_before_its_job_was_seen_still_yields_job_started() -> None:
     assert started[0].stream == "job/job-uid-1"
     # seen again (a re-list): nothing new
     assert tracker.observe(JOBS.name, "MODIFIED", job) == []
+
+
+def test_out_of_bounds_labels_and_annotations_fall_back_and_the_facts_are_still_recorded() -> None:
+    """Tenant-set values beyond their bounds (a 16 KB user or flavor, mGPU 2**62, NUL, an
+    int64 priority) are never published: the default applies, a warning is logged, and the
+    pod's occupancy and its job are still recorded (the watcher does not retry forever)."""
+    from consumers.watchers.tracker import ClusterTracker
+    from ledger.bounds import MAX_CPU_MILLI, MAX_MEMORY_MIB, MAX_MGPU, MAX_REPLICAS
+
+    now = datetime(2026, 11, 1, 1, tzinfo=UTC)
+    tracker = ClusterTracker(EventFactory("c1"), lambda: now, orphan_grace=0)
+    hostile = {
+        "dlc.ledger/user": "u" * 16_000,
+        "dlc.ledger/workspace": "w\x00",
+        "dlc.ledger/quota": "q" * 64,
+        "dlc.ledger/priority": str(2**62),
+        "dlc.ledger/flavor": "f" * 16_000,
+        "dlc.ledger/gpu-milli": str(2**62),
+    }
+    job = job_object(
+        "j1", "ns1", labels={}, annotations=hostile, cpu_milli=1000, memory_mib=1024,
+        gpus=1, priority=0,
+    )  # fmt: skip
+    job["metadata"]["uid"] = "job-uid-1"
+    job["spec"]["parallelism"] = 2**40
+    template = job["spec"]["template"]
+    template["metadata"]["annotations"] = dict(hostile)
+    container = template["spec"]["containers"][0]
+    container["resources"]["requests"].update({"cpu": "1e9", "memory": "1Ei"})
+    pod = bind_pod(pod_object("j1-0", job, _at(0)), "n1", _at(7))
+    pod["metadata"]["uid"] = "pod-uid-1"
+    events = tracker.observe(JOBS.name, "ADDED", job) + tracker.observe(PODS.name, "ADDED", pod)
+    submitted = next(e for e in events if e.type == "JobSubmitted").data
+    occupancy = next(e for e in events if e.type == "OccupancyStarted").data
+    for data in (submitted, occupancy):
+        assert data["user"] == "unknown" and data["workspace"] == "ns1"
+        assert data["quota"] is None
+    assert submitted["priority"] == 0
+    replica = submitted["replicas"][0]
+    assert replica["count"] == MAX_REPLICAS and replica["flavor"] == "gpu/any"
+    assert replica["mgpu"] == 1000  # the GPU request, not the annotation
+    assert (replica["cpu_milli"], replica["memory_mib"]) == (MAX_CPU_MILLI, MAX_MEMORY_MIB)
+    assert occupancy["mgpu"] == 1000 <= MAX_MGPU and occupancy["flavor"] == "gpu/any"

@@ -1,0 +1,192 @@
+"""Bounds of a new fact: how large a quantity, how long a string, how early or late an instant.
+
+A fact the product accepts must fit every read model and report built from it: a sum of
+its quantities must fit PostgreSQL's ``bigint``, a string must fit a B-tree index row
+(2,704 bytes), an instant must survive conversion to UTC and a month's arithmetic, and
+every string must be storable text (no NUL, no lone surrogate). The catalogue declares a
+field's bound with a :class:`Bound` marker in its annotation; :func:`check_bounds` enforces
+the marks (and the defaults below for unmarked fields) on *new* facts only — at the wire
+(``envelope_from_wire``) and wherever the product builds one (``make_envelope``). Reading a
+stored event never checks them, so events stored before a bound existed stay readable.
+
+The figures, with their reasons, are in ``docs/wire-format.md`` (Bounds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, get_origin
+
+from pydantic import BaseModel
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "MAX_CPU_MILLI",
+    "MAX_FLAVOR",
+    "MAX_INT",
+    "MAX_LABEL_VALUE",
+    "MAX_MEMORY_MIB",
+    "MAX_MGPU",
+    "MAX_NAME",
+    "MAX_NODES",
+    "MAX_NODE_GPUS",
+    "MAX_NODE_MEMORY_MIB",
+    "MAX_PRIORITY",
+    "MAX_QUOTA",
+    "MAX_REPLICAS",
+    "MAX_REPLICA_SPECS",
+    "MAX_TEXT",
+    "MIN_PRIORITY",
+    "USAGE_MONTH_US",
+    "Bound",
+    "OutOfBounds",
+    "check_bounds",
+    "check_instant",
+    "check_text",
+]
+
+#: Kubernetes object names (DNS subdomain) and qualified names.
+MAX_NAME = 253
+#: Kubernetes label values and namespace names: workspace, quota and user come from them.
+MAX_LABEL_VALUE = 63
+#: ``gpu/`` and a label value (``nvidia.com/gpu.product``).
+MAX_FLAVOR = len("gpu/") + MAX_LABEL_VALUE
+#: Free text (reasons, memos, descriptions) and any string without a bound of its own.
+MAX_TEXT = 4096
+#: GPUs of one node (8 is common, 16 the largest boards; x4 margin); a pod lives on one node.
+MAX_NODE_GPUS = 64
+MAX_MGPU = MAX_NODE_GPUS * 1000
+#: CPU of one node or pod in milli-cores (the largest hosts have ~2,000 threads).
+MAX_CPU_MILLI = 3072 * 1000
+#: Memory of one pod in MiB: 3 TiB (GPU nodes have 1-2 TiB). With the CPU bound it keeps a
+#: month of one pod's rated usage (units x microseconds) within int64: see USAGE_MONTH_US.
+MAX_MEMORY_MIB = 3 * 2**20
+#: Memory of one node in MiB: 64 TiB (the largest hosts have 24-32 TiB).
+MAX_NODE_MEMORY_MIB = 64 * 2**20
+#: Microseconds of the longest month: a rating transaction's usage covers at most one.
+USAGE_MONTH_US = 31 * 86_400 * 10**6
+#: Pods of one replica spec (the largest training jobs run a few thousand pods).
+MAX_REPLICAS = 10_000
+#: Replica specs of one job (Kubeflow jobs have at most four kinds of replica; x2 margin).
+MAX_REPLICA_SPECS = 8
+#: Nodes of one cluster (Kubernetes' documented limit): a quota cannot hold more.
+MAX_NODES = 5_000
+#: One quota's guaranteed or maximum amount of a resource: a whole cluster's largest unit.
+MAX_QUOTA = MAX_NODES * MAX_NODE_MEMORY_MIB
+#: Job priority: Kubernetes priorities are int32.
+MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
+#: Any other integer (money in minor units, counts): the JSON-safe range.
+MAX_INT = 2**53 - 1
+#: Instants of facts: from the Unix epoch to 2200 (exclusive), far from datetime's edges.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+class OutOfBounds(ValueError):
+    """A value outside its bound; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The bound of a field, in its annotation: ``Annotated[int, Bound(MAX_MGPU)]``.
+
+    For an integer ``min <= value <= max``; for a string ``len(value) <= max``; for a
+    tuple ``items`` caps its length and ``max``/``min`` apply to its elements; for a
+    mapping they apply to its values (keys are names).
+    """
+
+    max: int = MAX_INT
+    min: int = 0
+    items: int | None = None
+
+
+def check_text(value: str, where: str, limit: int = MAX_TEXT) -> None:
+    """``value`` is at most ``limit`` characters of storable text (no NUL, valid UTF-8)."""
+    if len(value) > limit:
+        raise OutOfBounds(f"{where}: {len(value)} characters, at most {limit}")
+    if "\x00" in value:
+        raise OutOfBounds(f"{where}: contains a NUL character")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise OutOfBounds(f"{where}: not valid UTF-8 ({exc.reason})") from None
+
+
+def check_instant(value: datetime, where: str) -> None:
+    """``value`` lies in [EARLIEST, LATEST)."""
+    try:
+        inside = EARLIEST <= value < LATEST
+    except OverflowError:  # pragma: no cover - comparison is exact, kept for safety
+        inside = False
+    if not inside:
+        raise OutOfBounds(f"{where}: {value.isoformat()} is outside [1970-01-01, 2200-01-01)")
+
+
+# per model class: (field, kind, bound, low, high); kind 1 a string, 2 an integer, 3 nothing
+# to check (a literal or a flag), 0 other
+_Plan = tuple[tuple[str, int, "Bound | None", int, int], ...]
+_PLANS: dict[type[BaseModel], _Plan] = {}
+_STR_TYPES = (str, str | None)
+
+
+def _plan(cls: type[BaseModel]) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        rows = []
+        for name, info in cls.model_fields.items():
+            bound = next((m for m in info.metadata if isinstance(m, Bound)), None)
+            if info.annotation in _STR_TYPES:
+                rows.append((name, 1, bound, 0, MAX_TEXT if bound is None else bound.max))
+            elif info.annotation is bool or get_origin(info.annotation) is Literal:
+                rows.append((name, 3, bound, 0, 0))
+            elif info.annotation is int:
+                low, high = (-MAX_INT, MAX_INT) if bound is None else (bound.min, bound.max)
+                rows.append((name, 2, bound, low, high))
+            else:
+                rows.append((name, 0, bound, 0, 0))
+        plan = _PLANS[cls] = tuple(rows)
+    return plan
+
+
+def check_bounds(model: BaseModel, where: str = "") -> None:
+    """Raise :class:`OutOfBounds` if any field of ``model`` (recursively) is out of bounds."""
+    # on ingest's hot path: strings and integers are checked inline, the rest generically
+    values = model.__dict__
+    for name, kind, bound, low, high in _plan(type(model)):
+        value = values[name]
+        if kind == 1:
+            if value is not None and (len(value) > high or "\x00" in value or not value.isascii()):
+                check_text(value, f"{where}{name}", high)
+        elif kind == 2:
+            if not low <= value <= high:
+                raise OutOfBounds(f"{where}{name}: {value} is outside [{low}, {high}]")
+        elif kind == 0:
+            _check(value, bound, f"{where}{name}")
+
+
+def _check(value: Any, bound: Bound | None, where: str) -> None:
+    if value is None or value is True or value is False:
+        return
+    if isinstance(value, str):
+        check_text(value, where, MAX_TEXT if bound is None else bound.max)
+    elif isinstance(value, int):
+        low, high = (-MAX_INT, MAX_INT) if bound is None else (bound.min, bound.max)
+        if not low <= value <= high:
+            raise OutOfBounds(f"{where}: {value} is outside [{low}, {high}]")
+    elif isinstance(value, datetime):
+        check_instant(value, where)
+    elif isinstance(value, BaseModel):
+        check_bounds(value, f"{where}.")
+    elif isinstance(value, tuple | list):
+        if bound is not None and bound.items is not None and len(value) > bound.items:
+            raise OutOfBounds(f"{where}: {len(value)} items, at most {bound.items}")
+        for i, item in enumerate(value):
+            _check(item, bound, f"{where}[{i}]")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_text(str(key), f"{where} key", MAX_NAME)
+            _check(item, bound, f"{where}[{key!r}]")
