@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from consumers.projector import Projector
+from dlc_ledger.services.yaml_files import parse_quota_tree
 from ledger.bounds import (
     MAX_CPU_MILLI,
     MAX_MEMORY_MIB,
@@ -23,7 +24,6 @@ from ledger.bounds import (
 )
 from ledger.envelopes import Envelope, OutOfBoundsEvent, decode, envelope_from_wire
 from ledger.events import JobSubmitted, OccupancyStarted, ReplicaSpec
-from ledger.quotas import parse_quota_tree
 from ledger.store.postgres import PostgresEventStore
 from projections.quota_reads import usage_at
 from projections.registry import all_projections
