@@ -78,7 +78,7 @@ def test_ingest_reads_its_url_from_a_file_and_honours_dlc_topic(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import consumers.ingest as ingest
+    import dlc_ledger.cli.ingest as ingest
 
     seen: dict[str, Any] = {}
 
