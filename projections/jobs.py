@@ -59,8 +59,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ledger.canonical import format_timestamp
 from ledger.events import JOB_LIFECYCLE_TYPES
-from ledger.store.base import RecordedEvent
-from ledger.store.postgres import PostgresEventStore, PostgresUnitOfWork
+from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import copy_table, fetch_keyed
@@ -317,9 +316,7 @@ _TRANSITION_TEXT = {
 }
 
 
-def _summary(
-    kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | None = None
-) -> str:
+def _summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | None = None) -> str:
     """One line about ``kind`` as seen from ``job_uid``; ``bound_quota``: the quota a
     JobSubmitted naming none was resolved to (its workspace's binding then)."""
     if kind == "JobSubmitted":
@@ -470,7 +467,7 @@ class JobsProjection(Projection):
     cost = 2.2
     tables = (job_state, job_timeline, job_workspace_quotas)
 
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         # one pass: timeline rows (they depend on the event alone) and each job's facts
         timeline: list[tuple[Any, ...]] = []
         facts: dict[str, list[_Fact]] = {}
@@ -513,7 +510,8 @@ class JobsProjection(Projection):
                 if uid in jobs and min(f.order for f in new) < _folded_to(jobs[uid])
             }
             if late:
-                for uid, old in _stored_facts(conn, late, jobs, events[0].position).items():
+                stored = _stored_facts(uow, conn, late, jobs, events[0].position)
+                for uid, old in stored.items():
                     facts[uid] = old + facts[uid]
             for uid, new in facts.items():
                 job = None if uid in late else jobs.get(uid)
@@ -539,7 +537,7 @@ def _folded_to(job: _Job) -> tuple[datetime, int, int]:
 
 
 def _stored_facts(
-    conn: Connection, uids: set[str], jobs: dict[str, _Job], before: int
+    uow: UnitOfWork, conn: Connection, uids: set[str], jobs: dict[str, _Job], before: int
 ) -> dict[str, list[_Fact]]:
     """The facts of ``uids`` stored before position ``before``: their own streams, and
     the facts about them on other streams (their ``job_timeline`` rows point at them).
@@ -548,7 +546,7 @@ def _stored_facts(
     folded (the binding then), kept in the job's row.
     """
     streams = [f"job/{uid}" for uid in sorted(uids)]
-    stored = PostgresEventStore.read_streams_on(conn, streams, before=before)
+    stored = uow.read_streams(streams, before=before)
     elsewhere = conn.execute(
         select(job_timeline.c.position)
         .where(
@@ -558,7 +556,7 @@ def _stored_facts(
         )
         .distinct()
     ).scalars()
-    stored += PostgresEventStore.read_positions_on(conn, sorted(elsewhere))
+    stored += uow.read_positions(sorted(elsewhere))
     out: dict[str, list[_Fact]] = {uid: [] for uid in uids}
     for event in stored:
         uid = _target(event)
@@ -836,8 +834,10 @@ def find_job(conn: Connection, ref: str) -> str:
     return str(uids[0])
 
 
-def job_detail(conn: Connection, uid: str) -> dict[str, Any]:
-    """One job: state, occupied resource-seconds per flavor (closed occupancies), timeline."""
+def job_detail(uow: UnitOfWork, uid: str) -> dict[str, Any]:
+    """One job: state, occupied resource-seconds per flavor (closed occupancies), timeline,
+    read in ``uow`` (a :meth:`~ledger.store.base.EventStore.snapshot`: one view of all)."""
+    conn: Connection = uow.connection
     row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
     if row is None:
         raise ValueError(f"no job with uid {uid!r}")
@@ -859,7 +859,7 @@ def job_detail(conn: Connection, uid: str) -> dict[str, Any]:
         {"uid": uid},
     )
     detail["occupied"] = [{k: _jsonable(v) for k, v in u._mapping.items()} for u in usage]
-    rows = timeline_rows(conn, uid)
+    rows = timeline_rows(uow, uid)
     detail["timeline"] = [
         {k: _jsonable(v) for k, v in zip(_TIMELINE_COLUMNS, row, strict=True) if k != "job_uid"}
         | {"event_id": str(row[-1]), "late": late}
@@ -877,7 +877,7 @@ def job_detail(conn: Connection, uid: str) -> dict[str, Any]:
 _TIMELINE_COLUMNS = tuple(c.name for c in job_timeline.columns)
 
 
-def timeline_rows(conn: Connection, uid: str) -> list[tuple[Any, ...]]:
+def timeline_rows(uow: UnitOfWork, uid: str) -> list[tuple[Any, ...]]:
     """Job ``uid``'s timeline as of the projection's checkpoint: ``job_timeline`` rows in
     table order, in :func:`fold_order` (cluster time).
 
@@ -885,13 +885,14 @@ def timeline_rows(conn: Connection, uid: str) -> list[tuple[Any, ...]]:
     by stream), read up to the checkpoint so they match ``job_state``; the table holds
     only the events about the job recorded elsewhere (decisions, another job's stream).
     """
-    upto = PostgresUnitOfWork(conn).load_checkpoint(checkpoint_name(JobsProjection())).position
+    conn: Connection = uow.connection
+    upto = uow.load_checkpoint(checkpoint_name(JobsProjection())).position
     stored = conn.execute(
         job_timeline.select().where(job_timeline.c.job_uid == uid, job_timeline.c.position <= upto)
     )
     rows: list[tuple[Any, ...]] = [tuple(r) for r in stored]  # in order once merged below
     quota = conn.execute(select(job_state.c.quota).where(job_state.c.job_uid == uid)).scalar()
-    for event in PostgresEventStore.read_stream_on(conn, f"job/{uid}", upto=upto):
+    for event in uow.read_stream(f"job/{uid}", upto=upto):
         by, reason = next((b, r) for u, b, r in _named_jobs(event) if u == uid)
         rows.append(_timeline_row(event, uid, by, reason, quota))
     rows.sort(key=lambda r: fold_order(r[2], r[3], int(r[1])))

@@ -17,7 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from consumers.watchers.publisher import Marker
-from ledger.store.postgres import PostgresEventStore
+from ledger.store.base import EventStore
 from ledger.store.schema import checkpoints
 from projections.watcher_tables import watcher_objects
 
@@ -33,13 +33,14 @@ class WatcherResume:
 class WatcherCheckpoints:
     """Load and save one watcher's resume point."""
 
-    def __init__(self, store: PostgresEventStore, watcher: str) -> None:
+    def __init__(self, store: EventStore, watcher: str) -> None:
         self.store = store
         self.watcher = watcher
         self.prefix = f"watch:{watcher}:"
 
     def load(self) -> WatcherResume:
-        with self.store.engine.connect() as conn:
+        with self.store.snapshot() as uow:  # the resource versions and states of one instant
+            conn = uow.connection
             rows = conn.execute(
                 select(checkpoints.c.name, checkpoints.c.offsets).where(
                     checkpoints.c.name.startswith(self.prefix, autoescape=True)
