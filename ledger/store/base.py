@@ -200,6 +200,15 @@ class UnitOfWork(abc.ABC):
     ) -> None: ...
 
     @abc.abstractmethod
+    def checkpoints(self, prefix: str) -> list[Checkpoint]:
+        """Every checkpoint whose name starts with ``prefix`` (taken literally), names in
+        code point order: a consumer keeping one per resource (``watch:<cluster>:``)."""
+
+    @abc.abstractmethod
+    def delete_checkpoints(self, prefix: str) -> None:
+        """Delete every checkpoint whose name starts with ``prefix`` (taken literally)."""
+
+    @abc.abstractmethod
     def record_dead_letter(
         self,
         *,

@@ -100,6 +100,9 @@ class _Tables:
     positions: dict[UUID, int] = field(default_factory=dict)  # event_id -> position
     streams: dict[str, list[int]] = field(default_factory=dict)  # positions; index = version - 1
     checkpoints: dict[str, Checkpoint] = field(default_factory=dict)
+    # names deleted by a transaction: published before its checkpoints, so a checkpoint
+    # deleted then saved again by one transaction is there after it
+    dropped: set[str] = field(default_factory=set)
     letters: dict[int, DeadLetter] = field(default_factory=dict)
     fingerprints: dict[tuple[str, bytes], int] = field(default_factory=dict)  # source, payload
 
@@ -173,11 +176,12 @@ class MemoryUnitOfWork(UnitOfWork):
 
     def _checkpoint(self, name: str) -> Checkpoint | None:
         staged = self._staged.checkpoints.get(name)
-        if staged is not None:
+        if staged is not None or name in self._staged.dropped:
             return staged
-        if self._seen is not None:
-            return self._seen[1].get(name)
-        return self._store._tables.checkpoints.get(name)
+        return self._committed_checkpoints().get(name)
+
+    def _committed_checkpoints(self) -> dict[str, Checkpoint]:
+        return self._store._tables.checkpoints if self._seen is None else self._seen[1]
 
     def _letter_id(self, key: tuple[str, bytes]) -> int | None:
         staged = self._staged.fingerprints.get(key)
@@ -339,6 +343,19 @@ class MemoryUnitOfWork(UnitOfWork):
             )
         self._staged.checkpoints[name] = saved
 
+    def checkpoints(self, prefix: str) -> list[Checkpoint]:
+        with self._store._published:
+            names = [n for n in self._committed_checkpoints() if n.startswith(prefix)]
+        names += [n for n in self._staged.checkpoints if n.startswith(prefix)]
+        found = (self.load_checkpoint(name) for name in sorted(set(names)))
+        return [checkpoint for checkpoint in found if checkpoint.updated_at is not None]
+
+    def delete_checkpoints(self, prefix: str) -> None:
+        self._lock()
+        for checkpoint in self.checkpoints(prefix):
+            self._staged.checkpoints.pop(checkpoint.name, None)
+            self._staged.dropped.add(checkpoint.name)
+
     def record_dead_letter(
         self,
         *,
@@ -469,6 +486,8 @@ class MemoryEventStore(EventStore):
             tables.positions.update(staged.positions)
             for stream, positions in staged.streams.items():
                 tables.streams.setdefault(stream, []).extend(positions)
+            for name in staged.dropped:
+                tables.checkpoints.pop(name, None)
             tables.checkpoints.update(staged.checkpoints)
             tables.letters.update(staged.letters)
             tables.fingerprints.update(staged.fingerprints)

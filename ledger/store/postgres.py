@@ -27,7 +27,7 @@ from uuid import UUID
 import orjson
 import psycopg
 from psycopg.errors import UniqueViolation
-from sqlalchemy import Connection, Engine, and_, func, select, text
+from sqlalchemy import Connection, Engine, and_, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ledger.envelopes import Envelope
@@ -385,6 +385,20 @@ class PostgresUnitOfWork(UnitOfWork):
             # merge so partitions not in this batch keep their offsets
             values["offsets"] = checkpoints.c.offsets.op("||")(stmt.excluded.offsets)
         self._conn.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=values))
+
+    def checkpoints(self, prefix: str) -> list[Checkpoint]:
+        rows = self._conn.execute(
+            select(checkpoints).where(checkpoints.c.name.startswith(prefix, autoescape=True))
+        )
+        found = [Checkpoint(r.name, r.position, dict(r.offsets), r.updated_at) for r in rows]
+        # by code point, as the in-memory adapter sorts: not the database's collation
+        return sorted(found, key=lambda checkpoint: checkpoint.name)
+
+    def delete_checkpoints(self, prefix: str) -> None:
+        self._writable()
+        self._conn.execute(
+            delete(checkpoints).where(checkpoints.c.name.startswith(prefix, autoescape=True))
+        )
 
     def record_dead_letter(
         self,

@@ -525,6 +525,42 @@ class EventStoreContract:
             other = uow.load_checkpoint("other")
         assert (other.position, dict(other.offsets)) == (5, {})
 
+    def test_checkpoints_by_prefix_are_listed_and_deleted(self, store: EventStore) -> None:
+        with store.transaction() as uow:
+            uow.save_checkpoint("watch:c1:pods", offsets={"rv": 7})
+            uow.save_checkpoint("watch:c1:nodes", offsets={"rv": 3})
+            uow.save_checkpoint("watch:c10:pods", offsets={"rv": 1})
+            uow.save_checkpoint("watch_c1:pods", position=1)  # "_" is no wildcard
+            assert [c.name for c in uow.checkpoints("watch:c1:")] == [
+                "watch:c1:nodes",
+                "watch:c1:pods",
+            ]
+        with store.snapshot() as view:
+            (pods,) = [c for c in view.checkpoints("watch:c1:") if c.name.endswith("pods")]
+            assert dict(pods.offsets) == {"rv": 7} and pods.updated_at is not None
+        with store.transaction() as uow:
+            uow.delete_checkpoints("watch:c1:")
+            assert uow.checkpoints("watch:c1:") == []  # its own deletes, at once
+            uow.save_checkpoint("watch:c1:pods", offsets={"rv": 9})  # and saved again
+        with store.transaction() as uow:
+            assert [(c.name, dict(c.offsets)) for c in uow.checkpoints("watch:")] == [
+                ("watch:c10:pods", {"rv": 1}),  # code point order: "0" < ":"
+                ("watch:c1:pods", {"rv": 9}),
+            ]
+            assert uow.load_checkpoint("watch:c1:nodes").updated_at is None
+            assert uow.load_checkpoint("watch_c1:pods").position == 1
+        with pytest.raises(_Abort), store.transaction() as uow:
+            uow.delete_checkpoints("watch:")
+            raise _Abort  # rolled back: all kept
+        with store.snapshot() as view:
+            assert len(view.checkpoints("watch:")) == 2
+            with pytest.raises(StoreError, match="read-only"):
+                view.delete_checkpoints("watch:")
+        with store.transaction() as uow:
+            uow.delete_checkpoints("watch:")
+        with store.transaction() as uow:
+            assert [c.name for c in uow.checkpoints("")] == ["watch_c1:pods"]
+
     # -- dead letters ----------------------------------------------------------------------
 
     def test_dead_letters_count_repeats_and_reopen(self, store: EventStore) -> None:
