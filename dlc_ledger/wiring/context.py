@@ -29,7 +29,6 @@ __all__ = [
     "option_database_url",
     "ready_schema",
     "settings",
-    "store_at",
     "store_opener",
 ]
 
@@ -97,17 +96,12 @@ def open_store(
     return PostgresEventStore(engine)
 
 
-def store_at(url: str, *, pool_size: int = 5) -> EventStore:
-    """The store at ``url``, its schema not checked: for a process handed a URL by one
-    that checked it (a projector lane)."""
-    return PostgresEventStore(make_engine(url, pool_size=pool_size))
-
-
 def store_opener(url: str) -> Callable[[], EventStore]:
     """What a projector lane opens its store with (:data:`consumers.lanes.StoreOpener`):
-    picklable, since a lane starts in a fresh interpreter; two connections are all a
-    lane uses (a step's transaction, and VACUUM after a rebuild)."""
-    return partial(store_at, url, pool_size=2)
+    picklable, since a lane starts in a fresh interpreter, and naming the adapter's class
+    itself, so unpickling it imports the adapter and nothing of this package (a lane
+    starts faster). The schema is not checked: the process handing out ``url`` did."""
+    return partial(PostgresEventStore, url)
 
 
 def kafka_bootstrap(*, start: bool = True) -> str:
