@@ -21,13 +21,13 @@ from typing import Any
 from kubernetes import client
 
 from consumers.watchers.checkpoints import WatcherCheckpoints
+from consumers.watchers.event_factory import EventFactory
 from consumers.watchers.listwatch import (
     DEFAULT_RESOURCES,
     ListWatch,
     WatchedResource,
     WatchSettings,
 )
-from consumers.watchers.mapping import EventFactory
 from consumers.watchers.publisher import Marker, Outbox, PublisherLoop
 from consumers.watchers.tracker import ClusterTracker
 from ledger.envelopes import Envelope

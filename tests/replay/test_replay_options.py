@@ -59,13 +59,13 @@ def test_a_replay_applies_its_tree_and_book_at_its_start(store: object) -> None:
 
     from sqlalchemy import text
 
-    from dlc_ledger.wiring.replay import _apply_setup
+    from dlc_ledger.wiring.replay.reference_data import apply_reference_data
     from ledger.store.postgres import PostgresEventStore
 
     assert isinstance(store, PostgresEventStore)
     ops = Path(__file__).resolve().parents[2] / "ops"
     epoch = datetime(2026, 11, 1, tzinfo=UTC)
-    _apply_setup(
+    apply_reference_data(
         store, ops / "quotas" / "demo.yaml", ops / "pricebooks" / "demo-2026.yaml", epoch, print
     )
     with store.engine.connect() as conn:
