@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 from bench.databases import scratch_database
 from consumers.lanes import catch_up_lanes
 from consumers.projector import DEFAULT_PAGE, Projector
+from dlc_ledger.wiring.context import store_opener
 from ledger.envelopes import Envelope
 from ledger.events import (
     JobStarted,
@@ -37,7 +38,7 @@ from ledger.events import (
     OccupancyStarted,
     ReplicaSpec,
 )
-from ledger.store.base import RecordedEvent
+from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
@@ -269,7 +270,7 @@ class _ReadOnly(Projection):
 
     name = "reading"
 
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         pass
 
 
@@ -333,7 +334,9 @@ def main(argv: list[str]) -> int:
         # the headline: all projections together, as `dlc-ledger project --workers N` builds
         # them (lane processes included: their start-up is part of the time)
         started, lanes, server = time.perf_counter(), _children_cpu(), _server_cpu()
-        catch_up_lanes(url, all_projections(), workers=args.workers, page_size=args.page_size)
+        catch_up_lanes(
+            store_opener(url), all_projections(), workers=args.workers, page_size=args.page_size
+        )
         total = time.perf_counter() - started
         lanes, server = _children_cpu() - lanes, _server_cpu() - server
         rate = args.events / total

@@ -33,6 +33,7 @@ from sqlalchemy import Connection, text
 from bench.databases import scratch_database
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
+from ledger.store.postgres import PostgresUnitOfWork
 from projections.finance_reports import ReportWindow, cost_report, invoice_lines
 from projections.jobs import timeline_rows
 
@@ -144,6 +145,7 @@ def main(argv: list[str]) -> int:
             start=datetime(2026, 6, 1, tzinfo=UTC), end=datetime(2026, 7, 1, tzinfo=UTC)
         )
         with engine.connect() as conn:
+            reads = PostgresUnitOfWork(conn)  # the store's reads on this connection
             rows = cost_report(conn, ("workspace", "flavor"), window)
             print(f"month by workspace x flavor: {len(rows)} rows", flush=True)
             month_ms = _median_ms(
@@ -151,7 +153,7 @@ def main(argv: list[str]) -> int:
             )
 
             def timeline() -> object:
-                return timeline_rows(conn, f"job-{rng.randrange(args.jobs)}")
+                return timeline_rows(reads, f"job-{rng.randrange(args.jobs)}")
 
             timeline_ms = _median_ms(timeline, args.repeat)
             invoice_ids = [

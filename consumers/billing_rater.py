@@ -50,7 +50,7 @@ from ledger.rating import (
     accrue,
     calendar_months,
 )
-from ledger.store.postgres import PostgresEventStore, PostgresUnitOfWork
+from ledger.store.base import EventStore, UnitOfWork
 from projections.billing import catch_up_on
 from projections.billing_reads import load_schedule, occupancy_from_row
 
@@ -166,7 +166,7 @@ def _transactions(
 
 
 def rate(
-    store: PostgresEventStore,
+    store: EventStore,
     *,
     as_of: datetime | None = None,
     until: datetime | None = None,
@@ -191,7 +191,7 @@ def rate(
     while True:
         with store.transaction() as uow:
             done, result = _run_once(
-                uow, store, as_of if accrue_pending else None, bound, scan, period_fn, batch
+                uow, as_of if accrue_pending else None, bound, scan, period_fn, batch
             )
             accrue_pending = False
         totals = [a + b for a, b in zip(totals, result[:4], strict=True)]
@@ -212,18 +212,17 @@ class _Scan:
 
 
 def _run_once(
-    uow: PostgresUnitOfWork,
-    store: PostgresEventStore,
+    uow: UnitOfWork,
     as_of: datetime | None,
     until: datetime | None,
     scan: _Scan,
     periods: PeriodFn,
     batch: int,
 ) -> tuple[bool, tuple[int, int, int, int, int, list[LedgerTransactionPosted]]]:
-    conn = uow.connection
+    conn: Connection = uow.connection
     uow.lock_appends()
-    catch_up_on(conn)
-    head = int(conn.execute(text("SELECT COALESCE(max(position), 0) FROM events")).scalar_one())
+    catch_up_on(uow)
+    head = uow.head_position()
     if uow.load_checkpoint(RATER_CHECKPOINT).updated_at is None:
         uow.save_checkpoint(RATER_CHECKPOINT, position=0)
     cp = uow.load_checkpoint(RATER_CHECKPOINT, for_update=True).position
@@ -304,7 +303,7 @@ def _run_once(
     return done, (finals, accrued, appended, unrateable, new_cp, txns)
 
 
-def _dead_letter(uow: PostgresUnitOfWork, occ: Occupancy, exc: Exception) -> None:
+def _dead_letter(uow: UnitOfWork, occ: Occupancy, exc: Exception) -> None:
     import orjson
 
     uow.record_dead_letter(

@@ -10,7 +10,8 @@ Within a lane, pages are still read once for all its projections.
 
 Lanes are balanced by each projection's :attr:`~projections.base.Projection.cost`
 (its relative cost of applying an event): heaviest first into the lightest lane. A lane's process
-finds its projections by name in the registry, so only registered ones can run in lanes.
+finds its projections by name in the registry, so only registered ones can run in lanes, and
+opens its store with the caller's :data:`StoreOpener` (the composition root chooses the adapter).
 """
 
 from __future__ import annotations
@@ -18,19 +19,22 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 
 from consumers.projector import Projector, StopFlag
-from ledger.store.engines import make_engine
-from ledger.store.postgres import PostgresEventStore
+from ledger.store.base import EventStore
 from projections.base import Projection
 from projections.registry import projection_named
 
-__all__ = ["LaneFailed", "catch_up_lanes", "follow_lanes", "plan_lanes"]
+__all__ = ["LaneFailed", "StoreOpener", "catch_up_lanes", "follow_lanes", "plan_lanes"]
+
+#: Opens the store in a lane's process. It crosses to a fresh interpreter, so it must
+#: pickle: a module-level function, or a ``functools.partial`` of one with plain values.
+StoreOpener = Callable[[], EventStore]
 
 
 class LaneFailed(RuntimeError):
@@ -54,7 +58,7 @@ def plan_lanes(projections: Sequence[Projection], workers: int) -> list[list[Pro
 class _Lane:
     """What a lane's process needs: plain values, since it starts from a fresh interpreter."""
 
-    database_url: str
+    open_store: StoreOpener
     names: tuple[str, ...]
     page_size: int
     poll_interval: float | None  # None: catch up once; else follow until stopped
@@ -63,9 +67,9 @@ class _Lane:
 def _run_lane(lane: _Lane, stop: StopFlag, results: Pipe) -> None:
     # the parent owns Ctrl-C: it sets ``stop`` and the lane ends after its step
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    engine = make_engine(lane.database_url, pool_size=2)
-    store = PostgresEventStore(engine)
+    store: EventStore | None = None
     try:
+        store = lane.open_store()
         projector = Projector(
             store, [projection_named(n) for n in lane.names], page_size=lane.page_size
         )
@@ -80,8 +84,8 @@ def _run_lane(lane: _Lane, stop: StopFlag, results: Pipe) -> None:
         raise
     finally:
         results.close()
-        store.close()
-        engine.dispose()
+        if store is not None:
+            store.close()
 
 
 def _run(lanes: Sequence[_Lane], stop: StopFlag, *, follow: bool) -> int:
@@ -128,20 +132,20 @@ def _run(lanes: Sequence[_Lane], stop: StopFlag, *, follow: bool) -> int:
 
 
 def _lanes(
-    database_url: str,
+    open_store: StoreOpener,
     projections: Sequence[Projection],
     workers: int,
     page_size: int,
     poll_interval: float | None,
 ) -> list[_Lane]:
     return [
-        _Lane(database_url, tuple(p.name for p in group), page_size, poll_interval)
+        _Lane(open_store, tuple(p.name for p in group), page_size, poll_interval)
         for group in plan_lanes(projections, workers)
     ]
 
 
 def catch_up_lanes(
-    database_url: str,
+    open_store: StoreOpener,
     projections: Sequence[Projection],
     *,
     workers: int,
@@ -150,12 +154,12 @@ def catch_up_lanes(
 ) -> int:
     """Catch ``projections`` up to the head in up to ``workers`` processes (or until
     ``stop`` is set); returns positions covered, summed over the lanes."""
-    lanes = _lanes(database_url, projections, workers, page_size, None)
+    lanes = _lanes(open_store, projections, workers, page_size, None)
     return _run(lanes, stop or threading.Event(), follow=False)
 
 
 def follow_lanes(
-    database_url: str,
+    open_store: StoreOpener,
     projections: Sequence[Projection],
     stop: StopFlag,
     *,
@@ -168,4 +172,4 @@ def follow_lanes(
     ``stop`` is the caller's (a signal handler sets it); each lane ends after its
     current step.
     """
-    _run(_lanes(database_url, projections, workers, page_size, poll_interval), stop, follow=True)
+    _run(_lanes(open_store, projections, workers, page_size, poll_interval), stop, follow=True)

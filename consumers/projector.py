@@ -13,24 +13,21 @@ assigns dense positions in commit order (``docs/store.md``), so such a window is
 complete when read, and a projection's event-type filter can go into the query
 without losing track of how far it got.
 
-Tailing waits on PostgreSQL ``LISTEN dlc_events`` (the store notifies after each
-append) with a polling fallback, so an idle runner costs nothing and a busy one
-never sleeps.
+Tailing waits on the store's append signal (:meth:`EventStore.appends`: PostgreSQL's
+``LISTEN dlc_events``, notified by each append) with a polling fallback, so an idle
+runner costs nothing and a busy one never sleeps.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import select as io_select
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import psycopg
-
-from ledger.store.postgres import PostgresEventStore
+from ledger.store.base import EventStore
 from projections.base import Projection
 from projections.steps import advance_on, checkpoint_name
 
@@ -97,7 +94,7 @@ def _collector_paused() -> Iterator[None]:
 class Projector:
     def __init__(
         self,
-        store: PostgresEventStore,
+        store: EventStore,
         projections: Sequence[Projection],
         *,
         page_size: int = DEFAULT_PAGE,
@@ -134,7 +131,7 @@ class Projector:
             uow.connection.exec_driver_sql(
                 "SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_custom_plan"
             )
-            return advance_on(uow.connection, candidates, page_size=self.page_size, until=until)
+            return advance_on(uow, candidates, page_size=self.page_size, until=until)
 
     def position(self, projection: Projection) -> int:
         with self.store.transaction() as uow:
@@ -173,26 +170,19 @@ class Projector:
         names = ", ".join(f'"{t.name}"' for t in projection.tables)
         if not names:
             return
-        with self.store.engine.connect().execution_options(
-            isolation_level="AUTOCOMMIT"
-        ) as conn:  # VACUUM cannot run in a transaction block
+        with self.store.outside_transaction() as conn:  # VACUUM cannot run in a transaction
             conn.exec_driver_sql(f"VACUUM (ANALYZE) {names}")
 
     def run_forever(self, stop: StopFlag, *, poll_interval: float = 2.0) -> None:
         """Tail live: catch up, then wait for a NOTIFY (or the poll interval), repeat."""
-        url = self.store.engine.url.set(drivername="postgresql").render_as_string(
-            hide_password=False
-        )
-        with psycopg.connect(url, autocommit=True) as listener:
-            listener.execute("LISTEN dlc_events")
+        # listening before the first catch-up: an append committed in between still wakes it
+        with self.store.appends() as appended:
             while not stop.is_set():
                 if self.catch_up() == 0:
-                    io_select.select([listener.fileno()], [], [], poll_interval)
-                    for _ in listener.notifies(timeout=0):
-                        pass
+                    appended.wait(poll_interval)
 
 
-def catch_up_to_read(store: PostgresEventStore, projections: Sequence[Projection]) -> None:
+def catch_up_to_read(store: EventStore, projections: Sequence[Projection]) -> None:
     """Bring ``projections`` to the store's head before a read command reads them.
 
     A read-only role (``dlc_ledger_reader``) may not move a checkpoint: it reads the

@@ -3,7 +3,10 @@
 A projection owns some tables (created by Alembic migrations) and folds pages of
 recorded events into them. The runner calls :meth:`Projection.apply` inside the
 same database transaction that advances the projection's checkpoint, so a page
-is applied exactly once whatever crashes in between. Projections must be
+is applied exactly once whatever crashes in between. It hands the projection that
+transaction twice: as the store port's unit of work, for any further events it must
+read (they are the events of that transaction), and as the SQLAlchemy connection its
+rows are written on (read models are PostgreSQL tables by design). Projections must be
 deterministic functions of the events (never of the wall clock), so dropping
 and replaying gives the same rows byte for byte.
 """
@@ -15,7 +18,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, Table
 
-from ledger.store.base import RecordedEvent
+from ledger.store.base import RecordedEvent, UnitOfWork
 
 __all__ = ["Projection"]
 
@@ -35,8 +38,9 @@ class Projection(abc.ABC):
     cost: float = 1.0
 
     @abc.abstractmethod
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
-        """Fold one page of events (position order) into the tables, on ``conn``."""
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+        """Fold one page of events (position order) into the tables, on ``conn`` (the
+        connection of ``uow``, the unit of work the page was read in)."""
 
     def reset(self, conn: Connection) -> None:
         """Empty the owned tables (rebuild). Override when rows outside ``tables`` exist."""

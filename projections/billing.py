@@ -34,7 +34,7 @@ from ledger.events import (
 )
 from ledger.money import PRECISE_DIGITS, precise_decimal, precise_from_decimal
 from ledger.rating import rate_key
-from ledger.store.base import RecordedEvent
+from ledger.store.base import RecordedEvent, UnitOfWork
 from projections.base import Projection
 from projections.billing_tables import (
     billing_cost_monthly,
@@ -105,7 +105,7 @@ class BillingProjection(Projection):
         }
     )
 
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         page = _Page()
         for record in events:
             kind = record.type
@@ -510,8 +510,8 @@ def _write(conn: Connection, page: _Page) -> None:
         )
 
 
-def catch_up_on(conn: Connection, *, page_size: int = 5000) -> int:
-    """Bring the billing projection to the store's head inside the caller's transaction.
+def catch_up_on(uow: UnitOfWork, *, page_size: int = 5000) -> int:
+    """Bring the billing projection to the store's head inside the caller's unit of work.
 
     The rater and the period close call this while holding the store's append
     lock, so what they decide from these tables is exactly what the store holds.
@@ -520,6 +520,6 @@ def catch_up_on(conn: Connection, *, page_size: int = 5000) -> int:
     """
     projection = [BillingProjection()]
     covered = 0
-    while step := advance_on(conn, projection, page_size=page_size):
+    while step := advance_on(uow, projection, page_size=page_size):
         covered += step
     return covered

@@ -32,7 +32,7 @@ from sqlalchemy import (
     text,
 )
 
-from ledger.store.base import RecordedEvent
+from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import fetch_keyed, upsert_rows
@@ -91,7 +91,7 @@ class InventoryProjection(Projection):
     tables = (inventory_nodes,)
     event_types = frozenset({"NodeRegistered", "NodeCordoned", "NodeRemoved"})
 
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         names = {e.data["node"] for e in events if e.type in self.event_types}
         if not names:
             return

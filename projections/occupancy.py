@@ -33,7 +33,7 @@ from sqlalchemy import (
     text,
 )
 
-from ledger.store.base import RecordedEvent
+from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.schema import metadata
 from projections.base import Projection
 from projections.bulk import copy_table, take_rows
@@ -140,7 +140,7 @@ class OccupancyProjection(Projection):
     tables = (occupancy,)
     event_types = frozenset({"OccupancyStarted", "OccupancyEnded"})
 
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         ids = {e.data["occupancy_id"] for e in events if e.type in self.event_types}
         if not ids:
             return

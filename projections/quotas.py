@@ -69,7 +69,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from ledger.events import QuotaSpec
 from ledger.quotas import NO_QUOTA
-from ledger.store.base import RecordedEvent
+from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.schema import metadata
 from ledger.usage_boards import RAW
 from projections.base import Projection
@@ -673,7 +673,7 @@ class QuotaProjection(Projection):
     )
     event_types = _TREE_EVENTS | _JOB_EVENTS | _OCC_EVENTS
 
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         fold = self._load(conn, *_named(events))
         for event in events:
             fold.apply(event.type, event.data, event.occurred_at, event.position)

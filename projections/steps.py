@@ -5,9 +5,11 @@ step) and by the billing rater, which must bring the billing tables to the head
 inside its own transaction while it holds the store's append lock. Both use the
 same checkpoint rows, so neither ever applies a window the other already applied.
 
-A step locks the candidates' checkpoint rows (sorted: two runners never
-deadlock), reads the head *after* the locks, then reads the next window of
-positions once for every candidate standing at the lowest position. The store
+A step locks the candidates' checkpoints (:meth:`UnitOfWork.lock_checkpoints`: two
+runners never deadlock), reads the head *after* the locks, then reads the next window
+of positions once, in one query, for every candidate standing at the lowest position.
+Events are read and checkpoints kept through the store port's unit of work; the
+projections write their rows on its connection. The store
 assigns dense positions in commit order (``docs/store.md``), so a window ending at
 or below the visible head is complete, and event-type filters can go into the
 query without losing track of how far a projection got.
@@ -17,9 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, text
-
-from ledger.store.postgres import PostgresEventStore
+from ledger.store.base import UnitOfWork
 from projections.base import Projection
 
 __all__ = ["advance_on", "checkpoint_name"]
@@ -30,35 +30,20 @@ def checkpoint_name(projection: Projection) -> str:
 
 
 def advance_on(
-    conn: Connection,
+    uow: UnitOfWork,
     candidates: Sequence[Projection],
     *,
     page_size: int,
     until: int | None = None,
 ) -> int:
-    """One step for the candidates furthest behind, on ``conn``; returns positions covered."""
-    names = sorted(checkpoint_name(p) for p in candidates)
-    conn.execute(
-        text(
-            "INSERT INTO checkpoints (name, position, offsets, updated_at) "
-            "SELECT n, 0, '{}'::jsonb, now() FROM unnest(CAST(:names AS text[])) n "
-            "ON CONFLICT (name) DO NOTHING"
-        ),
-        {"names": names},
-    )
-    locked: dict[str, int] = dict(
-        conn.execute(
-            text(
-                "SELECT name, position FROM checkpoints "
-                "WHERE name = ANY(CAST(:names AS text[])) ORDER BY name FOR UPDATE"
-            ),
-            {"names": names},
-        ).all()
-    )
-    head = PostgresEventStore.head_position_on(conn)
+    """One step for the candidates furthest behind, in ``uow``; returns positions covered.
+
+    Their rows are written on the unit's connection, in its transaction."""
+    locked = uow.lock_checkpoints([checkpoint_name(p) for p in candidates])
+    head = uow.head_position()
     if until is not None:
         head = min(head, until)
-    positions = {p.name: int(locked[checkpoint_name(p)]) for p in candidates}
+    positions = {p.name: locked[checkpoint_name(p)] for p in candidates}
     low = min(positions.values())
     if low >= head:
         return 0
@@ -72,19 +57,13 @@ def advance_on(
             break
         assert wanted is not None
         wanted |= projection.event_types
-    page = PostgresEventStore.read_window_on(
-        conn, low, upto, None if wanted is None else sorted(wanted)
-    )
+    page = uow.read_window(low, upto, wanted)
+    conn = uow.connection
     for projection in group:
         types = projection.event_types
         relevant = [r for r in page if r.type in types] if types else page
         if relevant:
-            projection.apply(conn, relevant)
-    conn.execute(
-        text(
-            "UPDATE checkpoints SET position = :p, updated_at = now() "
-            "WHERE name = ANY(CAST(:names AS text[]))"
-        ),
-        {"p": upto, "names": [checkpoint_name(p) for p in group]},
-    )
+            projection.apply(uow, conn, relevant)
+    for projection in group:
+        uow.save_checkpoint(checkpoint_name(projection), position=upto)
     return upto - low

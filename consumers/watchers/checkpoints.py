@@ -17,8 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from consumers.watchers.publisher import Marker
-from ledger.store.postgres import PostgresEventStore
-from ledger.store.schema import checkpoints
+from ledger.store.base import EventStore
 from projections.watcher_tables import watcher_objects
 
 __all__ = ["WatcherCheckpoints", "WatcherResume", "watcher_objects"]
@@ -33,22 +32,18 @@ class WatcherResume:
 class WatcherCheckpoints:
     """Load and save one watcher's resume point."""
 
-    def __init__(self, store: PostgresEventStore, watcher: str) -> None:
+    def __init__(self, store: EventStore, watcher: str) -> None:
         self.store = store
         self.watcher = watcher
         self.prefix = f"watch:{watcher}:"
 
     def load(self) -> WatcherResume:
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(
-                select(checkpoints.c.name, checkpoints.c.offsets).where(
-                    checkpoints.c.name.startswith(self.prefix, autoescape=True)
-                )
-            ).all()
+        with self.store.snapshot() as uow:  # the resource versions and states of one instant
+            conn = uow.connection
             rvs = {
-                name[len(self.prefix) :]: int(offsets["rv"])
-                for name, offsets in rows
-                if "rv" in offsets
+                checkpoint.name[len(self.prefix) :]: int(checkpoint.offsets["rv"])
+                for checkpoint in uow.checkpoints(self.prefix)
+                if "rv" in checkpoint.offsets
             }
             state = {
                 key: dict(value)
@@ -96,8 +91,4 @@ class WatcherCheckpoints:
         with self.store.transaction() as uow:
             conn = uow.connection
             conn.execute(delete(watcher_objects).where(watcher_objects.c.watcher == self.watcher))
-            conn.execute(
-                delete(checkpoints).where(
-                    checkpoints.c.name.startswith(self.prefix, autoescape=True)
-                )
-            )
+            uow.delete_checkpoints(self.prefix)

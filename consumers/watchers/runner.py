@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
-from sqlalchemy import select
 
 from consumers.watchers.checkpoints import WatcherCheckpoints
 from consumers.watchers.event_factory import EventFactory
@@ -32,8 +31,7 @@ from consumers.watchers.listwatch import (
 from consumers.watchers.publisher import Marker, Outbox, PublisherLoop
 from consumers.watchers.tracker import ClusterTracker
 from ledger.envelopes import Envelope
-from ledger.store.postgres import PostgresEventStore
-from ledger.store.schema import events as events_table
+from ledger.store.base import EventStore
 
 __all__ = ["Watcher", "WatcherStats"]
 
@@ -69,7 +67,7 @@ class Watcher:
         publish: Callable[[Sequence[Envelope]], Any],
         *,
         cluster: str = "default",
-        store: PostgresEventStore | None = None,
+        store: EventStore | None = None,
         resources: Iterable[WatchedResource] = DEFAULT_RESOURCES,
         settings: WatchSettings | None = None,
         clock: Callable[[], datetime] = _utcnow,
@@ -266,15 +264,7 @@ class Watcher:
             return []
         queued_ids = {e.event_id for e in queued}
         ids = [e.event_id for e in candidates if e.event_id not in queued_ids]
-        present: set[Any] = set()
-        with self.store.engine.connect() as conn:
-            for start in range(0, len(ids), 5_000):
-                chunk = ids[start : start + 5_000]
-                present |= set(
-                    conn.execute(
-                        select(events_table.c.event_id).where(events_table.c.event_id.in_(chunk))
-                    ).scalars()
-                )
+        present = self.store.stored_event_ids(ids)
         missing = [e for e in candidates if e.event_id not in present and e.event_id in ids]
         if missing:
             log.warning("drift repair: republishing %d missing OccupancyStarted", len(missing))

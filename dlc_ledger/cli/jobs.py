@@ -107,9 +107,9 @@ def jobs_show(
     """One job: state, requested and occupied resources, and its full audit timeline."""
     store = context.open_store()
     sync_billing(store)  # the job's cost is read from the billing projection
-    with store.engine.connect() as conn:
-        detail = job_detail(conn, find_job(conn, job))
-        scale_of = currency_scales(conn)
+    with store.snapshot() as uow:
+        detail = job_detail(uow, find_job(uow.connection, job))
+        scale_of = currency_scales(uow.connection)
     detail["cost"] = with_amounts(detail["cost"], fmt.value, scale_of)
     if fmt is DocumentFormat.json:
         typer.echo(_dumps(detail))

@@ -93,7 +93,7 @@ def _stopped_by_signals() -> Iterator[threading.Event]:
 
 
 def _in_lanes(projector: Projector, follow: bool, workers: int, poll_interval: float) -> None:
-    url = context.database_url(announce=False)
+    open_store = context.store_opener(context.database_url(announce=False))
     lanes = plan_lanes(projector.projections, workers)
     typer.echo("lanes: " + "; ".join(", ".join(p.name for p in lane) for lane in lanes))
     settings = {"workers": workers, "page_size": projector.page_size}
@@ -102,10 +102,12 @@ def _in_lanes(projector: Projector, follow: bool, workers: int, poll_interval: f
             if follow:
                 typer.echo("following the store (Ctrl-C to stop)")
                 follow_lanes(
-                    url, projector.projections, stop, poll_interval=poll_interval, **settings
+                    open_store, projector.projections, stop, poll_interval=poll_interval, **settings
                 )
             else:
-                run = partial(catch_up_lanes, url, projector.projections, stop=stop, **settings)
+                run = partial(
+                    catch_up_lanes, open_store, projector.projections, stop=stop, **settings
+                )
                 _catch_up(run)
     except LaneFailed as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -86,7 +86,7 @@ def close_periods(
     with store.transaction() as uow:
         conn = uow.connection
         uow.lock_appends()
-        catch_up_on(conn)
+        catch_up_on(uow)
         candidates = conn.execute(
             text(
                 "SELECT DISTINCT t.workspace, t.period FROM billing_transactions t "

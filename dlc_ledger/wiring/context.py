@@ -1,19 +1,23 @@
 """Resolving configuration into live parts: the database URL, the store, the broker.
 
 The composition root's one place for "where is everything": commands call these
-instead of reading the environment themselves.
+instead of reading the environment themselves. It is also where the event store's
+adapter is chosen (PostgreSQL): consumers and projections are handed an
+:class:`~ledger.store.base.EventStore` and never import the adapter.
 """
 
 from __future__ import annotations
 
 import sys
-from functools import cache
+from collections.abc import Callable
+from functools import cache, partial
 from pathlib import Path
 
 from sqlalchemy import Engine
 
 from dlc_ledger.wiring.embedded_postgres import embedded_database_url
 from dlc_ledger.wiring.settings import Settings, load_settings
+from ledger.store.base import EventStore
 from ledger.store.engines import has_password, make_engine, normalise_url
 from ledger.store.migrations import require_current, upgrade
 from ledger.store.postgres import PostgresEventStore
@@ -25,6 +29,7 @@ __all__ = [
     "option_database_url",
     "ready_schema",
     "settings",
+    "store_opener",
 ]
 
 
@@ -89,6 +94,14 @@ def open_store(
     if check:
         ready_schema(engine, create=create)
     return PostgresEventStore(engine)
+
+
+def store_opener(url: str) -> Callable[[], EventStore]:
+    """What a projector lane opens its store with (:data:`consumers.lanes.StoreOpener`):
+    picklable, since a lane starts in a fresh interpreter, and naming the adapter's class
+    itself, so unpickling it imports the adapter and nothing of this package (a lane
+    starts faster). The schema is not checked: the process handing out ``url`` did."""
+    return partial(PostgresEventStore, url)
 
 
 def kafka_bootstrap(*, start: bool = True) -> str:

@@ -11,12 +11,18 @@ Guarantees an adapter must give:
 - a global position that a tailing reader can follow without ever skipping an
   event committed later at a lower position;
 - checkpoints written in the same transaction as the work they account for.
+
+Projections and stream consumers depend on this module only; the composition root
+(``dlc_ledger.wiring``) chooses the adapter. A projection step reads its events through
+the :class:`UnitOfWork` it runs in (:meth:`UnitOfWork.read_window` and the other reads
+there), so they are the events of that transaction, and writes its read-model rows on
+:attr:`UnitOfWork.connection`.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +33,7 @@ from ledger.envelopes import Envelope
 
 __all__ = [
     "AppendResult",
+    "AppendSignal",
     "Checkpoint",
     "ConcurrencyConflict",
     "DeadLetter",
@@ -193,6 +200,15 @@ class UnitOfWork(abc.ABC):
     ) -> None: ...
 
     @abc.abstractmethod
+    def checkpoints(self, prefix: str) -> list[Checkpoint]:
+        """Every checkpoint whose name starts with ``prefix`` (taken literally), names in
+        code point order: a consumer keeping one per resource (``watch:<cluster>:``)."""
+
+    @abc.abstractmethod
+    def delete_checkpoints(self, prefix: str) -> None:
+        """Delete every checkpoint whose name starts with ``prefix`` (taken literally)."""
+
+    @abc.abstractmethod
     def record_dead_letter(
         self,
         *,
@@ -205,10 +221,58 @@ class UnitOfWork(abc.ABC):
         offset: int | None = None,
     ) -> int: ...
 
+    @abc.abstractmethod
+    def lock_checkpoints(self, names: Collection[str]) -> dict[str, int]:
+        """The positions of checkpoints ``names``, each created at 0 if new, all held until
+        this unit ends (as :meth:`load_checkpoint` ``for_update``): a projection step's
+        claim on its window. Locked in name order, so two units never deadlock."""
+
+    # -- reads inside the unit: what this transaction sees (its own appends included) -----
+
+    @abc.abstractmethod
+    def head_position(self) -> int:
+        """The highest position this transaction sees (0: none)."""
+
+    @abc.abstractmethod
+    def read_window(
+        self, after: int, upto: int, types: Collection[str] | None = None
+    ) -> list[RecordedEvent]:
+        """Events with ``after < position <= upto`` (only of ``types``, unless None), in
+        position order, in one read.
+
+        Positions are dense and assigned in commit order, so a window that ends at or
+        below :meth:`head_position` is complete: nothing can commit into it later.
+        """
+
+    @abc.abstractmethod
+    def read_stream(self, stream: str, *, upto: int | None = None) -> list[RecordedEvent]:
+        """Events of ``stream`` at positions up to ``upto`` (None: all), in version order."""
+
+    @abc.abstractmethod
+    def read_streams(self, streams: Collection[str], *, before: int) -> list[RecordedEvent]:
+        """Events of ``streams`` at positions below ``before``, in position order."""
+
+    @abc.abstractmethod
+    def read_positions(self, positions: Collection[int]) -> list[RecordedEvent]:
+        """The events at ``positions`` (those that exist), in position order."""
+
     @property
     @abc.abstractmethod
     def connection(self) -> Any:
-        """The adapter's connection, for projections writing their rows in this transaction."""
+        """The adapter's connection, for projections writing their rows in this transaction.
+
+        Read models are PostgreSQL tables by design: an adapter without SQL (the in-memory
+        one) refuses with :class:`StoreError`."""
+
+
+class AppendSignal(abc.ABC):
+    """Wakes a tailing reader when events were appended (see :meth:`EventStore.appends`)."""
+
+    @abc.abstractmethod
+    def wait(self, timeout: float) -> bool:
+        """Block until an append commits after this signal was opened or last waited for,
+        or ``timeout`` seconds pass; whether one did. A spurious True costs the caller
+        one empty read, never a missed event."""
 
 
 class EventStore(abc.ABC):
@@ -216,6 +280,35 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def transaction(self) -> AbstractContextManager[UnitOfWork]: ...
+
+    @abc.abstractmethod
+    def snapshot(self) -> AbstractContextManager[UnitOfWork]:
+        """A read-only unit of work: one consistent view of the store (and, on an SQL
+        adapter, of the read models on its :attr:`~UnitOfWork.connection`) for a reader
+        asking several questions. Writing through it (append, checkpoint, dead letter,
+        a lock) raises :class:`StoreError`; nothing it did is kept."""
+
+    @abc.abstractmethod
+    def may_write(self) -> bool:
+        """Whether this store's credentials may move checkpoints (a writer, not a reader)."""
+
+    @abc.abstractmethod
+    def appends(self) -> AbstractContextManager[AppendSignal]:
+        """A signal of appends committed while the block runs, for a tailing reader that
+        would otherwise poll (the projector's ``run_forever``)."""
+
+    @abc.abstractmethod
+    def outside_transaction(self) -> AbstractContextManager[Any]:
+        """An autocommit connection for statements that cannot run in a transaction
+        (``VACUUM`` of a read model's tables). Refused, as :attr:`UnitOfWork.connection` is,
+        by an adapter without SQL."""
+
+    def close(self) -> None:  # noqa: B027 - an adapter holding nothing has nothing to release
+        """Release the adapter's resources (pooled connections); the store is done."""
+
+    @abc.abstractmethod
+    def stored_event_ids(self, event_ids: Collection[UUID]) -> set[UUID]:
+        """Which of ``event_ids`` the store holds (a watcher's drift repair)."""
 
     def append(
         self,

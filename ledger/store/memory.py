@@ -14,15 +14,18 @@ only for the instant its changes are published. A transaction that writes while 
 thread holds the writer lock in another one would wait forever (PostgreSQL would too);
 here it is refused with :class:`~ledger.store.base.StoreError` instead.
 
-There are no read models: :attr:`MemoryUnitOfWork.connection` refuses, so use cases
-that read or write SQL tables keep their PostgreSQL tests.
+There are no read models: :attr:`MemoryUnitOfWork.connection` (and
+:meth:`MemoryEventStore.outside_transaction`) refuse, so use cases that read or write SQL
+tables keep their PostgreSQL tests. The reads of a unit of work see what its transaction
+sees: the committed events then its own staged ones; a :meth:`MemoryEventStore.snapshot`
+sees the events and checkpoints committed when it opened, however many commit after.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -33,6 +36,7 @@ import orjson
 from ledger.envelopes import Envelope
 from ledger.store.base import (
     AppendResult,
+    AppendSignal,
     Checkpoint,
     ConcurrencyConflict,
     DeadLetter,
@@ -56,6 +60,11 @@ __all__ = ["MemoryEventStore", "MemoryUnitOfWork"]
 
 #: As the PostgreSQL adapter keeps it: a dead letter's error text is bounded.
 _ERROR_LIMIT = 4000
+
+_NO_SQL = (
+    "the in-memory event store has no database connection: "
+    "read models and SQL need the PostgreSQL adapter"
+)
 
 
 class _Row(NamedTuple):
@@ -91,28 +100,39 @@ class _Tables:
     positions: dict[UUID, int] = field(default_factory=dict)  # event_id -> position
     streams: dict[str, list[int]] = field(default_factory=dict)  # positions; index = version - 1
     checkpoints: dict[str, Checkpoint] = field(default_factory=dict)
+    # names deleted by a transaction: published before its checkpoints, so a checkpoint
+    # deleted then saved again by one transaction is there after it
+    dropped: set[str] = field(default_factory=set)
     letters: dict[int, DeadLetter] = field(default_factory=dict)
     fingerprints: dict[tuple[str, bytes], int] = field(default_factory=dict)  # source, payload
 
 
 class MemoryUnitOfWork(UnitOfWork):
-    """One transaction: changes are staged and published together at commit."""
+    """One transaction: changes are staged and published together at commit.
 
-    def __init__(self, store: MemoryEventStore) -> None:
+    ``read_only`` (a snapshot): the committed events and checkpoints as they were when it
+    was made, and every write refused.
+    """
+
+    def __init__(self, store: MemoryEventStore, *, read_only: bool = False) -> None:
         self._store = store
         self._staged = _Tables()
         self._locked = False
+        self._read_only = read_only
+        self._seen: tuple[int, dict[str, Checkpoint]] | None = None
+        if read_only:
+            with store._published:
+                self._seen = (len(store._tables.events), dict(store._tables.checkpoints))
 
     @property
     def connection(self) -> Any:
-        raise StoreError(
-            "the in-memory event store has no database connection: "
-            "read models and SQL need the PostgreSQL adapter"
-        )
+        raise StoreError(_NO_SQL)
 
     # -- the view of this transaction: committed, then staged -------------------------------
 
     def _lock(self) -> None:
+        if self._read_only:
+            raise StoreError("a snapshot of the store is read-only")
         if not self._locked:
             self._store._acquire_writer()
             self._locked = True
@@ -122,8 +142,27 @@ class MemoryUnitOfWork(UnitOfWork):
         self._lock()
 
     def _head(self) -> tuple[int, bytes]:
-        rows = self._staged.events or self._store._tables.events
-        return (rows[-1].position, rows[-1].hash) if rows else (0, GENESIS_HASH)
+        if self._staged.events:
+            last = self._staged.events[-1]
+            return last.position, last.hash
+        committed = self._committed()
+        if not committed:
+            return 0, GENESIS_HASH
+        return committed, self._store._tables.events[committed - 1].hash
+
+    def _committed(self) -> int:
+        """How many committed events this unit sees (with staged events, the writer lock
+        is held, so none can commit meanwhile)."""
+        if self._seen is not None:
+            return self._seen[0]
+        with self._store._published:
+            return len(self._store._tables.events)
+
+    def _row(self, position: int) -> _Row:
+        committed = self._store._tables.events
+        if position <= len(committed):
+            return committed[position - 1]
+        return self._staged.events[position - len(committed) - 1]
 
     def _version(self, stream: str) -> int:
         committed = self._store._tables.streams.get(stream, ())
@@ -131,14 +170,18 @@ class MemoryUnitOfWork(UnitOfWork):
 
     def _stored_row(self, event_id: UUID) -> _Row | None:
         position = self._staged.positions.get(event_id)
-        if position is not None:
-            return self._staged.events[position - len(self._store._tables.events) - 1]
-        position = self._store._tables.positions.get(event_id)
-        return self._store._tables.events[position - 1] if position is not None else None
+        if position is None:
+            position = self._store._tables.positions.get(event_id)
+        return self._row(position) if position is not None else None
 
     def _checkpoint(self, name: str) -> Checkpoint | None:
         staged = self._staged.checkpoints.get(name)
-        return staged if staged is not None else self._store._tables.checkpoints.get(name)
+        if staged is not None or name in self._staged.dropped:
+            return staged
+        return self._committed_checkpoints().get(name)
+
+    def _committed_checkpoints(self) -> dict[str, Checkpoint]:
+        return self._store._tables.checkpoints if self._seen is None else self._seen[1]
 
     def _letter_id(self, key: tuple[str, bytes]) -> int | None:
         staged = self._staged.fingerprints.get(key)
@@ -220,6 +263,52 @@ class MemoryUnitOfWork(UnitOfWork):
             positions.append(position)
         return tuple(positions)
 
+    # -- reads in this transaction ----------------------------------------------------------
+
+    def head_position(self) -> int:
+        return self._head()[0]
+
+    def read_window(
+        self, after: int, upto: int, types: Collection[str] | None = None
+    ) -> list[RecordedEvent]:
+        wanted = None if types is None else frozenset(types)
+        last = min(upto, self.head_position())
+        rows = (self._row(p) for p in range(max(after, 0) + 1, last + 1))
+        return [r.recorded() for r in rows if wanted is None or r.columns[4] in wanted]
+
+    def _stream_positions(self, stream: str) -> list[int]:
+        head = self.head_position()
+        with self._store._published:
+            committed = list(self._store._tables.streams.get(stream, ()))
+        return [p for p in committed if p <= head] + self._staged.streams.get(stream, [])
+
+    def read_stream(self, stream: str, *, upto: int | None = None) -> list[RecordedEvent]:
+        positions = self._stream_positions(stream)
+        if upto is not None:
+            positions = [p for p in positions if p <= upto]
+        return [self._row(p).recorded() for p in positions]
+
+    def read_streams(self, streams: Collection[str], *, before: int) -> list[RecordedEvent]:
+        positions = sorted(
+            p for stream in set(streams) for p in self._stream_positions(stream) if p < before
+        )
+        return [self._row(p).recorded() for p in positions]
+
+    def read_positions(self, positions: Collection[int]) -> list[RecordedEvent]:
+        head = self.head_position()
+        return [self._row(p).recorded() for p in sorted(set(positions)) if 0 < p <= head]
+
+    def lock_checkpoints(self, names: Collection[str]) -> dict[str, int]:
+        self._lock()
+        positions = {}
+        for name in sorted(names):
+            found = self._checkpoint(name)
+            if found is None:
+                found = Checkpoint(name, 0, {}, datetime.now(UTC))
+                self._staged.checkpoints[name] = found
+            positions[name] = found.position
+        return positions
+
     def _dead_letter_conflict(self, envelope: Envelope) -> None:
         self.record_dead_letter(
             source=envelope.source,
@@ -253,6 +342,19 @@ class MemoryUnitOfWork(UnitOfWork):
                 now,
             )
         self._staged.checkpoints[name] = saved
+
+    def checkpoints(self, prefix: str) -> list[Checkpoint]:
+        with self._store._published:
+            names = [n for n in self._committed_checkpoints() if n.startswith(prefix)]
+        names += [n for n in self._staged.checkpoints if n.startswith(prefix)]
+        found = (self.load_checkpoint(name) for name in sorted(set(names)))
+        return [checkpoint for checkpoint in found if checkpoint.updated_at is not None]
+
+    def delete_checkpoints(self, prefix: str) -> None:
+        self._lock()
+        for checkpoint in self.checkpoints(prefix):
+            self._staged.checkpoints.pop(checkpoint.name, None)
+            self._staged.dropped.add(checkpoint.name)
 
     def record_dead_letter(
         self,
@@ -329,6 +431,9 @@ class MemoryEventStore(EventStore):
         # held only while changes are published or a reader copies what it reads
         self._published = threading.Lock()
         self._letter_ids = 0
+        # counts commits that appended events: what an AppendSignal waits to see change
+        self._appended = threading.Condition()
+        self._append_count = 0
 
     # -- transactions -----------------------------------------------------------------------
 
@@ -340,6 +445,21 @@ class MemoryEventStore(EventStore):
             uow._commit()
         finally:
             uow._release()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[MemoryUnitOfWork]:
+        # holds no lock and stages nothing (every write is refused): nothing to release
+        yield MemoryUnitOfWork(self, read_only=True)
+
+    @contextmanager
+    def appends(self) -> Iterator[AppendSignal]:
+        yield _AppendSignal(self)
+
+    def outside_transaction(self) -> AbstractContextManager[Any]:
+        raise StoreError(_NO_SQL)
+
+    def may_write(self) -> bool:
+        return True  # no roles here: whoever holds the store may write it
 
     def _acquire_writer(self) -> None:
         if self._writer_thread == threading.get_ident():
@@ -366,9 +486,15 @@ class MemoryEventStore(EventStore):
             tables.positions.update(staged.positions)
             for stream, positions in staged.streams.items():
                 tables.streams.setdefault(stream, []).extend(positions)
+            for name in staged.dropped:
+                tables.checkpoints.pop(name, None)
             tables.checkpoints.update(staged.checkpoints)
             tables.letters.update(staged.letters)
             tables.fingerprints.update(staged.fingerprints)
+        if staged.events:
+            with self._appended:
+                self._append_count += 1
+                self._appended.notify_all()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -416,6 +542,10 @@ class MemoryEventStore(EventStore):
     def head_position(self) -> int:
         with self._published:
             return len(self._tables.events)
+
+    def stored_event_ids(self, event_ids: Collection[UUID]) -> set[UUID]:
+        with self._published:
+            return {event_id for event_id in event_ids if event_id in self._tables.positions}
 
     def stream_version(self, stream: str) -> int:
         with self._published:
@@ -471,3 +601,19 @@ class MemoryEventStore(EventStore):
     def resolve_dead_letter(self, letter_id: int) -> None:
         with self.transaction() as uow:
             uow._resolve(letter_id)
+
+
+class _AppendSignal(AppendSignal):
+    """Wakes when a commit that appended events was published after the last wait."""
+
+    def __init__(self, store: MemoryEventStore) -> None:
+        self._store = store
+        with store._appended:
+            self._seen = store._append_count
+
+    def wait(self, timeout: float) -> bool:
+        store = self._store
+        with store._appended:
+            appended = store._appended.wait_for(lambda: store._append_count != self._seen, timeout)
+            self._seen = store._append_count
+        return appended

@@ -17,26 +17,30 @@ INSERT on a JSONB table with four indexes).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+import select as io_select
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 import orjson
+import psycopg
 from psycopg.errors import UniqueViolation
-from sqlalchemy import Connection, Engine, and_, func, select, text
+from sqlalchemy import Connection, Engine, and_, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ledger.envelopes import Envelope
 from ledger.store.base import (
     AppendResult,
+    AppendSignal,
     Checkpoint,
     ConcurrencyConflict,
     DeadLetter,
     DuplicateEventConflict,
     EventStore,
     RecordedEvent,
+    StoreError,
     UnitOfWork,
     VerifyResult,
 )
@@ -50,7 +54,7 @@ from ledger.store.chain import (
 from ledger.store.engines import make_engine
 from ledger.store.schema import checkpoints, dead_letters, events
 
-__all__ = ["GENESIS_HASH", "PostgresEventStore", "record_hash"]
+__all__ = ["GENESIS_HASH", "PostgresEventStore", "PostgresUnitOfWork", "record_hash"]
 
 #: Arbitrary constant naming the append lock among advisory locks.
 APPEND_LOCK_KEY = 0x444C435F4C4544  # "DLC_LED"
@@ -111,16 +115,97 @@ def _fetch(conn: Connection, sql: str, params: Sequence[Any]) -> list[RecordedEv
 
 
 class PostgresUnitOfWork(UnitOfWork):
-    def __init__(self, conn: Connection) -> None:
+    """One transaction on ``conn``; ``read_only`` for :meth:`PostgresEventStore.snapshot`."""
+
+    def __init__(self, conn: Connection, *, read_only: bool = False) -> None:
         self._conn = conn
+        self._read_only = read_only
 
     @property
     def connection(self) -> Connection:
         return self._conn
 
+    def _writable(self) -> None:
+        # the database refuses a snapshot's writes too (READ ONLY), but not the advisory
+        # lock, and with an error of its own: refuse every one here, as the port says
+        if self._read_only:
+            raise StoreError("a snapshot of the store is read-only")
+
     def lock_appends(self) -> None:
+        self._writable()
         # transaction-scoped: released by the commit or rollback, re-entrant within it
         self._conn.execute(select(func.pg_advisory_xact_lock(APPEND_LOCK_KEY)))
+
+    # -- reads in this transaction ----------------------------------------------------------
+
+    def head_position(self) -> int:
+        value = self._conn.execute(
+            select(func.coalesce(func.max(events.c.position), 0))
+        ).scalar_one()
+        return int(value)
+
+    def read_window(
+        self, after: int, upto: int, types: Collection[str] | None = None
+    ) -> list[RecordedEvent]:
+        if types is None:
+            return _fetch(
+                self._conn,
+                _SELECT_SQL + "WHERE position > %s AND position <= %s ORDER BY position",
+                (after, upto),
+            )
+        return _fetch(
+            self._conn,
+            _SELECT_SQL
+            + "WHERE position > %s AND position <= %s AND type = ANY(%s) ORDER BY position",
+            (after, upto, sorted(types)),
+        )
+
+    def read_stream(self, stream: str, *, upto: int | None = None) -> list[RecordedEvent]:
+        if upto is None:
+            return _fetch(self._conn, _SELECT_SQL + "WHERE stream = %s ORDER BY version", (stream,))
+        return _fetch(
+            self._conn,
+            _SELECT_SQL + "WHERE stream = %s AND position <= %s ORDER BY version",
+            (stream, upto),
+        )
+
+    def read_streams(self, streams: Collection[str], *, before: int) -> list[RecordedEvent]:
+        return _fetch(
+            self._conn,
+            _SELECT_SQL + "WHERE stream = ANY(%s) AND position < %s ORDER BY position",
+            (list(streams), before),
+        )
+
+    def read_positions(self, positions: Collection[int]) -> list[RecordedEvent]:
+        if not positions:
+            return []
+        return _fetch(
+            self._conn,
+            _SELECT_SQL + "WHERE position = ANY(%s) ORDER BY position",
+            (list(positions),),
+        )
+
+    def lock_checkpoints(self, names: Collection[str]) -> dict[str, int]:
+        self._writable()
+        ordered = sorted(names)
+        # rows first: FOR UPDATE locks only rows that exist, and two steps of a new
+        # projection must still exclude each other
+        self._conn.execute(
+            text(
+                "INSERT INTO checkpoints (name, position, offsets, updated_at) "
+                "SELECT n, 0, '{}'::jsonb, now() FROM unnest(CAST(:names AS text[])) n "
+                "ON CONFLICT (name) DO NOTHING"
+            ),
+            {"names": ordered},
+        )
+        rows = self._conn.execute(
+            text(
+                "SELECT name, position FROM checkpoints "
+                "WHERE name = ANY(CAST(:names AS text[])) ORDER BY name FOR UPDATE"
+            ),
+            {"names": ordered},
+        ).all()
+        return {name: int(position) for name, position in rows}
 
     def append(
         self,
@@ -134,6 +219,7 @@ class PostgresUnitOfWork(UnitOfWork):
         ``on_conflict="dead-letter"`` records an id reused with a different fact as a
         dead letter and goes on (the ingest path); ``"raise"`` aborts the batch.
         """
+        self._writable()
         if not events_in and not expected_versions:
             return AppendResult(())
         conn = self._conn
@@ -273,6 +359,7 @@ class PostgresUnitOfWork(UnitOfWork):
     def load_checkpoint(self, name: str, *, for_update: bool = False) -> Checkpoint:
         query = select(checkpoints).where(checkpoints.c.name == name)
         if for_update:
+            self._writable()
             query = query.with_for_update()
         row = self._conn.execute(query).first()
         if row is None:
@@ -282,6 +369,7 @@ class PostgresUnitOfWork(UnitOfWork):
     def save_checkpoint(
         self, name: str, *, position: int | None = None, offsets: Mapping[str, int] | None = None
     ) -> None:
+        self._writable()
         values: dict[str, Any] = {"updated_at": datetime.now(UTC)}
         if position is not None:
             values["position"] = position
@@ -298,6 +386,20 @@ class PostgresUnitOfWork(UnitOfWork):
             values["offsets"] = checkpoints.c.offsets.op("||")(stmt.excluded.offsets)
         self._conn.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=values))
 
+    def checkpoints(self, prefix: str) -> list[Checkpoint]:
+        rows = self._conn.execute(
+            select(checkpoints).where(checkpoints.c.name.startswith(prefix, autoescape=True))
+        )
+        found = [Checkpoint(r.name, r.position, dict(r.offsets), r.updated_at) for r in rows]
+        # by code point, as the in-memory adapter sorts: not the database's collation
+        return sorted(found, key=lambda checkpoint: checkpoint.name)
+
+    def delete_checkpoints(self, prefix: str) -> None:
+        self._writable()
+        self._conn.execute(
+            delete(checkpoints).where(checkpoints.c.name.startswith(prefix, autoescape=True))
+        )
+
     def record_dead_letter(
         self,
         *,
@@ -309,6 +411,7 @@ class PostgresUnitOfWork(UnitOfWork):
         partition: int | None = None,
         offset: int | None = None,
     ) -> int:
+        self._writable()
         now = datetime.now(UTC)
         # the evidence must be storable whatever the message held: the payload is bytea,
         # the text columns get NUL and lone surrogates escaped
@@ -361,6 +464,43 @@ class PostgresEventStore(EventStore):
         with self.engine.begin() as conn:
             yield PostgresUnitOfWork(conn)
 
+    @contextmanager
+    def snapshot(self) -> Iterator[PostgresUnitOfWork]:
+        with self.engine.connect() as conn:
+            # the first statement of the transaction; the snapshot itself is taken at the
+            # first read after it, and every read of the block sees that one
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            try:
+                yield PostgresUnitOfWork(conn, read_only=True)
+            finally:
+                conn.rollback()
+
+    @contextmanager
+    def appends(self) -> Iterator[AppendSignal]:
+        # a connection of its own, outside the pool: LISTEN lasts as long as the session
+        url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(url, autocommit=True) as listener:
+            listener.execute("LISTEN dlc_events")
+            yield _Notifications(listener)
+
+    @contextmanager
+    def outside_transaction(self) -> Iterator[Connection]:
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            yield conn
+
+    def stored_event_ids(self, event_ids: Collection[UUID]) -> set[UUID]:
+        ids = list(event_ids)
+        found: set[UUID] = set()
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), 5_000):  # bounded statements, however many asked
+                chunk = ids[start : start + 5_000]
+                found.update(
+                    conn.execute(select(events.c.event_id).where(events.c.event_id.in_(chunk)))
+                    .scalars()
+                    .all()
+                )
+        return found
+
     def _read(self, query: Any) -> list[RecordedEvent]:
         with self.engine.connect() as conn:
             return [RecordedEvent(*row) for row in conn.execute(query)]
@@ -374,72 +514,11 @@ class PostgresEventStore(EventStore):
 
     def read_after(self, position: int, *, limit: int = 1000) -> list[RecordedEvent]:
         with self.engine.connect() as conn:
-            return self.read_after_on(conn, position, limit)
-
-    @staticmethod
-    def read_after_on(conn: Connection, position: int, limit: int) -> list[RecordedEvent]:
-        """:meth:`read_after` inside the caller's transaction (projector runner)."""
-        return _fetch(
-            conn, _SELECT_SQL + "WHERE position > %s ORDER BY position LIMIT %s", (position, limit)
-        )
-
-    @staticmethod
-    def read_stream_on(conn: Connection, stream: str, *, upto: int) -> list[RecordedEvent]:
-        """Events of ``stream`` at positions up to ``upto``, in order, on ``conn``."""
-        return _fetch(
-            conn,
-            _SELECT_SQL + "WHERE stream = %s AND position <= %s ORDER BY version",
-            (stream, upto),
-        )
-
-    @staticmethod
-    def read_streams_on(
-        conn: Connection, streams: Sequence[str], *, before: int
-    ) -> list[RecordedEvent]:
-        """Events of ``streams`` at positions below ``before``, in position order."""
-        return _fetch(
-            conn,
-            _SELECT_SQL + "WHERE stream = ANY(%s) AND position < %s ORDER BY position",
-            (list(streams), before),
-        )
-
-    @staticmethod
-    def read_positions_on(conn: Connection, positions: Sequence[int]) -> list[RecordedEvent]:
-        """The events at ``positions``, in position order."""
-        if not positions:
-            return []
-        return _fetch(
-            conn,
-            _SELECT_SQL + "WHERE position = ANY(%s) ORDER BY position",
-            (list(positions),),
-        )
-
-    @staticmethod
-    def read_window_on(
-        conn: Connection, after: int, upto: int, types: Sequence[str] | None = None
-    ) -> list[RecordedEvent]:
-        """Events with ``after < position <= upto`` (optionally of ``types``), in order.
-
-        Positions are dense and assigned in commit order, so a window that ends at
-        or below the visible head is complete: nothing can commit into it later.
-        """
-        if types is None:
             return _fetch(
                 conn,
-                _SELECT_SQL + "WHERE position > %s AND position <= %s ORDER BY position",
-                (after, upto),
+                _SELECT_SQL + "WHERE position > %s ORDER BY position LIMIT %s",
+                (position, limit),
             )
-        return _fetch(
-            conn,
-            _SELECT_SQL
-            + "WHERE position > %s AND position <= %s AND type = ANY(%s) ORDER BY position",
-            (after, upto, list(types)),
-        )
-
-    @staticmethod
-    def head_position_on(conn: Connection) -> int:
-        value = conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
-        return int(value)
 
     def read_by_type(
         self,
@@ -544,6 +623,18 @@ class PostgresEventStore(EventStore):
                 .where(dead_letters.c.id == letter_id)
                 .values(resolved_at=datetime.now(UTC))
             )
+
+
+class _Notifications(AppendSignal):
+    """``NOTIFY dlc_events`` (sent by every append at commit) on a listening connection."""
+
+    def __init__(self, listener: psycopg.Connection[Any]) -> None:
+        self._listener = listener
+
+    def wait(self, timeout: float) -> bool:
+        io_select.select([self._listener.fileno()], [], [], timeout)
+        # drain: a burst of appends is one wake-up
+        return sum(1 for _ in self._listener.notifies(timeout=0)) > 0
 
 
 def _dead_letter(row: Any) -> DeadLetter:

@@ -159,9 +159,9 @@ def test_any_storage_order_and_paging_gives_the_same_state_and_timeline(
     _append_in_batches(shared_store, mixed, cuts)
     Projector(shared_store, all_projections(), page_size=page).catch_up()
 
-    with shared_store.engine.connect() as conn:
-        want = job_detail(conn, reference)
-        got = job_detail(conn, shuffled)
+    with shared_store.snapshot() as uow:
+        want = job_detail(uow, reference)
+        got = job_detail(uow, shuffled)
     assert _comparable(got) == _comparable(want)
     assert not any(t["late"] for t in want["timeline"])
     times = [t["occurred_at"] for t in got["timeline"]]
@@ -198,8 +198,8 @@ def test_a_job_whose_end_is_stored_first_still_ran(shared_store: PostgresEventSt
     for event in n.events:  # each its own page: the start re-folds a failed job
         shared_store.append([event])
         projector.catch_up()
-    with shared_store.engine.connect() as conn:
-        job = job_detail(conn, "e1")
+    with shared_store.snapshot() as uow:
+        job = job_detail(uow, "e1")
     assert job["status"] == "Failed"
     assert job["entered"]["Running"] == "2026-11-01T00:00:40Z"
     assert job["running_seconds"] == 60

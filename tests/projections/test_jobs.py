@@ -121,8 +121,8 @@ def test_lifecycle_counts_goodput_and_timeline(store: PostgresEventStore) -> Non
     n.tell(NodeRegistered(node="node-1", gpus=8, cpu_milli=1, memory_mib=1), "node/node-1", at(0))
     _project(store, n)
 
-    with store.engine.connect() as conn:
-        job = job_detail(conn, "u1")
+    with store.snapshot() as uow:
+        job = job_detail(uow, "u1")
     assert job["status"] == "Succeeded"
     assert (job["name"], job["namespace"], job["kind"], job["framework"]) == (
         "train",
@@ -205,9 +205,9 @@ def test_stop_waits_for_pods_and_failure_is_final(store: PostgresEventStore) -> 
     store.append(n.events)
     projector = Projector(store, all_projections())
     projector.catch_up()
-    with store.engine.connect() as conn:
-        assert job_detail(conn, "s1")["status"] == "Stopping"
-        failed = job_detail(conn, "f1")
+    with store.snapshot() as uow:
+        assert job_detail(uow, "s1")["status"] == "Stopping"
+        failed = job_detail(uow, "f1")
     assert failed["status"] == "Failed" and failed["running_seconds"] == 20
     assert failed["goodput"] == 0.8
     assert failed["timeline"][-1]["type"] == "JobStarted"
@@ -223,8 +223,8 @@ def test_stop_waits_for_pods_and_failure_is_final(store: PostgresEventStore) -> 
     )
     store.append(more.events)
     projector.catch_up()
-    with store.engine.connect() as conn:
-        stopped = job_detail(conn, "s1")
+    with store.snapshot() as uow:
+        stopped = job_detail(uow, "s1")
     assert stopped["status"] == "Stopped" and stopped["status_since"] == "2026-11-01T00:01:00Z"
     assert stopped["entered"]["Stopping"] == "2026-11-01T00:00:50Z"
     assert stopped["running_seconds"] == 45
@@ -240,8 +240,8 @@ def test_same_name_recreated_is_a_separate_job(store: PostgresEventStore, cli: C
     _occupy(n, "new-uid", "new-pod", 140, None, mgpu=2000)
     _project(store, n)
 
-    with store.engine.connect() as conn:
-        old, new = job_detail(conn, "old-uid"), job_detail(conn, "new-uid")
+    with store.snapshot() as uow:
+        old, new = job_detail(uow, "old-uid"), job_detail(uow, "new-uid")
     assert old["status"] == "Succeeded" and new["status"] == "Running"
     assert old["occupied"][0]["mgpu_seconds"] == 100_000 and new["occupied"] == []
     assert {t["type"] for t in new["timeline"]} == {"JobSubmitted", "OccupancyStarted"}
@@ -307,8 +307,8 @@ def test_a_job_naming_no_quota_belongs_to_its_workspace_binding_at_submission(
     for event in n.events:  # one page per event: the binding must survive between pages
         store.append([event])
     Projector(store, all_projections(), page_size=1).catch_up()
-    with store.engine.connect() as conn:
-        quotas = {uid: job_detail(conn, uid)["quota"] for uid in ("j1", "j2", "j3", "j4")}
+    with store.snapshot() as uow:
+        quotas = {uid: job_detail(uow, uid)["quota"] for uid in ("j1", "j2", "j3", "j4")}
     assert quotas == {"j1": "q-1", "j2": "explicit", "j3": "q-2", "j4": None}
 
 
@@ -372,8 +372,8 @@ def test_a_submission_naming_no_quota_shows_the_binding_it_was_resolved_to(
     n.tell(JobSubmitted(job_uid="b1", name="b1", workspace="ws-a"), "job/b1", at(1))
     n.tell(JobSubmitted(job_uid="b2", name="b2", workspace="ws-z"), "job/b2", at(1))
     _project(store, n)
-    with store.engine.connect() as conn:
-        (bound,) = job_detail(conn, "b1")["timeline"]
-        (unbound,) = job_detail(conn, "b2")["timeline"]
+    with store.snapshot() as uow:
+        (bound,) = job_detail(uow, "b1")["timeline"]
+        (unbound,) = job_detail(uow, "b2")["timeline"]
     assert "(quota be by workspace binding, public" in bound["summary"]
     assert "(quota none, public" in unbound["summary"]

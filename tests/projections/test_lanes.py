@@ -9,6 +9,7 @@ from sqlalchemy import Connection
 
 from consumers.lanes import LaneFailed, catch_up_lanes, plan_lanes
 from consumers.projector import Projector
+from dlc_ledger.wiring.context import store_opener
 from ledger.events import (
     JobStarted,
     JobSubmitted,
@@ -17,6 +18,7 @@ from ledger.events import (
     OccupancyEnded,
     OccupancyStarted,
 )
+from ledger.store.base import UnitOfWork
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
 from projections.registry import all_projections
@@ -28,7 +30,7 @@ class Weighted(Projection):
     def __init__(self, name: str, cost: float) -> None:
         self.name, self.cost = name, cost
 
-    def apply(self, conn: Connection, events: Any) -> None:
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Any) -> None:
         raise NotImplementedError
 
 
@@ -91,7 +93,7 @@ def _cluster() -> Narrator:
 def test_lanes_build_what_one_runner_builds(store: PostgresEventStore, database_url: str) -> None:
     events = _cluster().events
     store.append(events)
-    covered = catch_up_lanes(database_url, all_projections(), workers=2, page_size=7)
+    covered = catch_up_lanes(store_opener(database_url), all_projections(), workers=2, page_size=7)
     assert covered == len(events) * 2  # two lanes, each from 0 to the head
     projector = Projector(store, all_projections())
     assert all(s.lag == 0 for s in projector.status())
@@ -109,6 +111,6 @@ def test_a_failing_lane_is_reported_with_its_projections_and_cause(
     store.append(_cluster().events)
     unreachable = database_url.rsplit("/", 1)[0] + "/no_such_database"
     with pytest.raises(LaneFailed, match=r"lane (quotas|jobs).*no_such_database"):
-        catch_up_lanes(unreachable, all_projections(), workers=2, page_size=50)
+        catch_up_lanes(store_opener(unreachable), all_projections(), workers=2, page_size=50)
     with pytest.raises(LaneFailed, match="no projection named 'nope'"):
-        catch_up_lanes(database_url, [Weighted("nope", 1.0)], workers=2, page_size=50)
+        catch_up_lanes(store_opener(database_url), [Weighted("nope", 1.0)], workers=2, page_size=50)

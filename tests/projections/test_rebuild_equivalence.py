@@ -39,7 +39,7 @@ from ledger.events import (
     PreemptionDecided,
     Victim,
 )
-from ledger.store.base import RecordedEvent
+from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
 from projections.jobs import timeline_rows
@@ -155,8 +155,8 @@ def _timelines(
 ) -> dict[str, list[tuple[Any, ...]]]:
     """Every job's timeline (``jobs show``), by uid."""
     uids = sorted({e.stream[4:] for e in events if e.stream.startswith("job/")})
-    with store.engine.connect() as conn:
-        return {uid: timeline_rows(conn, uid) for uid in uids}
+    with store.snapshot() as uow:
+        return {uid: timeline_rows(uow, uid) for uid in uids}
 
 
 class Boom(Exception):
@@ -172,8 +172,8 @@ class FailsAfterWriting(Projection):
         self.tables = inner.tables
         self.event_types = inner.event_types
 
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
-        self.inner.apply(conn, events)
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+        self.inner.apply(uow, conn, events)
         raise Boom
 
 

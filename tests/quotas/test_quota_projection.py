@@ -20,7 +20,7 @@ from dlc_ledger.services.yaml_files import parse_quota_tree
 from ledger.envelopes import Envelope
 from ledger.events import JobAdmitted, JobPreempted, JobStarted, JobSucceeded
 from ledger.quotas import NO_QUOTA
-from ledger.store.base import RecordedEvent
+from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.postgres import PostgresEventStore
 from projections.quota_reads import _raw_at, usage_at, usage_history
 from projections.quotas import QuotaProjection, day_of, hour_of
@@ -163,8 +163,8 @@ class _FlakyQuotaProjection(QuotaProjection):
     def __init__(self, failures: Iterator[bool]) -> None:
         self.failures = failures
 
-    def apply(self, conn: Connection, events: Sequence[RecordedEvent]) -> None:
-        super().apply(conn, events)
+    def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
+        super().apply(uow, conn, events)
         if next(self.failures):
             raise _Boom
 

@@ -15,13 +15,20 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.envelopes import Envelope
-from ledger.store.base import ConcurrencyConflict, DuplicateEventConflict, EventStore
+from ledger.store.base import (
+    ConcurrencyConflict,
+    DuplicateEventConflict,
+    EventStore,
+    StoreError,
+    UnitOfWork,
+)
 from tests.factories import EPOCH, job_succeeded, occupancy_started
 
 #: ``new_store``: each call gives a fresh empty store for the ``with`` block.
@@ -371,6 +378,132 @@ class EventStoreContract:
             str(DuplicateEventConflict(event.event_id)) for event in (original, twin)
         )
 
+    # -- reads inside a unit of work (what projection steps read) ----------------------------
+
+    def test_a_unit_reads_windows_streams_and_positions(self, store: EventStore) -> None:
+        # positions 1-6: job a (1, 3, 5), job b (2, 4), job a's end (6)
+        store.append(
+            [
+                occupancy_started(1, job="a"),
+                occupancy_started(2, job="b"),
+                occupancy_started(3, job="a"),
+                occupancy_started(4, job="b"),
+                occupancy_started(5, job="a"),
+                job_succeeded(6, job="a"),
+            ]
+        )
+
+        def at(rows: list[Any]) -> list[int]:
+            return [r.position for r in rows]
+
+        with store.transaction() as uow:
+            assert uow.head_position() == 6
+            assert at(uow.read_window(1, 4)) == [2, 3, 4]
+            assert at(uow.read_window(0, 6, ["JobSucceeded"])) == [6]
+            assert at(uow.read_window(0, 6, [])) == []
+            assert at(uow.read_window(4, 99)) == [5, 6]  # what exists of the window
+            assert at(uow.read_stream("job/a")) == [1, 3, 5, 6]
+            assert at(uow.read_stream("job/a", upto=4)) == [1, 3]
+            assert uow.read_stream("job/none") == []
+            assert at(uow.read_streams(["job/b", "job/a"], before=5)) == [1, 2, 3, 4]
+            assert at(uow.read_positions([6, 2, 2, 99])) == [2, 6]
+            assert uow.read_positions([]) == []
+            (event,) = uow.read_positions([6])
+            assert event == store.read_after(5)[0]  # the same recorded event, every field
+            # its own appends too, before they commit
+            uow.append([job_succeeded(7, job="b")])
+            assert uow.head_position() == 7
+            assert at(uow.read_window(5, 7)) == [6, 7]
+            assert at(uow.read_stream("job/b")) == [2, 4, 7]
+            assert at(uow.read_streams(["job/b"], before=8)) == [2, 4, 7]
+            assert at(uow.read_positions([7])) == [7]
+            assert store.head_position() == 6
+
+    def test_checkpoints_locked_for_a_step_start_at_zero(self, store: EventStore) -> None:
+        with store.transaction() as uow:
+            uow.save_checkpoint("projection:b", position=4)
+        with store.transaction() as uow:
+            assert uow.lock_checkpoints(["projection:b", "projection:a"]) == {
+                "projection:a": 0,
+                "projection:b": 4,
+            }
+            uow.save_checkpoint("projection:a", position=2)
+        with store.transaction() as uow:
+            assert uow.lock_checkpoints(["projection:a"]) == {"projection:a": 2}
+            assert uow.load_checkpoint("projection:a").position == 2
+
+    def test_a_locked_checkpoint_waits_for_the_unit_holding_it(self, store: EventStore) -> None:
+        holding, taken = threading.Event(), threading.Event()
+        seen: list[int] = []
+
+        def second() -> None:
+            holding.wait()
+            with store.transaction() as uow:
+                seen.append(uow.lock_checkpoints(["projection:new"])["projection:new"])
+                taken.set()
+
+        other = threading.Thread(target=second)
+        other.start()
+        with store.transaction() as uow:
+            uow.lock_checkpoints(["projection:new"])  # new: even the first step is exclusive
+            holding.set()
+            assert not taken.wait(0.5)  # the other unit waits for this one
+            uow.save_checkpoint("projection:new", position=9)
+        other.join(10)
+        assert seen == [9]  # and then sees what this one committed
+
+    # -- snapshots, signals, look-ups ----------------------------------------------------------
+
+    def test_a_snapshot_is_one_view_and_refuses_writes(self, store: EventStore) -> None:
+        store.append([occupancy_started(1, job="a")])
+        with store.transaction() as uow:
+            uow.save_checkpoint("reader", position=1)
+        with store.snapshot() as view:
+            assert view.head_position() == 1
+            assert view.load_checkpoint("reader").position == 1
+            store.append([occupancy_started(2, job="a")])  # committed meanwhile
+            with store.transaction() as uow:
+                uow.save_checkpoint("reader", position=2)
+            assert view.head_position() == 1
+            assert [r.position for r in view.read_stream("job/a")] == [1]
+            assert view.read_window(0, 2) == store.read_after(0, limit=1)
+            assert view.load_checkpoint("reader").position == 1
+            writes: list[Callable[[UnitOfWork], object]] = [
+                lambda u: u.append([occupancy_started(3)]),
+                lambda u: u.save_checkpoint("reader", position=3),
+                lambda u: u.load_checkpoint("reader", for_update=True),
+                lambda u: u.lock_checkpoints(["reader"]),
+                lambda u: u.lock_appends(),
+                lambda u: u.record_dead_letter(source="s", reason="r", error="e", payload=b"p"),
+            ]
+            for write in writes:
+                with pytest.raises(StoreError, match="read-only"):
+                    write(view)
+        assert store.head_position() == 2 and store.dead_letters() == []
+        with store.snapshot() as view:
+            assert view.head_position() == 2
+            assert view.load_checkpoint("reader").position == 2
+
+    def test_the_append_signal_wakes_a_tailing_reader(self, store: EventStore) -> None:
+        with store.appends() as signal:
+            assert signal.wait(0.05) is False  # nothing appended: it times out
+            appender = threading.Timer(0.2, store.append, [[occupancy_started(1)]])
+            appender.start()
+            started = time.monotonic()
+            woke = signal.wait(10)
+            appender.join()
+            assert woke and time.monotonic() - started < 5
+            with store.transaction() as uow:  # a commit that appends nothing: no signal
+                uow.save_checkpoint("reader", position=1)
+            assert signal.wait(0.2) is False
+
+    def test_stored_event_ids_and_may_write(self, store: EventStore) -> None:
+        stored, absent = occupancy_started(1), occupancy_started(2)
+        store.append([stored])
+        assert store.stored_event_ids([stored.event_id, absent.event_id]) == {stored.event_id}
+        assert store.stored_event_ids([]) == set()
+        assert store.may_write()
+
     # -- checkpoints -----------------------------------------------------------------------
 
     def test_checkpoints_keep_what_a_save_does_not_name(self, store: EventStore) -> None:
@@ -391,6 +524,42 @@ class EventStoreContract:
         with store.transaction() as uow:
             other = uow.load_checkpoint("other")
         assert (other.position, dict(other.offsets)) == (5, {})
+
+    def test_checkpoints_by_prefix_are_listed_and_deleted(self, store: EventStore) -> None:
+        with store.transaction() as uow:
+            uow.save_checkpoint("watch:c1:pods", offsets={"rv": 7})
+            uow.save_checkpoint("watch:c1:nodes", offsets={"rv": 3})
+            uow.save_checkpoint("watch:c10:pods", offsets={"rv": 1})
+            uow.save_checkpoint("watch_c1:pods", position=1)  # "_" is no wildcard
+            assert [c.name for c in uow.checkpoints("watch:c1:")] == [
+                "watch:c1:nodes",
+                "watch:c1:pods",
+            ]
+        with store.snapshot() as view:
+            (pods,) = [c for c in view.checkpoints("watch:c1:") if c.name.endswith("pods")]
+            assert dict(pods.offsets) == {"rv": 7} and pods.updated_at is not None
+        with store.transaction() as uow:
+            uow.delete_checkpoints("watch:c1:")
+            assert uow.checkpoints("watch:c1:") == []  # its own deletes, at once
+            uow.save_checkpoint("watch:c1:pods", offsets={"rv": 9})  # and saved again
+        with store.transaction() as uow:
+            assert [(c.name, dict(c.offsets)) for c in uow.checkpoints("watch:")] == [
+                ("watch:c10:pods", {"rv": 1}),  # code point order: "0" < ":"
+                ("watch:c1:pods", {"rv": 9}),
+            ]
+            assert uow.load_checkpoint("watch:c1:nodes").updated_at is None
+            assert uow.load_checkpoint("watch_c1:pods").position == 1
+        with pytest.raises(_Abort), store.transaction() as uow:
+            uow.delete_checkpoints("watch:")
+            raise _Abort  # rolled back: all kept
+        with store.snapshot() as view:
+            assert len(view.checkpoints("watch:")) == 2
+            with pytest.raises(StoreError, match="read-only"):
+                view.delete_checkpoints("watch:")
+        with store.transaction() as uow:
+            uow.delete_checkpoints("watch:")
+        with store.transaction() as uow:
+            assert [c.name for c in uow.checkpoints("")] == ["watch_c1:pods"]
 
     # -- dead letters ----------------------------------------------------------------------
 

@@ -73,6 +73,8 @@ def test_there_is_no_connection_to_write_read_models_on() -> None:
     store = MemoryEventStore()
     with store.transaction() as uow, pytest.raises(StoreError, match="PostgreSQL adapter"):
         _ = uow.connection
+    with pytest.raises(StoreError, match="PostgreSQL adapter"), store.outside_transaction():
+        pass
 
 
 def test_a_nested_write_transaction_is_refused_not_deadlocked() -> None:

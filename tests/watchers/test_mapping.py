@@ -70,7 +70,7 @@ def test_initial_state_is_state_not_creations(sim: KubeSim, recorder: Recorder) 
 
 def test_an_occupancy_names_its_pod_at_both_ends(sim: KubeSim, recorder: Recorder) -> None:
     """The timeline names a pod by name when its occupancy ends, as when it starts."""
-    from projections.jobs import _summary
+    from projections.jobs.timeline import summary
 
     watcher = start_watcher(sim, recorder, resources=RESOURCES)
     job = make_job(sim, "j1")
@@ -82,11 +82,11 @@ def test_an_occupancy_names_its_pod_at_both_ends(sim: KubeSim, recorder: Recorde
     (started,) = recorder.of("OccupancyStarted")
     (ended,) = recorder.of("OccupancyEnded")
     assert started.data["pod_name"] == ended.data["pod_name"] == "worker-0"
-    text = _summary("OccupancyEnded", ended.data, ended.data["job_uid"])
+    text = summary("OccupancyEnded", ended.data, ended.data["job_uid"])
     assert text.startswith("pod worker-0 released at ")
     # an event recorded before the field existed still reads, by uid
     older = {k: v for k, v in ended.data.items() if k != "pod_name"}
-    assert _summary("OccupancyEnded", older, "j").startswith(f"pod {older['pod_uid']} released")
+    assert summary("OccupancyEnded", older, "j").startswith(f"pod {older['pod_uid']} released")
 
 
 def test_same_name_recreation_yields_two_occupancies(sim: KubeSim, recorder: Recorder) -> None:
