@@ -85,7 +85,9 @@ def apply(
         raise typer.BadParameter(f"cannot read {file}: {exc.strerror}") from exc
     store = context.open_store()
     when = parse_instant(at, option="--effective-at") if at else datetime.now(UTC)
-    result = apply_quota_file(store, text, at=when, dry_run=dry_run, prune=prune)
+    result = apply_quota_file(
+        store, text, principal=context.local_principal(), at=when, dry_run=dry_run, prune=prune
+    )
     if at is None and result.events:
         warning = lands_inside_history(store, when)
         if warning:

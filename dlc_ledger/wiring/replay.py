@@ -186,7 +186,9 @@ def _apply_setup(
         result = publish_price_book(store, load_price_book(pricebook), at=epoch)
         say(f"price book {pricebook}: {'published' if result.added else 'already published'}")
     if quotas is not None:
-        changes = apply_quota_file(store, quotas.read_text(), at=epoch)
+        from dlc_ledger.wiring.context import local_principal
+
+        changes = apply_quota_file(store, quotas.read_text(), principal=local_principal(), at=epoch)
         say(f"quotas {quotas}: {len(changes.lines)} changes applied")
     return notes
 
