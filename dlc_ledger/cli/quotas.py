@@ -56,7 +56,9 @@ quotas_app = typer.Typer(
 
 @quotas_app.command("apply")
 def apply(
-    file: Annotated[Path, typer.Argument(help="Quota tree YAML (see ops/quotas/demo.yaml).")],
+    file: Annotated[
+        Path, typer.Argument(help="Quota tree YAML (see dlc_ledger/resources/quotas/demo.yaml).")
+    ],
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Print the events that would be appended, append none."),
