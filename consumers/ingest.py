@@ -18,8 +18,9 @@ the store (same ``event_id``, same fact).
 A failing database (connection lost, server restarting) is not a poison
 message: the batch is rolled back, the consumer rewinds to the last stored
 offsets, pauses with exponential backoff while staying in its group, and tries
-again. SIGTERM lets the batch in hand finish, then the consumer leaves its group
-(the command, with its signal handling, is :mod:`dlc_ledger.cli.ingest`).
+again (which failure is whose: :mod:`consumers.store_failures`). SIGTERM lets the batch in
+hand finish, then the consumer leaves its group (the command is :mod:`dlc_ledger.cli.ingest`,
+its signal handling :mod:`dlc_ledger.wiring.signals`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
-import sqlalchemy.exc
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
@@ -46,17 +45,12 @@ from consumers.kafka_settings import (
     consumer_config,
     offsets_key,
 )
+from consumers.store_failures import is_transient_store_error, is_unstorable
 from ledger.envelopes import Envelope, EventDecodeError, InvalidEvent, envelope_from_wire
 from ledger.events import check_cluster_fact
 from ledger.store.base import DuplicateEventConflict, EventStore, UnitOfWork
 
-__all__ = [
-    "IngestConsumer",
-    "IngestStats",
-    "is_transient_store_error",
-    "is_unstorable",
-    "run_ingest",
-]
+__all__ = ["IngestConsumer", "IngestStats", "run_ingest"]
 
 log = logging.getLogger(__name__)
 
@@ -88,51 +82,12 @@ class IngestStats:
         return time.monotonic() - self.started
 
 
-#: SQLSTATE classes that blame the data, not the server: data exception, integrity
-#: violation, program limit exceeded (an index row too large is an "OperationalError").
-_DATA_SQLSTATE_CLASSES = ("22", "23", "54")
-
-
-def _sqlstate(exc: BaseException) -> str:
-    orig = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
-    return str(getattr(orig, "sqlstate", None) or "")
-
-
-def is_transient_store_error(exc: BaseException) -> bool:
-    """A database outage (retry later), as opposed to a bug or a bad message."""
-    if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.connection_invalidated:
-        return True
-    if _sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES):
-        return False
-    return isinstance(
-        exc,
-        (
-            sqlalchemy.exc.OperationalError,
-            sqlalchemy.exc.InterfaceError,
-            sqlalchemy.exc.DisconnectionError,
-            sqlalchemy.exc.TimeoutError,
-            psycopg.OperationalError,
-            psycopg.InterfaceError,
-            ConnectionError,
-            TimeoutError,
-        ),
-    )
-
-
 @dataclass(slots=True)
 class _Decoded:
     offset: int
     raw: bytes
     envelope: Envelope | None
     error: EventDecodeError | None
-
-
-def is_unstorable(exc: BaseException) -> bool:
-    """The store refused a message's content (not the server's state): dead-letter it."""
-    if isinstance(exc, sqlalchemy.exc.DBAPIError | psycopg.Error):
-        return _sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES)
-    # the canonical encoding (orjson) refusing a value
-    return isinstance(exc, ValueError | TypeError | OverflowError)
 
 
 class Unstorable(EventDecodeError):

@@ -22,13 +22,13 @@ from kubernetes import client
 from sqlalchemy import select
 
 from consumers.watchers.checkpoints import WatcherCheckpoints
+from consumers.watchers.event_factory import EventFactory
 from consumers.watchers.listwatch import (
     DEFAULT_RESOURCES,
     ListWatch,
     WatchedResource,
     WatchSettings,
 )
-from consumers.watchers.mapping import EventFactory
 from consumers.watchers.publisher import Marker, Outbox, PublisherLoop
 from consumers.watchers.tracker import ClusterTracker
 from ledger.envelopes import Envelope

@@ -20,17 +20,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from consumers.watchers.mapping import (
+from consumers.watchers.api_values import parse_time
+from consumers.watchers.event_factory import EventFactory
+from consumers.watchers.facts import (
     JOB_KINDS,
-    EventFactory,
     JobFacts,
     PodFacts,
+    bare_pod_job,
     job_facts,
     node_facts,
-    node_flavor,
-    parse_time,
     pod_facts,
 )
+from consumers.watchers.labels import node_flavor
 from consumers.watchers.tracker_state import (
     JobStart,
     JobState,
@@ -414,7 +415,7 @@ class ClusterTracker:
         job_kind = "Pod"
         jst: JobState | None
         if bare:
-            out.append(self.factory.job_submitted(self.factory.bare_pod_job(pod), now))
+            out.append(self.factory.job_submitted(bare_pod_job(pod), now))
             jst = JobState("Pod", pod.name, pod.namespace)
             self._put(f"job/{job_uid}", jst)
         else:

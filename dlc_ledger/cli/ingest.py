@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from pathlib import Path
 from typing import Annotated
@@ -13,23 +12,13 @@ import typer
 from consumers.ingest import run_ingest
 from consumers.kafka_settings import DEFAULT_GROUP
 from dlc_ledger.wiring.logs import configure_logging
+from dlc_ledger.wiring.signals import stop_on_signals
 
-__all__ = ["ingest_app", "ingest_command", "main", "stop_on_signals"]
+__all__ = ["ingest_app", "ingest_command", "main"]
 
 log = logging.getLogger(__name__)
 
 ingest_app = typer.Typer(help="Consume Kafka into the event store (exactly-once effects).")
-
-
-def stop_on_signals(stop_event: threading.Event) -> None:
-    """SIGTERM / SIGINT: finish the batch in hand, then exit cleanly."""
-
-    def handler(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping after the current batch", signum)
-        stop_event.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
 
 
 @ingest_app.callback(invoke_without_command=True)

@@ -67,8 +67,8 @@ def watch(
 ) -> None:
     """Watch the cluster and publish its facts to Kafka until SIGTERM / Ctrl-C."""
     from consumers.producer import EventPublisher
-    from dlc_ledger.cli.ingest import stop_on_signals
     from dlc_ledger.wiring import context
+    from dlc_ledger.wiring.signals import stop_on_signals
 
     configure_logging(logging.INFO, "%(asctime)s %(levelname)s %(name)s %(message)s")
     configuration = kube_configuration(server, kubeconfig, kube_context)

@@ -39,7 +39,7 @@ def test_a_long_data_dir_keeps_the_socket_private_and_asks_a_password(tmp_path: 
     env.pop("DATABASE_URL", None)
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "consumers", "db", "upgrade"],
+            [sys.executable, "-m", "dlc_ledger", "db", "upgrade"],
             capture_output=True,
             text=True,
             env=env,

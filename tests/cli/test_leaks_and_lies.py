@@ -32,7 +32,7 @@ SECRET = "s3cret-pw"
 
 def _cli(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "dlc_ledger", *args],
         capture_output=True,
         text=True,
         env={**os.environ, "DATABASE_URL": url, **env},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from consumers.watchers.mapping import pod_facts
+from consumers.watchers.facts import pod_facts
 from kubesim import PODS, KubeSim
 from kubesim.driver import NodePlacer, TraceDriver
 from kubesim.traces import Trace, TraceInstance, TraceNode, load_openb

@@ -22,7 +22,9 @@ from consumers.kafka_settings import DEFAULT_PARTITIONS
 from consumers.producer import EventPublisher
 from consumers.watchers.listwatch import WatchSettings
 from consumers.watchers.runner import Watcher
-from dlc_ledger.wiring.replay import _Ingest, _replay_topic, load_replay_trace, run_replay
+from dlc_ledger.wiring.replay import load_replay_trace, run_replay
+from dlc_ledger.wiring.replay.database import replay_topic
+from dlc_ledger.wiring.replay.pipeline import IngestThread
 from kubesim import KubeSim
 from kubesim.driver import TraceDriver
 from kubesim.traces import Trace
@@ -221,9 +223,9 @@ def _run(
     rate: float | None = None,
 ) -> dict[str, Any]:
     """Replay with the parts wired by hand, optionally killing the watcher mid-way."""
-    topic = _replay_topic(store, bootstrap)
+    topic = replay_topic(store, bootstrap)
     publisher = EventPublisher(bootstrap, data_dir=data_dir, topic=topic)
-    ingest = _Ingest(store, bootstrap, topic, DEFAULT_PARTITIONS).start()
+    ingest = IngestThread(store, bootstrap, topic, DEFAULT_PARTITIONS).start()
     settings = WatchSettings(read_timeout=10, backoff_initial=0.05, resync_seconds=None)
     kills = 0
     with KubeSim(epoch=trace.epoch, history_size=200_000, bookmark_interval=0.1) as sim:

@@ -58,13 +58,13 @@ def test_a_replay_applies_its_tree_and_book_at_its_start(store: object) -> None:
 
     from sqlalchemy import text
 
-    from dlc_ledger.wiring.replay import _apply_setup
+    from dlc_ledger.wiring.replay.reference_data import apply_reference_data
     from ledger.store.postgres import PostgresEventStore
     from tests.demo_files import DEMO_PRICE_BOOK, DEMO_QUOTAS
 
     assert isinstance(store, PostgresEventStore)
     epoch = datetime(2026, 11, 1, tzinfo=UTC)
-    _apply_setup(store, DEMO_QUOTAS, DEMO_PRICE_BOOK, epoch, print)
+    apply_reference_data(store, DEMO_QUOTAS, DEMO_PRICE_BOOK, epoch, print)
     with store.engine.connect() as conn:
         stamps = conn.execute(
             text("SELECT DISTINCT occurred_at FROM events WHERE source LIKE 'api/%'")

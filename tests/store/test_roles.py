@@ -27,7 +27,7 @@ Login = Callable[[str], str]
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": url}
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "dlc_ledger", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -131,7 +131,7 @@ def test_roles_survive_concurrent_upgrades(databases: TemplateDatabases) -> None
     try:
         runs = [
             subprocess.Popen(
-                [sys.executable, "-m", "consumers", "db", "upgrade"],
+                [sys.executable, "-m", "dlc_ledger", "db", "upgrade"],
                 env={**os.environ, "DATABASE_URL": url},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from consumers.watchers.api_values import parse_quantity
+from consumers.watchers.event_factory import EventFactory
+from consumers.watchers.facts import job_facts, pod_facts
 from consumers.watchers.listwatch import JOBS, NODES, PODS, PYTORCHJOBS
-from consumers.watchers.mapping import EventFactory, job_facts, parse_quantity, pod_facts
 from kubesim import BATCH_JOBS, KubeSim
 from kubesim import PODS as SIM_PODS
 from kubesim import PYTORCHJOBS as SIM_PYTORCHJOBS

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from consumers.watchers.event_factory import EventFactory
 from consumers.watchers.listwatch import JOBS, NODES, PODS
-from consumers.watchers.mapping import EventFactory
 from consumers.watchers.tracker import ClusterTracker
 from kubesim import PODS as SIM_PODS
 from kubesim import KubeSim

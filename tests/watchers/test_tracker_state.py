@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from consumers.watchers.event_factory import EventFactory
 from consumers.watchers.listwatch import JOBS, NODES, PODS
-from consumers.watchers.mapping import EventFactory
 from consumers.watchers.tracker import ClusterTracker
 from consumers.watchers.tracker_state import (
     JobStart,

@@ -1,0 +1,25 @@
+"""Replay a public GPU trace through the whole pipeline: kubesim → watchers → Kafka → store.
+
+Nothing is short-circuited: kubesim serves the trace over the Kubernetes API on a virtual
+clock, the real watchers list and watch it with the official client and publish through the
+producer to Kafka, the ingest consumer appends to PostgreSQL exactly once, and the projector
+brings the read models up to date. The run ends once every trace action was observed,
+published, ingested and projected, and checks the store against the trace (one
+OccupancyStarted per scheduled pod, one OccupancyEnded per deleted scheduled pod).
+
+A replay is reproducible: kubesim derives UIDs from the trace, timestamps come from the
+virtual clock and event ids are deterministic, so replaying again into the same database adds
+nothing. Each database gets its own replay topic (remembered in the database), so a ``--fresh``
+database never ingests a previous run's messages.
+
+Modules: :mod:`~.run` (``run_replay``: the steps in order, the trace to play),
+:mod:`~.database` (reset, migration, the replay topic), :mod:`~.reference_data` (the price
+book and quota tree applied at the epoch), :mod:`~.pipeline` (kubesim, watcher, producer and
+ingest wired and waited for), :mod:`~.verify` (the summary, the store checked against the
+trace).
+"""
+
+from dlc_ledger.wiring.replay.run import load_replay_trace, run_replay
+from dlc_ledger.wiring.replay.verify import ReplaySummary
+
+__all__ = ["ReplaySummary", "load_replay_trace", "run_replay"]
