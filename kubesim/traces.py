@@ -4,16 +4,24 @@ Source: Alibaba PAI GPU traces (alibaba/clusterdata, CC BY 4.0): cluster-trace-g
 (openb pods and nodes; Weng et al., USENIX ATC 2023) and cluster-trace-gpu-v2025
 (disaggregated DLRM instances; Yang et al., NSDI 2025). The mapping is fixed so that a replay's
 bill can be checked against the trace by hand: one pod / instance = one single-replica job.
+
+The bundled copies (``kubesim/data/``, attribution in its README) are package data, found
+with :mod:`importlib.resources`, so an installed wheel replays them from any directory; a
+caller may pass its own files or data directory instead.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TextIO
 
 from kubesim.clock import DEFAULT_EPOCH
 
@@ -24,6 +32,7 @@ __all__ = [
     "OPENB_PODS_CSV",
     "OPENB_PRIORITIES",
     "Trace",
+    "TraceFile",
     "TraceInstance",
     "TraceNode",
     "load_dlrm",
@@ -31,7 +40,10 @@ __all__ = [
     "load_trace",
 ]
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "traces"
+#: A trace file: a path, or a resource (a ``Traversable``, e.g. from package data).
+TraceFile = Traversable | Path | str
+
+DATA_DIR: Traversable = files("kubesim") / "data"
 OPENB_PODS_CSV = DATA_DIR / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
 OPENB_NODES_CSV = DATA_DIR / "alibaba-gpu-v2023" / "openb_node_list_all_node.csv"
 DLRM_CSV = DATA_DIR / "alibaba-gpu-v2025" / "disaggregated_DLRM_trace.csv"
@@ -96,19 +108,25 @@ class Trace:
         )
 
 
+def _open(source: TraceFile) -> TextIO:
+    """The file as text for :mod:`csv` (``newline=""``: line ends inside fields kept)."""
+    resource = Path(source) if isinstance(source, str) else source
+    return io.TextIOWrapper(resource.open("rb"), encoding="utf-8", newline="")
+
+
 def _dns(name: str) -> str:
     return name.lower().replace("_", "-")
 
 
 def load_openb(
-    pods_csv: Path | str = OPENB_PODS_CSV,
-    nodes_csv: Path | str = OPENB_NODES_CSV,
+    pods_csv: TraceFile = OPENB_PODS_CSV,
+    nodes_csv: TraceFile = OPENB_NODES_CSV,
     epoch: datetime = DEFAULT_EPOCH,
 ) -> Trace:
     """openb: workspace `ws-<qos>`, idle for BE else public, mGPU = gpu_milli for 1 GPU;
     a `gpu_spec` (`A|B`) constrains the pod to nodes of those GPU models."""
     nodes = []
-    with open(nodes_csv, newline="") as fh:
+    with _open(nodes_csv) as fh:
         for row in csv.DictReader(fh):
             nodes.append(
                 TraceNode(
@@ -121,7 +139,7 @@ def load_openb(
             )
     instances = []
     end = 0
-    with open(pods_csv, newline="") as fh:
+    with _open(pods_csv) as fh:
         for row in csv.DictReader(fh):
             qos = row["qos"]
             num_gpu = int(row["num_gpu"] or 0)
@@ -199,12 +217,12 @@ def _dlrm_nodes(instances: Iterable[TraceInstance], end: int) -> tuple[TraceNode
     return tuple(nodes)
 
 
-def load_dlrm(csv_path: Path | str = DLRM_CSV, epoch: datetime = DEFAULT_EPOCH) -> Trace:
+def load_dlrm(csv_path: TraceFile = DLRM_CSV, epoch: datetime = DEFAULT_EPOCH) -> Trace:
     """DLRM: workspace = app_name, public; missing creation = running since second 0,
     missing deletion = still running at the trace end (the largest timestamp in the file)."""
     rows = []
     end = 0
-    with open(csv_path, newline="") as fh:
+    with _open(csv_path) as fh:
         for row in csv.DictReader(fh):
             times = [_seconds(row[k]) for k in ("creation_time", "scheduled_time", "deletion_time")]
             end = max([end, *[t for t in times if t is not None]])
@@ -247,8 +265,10 @@ def load_dlrm(csv_path: Path | str = DLRM_CSV, epoch: datetime = DEFAULT_EPOCH) 
     return trace
 
 
-def load_trace(name: str, epoch: datetime = DEFAULT_EPOCH, data_dir: Path | None = None) -> Trace:
-    """`openb` or `dlrm` from the project's data directory."""
+def load_trace(
+    name: str, epoch: datetime = DEFAULT_EPOCH, data_dir: Traversable | Path | None = None
+) -> Trace:
+    """`openb` or `dlrm` from the bundled data (or ``data_dir``, laid out the same way)."""
     base = data_dir or DATA_DIR
     if name == "openb":
         return load_openb(

@@ -1,7 +1,7 @@
 """Price books and the effective-dated price schedule that rating reads.
 
 A price book is a small YAML file an operator edits and publishes (see
-``ops/pricebooks/``); it becomes a ``PriceBookPublished`` event, and spot
+``dlc_ledger/resources/pricebooks/``); it becomes a ``PriceBookPublished`` event, and spot
 markets add ``SpotPriceChanged`` events. Rating never looks at files or "the
 current price": it asks a :class:`PriceSchedule`, built from those events alone,
 which rate applied at an instant, so replaying the events reproduces every bill.
@@ -109,7 +109,8 @@ class _RateTable(_Strict):
 
 
 class PriceBook(_Strict):
-    """One price book as written in YAML (``ops/pricebooks/*.yaml``)."""
+    """One price book as written in YAML (the demo's:
+    ``dlc_ledger/resources/pricebooks/demo-2026.yaml``)."""
 
     id: str = Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     currency: str = Field(pattern=r"^[A-Z]{3}$")

@@ -13,7 +13,7 @@ show`` and ``invoices show``. Running it again adds nothing.
 from __future__ import annotations
 
 from decimal import Decimal
-from pathlib import Path
+from importlib.resources import as_file
 from typing import Any
 
 import typer
@@ -21,6 +21,7 @@ from sqlalchemy import text
 
 from consumers.projector import Projector
 from dlc_ledger.cli.tables import render_rows
+from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.wiring import context
@@ -38,9 +39,6 @@ from projections.registry import all_projections
 
 __all__ = ["run_demo"]
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout (part 8: package data)
-PRICE_BOOK = ROOT / "ops" / "pricebooks" / "demo-2026.yaml"
-QUOTAS = ROOT / "ops" / "quotas" / "demo.yaml"
 MGPU_SECONDS_PER_GPU_HOUR = Decimal(1000 * 3600)
 
 
@@ -66,9 +64,11 @@ def _gpu_hours(mgpu_seconds: int) -> str:
 
 
 def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
-    summary = run_replay(
-        "openb", "openb", quotas=QUOTAS, pricebook=PRICE_BOOK, fresh=fresh, yes=yes
-    )
+    # package data as files (a no-op where the package is a directory, as installed)
+    with as_file(DEMO_QUOTAS) as quotas, as_file(DEMO_PRICE_BOOK) as pricebook:
+        summary = run_replay(
+            "openb", "openb", quotas=quotas, pricebook=pricebook, fresh=fresh, yes=yes
+        )
     typer.echo(
         f"replayed {summary.instances:,} pods on {summary.nodes:,} nodes in "
         f"{summary.wall_seconds:.0f} s: {summary.events_total:,} events in the store "

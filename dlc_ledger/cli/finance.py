@@ -9,22 +9,14 @@ from __future__ import annotations
 
 import typer
 
-from consumers.projector import catch_up_to_read
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import AS_OF_HELP, CLUSTER, check_window, parse_optional_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
+from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.wiring.context import open_store
-from ledger.store.postgres import PostgresEventStore
-from projections.billing import BillingProjection
 from projections.finance_reports import ReportWindow, cost_report, parse_group_by, usage_report
 
-__all__ = ["report_cost", "report_usage", "sync_billing"]
-
-
-def sync_billing(store: PostgresEventStore) -> None:
-    """Bring the billing projection to the store's head before reading it (a reader role
-    reads it as projected)."""
-    catch_up_to_read(store, [BillingProjection()])
+__all__ = ["report_cost", "report_usage"]
 
 
 def _window(start: str | None, end: str | None, as_of: str | None) -> ReportWindow:

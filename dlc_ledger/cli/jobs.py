@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import typer
 
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
-from dlc_ledger.cli.finance import sync_billing
 from dlc_ledger.cli.options import (
     CLUSTER,
     CursorOption,
@@ -32,6 +31,7 @@ from dlc_ledger.cli.tables import (
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
 from dlc_ledger.cli.tables import cell as _cell
+from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.wiring import context
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
 from projections.jobs import find_job, job_detail, list_jobs

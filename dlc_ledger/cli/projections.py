@@ -6,7 +6,9 @@ and its checkpoint commit together, so stopping at any moment is safe.
 With ``--workers N`` the projections are split into up to N lanes, each caught up
 (or followed) by its own process (:mod:`consumers.lanes`).
 ``projections rebuild`` empties a projection and replays it from position 0;
-``projections status`` shows each one's position, the head and the lag.
+``projections status`` shows each one's position, the head and the lag. The use cases
+are :mod:`dlc_ledger.services.projections`; signals, ``--follow`` and lanes (child
+processes) belong to the process, so they stay here.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ import contextlib
 import json
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from types import FrameType
 from typing import Annotated
@@ -26,9 +27,15 @@ import typer
 from consumers.lanes import LaneFailed, catch_up_lanes, follow_lanes, plan_lanes
 from consumers.projector import DEFAULT_PAGE, Projector
 from dlc_ledger.cli.tables import render_table
+from dlc_ledger.services.projections import (
+    Applied,
+    catch_up,
+    projection_status,
+    select_projections,
+    timed,
+)
+from dlc_ledger.services.projections import rebuild as rebuild_projections
 from dlc_ledger.wiring import context
-from projections.base import Projection
-from projections.registry import all_projections, projection_named
 
 __all__ = ["project", "projections_app"]
 
@@ -40,10 +47,6 @@ NameOption = Annotated[
     str | None, typer.Option("--name", help="Only this projection (default: all registered).")
 ]
 PageOption = Annotated[int, typer.Option("--page-size", min=1, help="Events per transaction.")]
-
-
-def _selected(name: str | None) -> list[Projection]:
-    return [projection_named(name)] if name else all_projections()
 
 
 def project(
@@ -61,16 +64,17 @@ def project(
     ] = 1,
 ) -> None:
     """Bring projections up to date with the event store (once, or live with --follow)."""
-    projector = Projector(context.open_store(), _selected(name), page_size=page_size)
+    store = context.open_store()
+    if not follow and workers == 1:
+        _print_caught_up(catch_up(store, name, page_size=page_size))
+        return
+    projector = Projector(store, select_projections(name), page_size=page_size)
     if workers > 1:
         _in_lanes(projector, follow, workers, poll_interval)
         return
-    if not follow:
-        _catch_up(projector.catch_up)
-        return
     # installed before the first page, so a signal at any moment ends cleanly
     with _stopped_by_signals() as stop:
-        _catch_up(projector.catch_up)
+        _print_caught_up(timed(projector.catch_up))
         typer.echo("following the store (Ctrl-C to stop)")
         projector.run_forever(stop, poll_interval=poll_interval)
     typer.echo("stopped; checkpoints are saved")
@@ -108,7 +112,7 @@ def _in_lanes(projector: Projector, follow: bool, workers: int, poll_interval: f
                 run = partial(
                     catch_up_lanes, open_store, projector.projections, stop=stop, **settings
                 )
-                _catch_up(run)
+                _print_caught_up(timed(run))
     except LaneFailed as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -116,12 +120,9 @@ def _in_lanes(projector: Projector, follow: bool, workers: int, poll_interval: f
         typer.echo("stopped; checkpoints are saved")
 
 
-def _catch_up(run: Callable[[], int]) -> None:
-    started = time.perf_counter()
-    read = run()
-    elapsed = time.perf_counter() - started
-    rate = f" ({read / elapsed:,.0f} events/s)" if read and elapsed > 0 else ""
-    typer.echo(f"caught up: {read} events applied across projections{rate}", nl=True)
+def _print_caught_up(done: Applied) -> None:
+    rate = f" ({done.per_second:,.0f} events/s)" if done.per_second else ""
+    typer.echo(f"caught up: {done.events} events applied across projections{rate}", nl=True)
 
 
 @projections_app.command("rebuild")
@@ -133,12 +134,8 @@ def rebuild(
 ) -> None:
     """Empty a projection's tables, replay the whole store into it, then VACUUM (ANALYZE)
     them."""
-    projector = Projector(context.open_store(), _selected(name), page_size=page_size)
-    for projection in projector.projections:
-        started = time.perf_counter()
-        read = projector.rebuild(projection)
-        elapsed = time.perf_counter() - started
-        typer.echo(f"rebuilt {projection.name}: {read} events in {elapsed:.1f} s")
+    for done in rebuild_projections(context.open_store(), name, page_size=page_size):
+        typer.echo(f"rebuilt {done.name}: {done.events} events in {done.seconds:.1f} s")
 
 
 @projections_app.command("status")
@@ -146,10 +143,9 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
 ) -> None:
     """Position, store head and lag of every registered projection."""
-    projector = Projector(context.open_store(), all_projections())
     rows = [
         {"name": s.name, "position": s.position, "head": s.head, "lag": s.lag}
-        for s in projector.status()
+        for s in projection_status(context.open_store())
     ]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))

@@ -56,7 +56,9 @@ quotas_app = typer.Typer(
 
 @quotas_app.command("apply")
 def apply(
-    file: Annotated[Path, typer.Argument(help="Quota tree YAML (see ops/quotas/demo.yaml).")],
+    file: Annotated[
+        Path, typer.Argument(help="Quota tree YAML (see dlc_ledger/resources/quotas/demo.yaml).")
+    ],
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Print the events that would be appended, append none."),
@@ -85,7 +87,9 @@ def apply(
         raise typer.BadParameter(f"cannot read {file}: {exc.strerror}") from exc
     store = context.open_store()
     when = parse_instant(at, option="--effective-at") if at else datetime.now(UTC)
-    result = apply_quota_file(store, text, at=when, dry_run=dry_run, prune=prune)
+    result = apply_quota_file(
+        store, text, principal=context.local_principal(), at=when, dry_run=dry_run, prune=prune
+    )
     if at is None and result.events:
         warning = lands_inside_history(store, when)
         if warning:

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 import typer
 
 from dlc_ledger.cli.options import CursorOption, LimitOption, print_next_cursor
 from dlc_ledger.cli.tables import render_table
+from dlc_ledger.services.dead_letters import (
+    DeadLetterNotFound,
+    StillInvalid,
+    find_dead_letter,
+    retry_dead_letter,
+)
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.embedded_postgres import stop_embedded
-from ledger.envelopes import EventDecodeError, envelope_from_wire
 from ledger.store.base import DeadLetter
 from ledger.store.engines import make_engine, masked_url
 from ledger.store.migrations import current_revision, downgrade, schema_branches, upgrade
@@ -21,6 +27,8 @@ __all__ = ["db_app", "dead_letters_app", "verify"]
 
 db_app = typer.Typer(help="Database schema and connection.", no_args_is_help=True)
 dead_letters_app = typer.Typer(help="Events that could not be stored.", no_args_is_help=True)
+
+_T = TypeVar("_T")
 
 
 @db_app.command("upgrade")
@@ -149,16 +157,19 @@ def dead_letters_list(
         print_next_cursor(encode_cursor([letters[limit - 1].id]))
 
 
-def _letter(store_letter: DeadLetter | None, letter_id: int) -> DeadLetter:
-    if store_letter is None:
-        raise typer.BadParameter(f"no dead letter with id {letter_id}")
-    return store_letter
+def _usage_error_if_missing(call: Callable[[], _T]) -> _T:
+    """A letter id that names none is a usage error (exit 2), as a bad argument is."""
+    try:
+        return call()
+    except DeadLetterNotFound as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 @dead_letters_app.command("show")
 def dead_letters_show(letter_id: int) -> None:
     """One dead letter with its raw payload."""
-    letter = _letter(context.open_store().dead_letter(letter_id), letter_id)
+    store = context.open_store()
+    letter = _usage_error_if_missing(lambda: find_dead_letter(store, letter_id))
     row = _letter_row(letter)
     row["first_seen"] = letter.first_seen.isoformat()
     row["payload"] = letter.payload.decode("utf-8", errors="replace")
@@ -169,13 +180,10 @@ def dead_letters_show(letter_id: int) -> None:
 def dead_letters_retry(letter_id: int) -> None:
     """Validate the payload again (say, after an upgrade taught us its type) and store it."""
     store = context.open_store()
-    letter = _letter(store.dead_letter(letter_id), letter_id)
     try:
-        envelope = envelope_from_wire(letter.payload)
-    except EventDecodeError as exc:
-        typer.echo(f"still invalid ({exc.reason}): {exc}", err=True)
-        raise typer.Exit(1) from exc
-    result = store.append([envelope])
-    store.resolve_dead_letter(letter_id)
-    stored = "stored" if result.positions else "already stored"
-    typer.echo(f"dead letter {letter_id}: event {envelope.event_id} {stored}; marked resolved")
+        done = _usage_error_if_missing(lambda: retry_dead_letter(store, letter_id))
+    except StillInvalid as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    stored = "stored" if done.stored else "already stored"
+    typer.echo(f"dead letter {letter_id}: event {done.event_id} {stored}; marked resolved")

@@ -31,13 +31,14 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import text
 
 from consumers.billing_rater import RateResult, rate, transaction_envelope
+from consumers.projector import catch_up_to_read
 from ledger.envelopes import make_envelope
 from ledger.events import LedgerTransactionPosted
 from ledger.ids import deterministic_id
 from ledger.invoices import build_invoice, invoice_rounding
 from ledger.rating import PeriodFn, calendar_months
 from ledger.store.postgres import PostgresEventStore
-from projections.billing import catch_up_on
+from projections.billing import BillingProjection, catch_up_on
 
 __all__ = [
     "DEFAULT_ACCRUAL_STEP",
@@ -47,6 +48,7 @@ __all__ = [
     "close_periods",
     "floor_to",
     "serve",
+    "sync_billing",
     "tick",
 ]
 
@@ -60,6 +62,12 @@ class TickResult:
     rated: RateResult
     accrued_to: datetime
     invoices: tuple[str, ...]  # ids issued by this tick
+
+
+def sync_billing(store: PostgresEventStore) -> None:
+    """Bring the billing projection to the store's head before reading it (a reader role
+    reads it as projected)."""
+    catch_up_to_read(store, [BillingProjection()])
 
 
 def floor_to(t: datetime, step: timedelta) -> datetime:

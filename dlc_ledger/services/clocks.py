@@ -8,14 +8,22 @@ configuration changes — compare the two instead of assuming they agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
 
+from dlc_ledger.services.errors import Conflict
+from ledger.canonical import format_timestamp
 from ledger.rating import PeriodFn, calendar_months
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["CLOCK_SKEW", "BillingNow", "billing_now", "observed_cluster_time"]
+__all__ = [
+    "CLOCK_SKEW",
+    "BillingNow",
+    "billing_instant",
+    "billing_now",
+    "observed_cluster_time",
+]
 
 
 def observed_cluster_time(store: PostgresEventStore) -> datetime | None:
@@ -56,3 +64,28 @@ def billing_now(
         if observed + (period.end - period.start) < wall or observed > wall + CLOCK_SKEW:
             return BillingNow(observed, observed, replayed=True)
     return BillingNow(wall, observed, replayed=False)
+
+
+def billing_instant(
+    store: PostgresEventStore,
+    until: datetime | None,
+    *,
+    force: bool = False,
+    wall: datetime | None = None,
+) -> BillingNow:
+    """The cluster instant a billing run acts at.
+
+    An explicit ``until`` beyond the latest cluster time observed is refused unless
+    ``force``: every open occupancy would be billed up to it, and every period up to it
+    closed. Without one: :func:`billing_now` on the wall clock (``wall``, default now).
+    """
+    observed = observed_cluster_time(store)
+    if until is None:
+        return billing_now(observed, wall or datetime.now(UTC))
+    if observed is not None and until > observed and not force:
+        raise Conflict(
+            f"--until {format_timestamp(until)} is beyond the latest cluster time observed "
+            f"({format_timestamp(observed)}): open occupancies would be billed and periods "
+            "closed up to it; pass --force if that is meant"
+        )
+    return BillingNow(until, observed, replayed=False)

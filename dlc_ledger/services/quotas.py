@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import getpass
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -32,16 +30,6 @@ __all__ = [
     "lands_inside_history",
     "quota_envelopes",
 ]
-
-
-def _principal() -> str:
-    user = os.environ.get("USER")
-    if not user:
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = "unknown"
-    return user
 
 
 def _stream(event: EventData) -> tuple[str, str]:
@@ -152,15 +140,16 @@ def apply_quota_file(
     store: PostgresEventStore,
     text: str,
     *,
+    principal: str,
     at: datetime | None = None,
     dry_run: bool = False,
     prune: bool = False,
-    user: str | None = None,
 ) -> ApplyResult:
     """Diff ``text`` against the projected tree; append the differences unless dry-run.
 
     Quotas and workspace bindings the file leaves out are kept unless ``prune``; the
-    events take effect at ``at`` (cluster time; default now).
+    events take effect at ``at`` (cluster time; default now) and name ``principal``
+    (who applied it, e.g. ``api/alice``) as their source.
     """
     desired = parse_quota_tree(text)
     current = current_tree(store)
@@ -173,7 +162,7 @@ def apply_quota_file(
     envelopes: list[Envelope] = []
     if events:
         envelopes, expected = quota_envelopes(
-            store, events, at=at or datetime.now(UTC), source=f"api/{user or _principal()}"
+            store, events, at=at or datetime.now(UTC), source=principal
         )
         if not dry_run:
             store.append(envelopes, expected_versions=expected)

@@ -8,6 +8,8 @@ adapter is chosen (PostgreSQL): consumers and projections are handed an
 
 from __future__ import annotations
 
+import getpass
+import os
 import sys
 from collections.abc import Callable
 from functools import cache, partial
@@ -25,6 +27,7 @@ from ledger.store.postgres import PostgresEventStore
 __all__ = [
     "database_url",
     "kafka_bootstrap",
+    "local_principal",
     "open_store",
     "option_database_url",
     "ready_schema",
@@ -116,3 +119,15 @@ def kafka_bootstrap(*, start: bool = True) -> str:
     if not status.running:
         raise RuntimeError("the embedded broker is not running: dlc-ledger broker start")
     return broker.bootstrap
+
+
+def local_principal() -> str:
+    """Who a command acts for, as events name it (``source``): ``api/<login>`` of the user
+    running it (``$USER``, else the login name). An API names its caller instead."""
+    user = os.environ.get("USER")
+    if not user:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "unknown"
+    return f"api/{user}"

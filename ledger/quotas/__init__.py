@@ -1,7 +1,8 @@
 """Quota rules, with no IO: the quota tree, its file format, validation, diffs and usage.
 
-An operator edits a quota tree as YAML (``ops/quotas/*.yaml``) and applies it; the tree
-becomes ``QuotaCreated`` / ``QuotaChanged`` / ``QuotaDeleted`` / ``WorkspaceBound`` events.
+An operator edits a quota tree as YAML (the demo's: ``dlc_ledger/resources/quotas/demo.yaml``)
+and applies it; the tree becomes ``QuotaCreated`` / ``QuotaChanged`` / ``QuotaDeleted`` /
+``WorkspaceBound`` events.
 Everything here is a pure function of plain values, so the apply command, the quota
 projection and the tests share one definition of "valid tree", "what changed" and "who
 borrows from whom":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 
 from hypothesis import strategies as st
 
@@ -12,6 +11,7 @@ from dlc_ledger.services.yaml_files import load_price_book
 from ledger.events import BillingMode, PriceBookPublished, Rates, SpotPriceChanged
 from ledger.prices import PriceSchedule
 from ledger.rating import Occupancy
+from tests.demo_files import DEMO_PRICE_BOOK as DEMO
 
 __all__ = [
     "A100",
@@ -87,9 +87,6 @@ def occupancy(
         start=at(start) if isinstance(start, str) else start,
         end=at(end) if isinstance(end, str) else end,
     )
-
-
-DEMO = Path(__file__).resolve().parents[2] / "ops" / "pricebooks" / "demo-2026.yaml"
 
 
 def demo() -> PriceSchedule:

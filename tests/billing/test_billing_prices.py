@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
 from dlc_ledger.services.yaml_files import load_price_book, parse_price_book
 from ledger.prices import NoApplicableRate, PriceBookError, PriceSchedule
+from tests.demo_files import DEMO_PRICE_BOOK as DEMO
 
 from .helpers import at, book, spot
-
-DEMO = Path(__file__).resolve().parents[2] / "ops" / "pricebooks" / "demo-2026.yaml"
 
 DEMO_TEXT = """\
 id: demo-2026

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
@@ -14,6 +13,7 @@ from ledger.events import BillingMode, OccupancyEnded, OccupancyStarted
 from ledger.ids import fact_event_id
 from ledger.prices import PriceBook
 from ledger.store.postgres import PostgresEventStore
+from tests.demo_files import DEMO_PRICE_BOOK as DEMO_BOOK
 
 __all__ = [
     "DEMO_BOOK",
@@ -24,8 +24,6 @@ __all__ = [
     "query",
     "started",
 ]
-
-DEMO_BOOK = Path(__file__).resolve().parents[2] / "ops" / "pricebooks" / "demo-2026.yaml"
 
 
 def at(value: str) -> datetime:

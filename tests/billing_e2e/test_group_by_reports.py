@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from dlc_ledger.cli.finance import sync_billing
-from dlc_ledger.services.billing import tick
+from dlc_ledger.services.billing import sync_billing, tick
 from dlc_ledger.services.prices import publish_price_book
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore

@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import inspect
 
-from dlc_ledger.cli.finance import sync_billing
-from dlc_ledger.services.billing import tick
+from dlc_ledger.services.billing import sync_billing, tick
 from dlc_ledger.services.prices import publish_price_book
 from ledger.store.engines import make_engine
 from ledger.store.migrations import downgrade, upgrade

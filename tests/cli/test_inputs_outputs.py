@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +19,7 @@ from ledger.ids import fact_event_id
 from ledger.store.postgres import PostgresEventStore
 from tests.billing_e2e.helpers import DEMO_BOOK, at, ended, started
 from tests.clis import CliCall
-
-DEMO_QUOTAS = Path(__file__).resolve().parents[2] / "ops" / "quotas" / "demo.yaml"
+from tests.demo_files import DEMO_QUOTAS
 
 
 def _submitted(job: str, workspace: str, user: str, when: str) -> object:

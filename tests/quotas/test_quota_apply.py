@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from dlc_ledger.cli.app import app
 from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
+from tests.demo_files import DEMO_QUOTAS as DEMO
 from tests.quotas.helpers import occ_started
 
-DEMO = Path(__file__).resolve().parents[2] / "ops" / "quotas" / "demo.yaml"
 Cli = Callable[..., str]
 
 

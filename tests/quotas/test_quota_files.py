@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from dlc_ledger.services.yaml_files import parse_quota_tree
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, WorkspaceBound
 from ledger.quotas import QuotaTree, QuotaTreeError, diff
-
-DEMO = Path(__file__).resolve().parents[2] / "ops" / "quotas" / "demo.yaml"
+from tests.demo_files import DEMO_QUOTAS as DEMO
 
 BASE = """
 quotas:

@@ -15,9 +15,9 @@ from ledger.store.postgres import PostgresEventStore
 from ledger.usage_boards import NUMBERS
 from projections.quota_reads import usage_at
 from tests.clis import CliCall
+from tests.demo_files import DEMO_QUOTAS as DEMO
 from tests.quotas.helpers import at, occ_ended, occ_started
 
-DEMO = Path(__file__).resolve().parents[2] / "ops" / "quotas" / "demo.yaml"
 HOUR = 3600
 
 

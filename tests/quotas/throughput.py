@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 from sqlalchemy import text
 
@@ -26,11 +25,10 @@ from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
 from projections.quota_reads import usage_at, usage_history
 from projections.quotas import QuotaProjection
+from tests.demo_files import DEMO_QUOTAS as DEMO
 from tests.quotas.helpers import occ_ended, occ_started, submitted, transition, tree_events
 
 __all__ = ["main", "openb_events"]
-
-DEMO = Path(__file__).resolve().parents[2] / "ops" / "quotas" / "demo.yaml"
 
 
 def openb_events() -> list[Envelope]:

@@ -55,19 +55,16 @@ def test_a_replay_applies_its_tree_and_book_at_its_start(store: object) -> None:
     """Configuration changes of a replay take effect at the replay's epoch (cluster time),
     not at the wall clock, which may lie in the middle of the replayed history."""
     from datetime import UTC, datetime
-    from pathlib import Path
 
     from sqlalchemy import text
 
     from dlc_ledger.wiring.replay.reference_data import apply_reference_data
     from ledger.store.postgres import PostgresEventStore
+    from tests.demo_files import DEMO_PRICE_BOOK, DEMO_QUOTAS
 
     assert isinstance(store, PostgresEventStore)
-    ops = Path(__file__).resolve().parents[2] / "ops"
     epoch = datetime(2026, 11, 1, tzinfo=UTC)
-    apply_reference_data(
-        store, ops / "quotas" / "demo.yaml", ops / "pricebooks" / "demo-2026.yaml", epoch, print
-    )
+    apply_reference_data(store, DEMO_QUOTAS, DEMO_PRICE_BOOK, epoch, print)
     with store.engine.connect() as conn:
         stamps = conn.execute(
             text("SELECT DISTINCT occurred_at FROM events WHERE source LIKE 'api/%'")

@@ -13,6 +13,7 @@ from pathlib import Path
 from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.yaml_files import load_price_book
+from dlc_ledger.wiring.context import local_principal
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = ["apply_reference_data"]
@@ -30,5 +31,5 @@ def apply_reference_data(
         result = publish_price_book(store, load_price_book(pricebook), at=epoch)
         say(f"price book {pricebook}: {'published' if result.added else 'already published'}")
     if quotas is not None:
-        changes = apply_quota_file(store, quotas.read_text(), at=epoch)
+        changes = apply_quota_file(store, quotas.read_text(), principal=local_principal(), at=epoch)
         say(f"quotas {quotas}: {len(changes.lines)} changes applied")

@@ -1,0 +1,18 @@
+"""Files the product ships inside its wheel: the demo price book and quota tree.
+
+Found with :mod:`importlib.resources` (never from ``__file__`` or the working directory),
+so an installed ``dlc-ledger demo`` finds them from any directory. The traces a replay
+reads ship with the stand-in cluster that replays them (:mod:`kubesim.traces`).
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+
+__all__ = ["DEMO_PRICE_BOOK", "DEMO_QUOTAS"]
+
+#: The demo's price book (format: docs/billing.md): ``dlc-ledger prices publish``.
+DEMO_PRICE_BOOK: Traversable = files(__name__) / "pricebooks" / "demo-2026.yaml"
+#: The demo's quota tree for the openb replay (docs/quotas.md): ``dlc-ledger quotas apply``.
+DEMO_QUOTAS: Traversable = files(__name__) / "quotas" / "demo.yaml"
