@@ -55,6 +55,7 @@ def _candidates(
     tree: Tree, admitted: Sequence[Admitted], incoming: Incoming, short: set[str]
 ) -> list[Admitted]:
     policy = tree.nodes[incoming.quota].preemption
+    root = tree.ancestry(incoming.quota)[-1]
     found: list[Admitted] = []
     for wl in admitted:
         if not any(wl.resources.get(k, 0) > 0 for k in short):
@@ -64,6 +65,8 @@ def _candidates(
                 found.append(wl)
             continue
         if policy.reclaim == "Never":
+            continue
+        if tree.ancestry(wl.quota)[-1] != root:  # another tree: never shares capacity
             continue
         if policy.reclaim == "LowerPriority" and wl.priority >= incoming.priority:
             continue

@@ -128,3 +128,13 @@ def test_capacity_arithmetic_follows_kueue() -> None:
 def test_bad_snapshots_are_refused(quotas: tuple[QuotaNode, ...], quota: str, message: str) -> None:
     with pytest.raises(DispatchError, match=message):
         decide(Snapshot(quotas), incoming(quota, 0, 1))
+
+
+def test_another_trees_borrower_is_not_a_victim() -> None:
+    pre = Preemption(reclaim="Any")
+    quotas = (*cohort(pre), QuotaNode("other"), QuotaNode("x", "other", {"cpu": 1}))
+    # x is over-admitted (borrowing) in a tree of its own; only b's borrower makes room
+    admitted = (job("a1", "a", 0, 3), job("b1", "b", 9, 5), job("x1", "x", -9, 3))
+    d = decide(Snapshot(quotas, admitted), incoming("a", 0, 1))
+    assert d.outcome == "preempt"
+    assert d.victims == (Victim("b1", "Reclaim"),)
