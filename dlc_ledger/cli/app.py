@@ -33,6 +33,7 @@ COMMANDS = {
     "db": "dlc_ledger.cli.store:db_app",
     "dead-letters": "dlc_ledger.cli.store:dead_letters_app",
     "broker": "dlc_ledger.cli.broker:broker_app",
+    "dispatcher": "dlc_ledger.cli.dispatcher:dispatcher_app",
 }
 
 app = typer.Typer(

@@ -1,0 +1,34 @@
+"""The dispatcher's decisions, with no IO: plain data in (a quota-tree snapshot, the
+admitted workloads, one incoming workload), a decision out.
+
+- :mod:`~ledger.dispatch.model`: the snapshot's dataclasses and the decision;
+- :mod:`~ledger.dispatch.capacity`: Kueue's hierarchical capacity (``available``, borrowing);
+- :mod:`~ledger.dispatch.preemption`: Kueue's classical preemption (candidates, ordering,
+  greedy removal, fill-back).
+"""
+
+from ledger.dispatch.model import (
+    Admitted,
+    BorrowWithin,
+    Decision,
+    DispatchError,
+    Incoming,
+    Preemption,
+    QuotaNode,
+    Snapshot,
+    Victim,
+)
+from ledger.dispatch.preemption import decide
+
+__all__ = [
+    "Admitted",
+    "BorrowWithin",
+    "Decision",
+    "DispatchError",
+    "Incoming",
+    "Preemption",
+    "QuotaNode",
+    "Snapshot",
+    "Victim",
+    "decide",
+]

@@ -1,0 +1,171 @@
+"""Kueue's hierarchical capacity over the quota tree (its ``resource_node`` arithmetic).
+
+For a node and a resource key:
+
+- ``guaranteed`` = ``min - lend_limit`` when a lending limit is set, else 0: the part of
+  the node's quota nobody outside its subtree can reach;
+- ``subtree`` (Kueue's SubtreeQuota) = a leaf's ``min``; an inner node's own pool
+  (``min`` minus its children's mins) plus what each child lends (``subtree - guaranteed``);
+- ``usage`` of a leaf is what its workloads request; an inner node counts only what its
+  children use beyond their guarantee;
+- ``available(node)`` = the root's ``subtree - usage``, or for a child its idle guarantee
+  plus what the parent has available, capped by its ``max`` (borrowing limit ``max - min``).
+
+A workload fits in a leaf when, for every key it requests, ``available(leaf) >= request``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ledger.dispatch.model import Admitted, DispatchError, QuotaNode
+
+__all__ = ["Tree"]
+
+
+class Tree:
+    """The quota tree with the usage of one set of admitted workloads (changeable, to
+    simulate removals and admissions)."""
+
+    def __init__(self, quotas: Iterable[QuotaNode], admitted: Iterable[Admitted]) -> None:
+        self.nodes: dict[str, QuotaNode] = {}
+        for q in quotas:
+            if q.name in self.nodes:
+                raise DispatchError(f"quota {q.name!r} appears twice")
+            self.nodes[q.name] = q
+        self.children: dict[str, list[str]] = {name: [] for name in self.nodes}
+        for q in self.nodes.values():
+            if q.parent is not None:
+                if q.parent not in self.nodes:
+                    raise DispatchError(f"quota {q.name!r}: unknown parent {q.parent!r}")
+                self.children[q.parent].append(q.name)
+        for name in self.nodes:
+            self.ancestry(name)  # refuses a cycle
+        self.keys: set[str] = set()
+        for q in self.nodes.values():
+            self.keys.update(q.min or {}, q.max, q.lend_limit)
+        self._min: dict[str, dict[str, float]] = {}
+        for name in self.nodes:
+            self._resolve_min(name)
+        self.leaf_usage: dict[str, dict[str, float]] = {name: {} for name in self.nodes}
+        for wl in admitted:
+            self.add(wl.quota, wl.resources)
+
+    # structure -------------------------------------------------------------------------
+
+    def ancestry(self, name: str) -> list[str]:
+        """``name`` and its ancestors, leaf first."""
+        if name not in self.nodes:
+            raise DispatchError(f"unknown quota {name!r}")
+        chain = [name]
+        seen = {name}
+        parent = self.nodes[name].parent
+        while parent is not None:
+            if parent in seen:
+                raise DispatchError(f"quota {name!r}: its parents form a cycle")
+            chain.append(parent)
+            seen.add(parent)
+            parent = self.nodes[parent].parent
+        return chain
+
+    def is_leaf(self, name: str) -> bool:
+        return not self.children[name]
+
+    def contains(self, ancestor: str, name: str) -> bool:
+        return ancestor in self.ancestry(name)
+
+    def _resolve_min(self, name: str) -> dict[str, float]:
+        if name in self._min:
+            return self._min[name]
+        given = self.nodes[name].min
+        if given is None:
+            total: dict[str, float] = {}
+            for child in self.children[name]:
+                for k, v in self._resolve_min(child).items():
+                    total[k] = total.get(k, 0) + v
+            result = total
+        else:
+            result = dict(given)
+        self._min[name] = result
+        return result
+
+    def min(self, name: str, key: str) -> float:
+        return self._min[name].get(key, 0)
+
+    # usage -----------------------------------------------------------------------------
+
+    def add(self, quota: str, resources: Mapping[str, float]) -> None:
+        if quota not in self.nodes:
+            raise DispatchError(f"unknown quota {quota!r}")
+        if not self.is_leaf(quota):
+            raise DispatchError(f"quota {quota!r} has children: only leaf quotas run jobs")
+        usage = self.leaf_usage[quota]
+        for k, v in resources.items():
+            usage[k] = usage.get(k, 0) + v
+
+    def remove(self, quota: str, resources: Mapping[str, float]) -> None:
+        usage = self.leaf_usage[quota]
+        for k, v in resources.items():
+            usage[k] = usage.get(k, 0) - v
+
+    def raw_usage(self, name: str, key: str) -> float:
+        """Everything the subtree's workloads request of ``key``."""
+        if self.is_leaf(name):
+            return self.leaf_usage[name].get(key, 0)
+        return sum(self.raw_usage(child, key) for child in self.children[name])
+
+    def is_borrowing(self, name: str, key: str, extra: float = 0) -> bool:
+        """Usage (plus ``extra``) above the node's min."""
+        return self.raw_usage(name, key) + extra > self.min(name, key)
+
+    # Kueue's arithmetic ----------------------------------------------------------------
+
+    def guaranteed(self, name: str, key: str) -> float:
+        limit = self.nodes[name].lend_limit.get(key)
+        if limit is None or self.nodes[name].parent is None:
+            return 0
+        return max(0.0, self.subtree(name, key) - limit)
+
+    def subtree(self, name: str, key: str) -> float:
+        if self.is_leaf(name):
+            return self.min(name, key)
+        children = self.children[name]
+        own = self.min(name, key)
+        if self.nodes[name].min is not None:
+            own -= sum(self.min(child, key) for child in children)
+        else:
+            own = 0
+        return max(0.0, own) + sum(
+            self.subtree(child, key) - self.guaranteed(child, key) for child in children
+        )
+
+    def usage(self, name: str, key: str) -> float:
+        if self.is_leaf(name):
+            return self.leaf_usage[name].get(key, 0)
+        return sum(
+            max(0.0, self.usage(child, key) - self.guaranteed(child, key))
+            for child in self.children[name]
+        )
+
+    def available(self, name: str, key: str) -> float:
+        node = self.nodes[name]
+        if node.parent is None:
+            return self.subtree(name, key) - self.usage(name, key)
+        guaranteed = self.guaranteed(name, key)
+        used = self.usage(name, key)
+        local = max(0.0, guaranteed - used)
+        from_parent = self.available(node.parent, key)
+        cap = node.max.get(key)
+        if cap is not None:
+            borrowing_limit = cap - self.min(name, key)
+            stored_in_parent = self.subtree(name, key) - guaranteed
+            used_in_parent = max(0.0, used - guaranteed)
+            from_parent = min(from_parent, stored_in_parent - used_in_parent + borrowing_limit)
+        return local + from_parent
+
+    def fits(self, quota: str, resources: Mapping[str, float]) -> bool:
+        return all(v <= 0 or self.available(quota, k) >= v for k, v in resources.items())
+
+    def keys_short(self, quota: str, resources: Mapping[str, float]) -> set[str]:
+        """The requested keys that do not fit now (those needing preemption)."""
+        return {k for k, v in resources.items() if v > 0 and self.available(quota, k) < v}

@@ -1,0 +1,107 @@
+"""The dispatcher's plain data: a quota-tree snapshot, workloads, a decision."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+__all__ = [
+    "Admitted",
+    "BorrowWithin",
+    "Decision",
+    "DispatchError",
+    "Incoming",
+    "Outcome",
+    "Preemption",
+    "QuotaNode",
+    "Reason",
+    "Snapshot",
+    "Victim",
+]
+
+Quantities = Mapping[str, float]
+WithinQuotaPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
+BorrowWithinPolicy = Literal["Never", "LowerPriority"]
+Outcome = Literal["admit", "preempt", "pending"]
+Reason = Literal["WithinQuota", "Reclaim", "ReclaimWhileBorrowing"]
+
+
+class DispatchError(ValueError):
+    """A snapshot that cannot be decided on (unknown quota, a cycle, a job on an inner node)."""
+
+
+@dataclass(frozen=True)
+class BorrowWithin:
+    """Kueue's ``borrowWithinCohort``: preempt in other quotas while still borrowing,
+    only workloads of priority at most ``max_priority_threshold`` (and below the incoming's)."""
+
+    policy: BorrowWithinPolicy = "Never"
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True)
+class Preemption:
+    within_quota: WithinQuotaPolicy = "Never"
+    reclaim: ReclaimPolicy = "Never"
+    borrow_within: BorrowWithin = field(default_factory=BorrowWithin)
+
+
+@dataclass(frozen=True)
+class QuotaNode:
+    """One quota. ``min`` of an inner node is its subtree's guarantee; ``None`` means the
+    sum of its children's mins. A key missing from ``max`` has no cap of its own."""
+
+    name: str
+    parent: str | None = None
+    min: Quantities | None = None
+    max: Quantities = field(default_factory=dict)
+    lend_limit: Quantities = field(default_factory=dict)
+    preemption: Preemption = field(default_factory=Preemption)
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Admitted:
+    job: str
+    quota: str
+    priority: int
+    resources: Quantities
+    admitted_at: datetime
+
+
+@dataclass(frozen=True)
+class Incoming:
+    job: str
+    quota: str
+    priority: int
+    resources: Quantities
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    quotas: tuple[QuotaNode, ...]
+    admitted: tuple[Admitted, ...] = ()
+
+
+@dataclass(frozen=True)
+class Victim:
+    job: str
+    reason: Reason
+
+
+@dataclass(frozen=True)
+class Decision:
+    job: str
+    outcome: Outcome
+    victims: tuple[Victim, ...] = ()
+
+    def as_document(self) -> dict[str, object]:
+        return {
+            "job": self.job,
+            "outcome": self.outcome,
+            "victims": [{"job": v.job, "reason": v.reason} for v in self.victims],
+        }
