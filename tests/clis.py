@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 
 from typer.testing import CliRunner
 
 from dlc_ledger.cli.app import app
 
-__all__ = ["CliCall", "cli_caller"]
+__all__ = ["CliCall", "cli_caller", "cli_process"]
 
 #: ``cli("jobs", "list")`` → stdout; ``cli(..., ok=False)`` → output of a failing command.
 CliCall = Callable[..., str]
@@ -27,3 +30,17 @@ def cli_caller() -> CliCall:
         return result.output + (str(result.exception) if result.exception else "")
 
     return call
+
+
+def cli_process(
+    url: str, *args: str, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``dlc-ledger ARGS`` as its own process (``python -m dlc_ledger``) on database ``url``:
+    for what an in-process call cannot show (roles, the process's own environment)."""
+    return subprocess.run(
+        [sys.executable, "-m", "dlc_ledger", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DATABASE_URL": url, **env},
+        timeout=timeout,
+    )

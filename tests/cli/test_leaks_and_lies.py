@@ -7,9 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,20 +21,13 @@ from ledger.events import JobSubmitted, ReplicaSpec
 from ledger.ids import fact_event_id
 from ledger.store.postgres import PostgresEventStore
 from tests.billing_e2e.helpers import at, started
-from tests.clis import CliCall
+from tests.clis import CliCall, cli_process
 from tests.factories import occupancy_started
 
 SECRET = "s3cret-pw"
 
 
-def _cli(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dlc_ledger", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "DATABASE_URL": url, **env},
-        timeout=120,
-    )
+_cli = cli_process
 
 
 # --- passwords ----------------------------------------------------------------------------

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import psycopg
 
 from ledger.store.postgres import PostgresEventStore
+from tests.clis import cli_process
 from tests.databases import TemplateDatabases
 from tests.factories import occupancy_started
 
-
-def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": url}
-    return subprocess.run(
-        [sys.executable, "-m", "dlc_ledger", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+_cli = cli_process
 
 
 def test_upgrade_then_manual_update_fails_and_verify_reports(databases: TemplateDatabases) -> None:

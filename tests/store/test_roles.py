@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import psycopg
 import pytest
@@ -18,21 +19,14 @@ from ledger.store.engines import make_engine
 from ledger.store.migrations import downgrade, upgrade
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.roles import READER_ROLE, WRITER_ROLE
+from tests.clis import cli_process
 from tests.databases import TemplateDatabases
 from tests.factories import occupancy_started
 
 Login = Callable[[str], str]
 
 
-def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": url}
-    return subprocess.run(
-        [sys.executable, "-m", "dlc_ledger", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=180,
-    )
+_cli = partial(cli_process, timeout=180)  # a role's commands start PostgreSQL sessions anew
 
 
 def _plain(url: str) -> str:
