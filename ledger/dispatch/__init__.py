@@ -4,9 +4,19 @@ admitted workloads, one incoming workload), a decision out.
 - :mod:`~ledger.dispatch.model`: the snapshot's dataclasses and the decision;
 - :mod:`~ledger.dispatch.capacity`: Kueue's hierarchical capacity (``available``, borrowing);
 - :mod:`~ledger.dispatch.preemption`: Kueue's classical preemption (candidates, ordering,
-  greedy removal, fill-back).
+  greedy removal, fill-back);
+- :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`).
 """
 
+from ledger.dispatch.cycle import (
+    CycleInput,
+    CycleResult,
+    PendingReason,
+    PendingStatus,
+    QueuePolicyName,
+    QueueSettings,
+    plan_cycle,
+)
 from ledger.dispatch.model import (
     Admitted,
     BorrowWithin,
@@ -23,12 +33,19 @@ from ledger.dispatch.preemption import decide
 __all__ = [
     "Admitted",
     "BorrowWithin",
+    "CycleInput",
+    "CycleResult",
     "Decision",
     "DispatchError",
     "Incoming",
+    "PendingReason",
+    "PendingStatus",
     "Preemption",
+    "QueuePolicyName",
+    "QueueSettings",
     "QuotaNode",
     "Snapshot",
     "Victim",
     "decide",
+    "plan_cycle",
 ]

@@ -70,6 +70,9 @@ class Admitted:
     priority: int
     resources: Quantities
     admitted_at: datetime
+    workspace: str = ""
+    #: the job's ``billing_mode`` (events.BillingMode): ``idle`` jobs are reclaimed first
+    billing_mode: str = "public"
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ class Incoming:
     priority: int
     resources: Quantities
     created_at: datetime
+    workspace: str = ""
+    billing_mode: str = "public"
 
 
 @dataclass(frozen=True)
