@@ -1,0 +1,122 @@
+"""The start estimator and the blocking figures from plain data, against hand-computed answers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ledger.dispatch import Admitted, CycleInput, Incoming, Preemption, QuotaNode
+from ledger.dispatch.estimates import StartEstimate, estimate_starts, ever_fits
+from ledger.dispatch.figures import KeyFigures, blocking_figures
+
+T = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+def minutes(n: float) -> datetime:
+    return T + timedelta(minutes=n)
+
+
+def running(name: str, gpu: float, quota: str = "a", priority: int = 0) -> Admitted:
+    return Admitted(name, quota, priority, {"gpu": gpu}, minutes(-60))
+
+
+def waiting(name: str, gpu: float, queued: float, quota: str = "a", **kw: object) -> Incoming:
+    priority = int(str(kw.get("priority", 0)))
+    return Incoming(name, quota, priority, {"gpu": gpu}, minutes(queued), str(kw.get("ws", "")))
+
+
+def tree(preemption: Preemption | None = None) -> tuple[QuotaNode, ...]:
+    return (
+        QuotaNode("root"),
+        QuotaNode("a", "root", {"gpu": 4}, preemption=preemption or Preemption()),
+    )
+
+
+def test_jobs_ahead_end_then_the_queue_starts_in_order() -> None:
+    cycle = CycleInput(
+        tree(),
+        (running("r1", 2), running("r2", 2)),
+        (waiting("p1", 2, -5), waiting("p2", 2, -3), waiting("p3", 2, -1)),
+        T,
+    )
+    ends = {"r1": minutes(10), "r2": minutes(30)}
+    runs = {"p1": timedelta(minutes=20), "p2": timedelta(minutes=10), "p3": timedelta(minutes=5)}
+    got = estimate_starts(cycle, ends, runs)
+    # r1 ends at +10: p1 starts (until +30); at +30 r2 and p1 end: p2 and p3 start
+    assert got == {
+        "p1": StartEstimate("p1", minutes(10), "simulated", 2, 1),
+        "p2": StartEstimate("p2", minutes(30), "simulated", 3, 3),
+        "p3": StartEstimate("p3", minutes(30), "simulated", 3, 3),
+    }
+    # asking for one job simulates only as far as it needs
+    assert estimate_starts(cycle, ends, runs, jobs=["p1"]) == {"p1": got["p1"]}
+
+
+def test_a_job_that_fits_now_starts_now_and_an_overdue_job_ends_any_moment() -> None:
+    cycle = CycleInput(tree(), (running("r1", 2), running("late", 2)), (waiting("p1", 2, -1),), T)
+    assert estimate_starts(cycle, {"r1": minutes(5)}, {})["p1"].start == minutes(5)
+    overdue = estimate_starts(cycle, {"late": minutes(-10), "r1": minutes(5)}, {})
+    assert overdue["p1"] == StartEstimate("p1", T, "simulated", 2, 1)
+    free = CycleInput(tree(), (running("r1", 2),), (waiting("p1", 2, -1),), T)
+    assert estimate_starts(free, {}, {})["p1"] == StartEstimate("p1", T, "now", 1, 0)
+
+
+def test_never_budget_and_horizon() -> None:
+    cycle = CycleInput(
+        tree(),
+        (running("r1", 4),),
+        (waiting("huge", 8, -9), waiting("broke", 1, -8, ws="ws-b"), waiting("p1", 2, -1)),
+        T,
+        blocked_workspaces=frozenset({"ws-b"}),
+    )
+    assert not ever_fits(cycle.quotas, cycle.pending[0]) and ever_fits(
+        cycle.quotas, cycle.pending[2]
+    )
+    got = estimate_starts(cycle, {"r1": minutes(15)}, {})
+    assert got["huge"] == StartEstimate("huge", None, "never", 0, 0)
+    assert got["broke"].basis == "budget" and got["broke"].start is None
+    assert got["p1"].start == minutes(15)
+    assert estimate_starts(cycle, {"r1": minutes(15)}, {}, max_steps=1)["p1"] == StartEstimate(
+        "p1", None, "horizon", 1, 1
+    )
+    # a running job with no projected end never frees its share
+    assert estimate_starts(cycle, {}, {}, jobs=["p1"])["p1"].basis == "never"
+    with pytest.raises(ValueError, match="max_steps"):
+        estimate_starts(cycle, {}, {}, max_steps=0)
+
+
+def test_a_preemptor_starts_once_its_victims_stop_and_they_requeue() -> None:
+    quotas = tree(Preemption(within_quota="LowerPriority"))
+    low = running("low", 4)
+    cycle = CycleInput(quotas, (low,), (waiting("high", 4, -1, priority=5),), T)
+    got = estimate_starts(cycle, {"low": minutes(60)}, {"high": timedelta(minutes=10)})
+    assert got["high"] == StartEstimate("high", T, "simulated", 2, 0)
+    # already preempting (victims being stopped): their capacity is its at once
+    pending = CycleInput(
+        quotas, (low,), (waiting("high", 4, -1, priority=5),), T, preempting=frozenset({"high"})
+    )
+    assert estimate_starts(pending, {"low": minutes(60)}, {})["high"].start == T
+    # a job queued behind the preemptor waits for it; the victim is re-queued at T, after it
+    behind = CycleInput(
+        quotas, (low,), (waiting("high", 4, -1, priority=5), waiting("next", 4, -0.5)), T
+    )
+    got = estimate_starts(behind, {"low": minutes(60)}, {"high": timedelta(minutes=10)})
+    assert got["next"].start == minutes(10)
+
+
+def test_blocking_figures_are_the_cores_arithmetic() -> None:
+    quotas = (
+        QuotaNode("root", min={"gpu": 8}),
+        QuotaNode("a", "root", {"gpu": 4}, {"gpu": 6}),
+        QuotaNode("b", "root", {"gpu": 4}),
+    )
+    admitted = (running("a1", 4), running("b1", 3, quota="b"))
+    rows = blocking_figures(quotas, admitted, waiting("j", 3, 0))
+    # root: pool 0 + lent 4 + 4 = 8, uses 4 + 3 = 7 → 1 left; a: max 6 caps it at 2 beyond
+    # its min, so it can get 1 now and 6 at most
+    assert rows == (
+        KeyFigures("a", "gpu", 3, 4, 6, 4, 1, 6),
+        KeyFigures("root", "gpu", 3, 8, None, 7, 1, 8),
+    )
+    assert rows[0].short and not rows[0].never
