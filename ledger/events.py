@@ -549,15 +549,28 @@ class Victim(_Part):
     job_uid: str
     quota: str
     reason: str
+    #: the victim's pending episode it was chosen in (its preemptions so far)
+    attempt: int = Field(default=0, ge=0)
 
 
 @event_type("AdmissionDecided")
 class AdmissionDecided(EventData):
+    """The dispatcher's decision about a pending job: ``admit`` (it is resumed next), or
+    ``pending`` with a tiered ``reason`` (stored when the reason changes, not per cycle).
+    ``attempt`` is the job's pending episode (its preemptions so far), ``state`` the quota
+    figures it was decided on (``docs/dispatch.md``, "The live loop")."""
+
     job_uid: str = Name
     quota: str
     outcome: Literal["admit", "preempt", "pending"]
     borrowing: bool = False
     state: dict[str, dict[str, int]] = {}
+    reason: str | None = None
+    estimated_start: AwareDatetime | None = None
+    attempt: int = Field(default=0, ge=0)
+    #: 1-based places in its quota's queue and its whole tree (pending decisions)
+    position: int | None = None
+    cohort_position: int | None = None
 
 
 @event_type("PreemptionDecided")
@@ -566,6 +579,9 @@ class PreemptionDecided(EventData):
     victims: tuple[Victim, ...]
     reason: str
     state: dict[str, dict[str, int]] = {}
+    #: the preemptor's quota and pending episode (its preemptions so far)
+    quota: str | None = None
+    attempt: int = Field(default=0, ge=0)
 
 
 @event_type("BudgetExceeded")
