@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PositiveInt,
     SerializerFunctionWrapHandler,
     model_serializer,
 )
@@ -342,7 +343,11 @@ def check_cluster_fact(envelope: Envelope) -> None:
 
 # --- quotas -------------------------------------------------------------------
 
-QueuePolicy = Literal["StrictFIFO", "BestEffortFIFO", "Priority"]
+#: PAI's four (FIFO, RoundRobin, Balance, Intelligent) and Kueue's (StrictFIFO,
+#: BestEffortFIFO) plus Priority; docs/dispatch.md "Queue policies" gives each one's order.
+QueuePolicy = Literal[
+    "FIFO", "RoundRobin", "Balance", "Intelligent", "StrictFIFO", "BestEffortFIFO", "Priority"
+]
 WithinQuotaPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
 
@@ -368,6 +373,14 @@ class QuotaSpec(_Part):
     lend_limit: QuotaAmounts = {}
     preemption: PreemptionPolicy = PreemptionPolicy()
     queue_policy: QueuePolicy = "BestEffortFIFO"
+    #: seconds: ``Balance`` widens its round-robin window once per timeout the head waits
+    balance_timeout: PositiveInt | None = None
+    #: seconds: ``Intelligent`` adds +1 effective priority per interval waited (up to 6)
+    aging_interval: PositiveInt | None = None
+    #: Kueue's fair-sharing weight (0: the quota's share is infinite, it borrows last)
+    fair_sharing_weight: Decimal = Field(default=Decimal(1), ge=0)
+    #: on a root quota: its whole tree orders and preempts by dominant resource share
+    fair_sharing: bool = False
 
 
 @event_type("QuotaCreated")
