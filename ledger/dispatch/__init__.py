@@ -5,7 +5,9 @@ admitted workloads, one incoming workload), a decision out.
 - :mod:`~ledger.dispatch.capacity`: Kueue's hierarchical capacity (``available``, borrowing);
 - :mod:`~ledger.dispatch.preemption`: Kueue's classical preemption (candidates, ordering,
   greedy removal, fill-back);
-- :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`).
+- :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`);
+- :mod:`~ledger.dispatch.trees`: the applied quota tree as the core's inputs
+  (:func:`dispatch_config`).
 """
 
 from ledger.dispatch.cycle import (
@@ -29,6 +31,7 @@ from ledger.dispatch.model import (
     Victim,
 )
 from ledger.dispatch.preemption import decide
+from ledger.dispatch.trees import DispatchConfig, dispatch_config
 
 __all__ = [
     "Admitted",
@@ -36,6 +39,7 @@ __all__ = [
     "CycleInput",
     "CycleResult",
     "Decision",
+    "DispatchConfig",
     "DispatchError",
     "Incoming",
     "PendingReason",
@@ -47,5 +51,6 @@ __all__ = [
     "Snapshot",
     "Victim",
     "decide",
+    "dispatch_config",
     "plan_cycle",
 ]
