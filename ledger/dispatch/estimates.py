@@ -11,7 +11,8 @@ Assumptions, said once (``jobs why`` prints the basis with each estimate):
 
 - a running job ends at its projected end; one already past it ("overdue") is expected
   to end at any moment, i.e. at ``now``;
-- a job with no projected end (none given) never ends in the simulation;
+- a job with no projected end (none given) never ends in the simulation: a job that
+  only fits once it ends gets no estimate (basis ``unknown``);
 - victims of a simulated preemption stop at once and are re-queued at that instant
   (Kueue's default requeuing timestamp, ``Eviction``) to run their full expected time again;
   a preemptor whose victims are still stopping (``CycleInput.preempting``) gets its
@@ -35,16 +36,17 @@ from ledger.dispatch.capacity import Tree
 from ledger.dispatch.cycle import CycleInput, plan_cycle
 from ledger.dispatch.model import Admitted, Decision, Incoming, QuotaNode
 
-__all__ = ["MAX_STEPS", "Basis", "StartEstimate", "estimate_starts", "ever_fits"]
+__all__ = ["MAX_STEPS", "Basis", "StartEstimate", "estimate_starts", "ever_fits", "within_tree"]
 
 #: simulated cycles at most, per estimate run
 MAX_STEPS = 256
 
 #: ``now``: admitted in the current cycle; ``simulated``: after jobs ahead end;
 #: ``never``: cannot fit even once everything else has ended (ExceedsMaxQuota);
+#: ``unknown``: it waits for a running job whose end cannot be projected;
 #: ``budget``: its workspace's budget is exhausted; ``horizon``: still pending after
 #: ``max_steps`` simulated cycles
-Basis = Literal["now", "simulated", "never", "budget", "horizon"]
+Basis = Literal["now", "simulated", "never", "unknown", "budget", "horizon"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,28 @@ def ever_fits(quotas: tuple[QuotaNode, ...], job: Incoming) -> bool:
     """Whether ``job`` fits its quota with nothing else admitted: False is Kueue's
     "can never fit as configured" (``ExceedsMaxQuota``)."""
     return Tree(quotas, ()).fits(job.quota, {k: v for k, v in job.resources.items() if v > 0})
+
+
+def within_tree(cycle: CycleInput, quota: str) -> CycleInput:
+    """``cycle`` narrowed to the tree (cohort) holding ``quota``: nothing outside it shares
+    capacity with it, so an estimate needs no more (and costs far less)."""
+    parent = {q.name: q.parent for q in cycle.quotas}
+
+    def root(name: str) -> str:
+        seen = set()
+        while parent.get(name) is not None and name not in seen:
+            seen.add(name)
+            name = parent[name] or name
+        return name
+
+    mine = root(quota)
+    inside = {q.name for q in cycle.quotas if root(q.name) == mine}
+    return replace(
+        cycle,
+        quotas=tuple(q for q in cycle.quotas if q.name in inside),
+        admitted=tuple(wl for wl in cycle.admitted if wl.quota in inside),
+        pending=tuple(p for p in cycle.pending if p.quota in inside),
+    )
 
 
 def estimate_starts(
@@ -96,7 +120,7 @@ def estimate_starts(
     # a job that can never fit is left out: it would only be retried every step
     pending = [p for p in cycle.pending if p.job not in out]
     parked, preempting = cycle.parked, cycle.preempting
-    t, steps, released, exhausted = now, 0, 0, True
+    t, steps, released, exhausted, endless = now, 0, 0, True, False
     while wanted - out.keys() and steps < max_steps:
         steps += 1
         result = plan_cycle(
@@ -146,6 +170,7 @@ def estimate_starts(
         future = [e for e in end_of.values() if e is not None]
         if not future:
             exhausted = False
+            endless = any(e is None for e in end_of.values())
             break
         t = max(t, min(future))
         ending = {uid for uid, e in end_of.items() if e is not None and e <= t}
@@ -154,7 +179,7 @@ def estimate_starts(
             del end_of[uid]
         released += len(ending)
         parked = frozenset()  # capacity freed: parked jobs are retried
-    basis_left: Basis = "horizon" if exhausted else "never"
+    basis_left: Basis = "horizon" if exhausted else "unknown" if endless else "never"
     for job_id in sorted(wanted - out.keys()):
         out[job_id] = StartEstimate(job_id, None, basis_left, steps, released)
     return out

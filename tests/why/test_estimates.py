@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ledger.dispatch import Admitted, CycleInput, Incoming, Preemption, QuotaNode
-from ledger.dispatch.estimates import StartEstimate, estimate_starts, ever_fits
+from ledger.dispatch.estimates import StartEstimate, estimate_starts, ever_fits, within_tree
 from ledger.dispatch.figures import KeyFigures, blocking_figures
 
 T = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -81,7 +81,7 @@ def test_never_budget_and_horizon() -> None:
         "p1", None, "horizon", 1, 1
     )
     # a running job with no projected end never frees its share
-    assert estimate_starts(cycle, {}, {}, jobs=["p1"])["p1"].basis == "never"
+    assert estimate_starts(cycle, {}, {}, jobs=["p1"])["p1"].basis == "unknown"
     with pytest.raises(ValueError, match="max_steps"):
         estimate_starts(cycle, {}, {}, max_steps=0)
 
@@ -120,3 +120,19 @@ def test_blocking_figures_are_the_cores_arithmetic() -> None:
         KeyFigures("root", "gpu", 3, 8, None, 7, 1, 8),
     )
     assert rows[0].short and not rows[0].never
+
+
+def test_an_estimate_needs_only_the_jobs_tree() -> None:
+    quotas = (*tree(), QuotaNode("other"), QuotaNode("o", "other", {"gpu": 4}))
+    cycle = CycleInput(
+        quotas,
+        (running("r1", 4), running("x", 4, quota="o")),
+        (waiting("p1", 2, -1), waiting("y", 2, -1, quota="o")),
+        T,
+    )
+    narrow = within_tree(cycle, "a")
+    assert [q.name for q in narrow.quotas] == ["root", "a"]
+    assert [wl.job for wl in narrow.admitted] == ["r1"]
+    assert [p.job for p in narrow.pending] == ["p1"]
+    ends = {"r1": minutes(5), "x": minutes(50)}
+    assert estimate_starts(narrow, ends, {}) == {"p1": estimate_starts(cycle, ends, {})["p1"]}
