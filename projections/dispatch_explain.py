@@ -27,9 +27,15 @@ from sqlalchemy import Connection, func, select, text
 
 from ledger.canonical import format_timestamp
 from ledger.dispatch.cycle import CycleResult, PendingStatus, QueueSettings, plan_cycle
-from ledger.dispatch.estimates import MAX_STEPS, StartEstimate, estimate_starts, within_tree
+from ledger.dispatch.estimates import (
+    MAX_STEPS,
+    StartEstimate,
+    estimate_starts,
+    ever_fits,
+    within_tree,
+)
 from ledger.dispatch.figures import blocking_figures
-from ledger.dispatch.model import Incoming
+from ledger.dispatch.model import Incoming, QuotaNode
 from ledger.money import plain_decimal, precise_decimal, round_precise
 from ledger.prices import NoApplicableRate
 from ledger.rating import Occupancy, rate_interval
@@ -55,6 +61,7 @@ __all__ = [
     "queue_listing",
     "runtime_medians",
     "start_estimates",
+    "tiered_reason",
 ]
 
 #: what each tiered pending reason means, for people
@@ -95,7 +102,7 @@ def projected_now(conn: Connection) -> datetime | None:
             " (SELECT max(started_at) FROM occupancy), (SELECT max(ended_at) FROM occupancy))"
         )
     ).scalar()
-    return value  # type: ignore[no-any-return]
+    return value if isinstance(value, datetime) else None
 
 
 @dataclass(frozen=True)
@@ -219,6 +226,14 @@ def effective_priority(job: Incoming, settings: QueueSettings, now: datetime) ->
     return max(job.priority, min(6, job.priority + int(waited // interval)))
 
 
+def tiered_reason(status: PendingStatus, job: Incoming, quotas: tuple[QuotaNode, ...]) -> str:
+    """The cycle's pending reason, sharpened: a job waiting for quota that cannot fit even
+    with nothing else admitted is ``ExceedsMaxQuota``."""
+    if status.reason == "WaitingForQuota" and not ever_fits(quotas, job):
+        return "ExceedsMaxQuota"
+    return status.reason
+
+
 def _estimate_json(estimate: StartEstimate | None, now: datetime) -> dict[str, Any] | None:
     if estimate is None:
         return None
@@ -276,8 +291,8 @@ def queue_listing(
     after = decode_cursor(cursor, int, str)[0] if cursor is not None else 0
     view = read_dispatch(conn, now)
     if quota not in {q.name for q in view.cycle.quotas}:
-        known = ", ".join(sorted(q.name for q in view.cycle.quotas)) or "none"
-        raise ValueError(f"unknown quota {quota!r} (quotas: {known})")
+        names = ", ".join(sorted(q.name for q in view.cycle.quotas)) or "none"
+        raise ValueError(f"unknown quota {quota!r} (quotas: {names})")
     leaves = set(_leaves_under(view, quota))
     result = plan_cycle(within_tree(view.cycle, quota))
     statuses = sorted(
@@ -305,7 +320,7 @@ def queue_listing(
                 "effective_priority": effective_priority(job, settings, now),
                 "queued_at": job.created_at,
                 "waited_seconds": max(0.0, (now - job.created_at).total_seconds()),
-                "reason": s.reason,
+                "reason": tiered_reason(s, job, view.cycle.quotas),
                 "request": dict(job.resources),
                 "estimated_start": estimate.start if estimate else None,
                 "estimate_basis": estimate.basis if estimate else None,
@@ -473,7 +488,7 @@ def _pending_part(
     own = medians.of(job.quota, job.workspace)
     figures = blocking_figures(tree.quotas, tree.admitted, job)
     if status is not None:
-        reason: str | None = status.reason
+        reason: str | None = tiered_reason(status, job, tree.quotas)
     elif admitted_now:
         reason = None
     else:
@@ -665,7 +680,7 @@ def estimate_errors(
             elif data.get("outcome") == "admit" and key not in actual:
                 actual[key] = (event.occurred_at, str(data.get("quota")))
         after = upto
-    episodes = []
+    episodes: list[dict[str, Any]] = []
     for key, (decided_at, estimated, quota) in first.items():
         if key not in actual:
             continue
@@ -691,12 +706,13 @@ def estimate_errors(
         groups.setdefault(e["quota"], []).append(e["error_seconds"])
         groups[None].append(e["error_seconds"])
     rows = []
-    for quota in [*sorted(q for q in groups if q is not None), None]:
-        errors = groups[quota]
+    order: list[str | None] = [*sorted(q for q in groups if q is not None), None]
+    for group in order:
+        errors = groups[group]
         absolute = [abs(x) for x in errors]
         rows.append(
             {
-                "quota": quota if quota is not None else "(all)",
+                "quota": group if group is not None else "(all)",
                 "episodes": len(errors),
                 "p50_abs_error_seconds": _percentile(absolute, 0.5) if errors else None,
                 "p95_abs_error_seconds": _percentile(absolute, 0.95) if errors else None,

@@ -34,6 +34,7 @@ COMMANDS = {
     "dead-letters": "dlc_ledger.cli.store:dead_letters_app",
     "broker": "dlc_ledger.cli.broker:broker_app",
     "dispatcher": "dlc_ledger.cli.dispatcher:dispatcher_app",
+    "queue": "dlc_ledger.cli.queue:queue_app",
 }
 
 app = typer.Typer(

@@ -1,4 +1,5 @@
-"""``dlc-ledger jobs …`` and the cluster reports ``report occupancy`` / ``report inventory``.
+"""``dlc-ledger jobs …`` (``jobs why`` explains the dispatcher's view of one job) and the
+cluster reports ``report occupancy`` / ``report inventory``.
 
 Read-only views over the jobs, occupancy and inventory projections (run
 ``dlc-ledger project`` first to bring them up to date). Every command prints a
@@ -32,7 +33,9 @@ from dlc_ledger.cli.tables import (
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
 from dlc_ledger.cli.tables import cell as _cell
 from dlc_ledger.services.billing import sync_billing
+from dlc_ledger.services.why import why_job
 from dlc_ledger.wiring import context
+from projections.dispatch_explain import jsonable
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
 from projections.jobs import find_job, job_detail, list_jobs
 from projections.names import job_users, job_workspaces
@@ -173,3 +176,88 @@ def report_inventory(
     with store.engine.connect() as conn:
         rows = capacity_at(conn, instant, keys)
     emit_rows(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV
+
+
+def _quantities(request: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_cell(v)}" for k, v in sorted(request.items())) or "-"
+
+
+_WHY_HEAD = ("job_uid", "name", "status", "status_since", "quota", "workspace", "priority",
+             "billing_mode", "now")  # fmt: skip
+_FIGURES = ("quota", "key", "request", "min", "max", "used", "available", "capacity", "short")
+_PREEMPTIONS = ("decided_at", "preemptor", "preemptor_name", "preemptor_priority",
+                "preemptor_quota", "rule", "lost_gpu_hours", "lost_cost", "currency")  # fmt: skip
+
+
+@jobs_app.command("why")
+def jobs_why(
+    job: Annotated[str, typer.Argument(help="Job uid, or its name if only one job has it.")],
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at", help=f"Explain as at this instant (default: now, as projected): {CLUSTER}."
+        ),
+    ] = None,
+    fmt: DocumentFormatOption = DocumentFormat.table,
+) -> None:
+    """Why a job is pending (reason, place in its queue and tree, the quota figures that
+    block it, estimated start) or was preempted (by whom, which rule, the quota state then,
+    GPU-hours lost and their cost); for a running or finished job, its admission."""
+    instant = parse_instant(at, option="--at") if at else None
+    store = context.open_store()
+    doc = why_job(store, job, at=instant)
+    with store.engine.connect() as conn:
+        scale_of = currency_scales(conn)
+    doc["preemptions"] = [
+        with_amounts([p], fmt.value, scale_of)[0] if p.get("currency") else p
+        for p in doc["preemptions"]
+    ]
+    if fmt is DocumentFormat.json:
+        typer.echo(_dumps(jsonable(doc)))
+        return
+    width = max(len(k) for k in _WHY_HEAD)
+    typer.echo(f"{'summary'.ljust(width)}  {_cell(doc['summary'])}")
+    for key in _WHY_HEAD:
+        typer.echo(f"{key.ljust(width)}  {_cell(doc.get(key))}")
+    if doc.get("pending"):
+        _print_pending(doc["pending"], doc["quota"])
+    admission = doc.get("admission")
+    if admission:
+        borrowing = " (borrowing)" if admission["borrowing"] else ""
+        typer.echo(
+            f"\nadmitted: {_cell(admission['decided_at'])} in quota "
+            f"{_cell(admission['quota'])}{borrowing}"
+        )
+    if doc["preemptions"]:
+        typer.echo("\npreempted (GPU-hours lost: its pods' time since their last start):")
+        typer.echo(render_table(doc["preemptions"], _PREEMPTIONS))
+        for p in doc["preemptions"]:
+            typer.echo(f"- {_cell(p['decided_at'])} {p['rule']}: {p['rule_text']}")
+            for quota, figures in sorted(p["state"].items()):
+                typer.echo(f"  quota state then, {_cell(quota)}: {_cell(json.dumps(figures))}")
+
+
+def _print_pending(pending: dict[str, Any], quota: str | None) -> None:
+    reason = pending["reason"] or "fits now"
+    typer.echo(f"\nwhy pending: {reason}: {pending['reason_text']}")
+    if pending["position"] is not None:
+        typer.echo(
+            f"position: {pending['position']} of {pending['queue_length']} in quota "
+            f"{_cell(quota)}; {pending['cohort_position']} of {pending['cohort_length']} "
+            "in its tree (cohort)"
+        )
+    typer.echo(
+        f"queued at {_cell(pending['queued_at'])}, waited "
+        f"{_cell(round(pending['waited_seconds']))} s; priority {pending['priority']} "
+        f"(effective {pending['effective_priority']}); request {_quantities(pending['request'])}"
+    )
+    est = pending["estimate"] or {}
+    typer.echo(f"estimated start: {_cell(est.get('start'))} ({pending['estimate_method']})")
+    last = pending.get("last_decision")
+    if last:
+        typer.echo(
+            f"dispatcher's last pending decision: {_cell(last['reason'])} at "
+            f"{_cell(last['decided_at'])}"
+        )
+    typer.echo("\nquota figures (its quota first, then its ancestors; short: does not fit now):")
+    typer.echo(render_table(pending["figures"], _FIGURES))

@@ -20,6 +20,7 @@ REPORTS = {
     "quota-history": "dlc_ledger.cli.quotas:quota_history_report",
     "occupancy": "dlc_ledger.cli.jobs:report_occupancy",
     "inventory": "dlc_ledger.cli.jobs:report_inventory",
+    "estimates": "dlc_ledger.cli.queue:report_estimates",
 }
 
 report_app = typer.Typer(

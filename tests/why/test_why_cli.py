@@ -1,0 +1,328 @@
+"""``jobs why``, ``queue show`` and ``report estimates`` through the real CLI, on projected
+state built from events (real PostgreSQL, the real projector), against hand-computed answers.
+
+The tree: ``root`` (8 GPUs) over ``team-a`` and ``team-b`` (4 GPUs each, no borrowing).
+Two finished team-a jobs ran 600 s and 1800 s: team-a's expected run time is their median,
+1200 s; team-b's one finished job ran 500 s.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from consumers.projector import Projector
+from dlc_ledger.services.quotas import apply_quota_file
+from ledger.events import (
+    AdmissionDecided,
+    JobAdmitted,
+    JobDeleted,
+    JobPreempted,
+    JobQueued,
+    JobSubmitted,
+    JobSucceeded,
+    OccupancyEnded,
+    OccupancyStarted,
+    PreemptionDecided,
+    PriceBookPublished,
+    Rates,
+    ReplicaSpec,
+    Victim,
+)
+from ledger.store.postgres import PostgresEventStore
+from projections.registry import all_projections
+from tests.clis import CliCall
+from tests.projections.builders import EPOCH, Narrator, at
+
+TREE = """
+quotas:
+  - name: root
+    min: {gpu/any: 8000}
+  - name: team-a
+    parent: root
+    min: {gpu/any: 4000}
+    max: {gpu/any: 4000}
+    preemption: {within_quota: LowerPriority}
+    workspaces: [ws-a]
+  - name: team-b
+    parent: root
+    min: {gpu/any: 4000}
+    max: {gpu/any: 4000}
+    preemption: {within_quota: LowerPriority}
+    workspaces: [ws-b]
+"""
+
+
+def _iso(seconds: float) -> str:
+    return (EPOCH + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+def _plain(seconds: float) -> str:
+    """As the row renderer writes an instant in JSON and CSV."""
+    return (EPOCH + timedelta(seconds=seconds)).isoformat()
+
+
+def _submit(n: Narrator, uid: str, queued: float, mgpu: int, ws: str = "ws-a", **kw: int) -> None:
+    n.tell(
+        JobSubmitted(
+            job_uid=uid,
+            name=f"job-{uid}",
+            namespace="ns",
+            workspace=ws,
+            priority=kw.get("priority", 3),
+            replicas=(ReplicaSpec(mgpu=mgpu, cpu_milli=0, memory_mib=0),),
+        ),
+        f"job/{uid}",
+        at(queued),
+    )
+    n.tell(JobQueued(job_uid=uid), f"job/{uid}", at(queued))
+
+
+def _run(
+    n: Narrator, uid: str, start: float, mgpu: int, end: float | None = None, **kw: str
+) -> None:
+    n.tell(JobAdmitted(job_uid=uid, by="dispatcher"), f"job/{uid}", at(start))
+    n.tell(
+        OccupancyStarted(
+            occupancy_id=f"pod-{uid}",
+            job_uid=uid,
+            pod_uid=f"pod-{uid}",
+            node="n1",
+            mgpu=mgpu,
+            cpu_milli=0,
+            memory_mib=0,
+            workspace=kw.get("ws", "ws-a"),
+            started_at=at(start),
+        ),
+        f"job/{uid}",
+        at(start),
+    )
+    if end is not None:
+        n.tell(
+            OccupancyEnded(
+                occupancy_id=f"pod-{uid}",
+                job_uid=uid,
+                pod_uid=f"pod-{uid}",
+                ended_at=at(end),
+                reason=kw.get("reason", "completed"),  # type: ignore[arg-type]
+            ),
+            f"job/{uid}",
+            at(end),
+        )
+
+
+def _admit_decision(n: Narrator, uid: str, quota: str, when: float) -> None:
+    n.tell(
+        AdmissionDecided(job_uid=uid, quota=quota, outcome="admit"),
+        f"quota/{quota}",
+        at(when),
+        source="dispatcher",
+    )
+
+
+@pytest.fixture
+def cluster(store: PostgresEventStore) -> Narrator:
+    apply_quota_file(store, TREE, principal="api/test", at=EPOCH)
+    n = Narrator()
+    n.tell(
+        PriceBookPublished(
+            book_id="b1",
+            currency="USD",
+            scale=2,
+            effective_from=EPOCH,
+            rates=Rates(public={"gpu/any": Decimal("3.60")}),
+            idle_multiplier=Decimal("0.3"),
+        ),
+        "pricebook/b1",
+        EPOCH,
+        source="api/test",
+    )
+    # history: two finished team-a jobs, 600 s and 1800 s in Running
+    for uid, length in (("f1", 600), ("f2", 1800)):
+        _submit(n, uid, 0, 1000)
+        _run(n, uid, 0, 1000, length)
+        n.tell(JobSucceeded(job_uid=uid), f"job/{uid}", at(length))
+    # team-b: v ran from 1000 with 2 GPUs, preempted for hp (decided at 1990, pod gone at
+    # 2000), then deleted; hp ran 2000-2500
+    _submit(n, "v", 900, 2000, "ws-b", priority=1)
+    _admit_decision(n, "v", "team-b", 1000)
+    _run(n, "v", 1000, 2000, 2000, ws="ws-b", reason="preempted")
+    _submit(n, "hp", 1980, 4000, "ws-b", priority=9)
+    n.tell(
+        PreemptionDecided(
+            preemptor="hp",
+            victims=(Victim(job_uid="v", quota="team-b", reason="WithinQuota"),),
+            reason="WithinQuota",
+            state={"team-b": {"gpu/any.used": 4000, "gpu/any.min": 4000}},
+            quota="team-b",
+        ),
+        "quota/team-b",
+        at(1990),
+        source="dispatcher",
+    )
+    n.tell(JobPreempted(job_uid="v", by="dispatcher"), "job/v", at(1995))
+    n.tell(JobDeleted(job_uid="v", by="alice"), "job/v", at(2100))
+    _admit_decision(n, "hp", "team-b", 2000)
+    _run(n, "hp", 2000, 4000, 2500, ws="ws-b")
+    n.tell(JobSucceeded(job_uid="hp"), "job/hp", at(2500))
+    # now (3600): team-a full with r1 (admitted 3000) and r2 (3300), three waiting
+    for uid, start in (("r1", 3000), ("r2", 3300)):
+        _submit(n, uid, start - 100, 2000)
+        _admit_decision(n, uid, "team-a", start)
+        _run(n, uid, start, 2000)
+    _submit(n, "w1", 3100, 2000)
+    _submit(n, "big", 3150, 6000)
+    _submit(n, "w2", 3200, 2000)
+    # team-b: b1 runs 1 GPU from 3600 (the latest fact: "now"), b2 wants all 4
+    _submit(n, "b1", 3500, 1000, "ws-b")
+    _run(n, "b1", 3600, 1000, ws="ws-b")
+    _submit(n, "b2", 3050, 4000, "ws-b")
+    store.append(n.events)
+    Projector(store, all_projections()).catch_up()
+    return n
+
+
+def test_a_job_blocked_behind_others(cluster: Narrator, cli: CliCall) -> None:
+    doc = json.loads(cli("jobs", "why", "job-w1", "--format", "json"))
+    assert (doc["answer"], doc["quota"], doc["now"]) == ("pending", "team-a", _iso(3600))
+    pending = doc["pending"]
+    assert pending["reason"] == "WaitingForQuota"
+    # team-a's queue: w1 (3100), big (3150), w2 (3200); the tree's adds b2 (3050) first
+    assert (pending["position"], pending["queue_length"]) == (1, 3)
+    assert (pending["cohort_position"], pending["cohort_length"]) == (2, 4)
+    assert pending["waited_seconds"] == 500
+    assert pending["request"] == {"gpu/any": 2000}
+    leaf, root = pending["figures"]
+    assert leaf == {
+        "quota": "team-a", "key": "gpu/any", "request": 2000, "min": 4000, "max": 4000,
+        "used": 4000, "available": 0, "capacity": 4000, "short": True,
+    }  # fmt: skip
+    assert (root["quota"], root["used"], root["available"]) == ("root", 5000, 3000)
+    # b1 ends at 3600 + 500 (team-b's median), r1 at 3000 + 1200: w1 starts then
+    assert pending["estimate"] == {
+        "start": _iso(4200), "in_seconds": 600.0, "basis": "simulated", "steps": 3,
+        "released": 2,
+    }  # fmt: skip
+    assert pending["runtime"] == {"seconds": 1200.0, "scope": "quota", "name": "team-a", "jobs": 2}
+    assert "median run time" in pending["estimate_method"]
+    table = cli("jobs", "why", "job-w1")
+    assert "why pending: WaitingForQuota" in table
+    assert "position: 1 of 3 in quota team-a; 2 of 4 in its tree" in table
+    assert f"estimated start: {(EPOCH + timedelta(seconds=4200)).isoformat()}" in table
+
+
+def test_a_job_that_can_never_fit(cluster: Narrator, cli: CliCall) -> None:
+    doc = json.loads(cli("jobs", "why", "job-big", "--format", "json"))
+    pending = doc["pending"]
+    assert pending["reason"] == "ExceedsMaxQuota"
+    assert "never fit" in pending["reason_text"]
+    assert pending["estimate"]["start"] is None and pending["estimate"]["basis"] == "never"
+    leaf = pending["figures"][0]
+    assert (leaf["request"], leaf["capacity"], leaf["short"]) == (6000, 4000, True)
+
+
+def test_a_preempted_job(cluster: Narrator, cli: CliCall) -> None:
+    doc = json.loads(cli("jobs", "why", "job-v", "--format", "json"))
+    assert doc["answer"] == "finished" and doc["status"] == "Stopped"
+    assert doc["admission"]["decided_at"] == _iso(1000)
+    (p,) = doc["preemptions"]
+    assert (p["preemptor"], p["preemptor_name"], p["preemptor_priority"]) == ("hp", "job-hp", 9)
+    assert (p["rule"], p["decided_at"], p["preemptor_quota"]) == (
+        "WithinQuota",
+        _iso(1990),
+        "team-b",
+    )
+    assert "same quota" in p["rule_text"]
+    assert p["state"] == {"team-b": {"gpu/any.used": 4000, "gpu/any.min": 4000}}
+    # 2 GPUs from 1000 to 2000: 2000 GPU-seconds; at 3.60 USD per GPU-hour, 2.00 USD
+    assert p["lost_seconds"] == 1000 and p["lost_gpu_hours"] == pytest.approx(2000 / 3600, abs=1e-6)
+    assert (p["lost_cost_minor"], p["lost_cost"], p["currency"]) == (200, "2.00", "USD")
+    table = cli("jobs", "why", "v")
+    assert "preempted" in table and "job-hp" in table and "2.00" in table
+    # the preemptor's own why: it ran, admitted by the dispatcher
+    hp = json.loads(cli("jobs", "why", "hp", "--format", "json"))
+    assert hp["answer"] == "finished" and hp["preemptions"] == []
+    assert hp["admission"]["quota"] == "team-b"
+    # both decisions are on the victim's timeline
+    shown = json.loads(cli("jobs", "show", "v", "--format", "json"))["timeline"]
+    kinds = [t["type"] for t in shown]
+    assert "AdmissionDecided" in kinds and "PreemptionDecided" in kinds
+
+
+def test_queue_show_lists_in_order_with_estimates(cluster: Narrator, cli: CliCall) -> None:
+    rows = json.loads(cli("queue", "show", "team-a", "--format", "json"))
+    assert [(r["job_uid"], r["position"], r["cohort_position"], r["reason"]) for r in rows] == [
+        ("w1", 1, 2, "WaitingForQuota"),
+        ("big", 2, 3, "ExceedsMaxQuota"),
+        ("w2", 3, 4, "WaitingForQuota"),
+    ]
+    # w1 starts when r1 ends (4200), w2 when r2 ends (3300 + 1200)
+    assert [r["estimated_start"] for r in rows] == [_plain(4200), None, _plain(4500)]
+    # the whole tree from its root, a page at a time
+    first = cli("queue", "show", "root", "--limit", "2", "--format", "csv")
+    assert [line.split(",")[2] for line in first.splitlines()[1:]] == ["b2", "w1"]
+    page = json.loads(cli("queue", "show", "root", "--format", "json"))
+    assert [r["job_uid"] for r in page] == ["b2", "w1", "big", "w2"]
+    # b2 waits for b1 (started 3600; team-b's one finished job, hp, ran 500 s)
+    assert page[0]["estimated_start"] == _plain(4100)
+    assert "unknown quota" in cli("queue", "show", "nowhere", ok=False)
+
+
+def test_report_estimates_from_stored_decisions(
+    cluster: Narrator, store: PostgresEventStore, cli: CliCall
+) -> None:
+    n = Narrator("later")
+    for uid, estimate, actual in (("w1", 4200, 4300), ("w2", 4500, 4400), ("b2", 4800, 5400)):
+        quota = "team-b" if uid == "b2" else "team-a"
+        n.tell(
+            AdmissionDecided(
+                job_uid=uid,
+                quota=quota,
+                outcome="pending",
+                reason="WaitingForQuota",
+                estimated_start=at(estimate),
+            ),
+            f"quota/{quota}",
+            at(3600),
+            source="dispatcher",
+        )
+        # a later, better estimate does not replace the first one
+        n.tell(
+            AdmissionDecided(
+                job_uid=uid,
+                quota=quota,
+                outcome="pending",
+                reason="Parked",
+                estimated_start=at(actual),
+            ),
+            f"quota/{quota}",
+            at(3700),
+            source="dispatcher",
+        )
+        _admit_decision(n, uid, quota, actual)
+    store.append(n.events)
+    rows = json.loads(cli("report", "estimates", "--format", "json"))
+    # errors: w1 +100, w2 -100, b2 +600
+    assert rows == [
+        {"quota": "team-a", "episodes": 2, "p50_abs_error_seconds": 100.0,
+         "p95_abs_error_seconds": 100.0, "mean_abs_error_seconds": 100.0,
+         "mean_error_seconds": 0.0},
+        {"quota": "team-b", "episodes": 1, "p50_abs_error_seconds": 600.0,
+         "p95_abs_error_seconds": 600.0, "mean_abs_error_seconds": 600.0,
+         "mean_error_seconds": 600.0},
+        {"quota": "(all)", "episodes": 3, "p50_abs_error_seconds": 100.0,
+         "p95_abs_error_seconds": 550.0, "mean_abs_error_seconds": 800 / 3,
+         "mean_error_seconds": 200.0},
+    ]  # fmt: skip
+    per_job = json.loads(cli("report", "estimates", "--per-job", "--format", "json"))
+    assert [(r["job_uid"], r["error_seconds"]) for r in per_job] == [
+        ("w1", 100.0), ("w2", -100.0), ("b2", 600.0)
+    ]  # fmt: skip
+    window = cli("report", "estimates", "--per-job", "--from", _iso(4350), "--format", "csv")
+    assert [line.split(",")[0] for line in window.splitlines()[1:]] == ["w2", "b2"]
+    assert "the window is empty" in cli(
+        "report", "estimates", "--from", _iso(10), "--to", _iso(5), ok=False
+    )
