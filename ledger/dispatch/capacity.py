@@ -108,6 +108,10 @@ class Tree:
         for k, v in resources.items():
             usage[k] = usage.get(k, 0) - v
 
+    def used_keys(self) -> set[str]:
+        """Keys some workload uses, with or without a quota of their own."""
+        return {k for usage in self.leaf_usage.values() for k in usage}
+
     def raw_usage(self, name: str, key: str) -> float:
         """Everything the subtree's workloads request of ``key``."""
         if self.is_leaf(name):
@@ -162,6 +166,18 @@ class Tree:
             used_in_parent = max(0.0, used - guaranteed)
             from_parent = min(from_parent, stored_in_parent - used_in_parent + borrowing_limit)
         return local + from_parent
+
+    def potential_available(self, name: str, key: str) -> float:
+        """Kueue's ``potentialAvailable``: the most ``name`` could use of ``key`` with no
+        usage anywhere, within its borrowing limits."""
+        node = self.nodes[name]
+        if node.parent is None:
+            return self.subtree(name, key)
+        avail = self.guaranteed(name, key) + self.potential_available(node.parent, key)
+        cap = node.max.get(key)
+        if cap is not None:
+            avail = min(avail, self.subtree(name, key) + cap - self.min(name, key))
+        return avail
 
     def fits(self, quota: str, resources: Mapping[str, float]) -> bool:
         return all(v <= 0 or self.available(quota, k) >= v for k, v in resources.items())
