@@ -47,9 +47,9 @@ def _submit(n: Narrator, uid: str, t: float, **kw: object) -> None:
             namespace="ns",
             kind=str(kw.get("kind", "Job")),
             workspace=str(kw.get("workspace", "ws-a")),
-            quota=kw.get("quota"),  # type: ignore[arg-type]
+            quota=kw.get("quota"),
             priority=int(str(kw.get("priority", 3))),
-            billing_mode=kw.get("billing_mode", "public"),  # type: ignore[arg-type]
+            billing_mode=kw.get("billing_mode", "public"),
             replicas=(
                 ReplicaSpec(
                     count=2,
