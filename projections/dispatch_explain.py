@@ -36,6 +36,7 @@ from ledger.dispatch.estimates import (
 )
 from ledger.dispatch.figures import blocking_figures
 from ledger.dispatch.model import Incoming, QuotaNode
+from ledger.dispatch.queues import effective_priority
 from ledger.money import plain_decimal, precise_decimal, round_precise
 from ledger.prices import NoApplicableRate
 from ledger.rating import Occupancy, rate_interval
@@ -53,7 +54,6 @@ __all__ = [
     "QueuePage",
     "Runtime",
     "RuntimeMedians",
-    "effective_priority",
     "estimate_errors",
     "explain_job",
     "jsonable",
@@ -212,18 +212,6 @@ def start_estimates(
         out.update(estimate_starts(tree, ends, durations, jobs=wanted, max_steps=max_steps))
         done.update(wanted)
     return out
-
-
-def effective_priority(job: Incoming, settings: QueueSettings, now: datetime) -> int:
-    """The priority a job competes with: PAI's Intelligent policy ages a job below the FIFO
-    band (priority < 7) by +1 per ``aging_interval`` waited, up to 6."""
-    if settings.policy != "Intelligent" or job.priority >= 7:
-        return job.priority
-    interval = settings.aging_interval.total_seconds()
-    if interval <= 0:
-        return job.priority
-    waited = max(0.0, (now - job.created_at).total_seconds())
-    return max(job.priority, min(6, job.priority + int(waited // interval)))
 
 
 def tiered_reason(status: PendingStatus, job: Incoming, quotas: tuple[QuotaNode, ...]) -> str:

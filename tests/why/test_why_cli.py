@@ -1,7 +1,8 @@
 """``jobs why``, ``queue show`` and ``report estimates`` through the real CLI, on projected
 state built from events (real PostgreSQL, the real projector), against hand-computed answers.
 
-The tree: ``root`` (8 GPUs) over ``team-a`` and ``team-b`` (4 GPUs each, no borrowing).
+The tree: ``root`` (8 GPUs) over ``team-a`` (StrictFIFO) and ``team-b`` (BestEffortFIFO),
+4 GPUs each, no borrowing.
 Two finished team-a jobs ran 600 s and 1800 s: team-a's expected run time is their median,
 1200 s; team-b's one finished job ran 500 s.
 """
@@ -46,6 +47,7 @@ quotas:
     min: {gpu/any: 4000}
     max: {gpu/any: 4000}
     preemption: {within_quota: LowerPriority}
+    queue_policy: StrictFIFO
     workspaces: [ws-a]
   - name: team-b
     parent: root
@@ -266,8 +268,12 @@ def test_queue_show_lists_in_order_with_estimates(cluster: Narrator, cli: CliCal
     assert [line.split(",")[2] for line in first.splitlines()[1:]] == ["b2", "w1"]
     page = json.loads(cli("queue", "show", "root", "--format", "json"))
     assert [r["job_uid"] for r in page] == ["b2", "w1", "big", "w2"]
-    # b2 waits for b1 (started 3600; team-b's one finished job, hp, ran 500 s)
-    assert page[0]["estimated_start"] == _plain(4100)
+    # b2 waits for b1 (started 3600; team-b's one finished job, hp, ran 500 s); team-b's
+    # BestEffortFIFO parks a head that does not fit
+    assert (page[0]["reason"], page[0]["estimated_start"]) == ("Parked", _plain(4100))
+    b2 = json.loads(cli("jobs", "why", "b2", "--format", "json"))["pending"]
+    assert b2["reason"] == "Parked" and "BestEffortFIFO" in b2["reason_text"]
+    assert b2["estimate"]["start"] == _iso(4100)
     assert "unknown quota" in cli("queue", "show", "nowhere", ok=False)
 
 
