@@ -1,5 +1,5 @@
-"""Why is a job pending, or why was it preempted: the reads behind ``jobs why``,
-``queue show`` and ``report estimates``.
+"""Why is a job pending, or why was it preempted: the reads behind ``jobs why`` and
+``queue show``.
 
 Everything is read from projected state (the dispatcher's own input,
 :func:`projections.dispatch_reads.read_dispatch`) and the stored decision events, and
@@ -8,29 +8,24 @@ explained with the decision core itself: positions and the tiered reason from on
 arithmetic (:mod:`ledger.dispatch.figures`), the start estimate from a forward simulation
 (:mod:`ledger.dispatch.estimates`).
 
-Expected run time (what a job's projected end is its start plus): the median time in
-Running of the finished jobs (Succeeded or Failed) of the job's quota; with none, of its
-workspace; with none, of all jobs. No user-declared duration is read (the watchers carry
-none). "Now" is the projected clock: the latest instant any projected fact carries.
+Start estimates and the expected run times behind them: :mod:`projections.dispatch_estimates`.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import Connection, select
 
 from ledger.canonical import format_timestamp
 from ledger.dispatch.cycle import CycleResult, PendingStatus, QueueSettings, plan_cycle
 from ledger.dispatch.estimates import (
     MAX_STEPS,
     StartEstimate,
-    estimate_starts,
     ever_fits,
     within_tree,
 )
@@ -42,9 +37,10 @@ from ledger.prices import NoApplicableRate
 from ledger.rating import Occupancy, rate_interval
 from ledger.store.base import RecordedEvent, UnitOfWork
 from projections.billing_reads import load_schedule
+from projections.dispatch_estimates import Runtime, runtime_medians, start_estimates
 from projections.dispatch_reads import DispatchView, read_dispatch
 from projections.jobs.queries import timeline_rows
-from projections.jobs.tables import job_state, job_workspace_quotas
+from projections.jobs.tables import job_state
 from projections.occupancy import occupancy
 from projections.pages import check_limit, decode_cursor, encode_cursor
 
@@ -52,15 +48,9 @@ __all__ = [
     "PREEMPTION_RULES",
     "REASONS",
     "QueuePage",
-    "Runtime",
-    "RuntimeMedians",
-    "estimate_errors",
     "explain_job",
     "jsonable",
-    "projected_now",
     "queue_listing",
-    "runtime_medians",
-    "start_estimates",
     "tiered_reason",
 ]
 
@@ -86,132 +76,6 @@ PREEMPTION_RULES: Mapping[str, str] = {
     "borrowing (borrow within cohort)",
     "FairSharing": "fair sharing: its quota's share was above the preemptor's",
 }
-
-_FINISHED = ("Succeeded", "Failed")
-
-
-# --- the clock and expected run times -----------------------------------------------
-
-
-def projected_now(conn: Connection) -> datetime | None:
-    """The latest instant a projected fact carries (cluster time): job status changes,
-    pod starts and ends."""
-    value = conn.execute(
-        text(
-            "SELECT GREATEST((SELECT max(status_since) FROM job_state),"
-            " (SELECT max(started_at) FROM occupancy), (SELECT max(ended_at) FROM occupancy))"
-        )
-    ).scalar()
-    return value if isinstance(value, datetime) else None
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """An expected run time and where it comes from."""
-
-    seconds: float
-    scope: Literal["quota", "workspace", "all"]
-    #: the quota or workspace whose finished jobs it is the median of ("" for all)
-    name: str
-    #: how many finished jobs
-    jobs: int
-
-    @property
-    def duration(self) -> timedelta:
-        return timedelta(seconds=self.seconds)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"seconds": self.seconds, "scope": self.scope, "name": self.name, "jobs": self.jobs}
-
-    def describe(self) -> str:
-        where = {"quota": f"quota {self.name}", "workspace": f"workspace {self.name}"}
-        return (
-            f"median run time of {self.jobs} finished job(s) of "
-            f"{where.get(self.scope, 'all quotas')}: {timedelta(seconds=round(self.seconds))}"
-        )
-
-
-@dataclass(frozen=True)
-class RuntimeMedians:
-    by_quota: Mapping[str, Runtime] = field(default_factory=dict)
-    by_workspace: Mapping[str, Runtime] = field(default_factory=dict)
-    overall: Runtime | None = None
-
-    def of(self, quota: str | None, workspace: str | None) -> Runtime | None:
-        """The expected run time of a job of ``quota`` and ``workspace``: its quota's
-        median, else its workspace's, else everyone's (None: no job has finished)."""
-        if quota and quota in self.by_quota:
-            return self.by_quota[quota]
-        if workspace and workspace in self.by_workspace:
-            return self.by_workspace[workspace]
-        return self.overall
-
-
-def runtime_medians(conn: Connection) -> RuntimeMedians:
-    """Medians of time in Running of the finished jobs (Succeeded, Failed), per quota (the
-    job's, else its workspace's binding), per workspace and overall."""
-    s, b = job_state.c, job_workspace_quotas.c
-    quota = func.coalesce(s.quota, b.quota).label("q")
-    base = (
-        select(quota, s.workspace, s.running_us)
-        .select_from(job_state.outerjoin(job_workspace_quotas, b.workspace == s.workspace))
-        .where(s.status.in_(_FINISHED), s.running_us > 0)
-        .subquery()
-    )
-    c = base.c
-    group_median = func.percentile_cont(0.5).within_group(c.running_us)
-    by_quota = {
-        r.q: Runtime(float(r.m) / 1e6, "quota", r.q, int(r.n))
-        for r in conn.execute(
-            select(c.q, group_median.label("m"), func.count().label("n"))
-            .where(c.q.is_not(None))
-            .group_by(c.q)
-        )
-    }
-    by_workspace = {
-        r.workspace: Runtime(float(r.m) / 1e6, "workspace", r.workspace, int(r.n))
-        for r in conn.execute(
-            select(c.workspace, group_median.label("m"), func.count().label("n"))
-            .where(c.workspace.is_not(None))
-            .group_by(c.workspace)
-        )
-    }
-    total = conn.execute(select(group_median.label("m"), func.count().label("n"))).one()
-    overall = Runtime(float(total.m) / 1e6, "all", "", int(total.n)) if total.n else None
-    return RuntimeMedians(by_quota, by_workspace, overall)
-
-
-def start_estimates(
-    view: DispatchView,
-    medians: RuntimeMedians,
-    jobs: Sequence[str],
-    *,
-    max_steps: int = MAX_STEPS,
-) -> dict[str, StartEstimate]:
-    """Estimated starts of pending ``jobs`` (one simulation per tree they wait in)."""
-    cycle = view.cycle
-    quota_of = {p.job: p.quota for p in cycle.pending}
-    out: dict[str, StartEstimate] = {}
-    done: set[str] = set()
-    for uid in jobs:
-        if uid in done or uid not in quota_of:
-            continue
-        tree = within_tree(cycle, quota_of[uid])
-        ends: dict[str, datetime] = {}
-        for wl in tree.admitted:
-            runtime = medians.of(wl.quota, wl.workspace)
-            if runtime is not None:
-                ends[wl.job] = wl.admitted_at + runtime.duration
-        durations: dict[str, timedelta] = {}
-        for p in tree.pending:
-            runtime = medians.of(p.quota, p.workspace)
-            if runtime is not None:
-                durations[p.job] = runtime.duration
-        in_tree = {p.job for p in tree.pending}
-        wanted = [j for j in jobs if j in in_tree]
-        out.update(estimate_starts(tree, ends, durations, jobs=wanted, max_steps=max_steps))
-        done.update(wanted)
-    return out
 
 
 def tiered_reason(status: PendingStatus, job: Incoming, quotas: tuple[QuotaNode, ...]) -> str:
@@ -309,7 +173,7 @@ def queue_listing(
                 "queued_at": job.created_at,
                 "waited_seconds": max(0.0, (now - job.created_at).total_seconds()),
                 "reason": tiered_reason(s, job, view.cycle.quotas),
-                "request": dict(job.resources),
+                "request": {k: _number(v) for k, v in job.resources.items()},
                 "estimated_start": estimate.start if estimate else None,
                 "estimate_basis": estimate.basis if estimate else None,
             }
@@ -499,17 +363,17 @@ def _pending_part(
         "effective_priority": effective_priority(
             job, view.cycle.queues.get(job.quota, QueueSettings()), now
         ),
-        "request": dict(job.resources),
+        "request": {k: _number(v) for k, v in job.resources.items()},
         "figures": [
             {
                 "quota": f.quota,
                 "key": f.key,
-                "request": f.request,
-                "min": f.min,
-                "max": f.max,
-                "used": f.used,
-                "available": f.available,
-                "capacity": f.capacity,
+                "request": _number(f.request),
+                "min": _number(f.min),
+                "max": None if f.max is None else _number(f.max),
+                "used": _number(f.used),
+                "available": _number(f.available),
+                "capacity": _number(f.capacity),
                 "short": f.short,
             }
             for f in figures
@@ -519,6 +383,11 @@ def _pending_part(
         "runtime": own.as_json() if own else None,
         "last_decision": _last_pending(events),
     }
+
+
+def _number(value: float) -> float | int:
+    """Quantities are whole units (mGPU, milli-cores, MiB): shown without a ``.0``."""
+    return int(value) if float(value).is_integer() else value
 
 
 def _method(estimate: StartEstimate | None, own: Runtime | None) -> str:
@@ -588,11 +457,21 @@ def explain_job(
         doc["answer"] = "not queued"
         doc["summary"] = "it was not created suspended: the dispatcher does not queue it"
     else:
-        doc["answer"] = "running" if status in ("Running", "Restarting", "Stopping") else status
+        doc["answer"] = "running" if status in ("Running", "Restarting", "Stopping") else "admitted"
+        doc.update(_projected_end(conn, view, uid))
     doc["admission"] = _admission(events)
     doc["preemptions"] = preemptions
     doc.setdefault("summary", _summary(doc))
     return doc
+
+
+def _projected_end(conn: Connection, view: DispatchView, uid: str) -> dict[str, Any]:
+    """When an admitted job is expected to end, as the start estimates of others assume."""
+    wl = next((a for a in view.cycle.admitted if a.job == uid), None)
+    runtime = runtime_medians(conn).of(wl.quota, wl.workspace) if wl else None
+    if wl is None or runtime is None:
+        return {"projected_end": None, "runtime": None}
+    return {"projected_end": wl.admitted_at + runtime.duration, "runtime": runtime.as_json()}
 
 
 def _summary(doc: dict[str, Any]) -> str:
@@ -622,93 +501,9 @@ def _summary(doc: dict[str, Any]) -> str:
         else "no admission decision stored (started before the dispatcher or outside it)"
     )
     preempted = f"; preempted {len(doc['preemptions'])} time(s)" if doc["preemptions"] else ""
-    return f"{answer} ({doc['status']}): {admitted}{preempted}"
-
-
-# --- report estimates ---------------------------------------------------------------
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (PostgreSQL's percentile_cont)."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    rank = q * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def estimate_errors(
-    uow: UnitOfWork,
-    *,
-    start: datetime | None = None,
-    end: datetime | None = None,
-    per_job: bool = False,
-) -> list[dict[str, Any]]:
-    """Start estimates against actual starts: per pending episode (a job's wait, its
-    preemptions so far), the first ``estimated_start`` stored with a pending
-    AdmissionDecided against the admission decided for the same episode, admitted within
-    [``start``, ``end``). Error = actual - estimated (positive: it started later than
-    estimated). Summary rows per quota and for all (``quota`` None); with ``per_job``,
-    one row per episode."""
-    head = uow.head_position()
-    first: dict[tuple[str, int], tuple[datetime, datetime, str]] = {}
-    actual: dict[tuple[str, int], tuple[datetime, str]] = {}
-    after = 0
-    while after < head:
-        upto = min(head, after + 50_000)
-        for event in uow.read_window(after, upto, types=["AdmissionDecided"]):
-            data = event.data
-            key = (str(data["job_uid"]), int(data.get("attempt", 0)))
-            if data.get("outcome") == "pending" and data.get("estimated_start"):
-                if key not in first:
-                    estimated = datetime.fromisoformat(str(data["estimated_start"]))
-                    first[key] = (event.occurred_at, estimated, str(data.get("quota")))
-            elif data.get("outcome") == "admit" and key not in actual:
-                actual[key] = (event.occurred_at, str(data.get("quota")))
-        after = upto
-    episodes: list[dict[str, Any]] = []
-    for key, (decided_at, estimated, quota) in first.items():
-        if key not in actual:
-            continue
-        started, admitted_quota = actual[key]
-        if (start is not None and started < start) or (end is not None and started >= end):
-            continue
-        episodes.append(
-            {
-                "job_uid": key[0],
-                "attempt": key[1],
-                "quota": admitted_quota or quota,
-                "estimated_at": decided_at,
-                "estimated_start": estimated,
-                "actual_start": started,
-                "error_seconds": (started - estimated).total_seconds(),
-            }
-        )
-    episodes.sort(key=lambda e: (e["actual_start"], e["job_uid"], e["attempt"]))
-    if per_job:
-        return episodes
-    groups: dict[str | None, list[float]] = {None: []}
-    for e in episodes:
-        groups.setdefault(e["quota"], []).append(e["error_seconds"])
-        groups[None].append(e["error_seconds"])
-    rows = []
-    order: list[str | None] = [*sorted(q for q in groups if q is not None), None]
-    for group in order:
-        errors = groups[group]
-        absolute = [abs(x) for x in errors]
-        rows.append(
-            {
-                "quota": group if group is not None else "(all)",
-                "episodes": len(errors),
-                "p50_abs_error_seconds": _percentile(absolute, 0.5) if errors else None,
-                "p95_abs_error_seconds": _percentile(absolute, 0.95) if errors else None,
-                "mean_abs_error_seconds": statistics.fmean(absolute) if errors else None,
-                "mean_error_seconds": statistics.fmean(errors) if errors else None,
-            }
-        )
-    return rows
+    end = doc.get("projected_end")
+    ending = f"; projected end {format_timestamp(end)}" if end else ""
+    return f"{answer} ({doc['status']}): {admitted}{preempted}{ending}"
 
 
 def jsonable(value: Any) -> Any:

@@ -14,13 +14,8 @@ from consumers.projector import catch_up_to_read
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import BillingProjection
 from projections.dispatch_decisions import DispatchDecisionsProjection
-from projections.dispatch_explain import (
-    QueuePage,
-    estimate_errors,
-    explain_job,
-    projected_now,
-    queue_listing,
-)
+from projections.dispatch_estimates import estimate_errors, projected_now
+from projections.dispatch_explain import QueuePage, explain_job, queue_listing
 from projections.jobs import JobsProjection, find_job
 from projections.occupancy import OccupancyProjection
 from projections.quotas import QuotaProjection

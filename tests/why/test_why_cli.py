@@ -244,6 +244,10 @@ def test_a_preempted_job(cluster: Narrator, cli: CliCall) -> None:
     assert (p["lost_cost_minor"], p["lost_cost"], p["currency"]) == (200, "2.00", "USD")
     table = cli("jobs", "why", "v")
     assert "preempted" in table and "job-hp" in table and "2.00" in table
+    # a running job: admitted by the dispatcher, ending (as estimates assume) at 3000 + 1200
+    r1 = json.loads(cli("jobs", "why", "r1", "--format", "json"))
+    assert (r1["answer"], r1["admission"]["decided_at"]) == ("running", _iso(3000))
+    assert r1["projected_end"] == _iso(4200) and r1["runtime"]["scope"] == "quota"
     # the preemptor's own why: it ran, admitted by the dispatcher
     hp = json.loads(cli("jobs", "why", "hp", "--format", "json"))
     assert hp["answer"] == "finished" and hp["preemptions"] == []

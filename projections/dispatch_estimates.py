@@ -1,0 +1,240 @@
+"""Start estimates from projected state, and how good the stored ones were.
+
+Expected run time (what a running job's projected end is its start plus): the median time
+in Running of the finished jobs (Succeeded or Failed) of the job's quota; with none, of
+its workspace; with none, of all jobs. No user-declared duration is read (the watchers
+carry none). :func:`start_estimates` hands these to the pure forward simulation
+(:func:`ledger.dispatch.estimates.estimate_starts`), one per tree (cohort) the jobs wait
+in. :func:`estimate_errors` compares the first estimate each wait stored (with a pending
+``AdmissionDecided``) with its admission: ``report estimates``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import Connection, func, select, text
+
+from ledger.dispatch.estimates import MAX_STEPS, StartEstimate, estimate_starts, within_tree
+from ledger.store.base import UnitOfWork
+from projections.dispatch_reads import DispatchView
+from projections.jobs.tables import job_state, job_workspace_quotas
+
+__all__ = [
+    "Runtime",
+    "RuntimeMedians",
+    "estimate_errors",
+    "projected_now",
+    "runtime_medians",
+    "start_estimates",
+]
+
+_FINISHED = ("Succeeded", "Failed")
+
+
+def projected_now(conn: Connection) -> datetime | None:
+    """The latest instant a projected fact carries (cluster time): job status changes,
+    pod starts and ends."""
+    value = conn.execute(
+        text(
+            "SELECT GREATEST((SELECT max(status_since) FROM job_state),"
+            " (SELECT max(started_at) FROM occupancy), (SELECT max(ended_at) FROM occupancy))"
+        )
+    ).scalar()
+    return value if isinstance(value, datetime) else None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """An expected run time and where it comes from."""
+
+    seconds: float
+    scope: Literal["quota", "workspace", "all"]
+    #: the quota or workspace whose finished jobs it is the median of ("" for all)
+    name: str
+    #: how many finished jobs
+    jobs: int
+
+    @property
+    def duration(self) -> timedelta:
+        return timedelta(seconds=self.seconds)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "scope": self.scope, "name": self.name, "jobs": self.jobs}
+
+    def describe(self) -> str:
+        where = {"quota": f"quota {self.name}", "workspace": f"workspace {self.name}"}
+        return (
+            f"median run time of {self.jobs} finished job(s) of "
+            f"{where.get(self.scope, 'all quotas')}: {timedelta(seconds=round(self.seconds))}"
+        )
+
+
+@dataclass(frozen=True)
+class RuntimeMedians:
+    by_quota: Mapping[str, Runtime] = field(default_factory=dict)
+    by_workspace: Mapping[str, Runtime] = field(default_factory=dict)
+    overall: Runtime | None = None
+
+    def of(self, quota: str | None, workspace: str | None) -> Runtime | None:
+        """The expected run time of a job of ``quota`` and ``workspace``: its quota's
+        median, else its workspace's, else everyone's (None: no job has finished)."""
+        if quota and quota in self.by_quota:
+            return self.by_quota[quota]
+        if workspace and workspace in self.by_workspace:
+            return self.by_workspace[workspace]
+        return self.overall
+
+
+def runtime_medians(conn: Connection) -> RuntimeMedians:
+    """Medians of time in Running of the finished jobs (Succeeded, Failed), per quota (the
+    job's, else its workspace's binding), per workspace and overall."""
+    s, b = job_state.c, job_workspace_quotas.c
+    quota = func.coalesce(s.quota, b.quota).label("q")
+    base = (
+        select(quota, s.workspace, s.running_us)
+        .select_from(job_state.outerjoin(job_workspace_quotas, b.workspace == s.workspace))
+        .where(s.status.in_(_FINISHED), s.running_us > 0)
+        .subquery()
+    )
+    c = base.c
+    group_median = func.percentile_cont(0.5).within_group(c.running_us)
+    by_quota = {
+        r.q: Runtime(float(r.m) / 1e6, "quota", r.q, int(r.n))
+        for r in conn.execute(
+            select(c.q, group_median.label("m"), func.count().label("n"))
+            .where(c.q.is_not(None))
+            .group_by(c.q)
+        )
+    }
+    by_workspace = {
+        r.workspace: Runtime(float(r.m) / 1e6, "workspace", r.workspace, int(r.n))
+        for r in conn.execute(
+            select(c.workspace, group_median.label("m"), func.count().label("n"))
+            .where(c.workspace.is_not(None))
+            .group_by(c.workspace)
+        )
+    }
+    total = conn.execute(select(group_median.label("m"), func.count().label("n"))).one()
+    overall = Runtime(float(total.m) / 1e6, "all", "", int(total.n)) if total.n else None
+    return RuntimeMedians(by_quota, by_workspace, overall)
+
+
+def start_estimates(
+    view: DispatchView,
+    medians: RuntimeMedians,
+    jobs: Sequence[str],
+    *,
+    max_steps: int = MAX_STEPS,
+) -> dict[str, StartEstimate]:
+    """Estimated starts of pending ``jobs`` (one simulation per tree they wait in)."""
+    cycle = view.cycle
+    quota_of = {p.job: p.quota for p in cycle.pending}
+    out: dict[str, StartEstimate] = {}
+    done: set[str] = set()
+    for uid in jobs:
+        if uid in done or uid not in quota_of:
+            continue
+        tree = within_tree(cycle, quota_of[uid])
+        ends: dict[str, datetime] = {}
+        for wl in tree.admitted:
+            runtime = medians.of(wl.quota, wl.workspace)
+            if runtime is not None:
+                ends[wl.job] = wl.admitted_at + runtime.duration
+        durations: dict[str, timedelta] = {}
+        for p in tree.pending:
+            runtime = medians.of(p.quota, p.workspace)
+            if runtime is not None:
+                durations[p.job] = runtime.duration
+        in_tree = {p.job for p in tree.pending}
+        wanted = [j for j in jobs if j in in_tree]
+        out.update(estimate_starts(tree, ends, durations, jobs=wanted, max_steps=max_steps))
+        done.update(wanted)
+    return out
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (PostgreSQL's percentile_cont)."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = q * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def estimate_errors(
+    uow: UnitOfWork,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    per_job: bool = False,
+) -> list[dict[str, Any]]:
+    """Start estimates against actual starts: per pending episode (a job's wait, its
+    preemptions so far), the first ``estimated_start`` stored with a pending
+    AdmissionDecided against the admission decided for the same episode, admitted within
+    [``start``, ``end``). Error = actual - estimated (positive: it started later than
+    estimated). Summary rows per quota and for all (``quota`` None); with ``per_job``,
+    one row per episode."""
+    head = uow.head_position()
+    first: dict[tuple[str, int], tuple[datetime, datetime, str]] = {}
+    actual: dict[tuple[str, int], tuple[datetime, str]] = {}
+    after = 0
+    while after < head:
+        upto = min(head, after + 50_000)
+        for event in uow.read_window(after, upto, types=["AdmissionDecided"]):
+            data = event.data
+            key = (str(data["job_uid"]), int(data.get("attempt", 0)))
+            if data.get("outcome") == "pending" and data.get("estimated_start"):
+                if key not in first:
+                    estimated = datetime.fromisoformat(str(data["estimated_start"]))
+                    first[key] = (event.occurred_at, estimated, str(data.get("quota")))
+            elif data.get("outcome") == "admit" and key not in actual:
+                actual[key] = (event.occurred_at, str(data.get("quota")))
+        after = upto
+    episodes: list[dict[str, Any]] = []
+    for key, (decided_at, estimated, quota) in first.items():
+        if key not in actual:
+            continue
+        started, admitted_quota = actual[key]
+        if (start is not None and started < start) or (end is not None and started >= end):
+            continue
+        episodes.append(
+            {
+                "job_uid": key[0],
+                "attempt": key[1],
+                "quota": admitted_quota or quota,
+                "estimated_at": decided_at,
+                "estimated_start": estimated,
+                "actual_start": started,
+                "error_seconds": (started - estimated).total_seconds(),
+            }
+        )
+    episodes.sort(key=lambda e: (e["actual_start"], e["job_uid"], e["attempt"]))
+    if per_job:
+        return episodes
+    groups: dict[str | None, list[float]] = {None: []}
+    for e in episodes:
+        groups.setdefault(e["quota"], []).append(e["error_seconds"])
+        groups[None].append(e["error_seconds"])
+    rows = []
+    order: list[str | None] = [*sorted(q for q in groups if q is not None), None]
+    for group in order:
+        errors = groups[group]
+        absolute = [abs(x) for x in errors]
+        rows.append(
+            {
+                "quota": group if group is not None else "(all)",
+                "episodes": len(errors),
+                "p50_abs_error_seconds": _percentile(absolute, 0.5) if errors else None,
+                "p95_abs_error_seconds": _percentile(absolute, 0.95) if errors else None,
+                "mean_abs_error_seconds": statistics.fmean(absolute) if errors else None,
+                "mean_error_seconds": statistics.fmean(errors) if errors else None,
+            }
+        )
+    return rows
