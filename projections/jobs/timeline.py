@@ -43,6 +43,16 @@ _TRANSITION_TEXT = {
 }
 
 
+def _pending_suffix(data: dict[str, Any]) -> str:
+    """A pending decision's reason, place in the queue and estimated start (``jobs why``)."""
+    parts = [str(data["reason"])] if data.get("reason") else []
+    if data.get("position"):
+        parts.append(f"position {data['position']} (tree {data.get('cohort_position')})")
+    if data.get("estimated_start"):
+        parts.append(f"estimated start {data['estimated_start']}")
+    return f": {', '.join(parts)}" if parts else ""
+
+
 def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | None = None) -> str:
     """One line about ``kind`` as seen from ``job_uid``; ``bound_quota``: the quota a
     JobSubmitted naming none was resolved to (its workspace's binding then)."""
@@ -74,7 +84,10 @@ def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | No
         )
     if kind == "AdmissionDecided":
         borrowing = ", borrowing" if data.get("borrowing") else ""
-        return f"admission decision: {data.get('outcome')} in quota {data.get('quota')}{borrowing}"
+        return (
+            f"admission decision: {data.get('outcome')} in quota {data.get('quota')}{borrowing}"
+            + _pending_suffix(data)
+        )
     if kind == "PreemptionDecided":
         victims = [v.get("job_uid") for v in data.get("victims", ())]
         if data.get("preemptor") == job_uid:

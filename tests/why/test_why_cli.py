@@ -314,6 +314,14 @@ def test_report_estimates_from_stored_decisions(
         )
         _admit_decision(n, uid, quota, actual)
     store.append(n.events)
+    # the timeline shows a pending decision's reason and estimate
+    Projector(store, all_projections()).catch_up()
+    timeline = json.loads(cli("jobs", "show", "w1", "--format", "json"))["timeline"]
+    pending = [t["summary"] for t in timeline if t["type"] == "AdmissionDecided"]
+    assert pending[0] == (
+        "admission decision: pending in quota team-a: WaitingForQuota, "
+        f"estimated start {_iso(4200)}"
+    )
     rows = json.loads(cli("report", "estimates", "--format", "json"))
     # errors: w1 +100, w2 -100, b2 +600
     assert rows == [
