@@ -19,7 +19,13 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, func, select, text
 
-from ledger.dispatch.estimates import MAX_STEPS, StartEstimate, estimate_starts, within_tree
+from ledger.dispatch.estimates import (
+    MAX_STEPS,
+    StartEstimate,
+    ahead_of,
+    estimate_starts,
+    within_tree,
+)
 from ledger.store.base import UnitOfWork
 from projections.dispatch_reads import DispatchView
 from projections.jobs.tables import job_state, job_workspace_quotas
@@ -131,7 +137,8 @@ def start_estimates(
     *,
     max_steps: int = MAX_STEPS,
 ) -> dict[str, StartEstimate]:
-    """Estimated starts of pending ``jobs`` (one simulation per tree they wait in)."""
+    """Estimated starts of pending ``jobs``: one simulation per tree they wait in, over the
+    jobs ahead of them (:func:`~ledger.dispatch.estimates.ahead_of`)."""
     cycle = view.cycle
     quota_of = {p.job: p.quota for p in cycle.pending}
     out: dict[str, StartEstimate] = {}
@@ -139,7 +146,9 @@ def start_estimates(
     for uid in jobs:
         if uid in done or uid not in quota_of:
             continue
-        tree = within_tree(cycle, quota_of[uid])
+        in_tree = {p.job for p in within_tree(cycle, quota_of[uid]).pending}
+        wanted = [j for j in jobs if j in in_tree]
+        tree = ahead_of(within_tree(cycle, quota_of[uid]), wanted)
         ends: dict[str, datetime] = {}
         for wl in tree.admitted:
             runtime = medians.of(wl.quota, wl.workspace)
@@ -150,8 +159,6 @@ def start_estimates(
             runtime = medians.of(p.quota, p.workspace)
             if runtime is not None:
                 durations[p.job] = runtime.duration
-        in_tree = {p.job for p in tree.pending}
-        wanted = [j for j in jobs if j in in_tree]
         out.update(estimate_starts(tree, ends, durations, jobs=wanted, max_steps=max_steps))
         done.update(wanted)
     return out

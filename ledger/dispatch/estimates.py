@@ -21,8 +21,16 @@ Assumptions, said once (``jobs why`` prints the basis with each estimate):
 - nothing new arrives, no quota changes, no budget is raised (``BudgetExhausted`` jobs get
   no estimate).
 
-The work is bounded: at most ``max_steps`` cycles are simulated (default
+Only the cycles at ``now`` may preempt; later preemptions are not foreseen, so a cycle
+after a release runs with every quota's preemption off and the running jobs summed per
+quota (the same capacity arithmetic, at the cost of the quotas rather than the jobs), and
+an instant where no waiting job fits is skipped without running a cycle at all.
+
+The work is bounded: at most ``max_steps`` instants are simulated (default
 :data:`MAX_STEPS`); a job still pending then gets no estimate, with basis ``horizon``.
+:func:`ahead_of` narrows the queue to the jobs that decide a start: those the cycle at
+``now`` admits or reserves for, and those ahead of the job in its tree's order (the
+issue's "projected end of the jobs ahead"); jobs behind it are left out.
 """
 
 from __future__ import annotations
@@ -33,10 +41,18 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from ledger.dispatch.capacity import Tree
-from ledger.dispatch.cycle import CycleInput, plan_cycle
-from ledger.dispatch.model import Admitted, Decision, Incoming, QuotaNode
+from ledger.dispatch.cycle import CycleInput, CycleResult, plan_cycle
+from ledger.dispatch.model import Admitted, Decision, Incoming, Preemption, QuotaNode
 
-__all__ = ["MAX_STEPS", "Basis", "StartEstimate", "estimate_starts", "ever_fits", "within_tree"]
+__all__ = [
+    "MAX_STEPS",
+    "Basis",
+    "StartEstimate",
+    "ahead_of",
+    "estimate_starts",
+    "ever_fits",
+    "within_tree",
+]
 
 #: simulated cycles at most, per estimate run
 MAX_STEPS = 256
@@ -67,20 +83,65 @@ def ever_fits(quotas: tuple[QuotaNode, ...], job: Incoming) -> bool:
     return Tree(quotas, ()).fits(job.quota, {k: v for k, v in job.resources.items() if v > 0})
 
 
+def _roots(quotas: tuple[QuotaNode, ...]) -> dict[str, str]:
+    parent = {q.name: q.parent for q in quotas}
+    out: dict[str, str] = {}
+    for q in quotas:
+        name, seen = q.name, {q.name}
+        while parent.get(name) is not None and parent[name] not in seen:
+            name = parent[name] or name
+            seen.add(name)
+        out[q.name] = name
+    return out
+
+
+def ahead_of(cycle: CycleInput, jobs: Collection[str]) -> CycleInput:
+    """``cycle`` with only the pending jobs that decide when ``jobs`` start: the ones its
+    cycle at ``now`` admits or reserves capacity for, and in each tree holding one of
+    ``jobs``, the ones up to the last of them in the tree's order (cohort position)."""
+    result = plan_cycle(cycle)
+    root = _roots(cycle.quotas)
+    wanted = set(jobs)
+    cut: dict[str, int] = {}
+    for status in result.pending:
+        if status.job in wanted:
+            r = root[status.quota]
+            cut[r] = max(cut.get(r, 0), status.cohort_position)
+    keep = {d.job for d in result.admissions} | wanted
+    keep |= {s.job for s in result.pending if s.reason == "PreemptionPending"}
+    keep |= {s.job for s in result.pending if s.cohort_position <= cut.get(root[s.quota], 0)}
+    return replace(cycle, pending=tuple(p for p in cycle.pending if p.job in keep))
+
+
+def _any_fits(cycle: CycleInput, admitted: list[Admitted], pending: list[Incoming]) -> bool:
+    """Whether some waiting job fits without preemption (idle jobs: in their tree)."""
+    tree = Tree(cycle.quotas, admitted)
+    root = _roots(cycle.quotas)
+    for job in pending:
+        if job.workspace and job.workspace in cycle.blocked_workspaces:
+            continue
+        quota = root[job.quota] if job.billing_mode == "idle" else job.quota
+        if tree.fits(quota, {k: v for k, v in job.resources.items() if v > 0}):
+            return True
+    return False
+
+
+def _usage_only(admitted: list[Admitted], at: datetime) -> tuple[Admitted, ...]:
+    """The running jobs as one usage entry per quota: the same capacity arithmetic for a
+    cycle that preempts nothing, at the cost of the quotas, not of the jobs."""
+    summed: dict[str, dict[str, float]] = {}
+    for wl in admitted:
+        usage = summed.setdefault(wl.quota, {})
+        for k, v in wl.resources.items():
+            usage[k] = usage.get(k, 0) + v
+    return tuple(Admitted(f"usage of {q}", q, 0, r, at) for q, r in summed.items())
+
+
 def within_tree(cycle: CycleInput, quota: str) -> CycleInput:
     """``cycle`` narrowed to the tree (cohort) holding ``quota``: nothing outside it shares
     capacity with it, so an estimate needs no more (and costs far less)."""
-    parent = {q.name: q.parent for q in cycle.quotas}
-
-    def root(name: str) -> str:
-        seen = set()
-        while parent.get(name) is not None and name not in seen:
-            seen.add(name)
-            name = parent[name] or name
-        return name
-
-    mine = root(quota)
-    inside = {q.name for q in cycle.quotas if root(q.name) == mine}
+    root = _roots(cycle.quotas)
+    inside = {name for name, r in root.items() if r == root[quota]}
     return replace(
         cycle,
         quotas=tuple(q for q in cycle.quotas if q.name in inside),
@@ -121,18 +182,37 @@ def estimate_starts(
     pending = [p for p in cycle.pending if p.job not in out]
     parked, preempting = cycle.parked, cycle.preempting
     t, steps, released, exhausted, endless = now, 0, 0, True, False
+    moved = False  # time moved on to a release since the last cycle
+    calm = tuple(replace(q, preemption=Preemption()) for q in cycle.quotas)
     while wanted - out.keys() and steps < max_steps:
-        steps += 1
-        result = plan_cycle(
-            replace(
-                cycle,
-                admitted=tuple(admitted),
-                pending=tuple(pending),
-                now=t,
-                parked=parked,
-                preempting=preempting,
+        if moved and not _any_fits(cycle, admitted, pending):
+            result = CycleResult(parked=parked)  # nothing can start now: next release
+        elif moved:
+            # later preemptions are not foreseen: the running jobs count only as usage
+            result = plan_cycle(
+                replace(
+                    cycle,
+                    quotas=calm,
+                    admitted=_usage_only(admitted, t),
+                    pending=tuple(pending),
+                    now=t,
+                    parked=parked,
+                    preempting=preempting,
+                )
             )
-        )
+        else:
+            result = plan_cycle(
+                replace(
+                    cycle,
+                    admitted=tuple(admitted),
+                    pending=tuple(pending),
+                    now=t,
+                    parked=parked,
+                    preempting=preempting,
+                )
+            )
+        steps += 1
+        moved = False
         if result.preemptions:
             # victims stop at once and re-queue; this step's admissions are not kept (they
             # may have counted the victims' capacity, which is the preemptors'): the same
@@ -179,6 +259,7 @@ def estimate_starts(
             del end_of[uid]
         released += len(ending)
         parked = frozenset()  # capacity freed: parked jobs are retried
+        moved = True
     basis_left: Basis = "horizon" if exhausted else "unknown" if endless else "never"
     for job_id in sorted(wanted - out.keys()):
         out[job_id] = StartEstimate(job_id, None, basis_left, steps, released)

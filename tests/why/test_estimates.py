@@ -7,8 +7,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ledger.dispatch import Admitted, CycleInput, Incoming, Preemption, QuotaNode
-from ledger.dispatch.estimates import StartEstimate, estimate_starts, ever_fits, within_tree
+from ledger.dispatch.estimates import (
+    StartEstimate,
+    ahead_of,
+    estimate_starts,
+    ever_fits,
+    within_tree,
+)
 from ledger.dispatch.figures import KeyFigures, blocking_figures
+from ledger.dispatch.queues import QueueSettings
 
 T = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -136,3 +143,21 @@ def test_an_estimate_needs_only_the_jobs_tree() -> None:
     assert [p.job for p in narrow.pending] == ["p1"]
     ends = {"r1": minutes(5), "x": minutes(50)}
     assert estimate_starts(narrow, ends, {}) == {"p1": estimate_starts(cycle, ends, {})["p1"]}
+
+
+def test_only_the_jobs_ahead_and_those_starting_now_decide_a_start() -> None:
+    # "first" fits now; "a" and "b" wait in that order; "c" (behind "b") would fit later
+    cycle = CycleInput(
+        tree(),
+        (running("r1", 2),),
+        (waiting("first", 1, -9), waiting("a", 2, -8), waiting("b", 2, -7), waiting("c", 1, -6)),
+        T,
+        queues={"a": QueueSettings("StrictFIFO")},
+    )
+    narrow = ahead_of(cycle, ["a"])
+    assert [p.job for p in narrow.pending] == ["first", "a"]
+    assert [p.job for p in ahead_of(cycle, ["a", "b"]).pending] == ["first", "a", "b"]
+    # first starts now and ends at +5, leaving a the 2 GPUs it needs (r1 runs on)
+    got = estimate_starts(narrow, {"r1": minutes(10)}, {"first": timedelta(minutes=5)})
+    assert got["a"] == StartEstimate("a", minutes(5), "simulated", 2, 1)
+    assert got["first"].basis == "now"

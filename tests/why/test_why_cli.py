@@ -109,7 +109,7 @@ def _run(
                 job_uid=uid,
                 pod_uid=f"pod-{uid}",
                 ended_at=at(end),
-                reason=kw.get("reason", "completed"),  # type: ignore[arg-type]
+                reason=kw.get("reason", "completed"),
             ),
             f"job/{uid}",
             at(end),
