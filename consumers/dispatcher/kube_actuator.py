@@ -1,7 +1,8 @@
 """The :class:`~consumers.dispatcher.actuator.Actuator` on Kubernetes, with the official
 client: batch Jobs through ``spec.suspend`` (BatchV1Api), Kubeflow jobs through
 ``spec.runPolicy.suspend`` (CustomObjectsApi, kubeflow.org/v1), pods deleted through
-CoreV1Api. A job that is gone (404) needs nothing more: that is not an error.
+CoreV1Api (marked ``dlc.ledger/preempted-by`` first, so the watcher ends their occupancy
+``preempted``). A job or pod that is gone (404) needs nothing more: that is not an error.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from consumers.dispatcher.actuator import ActuationError, JobRef
+from consumers.watchers.labels import ANNOTATION_PREEMPTED
 
 __all__ = ["KUBEFLOW_PLURALS", "KubeActuator"]
 
@@ -21,6 +23,8 @@ log = logging.getLogger(__name__)
 
 #: Kubeflow kinds → their plural in kubeflow.org/v1
 KUBEFLOW_PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
+
+_MARK = {"metadata": {"annotations": {ANNOTATION_PREEMPTED: "dispatcher"}}}
 
 
 class KubeActuator:
@@ -47,15 +51,23 @@ class KubeActuator:
                 mine = pod.metadata.uid == job.uid
             else:
                 mine = any(o.uid == job.uid for o in owners)
-            if mine and not pod.metadata.deletion_timestamp:
-                name = pod.metadata.name
-                self._call(
-                    job,
-                    f"delete pod {name}",
-                    lambda name=name: self.core.delete_namespaced_pod(
-                        name, job.namespace, grace_period_seconds=0
-                    ),
-                )
+            if not mine:
+                continue
+            name = pod.metadata.name
+            # marked first, so its occupancy ends "preempted"; deleted at once (the loop
+            # suspends the job right after, so its controller makes no new one)
+            self._call(
+                job,
+                f"mark pod {name} preempted",
+                lambda name=name: self.core.patch_namespaced_pod(name, job.namespace, _MARK),
+            )
+            self._call(
+                job,
+                f"delete pod {name}",
+                lambda name=name: self.core.delete_namespaced_pod(
+                    name, job.namespace, grace_period_seconds=0
+                ),
+            )
 
     def _set_suspend(self, job: JobRef, suspend: bool) -> None:
         if job.kind == "Job":

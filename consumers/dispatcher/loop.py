@@ -242,9 +242,9 @@ class Dispatcher:
             if action == "resume":
                 self.actuator.resume(ref)
             else:
-                self.actuator.suspend(ref)
                 if job.billing_mode == "idle":
                     self.actuator.delete_pods(ref)  # idle capacity is reclaimed at once
+                self.actuator.suspend(ref)
         except ActuationError as exc:
             log.warning("%s of %s failed, retried next cycle: %s", action, job.uid, exc)
             failures.append(f"{action} {job.uid}: {exc}")

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from consumers.dispatcher import Dispatcher
 from consumers.dispatcher.kube_actuator import KubeActuator
 from consumers.projector import Projector
-from consumers.watchers.listwatch import JOBS, PODS
+from consumers.watchers.listwatch import JOBS, PODS, PYTORCHJOBS
 from consumers.watchers.runner import Watcher
 from dlc_ledger.services.quotas import apply_quota_file
 from kubesim import BATCH_JOBS, KubeSim
@@ -57,7 +57,7 @@ class Live:
         sim.cluster.pod_scheduler = lambda pod: self._bind_later(pod)
         self._to_bind: list[Object] = []
         self.watcher: Watcher = start_watcher(
-            sim, store.append, store=store, resources=(JOBS, PODS)
+            sim, store.append, store=store, resources=(JOBS, PYTORCHJOBS, PODS)
         )
         self.api = client.ApiClient(client.Configuration(host=sim.url))
         self.dispatcher = self.new_dispatcher()

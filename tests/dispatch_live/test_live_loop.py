@@ -3,7 +3,7 @@ on, retried until the watched state confirms them; never stored twice."""
 
 from __future__ import annotations
 
-from kubesim import KubeSim
+from kubesim import PYTORCHJOBS, KubeSim
 from tests.dispatch_live.conftest import Live
 
 
@@ -103,3 +103,56 @@ def test_a_cycle_run_twice_stores_no_duplicate_decision(live: Live) -> None:
     # once projected, the reason unchanged: no new pending decision either
     live.project()
     assert live.new_dispatcher(refresh=None).cycle(now).stored == 0
+
+
+def test_an_idle_mode_victim_loses_its_pods_at_once(live: Live) -> None:
+    b1 = live.submit("b1", "ws-b", 2)
+    live.dispatcher.cycle()
+    live.sim.advance(10)
+    idle = live.submit("idle", "ws-b", 2, idle=True)  # borrowed idle capacity
+    assert live.dispatcher.cycle().admitted == (idle,)
+    live.sim.advance(10)
+    a1 = live.submit("a1", "ws-a", 2)
+    live.sim.advance(1)  # decided after a1 queued: the victim requeues behind it
+    preempting = live.dispatcher.cycle()
+    assert preempting.preemptions == ((a1, (idle,)),)
+    at = live.sim.clock.now()
+
+    # no grace period to wait for: the next cycle admits the preemptor
+    live.sim.advance(1)
+    assert live.dispatcher.cycle().admitted == (a1,)
+    (ended,) = [e for e in live.store.read_stream(f"job/{idle}") if e.type == "OccupancyEnded"]
+    assert ended.data["reason"] == "preempted" and ended.data["ended_at"] == at.strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    assert live.status(idle) == "Preempted" and live.status(b1) == "Running"
+
+
+def test_a_kubeflow_job_is_resumed_through_its_run_policy(live: Live) -> None:
+    template = {
+        "metadata": {"labels": {"dlc.ledger/workspace": "ws-a"}},
+        "spec": {
+            "containers": [{"name": "pytorch", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]
+        },
+    }
+    created = live.sim.cluster.create(
+        PYTORCHJOBS,
+        {
+            "metadata": {"name": "bert", "namespace": "nlp"},
+            "spec": {
+                "runPolicy": {"suspend": True},
+                "pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": template}},
+            },
+        },
+    )
+    uid = created["metadata"]["uid"]
+    first = live.dispatcher.cycle()
+    assert first.admitted == (uid,) and first.resumed == (uid,)
+    stored = live.sim.store.get(PYTORCHJOBS, "nlp", "bert")
+    assert stored["spec"]["runPolicy"]["suspend"] is False
+    (decision,) = live.decisions()
+    assert decision.data["state"]["request"] == {"gpu/any": 2000}  # two workers
+    live.sim.advance(1)
+    again = live.dispatcher.cycle()
+    assert live.status(uid) == "Admitted"  # the watcher saw Suspended=False
+    assert again.resumed == () and again.unconfirmed == 0
