@@ -76,11 +76,9 @@ class Live:
         Projector(self.store, all_projections()).catch_up()
 
     def submit(
-        self, name: str, workspace: str, gpus: int, *, priority: int = 0, idle: bool = False
+        self, name: str, workspace: str, gpus: int, *, priority: int = 0, billing: str = "public"
     ) -> str:
-        labels = {"dlc.ledger/workspace": workspace}
-        if idle:
-            labels["dlc.ledger/billing-mode"] = "idle"
+        labels = {"dlc.ledger/workspace": workspace, "dlc.ledger/billing-mode": billing}
         job = job_object(
             name,
             "ns1",

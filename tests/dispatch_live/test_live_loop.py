@@ -109,7 +109,7 @@ def test_an_idle_mode_victim_loses_its_pods_at_once(live: Live) -> None:
     b1 = live.submit("b1", "ws-b", 2)
     live.dispatcher.cycle()
     live.sim.advance(10)
-    idle = live.submit("idle", "ws-b", 2, idle=True)  # borrowed idle capacity
+    idle = live.submit("idle", "ws-b", 2, billing="idle")  # borrowed idle capacity
     assert live.dispatcher.cycle().admitted == (idle,)
     live.sim.advance(10)
     a1 = live.submit("a1", "ws-a", 2)
