@@ -15,8 +15,8 @@ against the state the ones before it left. One capacity tree serves the whole cy
 
 A preemptor reserves what it asked for and its victims stay counted until they have
 stopped, so no capacity is handed out twice; a later preemptor that would need a victim
-already taken (or a reservation) waits for the next cycle, as Kueue skips a workload with
-overlapping preemption targets.
+already taken (or a reservation, or a job admitted in this cycle) waits for the next
+cycle, as Kueue skips a workload with overlapping preemption targets.
 """
 
 from __future__ import annotations
@@ -143,7 +143,8 @@ class _Cycle:
         self.by_root: dict[str, list[Admitted]] = {}
         for wl in cycle.admitted:
             self.by_root.setdefault(self.root_of[wl.quota], []).append(wl)
-        #: victims chosen this cycle and reservations: no second preemptor may count them
+        #: victims chosen this cycle, reservations and this cycle's admissions: no
+        #: preemptor of this cycle may take them
         self.taken: set[str] = set()
         self.admissions: list[Decision] = []
         self.preemptions: list[Decision] = []
@@ -162,6 +163,8 @@ class _Cycle:
         self.tree.add(job.quota, _request(job))
         self.by_root.setdefault(self.root_of[job.quota], []).append(wl)
         self.admissions.append(decision)
+        # Kueue adds a cycle's admissions to the usage only: they are nobody's victims yet
+        self.taken.add(job.job)
 
     def ever_fits(self, job: Incoming) -> bool:
         """Whether ``job`` could fit with nothing else admitted (idle jobs may borrow past
