@@ -108,7 +108,7 @@ class IncrementalTree(Tree):
         return got
 
     def available(self, name: str, key: str, *args: Any, **kwargs: Any) -> float:
-        if args or kwargs:
+        if args or any(k != "own_cap" or v is not True for k, v in kwargs.items()):
             return super().available(name, key, *args, **kwargs)
         got = self._available.get((name, key))
         if got is None:

@@ -23,9 +23,12 @@ from ledger.dispatch import (
     Preemption,
     QueueSettings,
     QuotaNode,
+    Snapshot,
+    decide,
     plan_cycle,
 )
 from ledger.dispatch.capacity import Tree
+from ledger.dispatch.cycle import _Cycle
 from ledger.dispatch.incremental import IncrementalTree
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -121,6 +124,7 @@ def worlds(draw: st.DrawFn) -> CycleInput:
             draw(st.integers(0, 9)),
             request(),
             T0 + timedelta(minutes=draw(st.integers(0, 59))),
+            billing_mode=draw(st.sampled_from(["public"] * 9 + ["idle"])),
         )
         if holds(tree, usage_of([*admitted, wl])):
             admitted.append(wl)
@@ -240,3 +244,17 @@ def test_the_incremental_tree_answers_as_a_fresh_tree(
                 assert tree.usage(q.name, k) == pytest.approx(fresh.usage(q.name, k))
                 assert tree.raw_usage(q.name, k) == pytest.approx(fresh.raw_usage(q.name, k))
                 assert tree.available(q.name, k) == pytest.approx(fresh.available(q.name, k))
+
+
+@settings(max_examples=300, deadline=None)
+@given(worlds(), st.booleans())
+def test_the_victim_search_is_skipped_only_when_it_would_find_none(
+    world: CycleInput, fair: bool
+) -> None:
+    state = _Cycle(world)
+    for job in world.pending:
+        request = {k: v for k, v in job.resources.items() if v > 0}
+        if state.tree.fits(job.quota, request) or state.may_find_victims(job):
+            continue
+        decision = decide(Snapshot(world.quotas, world.admitted, fair_sharing=fair), job)
+        assert decision.outcome == "pending", job
