@@ -337,6 +337,7 @@ def read_dispatch(
         parked=parked,
         blocked_workspaces=blocked_workspaces,
         preempting=preempting,
+        fair_sharing=config.fair_sharing,
     )
     return DispatchView(
         cycle=cycle,

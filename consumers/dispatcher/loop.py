@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -33,7 +33,8 @@ from consumers.dispatcher.decisions import (
     preemption_event,
     record_of,
 )
-from ledger.dispatch import CycleResult, plan_cycle
+from ledger.dispatch import CycleInput, CycleResult, plan_cycle
+from ledger.dispatch.cycle import relevant_changes
 from ledger.envelopes import Envelope
 from ledger.events import AdmissionDecided, PreemptionDecided
 from ledger.store.base import DuplicateEventConflict, EventStore
@@ -126,6 +127,7 @@ class Dispatcher:
         self.budgets = budgets
         # decisions stored by this process the read model may not show yet
         self._recent: dict[str, DecisionRecord] = {}
+        self._previous: CycleInput | None = None
 
     @contextmanager
     def _snapshot(self) -> Iterator[Connection]:
@@ -151,6 +153,15 @@ class Dispatcher:
             self.refresh()
         now = now or self.clock()
         view, to_stop = self.read(now)
+        # BestEffortFIFO's parked heads are retried where capacity was freed or the tree
+        # changed since the last cycle; a process that has no last cycle retries them all
+        previous, self._previous = self._previous, view.cycle
+        requeue = (
+            relevant_changes(previous, view.cycle)
+            if previous is not None
+            else frozenset(q.name for q in view.cycle.quotas if q.parent is None)
+        )
+        view = replace(view, cycle=replace(view.cycle, requeue=requeue))
         result = plan_cycle(view.cycle)
         events = self._decisions(view, result, now)
         stored = self._store(events)
