@@ -25,12 +25,12 @@ parked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, or_, select
+from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, or_, select
 
 from ledger.dispatch import Admitted, CycleInput, Incoming
 from ledger.dispatch.trees import DispatchConfig, dispatch_config
@@ -120,9 +120,15 @@ def dispatch_input(
     return read_dispatch(conn, now, blocked_workspaces=blocked_workspaces).cycle
 
 
-def read_decisions(conn: Connection) -> dict[str, DecisionRecord]:
-    """The latest decision per job."""
+def read_decisions(
+    conn: Connection, jobs: Collection[str] | None = None
+) -> dict[str, DecisionRecord]:
+    """The latest decision per job (of ``jobs`` only, unless None)."""
     t = dispatch_decisions
+    query = select(t)
+    if jobs is not None:  # one array parameter, however many jobs
+        uids = bindparam("uids", sorted(jobs), type_=ARRAY(Text))
+        query = query.where(t.c.job_uid == any_(uids))
     return {
         row.job_uid: DecisionRecord(
             row.job_uid,
@@ -136,7 +142,7 @@ def read_decisions(conn: Connection) -> dict[str, DecisionRecord]:
             row.position,
             row.decided_at,
         )
-        for row in conn.execute(select(t))
+        for row in conn.execute(query)
     }
 
 
@@ -253,7 +259,7 @@ def read_dispatch(
     children = tree.children()
     leaves = frozenset(name for name in tree.specs if not children.get(name))
     jobs = _jobs(conn, tree, leaves)
-    decisions = read_decisions(conn)
+    decisions = read_decisions(conn, sorted(jobs))
     for uid, record in (recent or {}).items():
         known = decisions.get(uid)
         if known is None or known.position < record.position:
@@ -331,6 +337,7 @@ def read_dispatch(
         parked=parked,
         blocked_workspaces=blocked_workspaces,
         preempting=preempting,
+        fair_sharing=config.fair_sharing,
     )
     return DispatchView(
         cycle=cycle,

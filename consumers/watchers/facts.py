@@ -24,6 +24,7 @@ from consumers.watchers.api_values import (
     str_map,
 )
 from consumers.watchers.labels import (
+    ANNOTATION_PREEMPTED,
     BATCH_COMPLETION_INDEX,
     BATCH_JOB_NAME,
     GPU_ANY,
@@ -198,7 +199,9 @@ def _replica(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
     return f"{rtype.lower()}/{index}"
 
 
-def _end_reason(status: Mapping[str, Any], phase: str, deleting: bool) -> OccupancyEndReason:
+def _end_reason(
+    status: Mapping[str, Any], phase: str, deleting: bool, annotations: Mapping[str, str]
+) -> OccupancyEndReason:
     reason = str(status.get("reason") or "")
     if reason == "Evicted":
         return "evicted"
@@ -208,6 +211,8 @@ def _end_reason(status: Mapping[str, Any], phase: str, deleting: bool) -> Occupa
                 return "preempted"
             if cond.get("reason") in ("EvictionByEvictionAPI", "TerminationByKubelet"):
                 return "evicted"
+    if ANNOTATION_PREEMPTED in annotations:
+        return "preempted"  # the dispatcher reclaimed it (an idle-mode victim's pods)
     if deleting:
         return "deleted"
     return "failed" if phase == "Failed" else "completed"
@@ -257,7 +262,7 @@ def pod_facts(obj: Mapping[str, Any]) -> PodFacts:
         phase=phase,
         terminal=terminal,
         finished_at=finished,
-        end_reason=_end_reason(status, phase, deletion_at is not None),
+        end_reason=_end_reason(status, phase, deletion_at is not None, annotations),
         deletion_at=deletion_at,
     )
 

@@ -553,7 +553,10 @@ class ClusterTracker:
         if kind == DELETED:
             if started is not None and not st.ended:
                 at = pod.deletion_at or now
-                out += self._end_pod(key, st, at, "deleted", True, now)
+                reason: OccupancyEndReason = (
+                    "preempted" if pod.end_reason == "preempted" else "deleted"
+                )
+                out += self._end_pod(key, st, at, reason, True, now)
             self._replica_done(pod.uid, st, pod.finished_at or pod.deletion_at or now)
             if st.bare:
                 out.append(

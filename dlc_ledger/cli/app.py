@@ -35,6 +35,7 @@ COMMANDS = {
     "broker": "dlc_ledger.cli.broker:broker_app",
     "dispatcher": "dlc_ledger.cli.dispatcher:dispatcher_app",
     "queue": "dlc_ledger.cli.queue:queue_app",
+    "dispatch": "dlc_ledger.cli.dispatch:dispatch",
 }
 
 app = typer.Typer(

@@ -15,8 +15,8 @@ against the state the ones before it left. One capacity tree serves the whole cy
 
 A preemptor reserves what it asked for and its victims stay counted until they have
 stopped, so no capacity is handed out twice; a later preemptor that would need a victim
-already taken (or a reservation) waits for the next cycle, as Kueue skips a workload with
-overlapping preemption targets.
+already taken (or a reservation, or a job admitted in this cycle) waits for the next
+cycle, as Kueue skips a workload with overlapping preemption targets.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Literal
 
 from ledger.dispatch.incremental import IncrementalTree
 from ledger.dispatch.model import Admitted, Decision, DispatchError, Incoming, QuotaNode, Snapshot
-from ledger.dispatch.preemption import decide
+from ledger.dispatch.preemption import IDLE, decide
 from ledger.dispatch.queues import QueuePolicyName, QueueRun, QueueSettings, queue_order
 from ledger.dispatch.shares import dominant_resource_share
 
@@ -141,40 +141,83 @@ class _Cycle:
         # the candidates a decision looks at: only jobs of the incoming's own tree share
         # capacity with it
         self.by_root: dict[str, list[Admitted]] = {}
+        # what may be a victim, coarsely: lets a job with no possible candidate skip the
+        # preemption search (Kueue's candidates all pass a priority policy, or are idle)
+        self.lowest_in_quota: dict[str, int] = {}
+        self.lowest_in_root: dict[str, int] = {}
+        self.idle_in_root: dict[str, int] = {}
         for wl in cycle.admitted:
-            self.by_root.setdefault(self.root_of[wl.quota], []).append(wl)
-        #: victims chosen this cycle and reservations: no second preemptor may count them
+            self._index(wl)
+        #: victims chosen this cycle, reservations and this cycle's admissions: no
+        #: preemptor of this cycle may take them
         self.taken: set[str] = set()
         self.admissions: list[Decision] = []
         self.preemptions: list[Decision] = []
         self.reasons: dict[str, PendingReason] = {}
         self.parked: set[str] = set()
 
+    def _index(self, wl: Admitted) -> None:
+        root = self.root_of[wl.quota]
+        self.by_root.setdefault(root, []).append(wl)
+        self.lowest_in_quota[wl.quota] = min(
+            self.lowest_in_quota.get(wl.quota, wl.priority), wl.priority
+        )
+        self.lowest_in_root[root] = min(self.lowest_in_root.get(root, wl.priority), wl.priority)
+        if wl.billing_mode == IDLE:
+            self.idle_in_root[root] = self.idle_in_root.get(root, 0) + 1
+
     def reserve(self, job: Incoming) -> None:
         """Hold ``job``'s request while its victims stop (they stay counted meanwhile)."""
-        wl = _admitted(job, self.input.now)
         self.tree.add(job.quota, _request(job))
-        self.by_root.setdefault(self.root_of[job.quota], []).append(wl)
+        self._index(_admitted(job, self.input.now))
         self.taken.add(job.job)
 
     def admit(self, job: Incoming, decision: Decision) -> None:
-        wl = _admitted(job, self.input.now)
         self.tree.add(job.quota, _request(job))
-        self.by_root.setdefault(self.root_of[job.quota], []).append(wl)
+        self._index(_admitted(job, self.input.now))
         self.admissions.append(decision)
+        # Kueue adds a cycle's admissions to the usage only: they are nobody's victims yet
+        self.taken.add(job.job)
 
     def ever_fits(self, job: Incoming) -> bool:
         """Whether ``job`` could fit with nothing else admitted (idle jobs may borrow past
-        their own quota's limits: only their tree's capacity bounds them)."""
-        request = _request(job)
-        quota = self.root_of[job.quota] if job.billing_mode == "idle" else job.quota
-        return self.empty.fits(quota, request)
+        their own quota's ``max``: only the ancestors' and the root's bound them)."""
+        return self.empty.fits(job.quota, _request(job), own_cap=job.billing_mode != IDLE)
+
+    def may_find_victims(self, job: Incoming) -> bool:
+        """False only when :func:`decide` surely finds no victim: no idle job in the tree,
+        and nothing the quota's ``within_quota`` / ``reclaim`` policies could allow."""
+        root = self.root_of[job.quota]
+        if self.idle_in_root.get(root):
+            return True
+        policy = self.tree.nodes[job.quota].preemption
+        own = self.lowest_in_quota.get(job.quota)
+        if own is not None and (
+            (policy.within_quota == "LowerPriority" and own < job.priority)
+            or (policy.within_quota == "LowerOrNewerEqualPriority" and own <= job.priority)
+        ):
+            return True
+        lowest = self.lowest_in_root.get(root)
+        if lowest is None or policy.reclaim == "Never":
+            return False
+        return policy.reclaim == "Any" or lowest < job.priority
 
     def attempt(self, job: Incoming) -> _Outcome:
         """Decide ``job`` against the cycle's current state."""
-        if job.billing_mode != "idle" and self.tree.fits(job.quota, _request(job)):
+        request = _request(job)
+        if job.billing_mode == IDLE:
+            # an idle job never preempts: it runs on what is idle, past its own max
+            if self.tree.fits(job.quota, request, own_cap=False):
+                self.admit(job, Decision(job.job, "admit"))
+                return "admitted"
+            self.reasons[job.job] = "WaitingForQuota"
+            return "no-fit"
+        if self.tree.fits(job.quota, request):
             self.admit(job, Decision(job.job, "admit"))
             return "admitted"
+        if not self.may_find_victims(job):
+            self.reasons[job.job] = "WaitingForQuota"
+            return "no-fit"
         snapshot = Snapshot(
             self.input.quotas,
             tuple(self.by_root.get(self.root_of[job.quota], ())),

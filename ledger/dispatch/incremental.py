@@ -40,19 +40,46 @@ class IncrementalTree(Tree):
         return list(chain)
 
     def add(self, quota: str, resources: Mapping[str, float]) -> None:
+        before = self._before(quota, resources)
         super().add(quota, resources)
-        self._changed(quota, resources)
+        self._changed(quota, resources, before, 1)
 
     def remove(self, quota: str, resources: Mapping[str, float]) -> None:
+        before = self._before(quota, resources)
         super().remove(quota, resources)
-        self._changed(quota, resources)
+        self._changed(quota, resources, before, -1)
 
-    def _changed(self, quota: str, resources: Mapping[str, float]) -> None:
-        chain = self._ancestry.get(quota) or self.ancestry(quota)
-        for key in resources:
+    def _before(self, quota: str, resources: Mapping[str, float]) -> dict[str, list[float]]:
+        """The usage along ``quota``'s ancestry, per changed key, before a change."""
+        if quota not in self.nodes or not self.is_leaf(quota):
+            return {}  # Tree.add refuses it
+        chain = self.ancestry(quota)
+        return {key: [self.usage(node, key) for node in chain] for key in resources}
+
+    def _changed(
+        self,
+        quota: str,
+        resources: Mapping[str, float],
+        before: dict[str, list[float]],
+        sign: int,
+    ) -> None:
+        """Carry a leaf's change up its ancestry: an inner node's usage moves by what its
+        child's usage beyond its guarantee moved (Tree.usage's sum, one term changed)."""
+        chain = self._ancestry[quota]
+        for key, amount in resources.items():
+            old_child = before[key][0]
+            new_child = self.leaf_usage[quota].get(key, 0)
+            self._usage[quota, key] = new_child
+            for i in range(1, len(chain)):
+                g = self.guaranteed(chain[i - 1], key)
+                delta = max(0.0, new_child - g) - max(0.0, old_child - g)
+                old_child = before[key][i]
+                new_child = old_child + delta
+                self._usage[chain[i], key] = new_child
             for node in chain:
-                self._usage.pop((node, key), None)
-                self._raw.pop((node, key), None)
+                raw = self._raw.get((node, key))
+                if raw is not None:
+                    self._raw[node, key] = raw + sign * amount
         # available depends on the root's usage: every node's may have moved
         self._available.clear()
 
@@ -81,7 +108,7 @@ class IncrementalTree(Tree):
         return got
 
     def available(self, name: str, key: str, *args: Any, **kwargs: Any) -> float:
-        if args or kwargs:
+        if args or any(k != "own_cap" or v is not True for k, v in kwargs.items()):
             return super().available(name, key, *args, **kwargs)
         got = self._available.get((name, key))
         if got is None:

@@ -35,6 +35,10 @@ class Share:
     borrowed: frozenset[str] = frozenset()
 
     @property
+    def borrowing(self) -> bool:
+        return bool(self.borrowed)
+
+    @property
     def is_zero(self) -> bool:
         return self.unweighted == 0
 

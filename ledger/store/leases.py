@@ -14,6 +14,7 @@ import hashlib
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from ledger.store.base import Lease
 
@@ -22,14 +23,6 @@ __all__ = ["LEASE_LOCK_CLASS", "PostgresLease", "lease_key"]
 #: The first of the two int4 keys of every lease's advisory lock ("DLC" + 1): the
 #: two-key space never overlaps the append lock's one bigint key.
 LEASE_LOCK_CLASS = 0x444C4301
-
-# a holder whose host vanished without closing its socket is noticed within ~15 s
-_KEEPALIVES = {
-    "keepalives": 1,
-    "keepalives_idle": 5,
-    "keepalives_interval": 2,
-    "keepalives_count": 3,
-}
 
 
 def lease_key(name: str) -> int:
@@ -46,9 +39,17 @@ class PostgresLease(Lease):
 
     @classmethod
     def try_take(cls, url: str, name: str) -> PostgresLease | None:
-        conn = psycopg.connect(
-            url, autocommit=True, application_name=f"dlc-ledger lease {name}"[:63], **_KEEPALIVES
+        # keepalives: a holder whose host vanished without closing its socket is
+        # noticed within ~15 s
+        conninfo = make_conninfo(
+            url,
+            application_name=f"dlc-ledger lease {name}"[:63],
+            keepalives=1,
+            keepalives_idle=5,
+            keepalives_interval=2,
+            keepalives_count=3,
         )
+        conn = psycopg.connect(conninfo, autocommit=True)
         try:
             row = conn.execute(
                 "SELECT pg_try_advisory_lock(%s, %s)", (LEASE_LOCK_CLASS, lease_key(name))
