@@ -150,9 +150,10 @@ def pending_event(
     previous: DecisionRecord | None,
     figures: Figures,
     now: datetime,
+    estimated_start: datetime | None = None,
 ) -> Envelope | None:
     """A pending decision when the job's reason changed since its latest decision of this
-    episode (None: unchanged, nothing to store)."""
+    episode (None: unchanged, nothing to store), with its estimated start if known."""
     same = previous if previous is not None and previous.attempt == job.attempt else None
     if same is not None and same.outcome == "pending" and same.reason == status.reason:
         return None
@@ -167,6 +168,7 @@ def pending_event(
         attempt=job.attempt,
         position=status.position,
         cohort_position=status.cohort_position,
+        estimated_start=estimated_start,
     )
     return _envelope(data, job.uid, now, str(job.attempt), "pending", str(count + 1), status.reason)
 

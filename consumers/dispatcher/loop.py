@@ -38,6 +38,7 @@ from ledger.dispatch.cycle import relevant_changes
 from ledger.envelopes import Envelope
 from ledger.events import AdmissionDecided, PreemptionDecided
 from ledger.store.base import DuplicateEventConflict, EventStore
+from projections.dispatch_estimates import runtime_medians, start_estimates
 from projections.dispatch_reads import DecisionRecord, DispatchJob, DispatchView, read_dispatch
 
 __all__ = ["BudgetGate", "CycleOutcome", "Dispatcher"]
@@ -118,8 +119,11 @@ class Dispatcher:
         reads: Reads | None = None,
         refresh: Callable[[], None] | None = None,
         budgets: BudgetGate | None = None,
+        estimate: bool = True,
     ) -> None:
         self.store = store
+        #: store an estimated start with each pending decision
+        self.estimate = estimate
         self.actuator = actuator
         self.clock = clock
         self.reads = reads or self._snapshot
@@ -216,15 +220,37 @@ class Dispatcher:
                 _typed(preemption_event(decision, jobs[decision.job], victims, figures, now))
             )
         preempting = {d.job for d in result.preemptions}
-        for status in result.pending:
-            if status.job in preempting:
-                continue  # its preemption decision says why it waits
-            event = pending_event(
+        new = [
+            status
+            for status in result.pending
+            if status.job not in preempting  # its preemption decision says why it waits
+            and pending_event(
                 status, jobs[status.job], view.decisions.get(status.job), figures, now
+            )
+            is not None
+        ]
+        starts = self._estimates(view, [s.job for s in new])
+        for status in new:
+            event = pending_event(
+                status,
+                jobs[status.job],
+                view.decisions.get(status.job),
+                figures,
+                now,
+                estimated_start=starts.get(status.job),
             )
             if event is not None:
                 out.append(_typed(event))
         return out
+
+    def _estimates(self, view: DispatchView, jobs: Sequence[str]) -> dict[str, datetime | None]:
+        """Estimated starts of the jobs whose pending decision is stored now (``jobs why``'s
+        estimator, :mod:`projections.dispatch_estimates`); none when estimating is off."""
+        if not self.estimate or not jobs:
+            return {}
+        with self.reads() as conn:
+            medians = runtime_medians(conn)
+        return {uid: e.start for uid, e in start_estimates(view, medians, jobs).items()}
 
     def _store(self, events: list[tuple[Envelope, AdmissionDecided | PreemptionDecided]]) -> int:
         """Append the decisions in one transaction; one whose id is already stored with

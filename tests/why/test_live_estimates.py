@@ -1,0 +1,80 @@
+"""The live loop stores an estimated start with each pending decision, the estimate
+``jobs why`` shows, and ``report estimates`` compares it with the actual start (kubesim,
+the official client, the real watcher, real PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from kubesim import BATCH_JOBS
+from projections.jobs.tables import job_state
+from tests.clis import CliCall
+from tests.dispatch_live.conftest import Live, live, recorder, sim
+from tests.watchers.conftest import terminate
+
+__all__ = ["live", "recorder", "sim"]  # the fixtures this module uses
+
+
+def _finish(live: Live, name: str) -> None:
+    job = live.sim.store.get(BATCH_JOBS, "ns1", name)
+    for pod in live.sim.cluster.owned_pods(job["metadata"]["uid"]):
+        terminate(live.sim, pod)
+    live.sim.cluster.finish_job("ns1", name, failed=False)
+
+
+def _state(live: Live, uid: str) -> tuple[int, dict[str, str]]:
+    with live.store.engine.connect() as conn:
+        row = conn.execute(
+            select(job_state.c.running_us, job_state.c.entered).where(job_state.c.job_uid == uid)
+        ).one()
+    return int(row.running_us), dict(row.entered)
+
+
+def test_a_pending_decision_carries_the_estimate_jobs_why_shows(live: Live, cli: CliCall) -> None:
+    # history: a0 runs 600 s and succeeds (team-a's median run time from then on)
+    a0 = live.submit("a0", "ws-a", 4)
+    live.dispatcher.cycle()
+    live.sim.advance(1)
+    live.dispatcher.cycle()
+    live.sim.advance(600)
+    _finish(live, "a0")
+    live.sim.advance(1)
+    live.dispatcher.cycle()
+    running_us, _ = _state(live, a0)
+    assert live.status(a0) == "Succeeded" and running_us > 0
+    # a1 takes the whole tree; a2 waits for it
+    a1 = live.submit("a1", "ws-a", 4)
+    live.dispatcher.cycle()
+    live.sim.advance(5)
+    a2 = live.submit("a2", "ws-a", 2)
+    live.dispatcher.cycle()
+    _, entered = _state(live, a1)
+    admitted_at = datetime.fromisoformat(entered["Admitted"])
+    expected = admitted_at + timedelta(microseconds=running_us)
+    (pending,) = [
+        d
+        for d in live.decisions()
+        if d.data.get("job_uid") == a2 and d.data["outcome"] == "pending"
+    ]
+    stored = datetime.fromisoformat(pending.data["estimated_start"])
+    assert stored == expected
+    why = json.loads(cli("jobs", "why", a2, "--format", "json"))["pending"]
+    assert datetime.fromisoformat(why["estimate"]["start"]) == expected
+    assert why["last_decision"]["estimated_start"] == pending.data["estimated_start"]
+    assert why["runtime"]["scope"] == "quota" and why["runtime"]["jobs"] == 1
+
+    # a1 ends late (at 900 s instead of 600): a2 starts then, 300 s after its estimate
+    live.sim.advance(895)
+    _finish(live, "a1")
+    live.sim.advance(1)
+    live.dispatcher.cycle()
+    (admit,) = [
+        d for d in live.decisions() if d.data.get("job_uid") == a2 and d.data["outcome"] == "admit"
+    ]
+    (row,) = json.loads(cli("report", "estimates", "--per-job", "--format", "json"))
+    assert row["job_uid"] == a2
+    assert row["error_seconds"] == (admit.occurred_at - expected).total_seconds()
+    assert row["error_seconds"] > 0
