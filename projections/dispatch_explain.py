@@ -136,12 +136,13 @@ def queue_listing(
     limit: int = 50,
     cursor: str | None = None,
     max_steps: int = MAX_STEPS,
+    blocked_workspaces: frozenset[str] = frozenset(),
 ) -> QueuePage:
     """The pending jobs of ``quota`` (a leaf) or of its whole subtree (an inner quota), in
     the order the dispatcher would try them now (their tree's cohort order)."""
     check_limit(limit)
     after = decode_cursor(cursor, int, str)[0] if cursor is not None else 0
-    view = read_dispatch(conn, now)
+    view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces)
     if quota not in {q.name for q in view.cycle.quotas}:
         names = ", ".join(sorted(q.name for q in view.cycle.quotas)) or "none"
         raise ValueError(f"unknown quota {quota!r} (quotas: {names})")
@@ -416,17 +417,23 @@ def _method(estimate: StartEstimate | None, own: Runtime | None) -> str:
 
 
 def explain_job(
-    uow: UnitOfWork, uid: str, now: datetime, *, max_steps: int = MAX_STEPS
+    uow: UnitOfWork,
+    uid: str,
+    now: datetime,
+    *,
+    max_steps: int = MAX_STEPS,
+    blocked_workspaces: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Why job ``uid`` is where it is at ``now``: pending (reason, positions, figures, start
     estimate), preempted (by whom, which rule, the state then, work lost and its cost),
-    running or finished (its admission decision)."""
+    running or finished (its admission decision). ``blocked_workspaces``: those whose
+    ``stop`` budget is exhausted (as the live loop is given them)."""
     conn: Connection = uow.connection
     row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
     if row is None:
         raise ValueError(f"no job with uid {uid!r}")
     events = _decision_events(uow, uid)
-    view = read_dispatch(conn, now)
+    view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces)
     known = view.jobs.get(uid)
     pending = any(p.job == uid for p in view.cycle.pending)
     preemptions = _preemptions(conn, uid, events, now)
@@ -453,6 +460,9 @@ def explain_job(
         )
     elif status in ("Succeeded", "Failed", "Stopped"):
         doc["answer"] = "finished"
+    elif status == "Preempted":
+        doc["answer"] = "preempted"
+        doc["summary"] = "preempted: its pods are being stopped; it queues again once they are gone"
     elif status in ("Creating",):
         doc["answer"] = "not queued"
         doc["summary"] = "it was not created suspended: the dispatcher does not queue it"

@@ -7,8 +7,11 @@ caller names an instant: in a replay the cluster's clock is months from the wall
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+
+from sqlalchemy import Connection
 
 from consumers.projector import catch_up_to_read
 from ledger.store.postgres import PostgresEventStore
@@ -20,7 +23,11 @@ from projections.jobs import JobsProjection, find_job
 from projections.occupancy import OccupancyProjection
 from projections.quotas import QuotaProjection
 
-__all__ = ["estimates_report", "queue_page", "why_job"]
+__all__ = ["Exhausted", "estimates_report", "queue_page", "why_job"]
+
+#: the workspaces whose ``stop`` budget is exhausted at an instant (the budgets' read, as
+#: the live loop's ``BudgetGate.exhausted_workspaces`` gives them); None: no budgets
+Exhausted = Callable[[Connection, datetime], frozenset[str]]
 
 
 def _catch_up(store: PostgresEventStore) -> None:
@@ -36,7 +43,7 @@ def _catch_up(store: PostgresEventStore) -> None:
     )
 
 
-def _now(conn: Any, at: datetime | None) -> datetime:
+def _now(conn: Connection, at: datetime | None) -> datetime:
     if at is not None:
         return at
     now = projected_now(conn)
@@ -45,12 +52,21 @@ def _now(conn: Any, at: datetime | None) -> datetime:
     return now
 
 
-def why_job(store: PostgresEventStore, ref: str, *, at: datetime | None = None) -> dict[str, Any]:
+def why_job(
+    store: PostgresEventStore,
+    ref: str,
+    *,
+    at: datetime | None = None,
+    exhausted: Exhausted | None = None,
+) -> dict[str, Any]:
     """Why job ``ref`` (a uid, or a name only one job has) is pending, was preempted, or runs."""
     _catch_up(store)
     with store.snapshot() as uow:
-        uid = find_job(uow.connection, ref)
-        return explain_job(uow, uid, _now(uow.connection, at))
+        conn = uow.connection
+        uid = find_job(conn, ref)
+        now = _now(conn, at)
+        blocked = exhausted(conn, now) if exhausted is not None else frozenset()
+        return explain_job(uow, uid, now, blocked_workspaces=blocked)
 
 
 def queue_page(
@@ -60,12 +76,17 @@ def queue_page(
     at: datetime | None = None,
     limit: int = 50,
     cursor: str | None = None,
+    exhausted: Exhausted | None = None,
 ) -> QueuePage:
     """One page of ``quota``'s pending queue (its subtree's, for an inner quota) in order."""
     _catch_up(store)
     with store.snapshot() as uow:
         conn = uow.connection
-        return queue_listing(conn, quota, _now(conn, at), limit=limit, cursor=cursor)
+        now = _now(conn, at)
+        blocked = exhausted(conn, now) if exhausted is not None else frozenset()
+        return queue_listing(
+            conn, quota, now, limit=limit, cursor=cursor, blocked_workspaces=blocked
+        )
 
 
 def estimates_report(

@@ -17,6 +17,7 @@ import pytest
 
 from consumers.projector import Projector
 from dlc_ledger.services.quotas import apply_quota_file
+from dlc_ledger.services.why import why_job
 from ledger.events import (
     AdmissionDecided,
     JobAdmitted,
@@ -214,6 +215,16 @@ def test_a_job_blocked_behind_others(cluster: Narrator, cli: CliCall) -> None:
     assert "why pending: WaitingForQuota" in table
     assert "position: 1 of 3 in quota team-a; 2 of 4 in its tree" in table
     assert f"estimated start: {(EPOCH + timedelta(seconds=4200)).isoformat()}" in table
+
+
+def test_a_workspace_out_of_budget_gets_nothing(
+    cluster: Narrator, store: PostgresEventStore, cli: CliCall
+) -> None:
+    # the budgets' read, as the live loop's gate gives it: ws-a's stop budget is exhausted
+    doc = why_job(store, "w1", exhausted=lambda conn, at: frozenset({"ws-a"}))
+    assert doc["pending"]["reason"] == "BudgetExhausted"
+    assert doc["pending"]["estimate"]["basis"] == "budget"
+    assert doc["pending"]["estimate"]["start"] is None
 
 
 def test_a_job_that_can_never_fit(cluster: Narrator, cli: CliCall) -> None:
