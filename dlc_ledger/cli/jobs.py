@@ -195,7 +195,9 @@ def jobs_why(
     at: Annotated[
         str | None,
         typer.Option(
-            "--at", help=f"Explain as at this instant (default: now, as projected): {CLUSTER}."
+            "--at",
+            help="Take this instant as now (waits, aging, estimates; the state is the "
+            f"projected one). Default: the latest projected instant. {CLUSTER}.",
         ),
     ] = None,
     fmt: DocumentFormatOption = DocumentFormat.table,

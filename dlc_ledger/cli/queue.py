@@ -41,7 +41,11 @@ def queue_show(
     quota: Annotated[str, typer.Argument(help="A leaf quota, or an inner one: its subtree.")],
     at: Annotated[
         str | None,
-        typer.Option("--at", help=f"The queue as at this instant (default: now): {CLUSTER}."),
+        typer.Option(
+            "--at",
+            help="Take this instant as now (waits, aging, estimates; the state is the "
+            f"projected one). Default: the latest projected instant. {CLUSTER}.",
+        ),
     ] = None,
     limit: LimitOption = 50,
     cursor: CursorOption = None,
