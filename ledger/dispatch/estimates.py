@@ -79,8 +79,10 @@ class StartEstimate:
 
 def ever_fits(quotas: tuple[QuotaNode, ...], job: Incoming) -> bool:
     """Whether ``job`` fits its quota with nothing else admitted: False is Kueue's
-    "can never fit as configured" (``ExceedsMaxQuota``)."""
-    return Tree(quotas, ()).fits(job.quota, {k: v for k, v in job.resources.items() if v > 0})
+    "can never fit as configured" (``ExceedsMaxQuota``). An idle-mode job may borrow past
+    its own quota's ``max``: only its ancestors bound it."""
+    request = {k: v for k, v in job.resources.items() if v > 0}
+    return Tree(quotas, ()).fits(job.quota, request, own_cap=job.billing_mode != "idle")
 
 
 def _roots(quotas: tuple[QuotaNode, ...]) -> dict[str, str]:
@@ -114,14 +116,13 @@ def ahead_of(cycle: CycleInput, jobs: Collection[str]) -> CycleInput:
 
 
 def _any_fits(cycle: CycleInput, admitted: list[Admitted], pending: list[Incoming]) -> bool:
-    """Whether some waiting job fits without preemption (idle jobs: in their tree)."""
+    """Whether some waiting job fits without preemption (idle jobs past their own max)."""
     tree = Tree(cycle.quotas, admitted)
-    root = _roots(cycle.quotas)
     for job in pending:
         if job.workspace and job.workspace in cycle.blocked_workspaces:
             continue
-        quota = root[job.quota] if job.billing_mode == "idle" else job.quota
-        if tree.fits(quota, {k: v for k, v in job.resources.items() if v > 0}):
+        request = {k: v for k, v in job.resources.items() if v > 0}
+        if tree.fits(job.quota, request, own_cap=job.billing_mode != "idle"):
             return True
     return False
 

@@ -51,6 +51,7 @@ def blocking_figures(
     nodes = tuple(quotas)
     now = Tree(nodes, admitted)
     empty = Tree(nodes, ())
+    own_cap = job.billing_mode != "idle"  # an idle job may borrow past its quota's max
     rows: list[KeyFigures] = []
     for key in sorted(k for k, v in job.resources.items() if v > 0):
         for name in now.ancestry(job.quota):
@@ -62,8 +63,8 @@ def blocking_figures(
                     min=now.min(name, key),
                     max=now.nodes[name].max.get(key),
                     used=now.raw_usage(name, key),
-                    available=now.available(name, key),
-                    capacity=empty.available(name, key),
+                    available=now.available(name, key, own_cap=own_cap or name != job.quota),
+                    capacity=empty.available(name, key, own_cap=own_cap or name != job.quota),
                 )
             )
     return tuple(rows)

@@ -161,3 +161,17 @@ def test_only_the_jobs_ahead_and_those_starting_now_decide_a_start() -> None:
     got = estimate_starts(narrow, {"r1": minutes(10)}, {"first": timedelta(minutes=5)})
     assert got["a"] == StartEstimate("a", minutes(5), "simulated", 2, 1)
     assert got["first"].basis == "now"
+
+
+def test_an_idle_job_is_bounded_by_its_tree_not_its_quotas_max() -> None:
+    quotas = (
+        QuotaNode("root", min={"gpu": 8}),
+        QuotaNode("a", "root", {"gpu": 2}, {"gpu": 2}),
+        QuotaNode("b", "root", {"gpu": 6}),
+    )
+    idle = Incoming("idle", "a", 0, {"gpu": 6}, T, billing_mode="idle")
+    public = Incoming("public", "a", 0, {"gpu": 6}, T)
+    assert ever_fits(quotas, idle) and not ever_fits(quotas, public)
+    leaf = blocking_figures(quotas, (), idle)[0]
+    assert (leaf.capacity, leaf.short) == (8, False)
+    assert blocking_figures(quotas, (), public)[0].capacity == 2
