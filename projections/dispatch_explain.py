@@ -410,9 +410,9 @@ def _method(estimate: StartEstimate | None, own: Runtime | None) -> str:
         return f"none within {estimate.steps} simulated cycles"
     runtime = f"; its own run time: {own.describe()}" if own else ""
     return (
-        f"simulated {estimate.steps} dispatcher cycle(s) forward: {estimate.released} running "
-        "job(s) released at their projected ends (start + the median run time of finished "
-        f"jobs of their quota, else workspace, else all){runtime}"
+        f"simulated the dispatcher forward over {estimate.steps} instant(s): "
+        f"{estimate.released} running job(s) released at their projected ends (start + the "
+        f"median run time of finished jobs of their quota, else workspace, else all){runtime}"
     )
 
 
