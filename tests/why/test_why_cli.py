@@ -17,7 +17,7 @@ import pytest
 
 from consumers.projector import Projector
 from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.why import why_job
+from dlc_ledger.services.why import queue_page, why_job
 from ledger.events import (
     AdmissionDecided,
     JobAdmitted,
@@ -269,7 +269,9 @@ def test_a_preempted_job(cluster: Narrator, cli: CliCall) -> None:
     assert "AdmissionDecided" in kinds and "PreemptionDecided" in kinds
 
 
-def test_queue_show_lists_in_order_with_estimates(cluster: Narrator, cli: CliCall) -> None:
+def test_queue_show_lists_in_order_with_estimates(
+    cluster: Narrator, store: PostgresEventStore, cli: CliCall
+) -> None:
     rows = json.loads(cli("queue", "show", "team-a", "--format", "json"))
     assert [(r["job_uid"], r["position"], r["cohort_position"], r["reason"]) for r in rows] == [
         ("w1", 1, 2, "WaitingForQuota"),
@@ -281,6 +283,9 @@ def test_queue_show_lists_in_order_with_estimates(cluster: Narrator, cli: CliCal
     # the whole tree from its root, a page at a time
     first = cli("queue", "show", "root", "--limit", "2", "--format", "csv")
     assert [line.split(",")[2] for line in first.splitlines()[1:]] == ["b2", "w1"]
+    first_page = queue_page(store, "root", limit=2)
+    second = queue_page(store, "root", limit=2, cursor=first_page.next_cursor)
+    assert [r["job_uid"] for r in second.rows] == ["big", "w2"] and second.next_cursor is None
     page = json.loads(cli("queue", "show", "root", "--format", "json"))
     assert [r["job_uid"] for r in page] == ["b2", "w1", "big", "w2"]
     # b2 waits for b1 (started 3600; team-b's one finished job, hp, ran 500 s); team-b's
