@@ -257,7 +257,9 @@ def _lost_cost(conn: Connection, lost: list[dict[str, Any]]) -> dict[str, Any]:
 def _preemptions(
     conn: Connection, uid: str, events: list[RecordedEvent], now: datetime
 ) -> list[dict[str, Any]]:
-    out = []
+    """Each time job ``uid`` was preempted (a decision repeated by the same preemptor
+    before the job ran again counts once, at the first)."""
+    out: list[dict[str, Any]] = []
     for event in events:
         data = event.data
         if event.type != "PreemptionDecided" or data.get("preemptor") == uid:
@@ -266,6 +268,12 @@ def _preemptions(
         if mine is None:
             continue
         preemptor = data.get("preemptor")
+        if (
+            out
+            and out[-1]["preemptor"] == preemptor
+            and not _restarted(conn, uid, out[-1]["decided_at"], event.occurred_at)
+        ):
+            continue  # the same preemption decided again while the job still released
         who = conn.execute(
             select(job_state.c.name, job_state.c.priority, job_state.c.quota).where(
                 job_state.c.job_uid == preemptor
@@ -290,6 +298,17 @@ def _preemptions(
             }
         )
     return out
+
+
+def _restarted(conn: Connection, uid: str, after: datetime, upto: datetime) -> bool:
+    """Whether a pod of job ``uid`` started in (``after``, ``upto``]."""
+    o = occupancy.c
+    found = conn.execute(
+        select(o.occupancy_id)
+        .where(o.job_uid == uid, o.started_at > after, o.started_at <= upto)
+        .limit(1)
+    ).first()
+    return found is not None
 
 
 def _admission(events: list[RecordedEvent]) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
-"""The live loop stores an estimated start with each pending decision, the estimate
-``jobs why`` shows, and ``report estimates`` compares it with the actual start (kubesim,
-the official client, the real watcher, real PostgreSQL)."""
+"""``jobs why`` over what the live loop decided (kubesim, the official client, the real
+watcher, real PostgreSQL): the estimated start stored with each pending decision is the one
+``jobs why`` shows and ``report estimates`` measures; a preempted job says by whom, why,
+and what it lost."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy import select
 
 from kubesim import BATCH_JOBS
 from projections.jobs.tables import job_state
+from projections.occupancy import occupancy
 from tests.clis import CliCall
 from tests.dispatch_live.conftest import Live, live, recorder, sim
 from tests.watchers.conftest import terminate
@@ -78,3 +80,45 @@ def test_a_pending_decision_carries_the_estimate_jobs_why_shows(live: Live, cli:
     assert row["job_uid"] == a2
     assert row["error_seconds"] == (admit.occurred_at - expected).total_seconds()
     assert row["error_seconds"] > 0
+
+
+def test_why_a_job_was_preempted_through_the_live_loop(live: Live, cli: CliCall) -> None:
+    live.submit("b1", "ws-b", 2)
+    live.dispatcher.cycle()
+    live.sim.advance(10)
+    b2 = live.submit("b2", "ws-b", 2)  # borrows team-a's idle 2 GPUs
+    live.dispatcher.cycle()
+    live.sim.advance(10)
+    live.dispatcher.cycle()
+    a1 = live.submit("a1", "ws-a", 2)  # team-a reclaims its min
+    live.dispatcher.cycle()
+    live.sim.advance(1)
+    live.dispatcher.cycle()  # b2's pod has 30 s of grace: still releasing
+
+    releasing = json.loads(cli("jobs", "why", "b2", "--format", "json"))
+    assert (releasing["answer"], releasing["status"]) == ("preempted", "Preempted")
+    (p,) = releasing["preemptions"]
+    assert (p["preemptor"], p["preemptor_name"], p["rule"]) == (a1, "a1", "Reclaim")
+    assert p["victim_quota"] == "team-b" and p["preemptor_quota"] == "team-a"
+    assert p["state"]["team-b.used"] == {"gpu/any": 4000}
+    # its pod started as it was preempted (20 s), and "now" is the latest projected fact
+    assert (p["decided_at"], p["lost_seconds"]) == ("2026-11-01T00:00:20Z", 0.0)
+    preemptor = json.loads(cli("jobs", "why", "a1", "--format", "json"))["pending"]
+    assert preemptor["reason"] == "PreemptionPending"
+
+    live.sim.advance(30)  # the pod is gone: b2 queues again, a1 is admitted
+    live.dispatcher.cycle()
+    again = json.loads(cli("jobs", "why", "b2", "--format", "json"))
+    assert again["answer"] == "pending" and "preempted before" in again["summary"]
+    assert again["pending"]["reason"] in ("WaitingForQuota", "Parked")
+    (p,) = again["preemptions"]
+    with live.store.engine.connect() as conn:
+        (start, end) = conn.execute(
+            select(occupancy.c.started_at, occupancy.c.ended_at).where(occupancy.c.job_uid == b2)
+        ).one()
+    lost = (end - start).total_seconds()
+    assert p["lost_seconds"] == lost == 30  # bound at 20, 30 s of grace after the suspension
+    assert p["lost_gpu_hours"] == round(2 * lost / 3600, 6)
+    assert p["currency"] is None  # no price book published: no cost to show
+    table = cli("jobs", "why", b2)
+    assert "Reclaim: its quota was borrowing" in table
