@@ -295,6 +295,8 @@ def test_queue_show_lists_in_order_with_estimates(
     assert b2["reason"] == "Parked" and "BestEffortFIFO" in b2["reason_text"]
     assert b2["estimate"]["start"] == _iso(4100)
     assert "unknown quota" in cli("queue", "show", "nowhere", ok=False)
+    assert "no job with uid or name" in cli("jobs", "why", "nobody", ok=False)
+    assert cli("queue", "show", "team-b", "--at", _iso(3600)).count("job-b2") == 1
 
 
 def test_report_estimates_from_stored_decisions(
