@@ -250,7 +250,12 @@ class Dispatcher:
             return {}
         with self.reads() as conn:
             medians = runtime_medians(conn)
-        return {uid: e.start for uid, e in start_estimates(view, medians, jobs).items()}
+        try:
+            found = start_estimates(view, medians, jobs)
+        except ValueError:  # an estimate is an aid: it never stops a cycle's decisions
+            log.exception("start estimates failed; pending decisions stored without them")
+            return {}
+        return {uid: e.start for uid, e in found.items()}
 
     def _store(self, events: list[tuple[Envelope, AdmissionDecided | PreemptionDecided]]) -> int:
         """Append the decisions in one transaction; one whose id is already stored with
