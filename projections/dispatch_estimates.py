@@ -182,14 +182,16 @@ def estimate_errors(
     end: datetime | None = None,
     per_job: bool = False,
 ) -> list[dict[str, Any]]:
-    """Start estimates against actual starts: per pending episode (a job's wait, its
-    preemptions so far), the first ``estimated_start`` stored with a pending
-    AdmissionDecided against the admission decided for the same episode, admitted within
-    [``start``, ``end``). Error = actual - estimated (positive: it started later than
-    estimated). Summary rows per quota and for all (``quota`` None); with ``per_job``,
-    one row per episode."""
+    """Start estimates against actual starts, per wait: a job's pending episode (its
+    preemptions so far) that has a pending AdmissionDecided and ends with an admission
+    decided within [``start``, ``end``). Its estimate is the first ``estimated_start``
+    stored with a pending decision of the episode; error = actual - estimated (positive:
+    it started later than estimated). Summary rows per quota and ``(all)``: the waits, how
+    many had an estimate, their absolute error's p50 / p95 / mean and the mean error; with
+    ``per_job``, one row per wait (no estimate: ``estimated_start`` and error None)."""
     head = uow.head_position()
-    first: dict[tuple[str, int], tuple[datetime, datetime, str]] = {}
+    waited: dict[tuple[str, int], str] = {}
+    estimate: dict[tuple[str, int], tuple[datetime, datetime]] = {}
     actual: dict[tuple[str, int], tuple[datetime, str]] = {}
     after = 0
     while after < head:
@@ -197,20 +199,22 @@ def estimate_errors(
         for event in uow.read_window(after, upto, types=["AdmissionDecided"]):
             data = event.data
             key = (str(data["job_uid"]), int(data.get("attempt", 0)))
-            if data.get("outcome") == "pending" and data.get("estimated_start"):
-                if key not in first:
-                    estimated = datetime.fromisoformat(str(data["estimated_start"]))
-                    first[key] = (event.occurred_at, estimated, str(data.get("quota")))
+            if data.get("outcome") == "pending":
+                waited.setdefault(key, str(data.get("quota")))
+                if data.get("estimated_start") and key not in estimate:
+                    at = datetime.fromisoformat(str(data["estimated_start"]))
+                    estimate[key] = (event.occurred_at, at)
             elif data.get("outcome") == "admit" and key not in actual:
                 actual[key] = (event.occurred_at, str(data.get("quota")))
         after = upto
     episodes: list[dict[str, Any]] = []
-    for key, (decided_at, estimated, quota) in first.items():
+    for key, quota in waited.items():
         if key not in actual:
-            continue
+            continue  # still waiting (or gone): nothing to compare with
         started, admitted_quota = actual[key]
         if (start is not None and started < start) or (end is not None and started >= end):
             continue
+        decided_at, estimated = estimate.get(key, (None, None))
         episodes.append(
             {
                 "job_uid": key[0],
@@ -219,25 +223,28 @@ def estimate_errors(
                 "estimated_at": decided_at,
                 "estimated_start": estimated,
                 "actual_start": started,
-                "error_seconds": (started - estimated).total_seconds(),
+                "error_seconds": (
+                    None if estimated is None else (started - estimated).total_seconds()
+                ),
             }
         )
     episodes.sort(key=lambda e: (e["actual_start"], e["job_uid"], e["attempt"]))
     if per_job:
         return episodes
-    groups: dict[str | None, list[float]] = {None: []}
+    groups: dict[str | None, list[dict[str, Any]]] = {None: []}
     for e in episodes:
-        groups.setdefault(e["quota"], []).append(e["error_seconds"])
-        groups[None].append(e["error_seconds"])
+        groups.setdefault(e["quota"], []).append(e)
+        groups[None].append(e)
     rows = []
     order: list[str | None] = [*sorted(q for q in groups if q is not None), None]
     for group in order:
-        errors = groups[group]
+        errors = [e["error_seconds"] for e in groups[group] if e["error_seconds"] is not None]
         absolute = [abs(x) for x in errors]
         rows.append(
             {
                 "quota": group if group is not None else "(all)",
-                "episodes": len(errors),
+                "waits": len(groups[group]),
+                "estimated": len(errors),
                 "p50_abs_error_seconds": _percentile(absolute, 0.5) if errors else None,
                 "p95_abs_error_seconds": _percentile(absolute, 0.95) if errors else None,
                 "mean_abs_error_seconds": statistics.fmean(absolute) if errors else None,

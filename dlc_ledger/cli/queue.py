@@ -77,7 +77,8 @@ def report_estimates(
     fmt: FormatOption = RowFormat.table,
 ) -> None:
     """Start estimates against actual starts: for each wait, the first estimate stored
-    with a pending decision vs its admission; absolute error p50/p95/mean per quota (s)."""
+    with a pending decision vs its admission; waits, estimated, absolute error p50 / p95 /
+    mean and mean error per quota, in seconds."""
     start = parse_instant(since, option="--from") if since else None
     end = parse_instant(until, option="--to") if until else None
     check_window(start, end)

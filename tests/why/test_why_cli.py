@@ -331,6 +331,15 @@ def test_report_estimates_from_stored_decisions(
             source="dispatcher",
         )
         _admit_decision(n, uid, quota, actual)
+    n.tell(
+        AdmissionDecided(
+            job_uid="big", quota="team-a", outcome="pending", reason="ExceedsMaxQuota"
+        ),
+        "quota/team-a",
+        at(3600),
+        source="dispatcher",
+    )
+    _admit_decision(n, "big", "team-a", 4250)
     store.append(n.events)
     # the timeline shows a pending decision's reason and estimate
     Projector(store, all_projections()).catch_up()
@@ -341,21 +350,22 @@ def test_report_estimates_from_stored_decisions(
         f"estimated start {_iso(4200)}"
     )
     rows = json.loads(cli("report", "estimates", "--format", "json"))
-    # errors: w1 +100, w2 -100, b2 +600
+    # errors: w1 +100, w2 -100, b2 +600; big waited with no estimate (admitted at 4250
+    # after a quota change, say)
     assert rows == [
-        {"quota": "team-a", "episodes": 2, "p50_abs_error_seconds": 100.0,
+        {"quota": "team-a", "waits": 3, "estimated": 2, "p50_abs_error_seconds": 100.0,
          "p95_abs_error_seconds": 100.0, "mean_abs_error_seconds": 100.0,
          "mean_error_seconds": 0.0},
-        {"quota": "team-b", "episodes": 1, "p50_abs_error_seconds": 600.0,
+        {"quota": "team-b", "waits": 1, "estimated": 1, "p50_abs_error_seconds": 600.0,
          "p95_abs_error_seconds": 600.0, "mean_abs_error_seconds": 600.0,
          "mean_error_seconds": 600.0},
-        {"quota": "(all)", "episodes": 3, "p50_abs_error_seconds": 100.0,
+        {"quota": "(all)", "waits": 4, "estimated": 3, "p50_abs_error_seconds": 100.0,
          "p95_abs_error_seconds": 550.0, "mean_abs_error_seconds": 800 / 3,
          "mean_error_seconds": 200.0},
     ]  # fmt: skip
     per_job = json.loads(cli("report", "estimates", "--per-job", "--format", "json"))
     assert [(r["job_uid"], r["error_seconds"]) for r in per_job] == [
-        ("w1", 100.0), ("w2", -100.0), ("b2", 600.0)
+        ("big", None), ("w1", 100.0), ("w2", -100.0), ("b2", 600.0)
     ]  # fmt: skip
     window = cli("report", "estimates", "--per-job", "--from", _iso(4350), "--format", "csv")
     assert [line.split(",")[0] for line in window.splitlines()[1:]] == ["w2", "b2"]
