@@ -326,9 +326,14 @@ def _admission(events: list[RecordedEvent]) -> dict[str, Any] | None:
     }
 
 
-def _last_pending(events: list[RecordedEvent]) -> dict[str, Any] | None:
+def _last_pending(events: list[RecordedEvent], attempt: int) -> dict[str, Any] | None:
+    """The dispatcher's latest pending decision about the job's current wait."""
     pending = [
-        e for e in events if e.type == "AdmissionDecided" and e.data.get("outcome") == "pending"
+        e
+        for e in events
+        if e.type == "AdmissionDecided"
+        and e.data.get("outcome") == "pending"
+        and int(e.data.get("attempt", 0)) == attempt
     ]
     if not pending:
         return None
@@ -401,7 +406,7 @@ def _pending_part(
         "estimate": _estimate_json(estimate, now),
         "estimate_method": _method(estimate, own),
         "runtime": own.as_json() if own else None,
-        "last_decision": _last_pending(events),
+        "last_decision": _last_pending(events, view.jobs[uid].attempt if uid in view.jobs else 0),
     }
 
 
