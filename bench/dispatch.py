@@ -60,8 +60,8 @@ def world(admitted: int, pending: int, seed: int = 27) -> CycleInput:
     leaves = QUOTAS - 1 - DEPARTMENTS
     per_leaf = admitted / leaves
     # a leaf's min holds its share of the running jobs (1-4 GPUs, 8-32 cores each)
-    gpu_min = int(per_leaf * 2_500)
-    cpu_min = int(per_leaf * 20_000)
+    gpu_min = int(per_leaf * 2_100)
+    cpu_min = int(per_leaf * 16_800)
     quotas: list[QuotaNode] = [QuotaNode("root")]
     leaf_names: list[str] = []
     for d in range(DEPARTMENTS):
