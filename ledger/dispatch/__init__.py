@@ -34,7 +34,7 @@ from ledger.dispatch.model import (
     Snapshot,
     Victim,
 )
-from ledger.dispatch.preemption import IDLE, decide
+from ledger.dispatch.preemption import IDLE, Decider, decide
 from ledger.dispatch.shares import dominant_resource_share
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "BorrowWithin",
     "CycleInput",
     "CycleResult",
+    "Decider",
     "Decision",
     "DispatchError",
     "FairSharingStrategy",
