@@ -38,7 +38,7 @@ from ledger.dispatch.model import (
     Snapshot,
     Victim,
 )
-from ledger.dispatch.preemption import IDLE, decide
+from ledger.dispatch.preemption import IDLE, Decider, decide
 from ledger.dispatch.shares import dominant_resource_share
 from ledger.dispatch.trees import DispatchConfig, dispatch_config
 
@@ -49,6 +49,7 @@ __all__ = [
     "BorrowWithin",
     "CycleInput",
     "CycleResult",
+    "Decider",
     "Decision",
     "DispatchConfig",
     "DispatchError",

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from ledger.dispatch.candidates import (
+    ByQuota,
     Target,
     fill_back,
     order_key,
@@ -144,7 +145,7 @@ def _below(path: list[str], lca: str) -> str:
 
 def _candidates(
     tree: Tree,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    by_quota: ByQuota,
     incoming: Incoming,
     keys: set[str],
 ) -> list[Admitted]:
@@ -154,7 +155,7 @@ def _candidates(
     if policy.within_quota != "Never":
         found.extend(
             wl
-            for wl in by_quota.get(incoming.quota, ())
+            for wl in by_quota.get(incoming.quota, {}).values()
             if satisfies_policy(policy.within_quota, incoming, wl) and uses_keys(wl, keys)
         )
     if tree.nodes[incoming.quota].parent is not None and policy.reclaim != "Never":
@@ -163,7 +164,7 @@ def _candidates(
                 continue
             found.extend(
                 wl
-                for wl in by_quota.get(leaf, ())
+                for wl in by_quota.get(leaf, {}).values()
                 if satisfies_policy(policy.reclaim, incoming, wl) and uses_keys(wl, keys)
             )
     found.sort(key=lambda wl: order_key(incoming.quota, wl))
@@ -238,7 +239,7 @@ class _Run:
 
 def fair_targets(
     tree: Tree,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    by_quota: ByQuota,
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],

@@ -27,6 +27,7 @@ from ledger.dispatch import (
     decide,
 )
 from ledger.dispatch.capacity import Tree
+from ledger.dispatch.preemption import Decider
 from ledger.dispatch.shares import share
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -370,3 +371,30 @@ def test_idle_jobs_are_taken_first(world: tuple[Snapshot, Incoming]) -> None:
         assert not holds(snap.quotas, usage_of(no_idle, inc)) or not Tree(
             snap.quotas, no_idle
         ).fits(inc.quota, inc.resources)
+
+
+@settings(max_examples=100, deadline=None)
+@given(worlds(idle=True), st.data())
+def test_a_decider_kept_in_step_decides_as_a_fresh_snapshot(
+    world: tuple[Snapshot, Incoming], data: st.DataObject
+) -> None:
+    """What a cycle does: decide, admit, evict on one :class:`Decider`."""
+    snap, inc = world
+    split = data.draw(st.integers(0, len(snap.admitted)))
+    decider = Decider(
+        Snapshot(snap.quotas, snap.admitted[:split], snap.fair_sharing, snap.strategies)
+    )
+    for wl in snap.admitted[split:]:
+        decider.admit(wl)
+    gone = data.draw(st.sampled_from([None, *[wl.job for wl in snap.admitted]]))
+    if gone is not None:
+        decider.evict(gone)
+    rest = tuple(wl for wl in snap.admitted if wl.job != gone)
+    fresh = Snapshot(snap.quotas, rest, snap.fair_sharing, snap.strategies)
+    assert decider.decide(inc) == decide(fresh, inc)
+    # deciding leaves the state as it was
+    tree, again = decider.tree, Tree(snap.quotas, rest)
+    for name in tree.nodes:
+        for key in KEYS:
+            assert abs(tree.usage(name, key) - again.usage(name, key)) < 1e-9
+            assert abs(tree.raw_usage(name, key) - again.raw_usage(name, key)) < 1e-9
