@@ -11,7 +11,6 @@ admitted workloads, one incoming workload), a decision out.
 - :mod:`~ledger.dispatch.candidates`: policies, candidate order, fit check, fill-back;
 - :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`);
 - :mod:`~ledger.dispatch.queues`: queue policies (order, which jobs a cycle tries);
-- :mod:`~ledger.dispatch.incremental`: the cycle's capacity tree, cached between changes;
 - :mod:`~ledger.dispatch.trees`: the applied quota tree as the core's inputs
   (:func:`dispatch_config`).
 """

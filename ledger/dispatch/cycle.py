@@ -10,8 +10,10 @@ The cycle runs in rounds, as Kueue's scheduler does cycle after cycle: each leaf
 queue offers its next job (in its policy's order, :mod:`ledger.dispatch.queues`); the
 offered jobs compete across quotas (fair sharing: lowest dominant resource share first;
 else jobs that need no borrowing first, then priority, then queue time); each is decided
-against the state the ones before it left. One capacity tree serves the whole cycle
-(:class:`~ledger.dispatch.incremental.IncrementalTree`), changed as jobs are admitted.
+against the state the ones before it left. One :class:`~ledger.dispatch.preemption.Decider`
+(capacity tree and candidates by quota) serves the whole cycle, kept in step as jobs are
+admitted and reserved: a decision costs the tree's depth and its candidates, not the size
+of the admitted set.
 
 A preemptor reserves what it asked for and its victims stay counted until they have
 stopped, so no capacity is handed out twice; a later preemptor that would need a victim
@@ -27,9 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from ledger.dispatch.incremental import IncrementalTree
+from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Decision, DispatchError, Incoming, QuotaNode, Snapshot
-from ledger.dispatch.preemption import IDLE, decide
+from ledger.dispatch.preemption import IDLE, Decider
 from ledger.dispatch.queues import QueuePolicyName, QueueRun, QueueSettings, queue_order
 from ledger.dispatch.shares import dominant_resource_share
 
@@ -131,16 +133,17 @@ def _root(parent: Mapping[str, str | None], name: str) -> str:
 
 
 class _Cycle:
-    """The state of one cycle: the capacity tree, the admitted jobs by tree, what is taken."""
+    """The state of one cycle: the decider (capacity tree and candidates, kept in step as
+    jobs are admitted and reserved), what is taken, the outcome so far."""
 
     def __init__(self, cycle: CycleInput) -> None:
         self.input = cycle
-        self.tree = IncrementalTree(cycle.quotas, cycle.admitted)
-        self.empty = IncrementalTree(cycle.quotas, ())
-        self.root_of = {name: self.tree.ancestry(name)[-1] for name in self.tree.nodes}
-        # the candidates a decision looks at: only jobs of the incoming's own tree share
-        # capacity with it
-        self.by_root: dict[str, list[Admitted]] = {}
+        self.decider = Decider(
+            Snapshot(cycle.quotas, cycle.admitted, fair_sharing=cycle.fair_sharing)
+        )
+        self.tree = self.decider.tree
+        self.empty = Tree(cycle.quotas, ())
+        self.root_of = {name: self.tree.root(name) for name in self.tree.nodes}
         # what may be a victim, coarsely: lets a job with no possible candidate skip the
         # preemption search (Kueue's candidates all pass a priority policy, or are idle)
         self.lowest_in_quota: dict[str, int] = {}
@@ -158,7 +161,6 @@ class _Cycle:
 
     def _index(self, wl: Admitted) -> None:
         root = self.root_of[wl.quota]
-        self.by_root.setdefault(root, []).append(wl)
         self.lowest_in_quota[wl.quota] = min(
             self.lowest_in_quota.get(wl.quota, wl.priority), wl.priority
         )
@@ -166,18 +168,20 @@ class _Cycle:
         if wl.billing_mode == IDLE:
             self.idle_in_root[root] = self.idle_in_root.get(root, 0) + 1
 
-    def reserve(self, job: Incoming) -> None:
-        """Hold ``job``'s request while its victims stop (they stay counted meanwhile)."""
-        self.tree.add(job.quota, _request(job))
-        self._index(_admitted(job, self.input.now))
-        self.taken.add(job.job)
-
-    def admit(self, job: Incoming, decision: Decision) -> None:
-        self.tree.add(job.quota, _request(job))
-        self._index(_admitted(job, self.input.now))
-        self.admissions.append(decision)
+    def _count(self, job: Incoming) -> None:
+        wl = _admitted(job, self.input.now)
+        self.decider.admit(wl)
+        self._index(wl)
         # Kueue adds a cycle's admissions to the usage only: they are nobody's victims yet
         self.taken.add(job.job)
+
+    def reserve(self, job: Incoming) -> None:
+        """Hold ``job``'s request while its victims stop (they stay counted meanwhile)."""
+        self._count(job)
+
+    def admit(self, job: Incoming, decision: Decision) -> None:
+        self._count(job)
+        self.admissions.append(decision)
 
     def ever_fits(self, job: Incoming) -> bool:
         """Whether ``job`` could fit with nothing else admitted (idle jobs may borrow past
@@ -185,7 +189,7 @@ class _Cycle:
         return self.empty.fits(job.quota, _request(job), own_cap=job.billing_mode != IDLE)
 
     def may_find_victims(self, job: Incoming) -> bool:
-        """False only when :func:`decide` surely finds no victim: no idle job in the tree,
+        """False only when the decider surely finds no victim: no idle job in the tree,
         and nothing the quota's ``within_quota`` / ``reclaim`` policies could allow."""
         root = self.root_of[job.quota]
         if self.idle_in_root.get(root):
@@ -205,25 +209,15 @@ class _Cycle:
     def attempt(self, job: Incoming) -> _Outcome:
         """Decide ``job`` against the cycle's current state."""
         request = _request(job)
-        if job.billing_mode == IDLE:
-            # an idle job never preempts: it runs on what is idle, past its own max
-            if self.tree.fits(job.quota, request, own_cap=False):
-                self.admit(job, Decision(job.job, "admit"))
-                return "admitted"
-            self.reasons[job.job] = "WaitingForQuota"
-            return "no-fit"
-        if self.tree.fits(job.quota, request):
+        fits = self.tree.fits(job.quota, request, own_cap=job.billing_mode != IDLE)
+        if fits:
             self.admit(job, Decision(job.job, "admit"))
             return "admitted"
-        if not self.may_find_victims(job):
+        if job.billing_mode == IDLE or not self.may_find_victims(job):
+            # an idle job never preempts: it runs on what is idle, past its own max
             self.reasons[job.job] = "WaitingForQuota"
             return "no-fit"
-        snapshot = Snapshot(
-            self.input.quotas,
-            tuple(self.by_root.get(self.root_of[job.quota], ())),
-            fair_sharing=self.input.fair_sharing,
-        )
-        decision = decide(snapshot, job)
+        decision = self.decider.decide(job)
         if decision.outcome == "admit":
             self.admit(job, decision)
             return "admitted"
