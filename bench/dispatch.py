@@ -42,6 +42,7 @@ __all__ = ["main", "world"]
 
 NOW = datetime(2026, 12, 5, tzinfo=UTC)
 DEPARTMENTS = 20
+FREE_GPUS = 1_000
 QUOTAS = 1_000
 POLICIES: tuple[QueuePolicyName, ...] = (
     "FIFO",
@@ -54,21 +55,22 @@ POLICIES: tuple[QueuePolicyName, ...] = (
 )
 
 
-def world(admitted: int, pending: int, seed: int = 27) -> CycleInput:
-    """The benchmark's cycle input with ``admitted`` running and ``pending`` queued jobs."""
+def world(admitted: int, pending: int, *, preempting: int = 2, seed: int = 27) -> CycleInput:
+    """The benchmark's cycle input with ``admitted`` running and ``pending`` queued jobs;
+    one leaf in ``preempting`` has within-quota and reclaim preemption (0: none)."""
     rng = random.Random(seed)
     leaves = QUOTAS - 1 - DEPARTMENTS
-    per_leaf = admitted / leaves
-    # a leaf's min holds its share of the running jobs (1-4 GPUs, 8-32 cores each)
-    gpu_min = int(per_leaf * 2_100)
-    cpu_min = int(per_leaf * 16_800)
+    # the leaves' mins add up to what the running jobs use (2 GPUs, 16 cores on average)
+    # plus FREE_GPUS: the same room for the queue at every size of the admitted set
+    gpu_min = int((admitted * 2_000 + FREE_GPUS * 1_000) / leaves)
+    cpu_min = gpu_min * 8
     quotas: list[QuotaNode] = [QuotaNode("root")]
     leaf_names: list[str] = []
     for d in range(DEPARTMENTS):
         quotas.append(QuotaNode(f"dept-{d:02d}", "root"))
     for n in range(leaves):
         name = f"team-{n:04d}"
-        preempting = n % 2 == 0
+        allows = preempting > 0 and n % preempting == 0
         quotas.append(
             QuotaNode(
                 name,
@@ -76,8 +78,8 @@ def world(admitted: int, pending: int, seed: int = 27) -> CycleInput:
                 {"gpu": gpu_min, "cpu": cpu_min},
                 {"gpu": gpu_min * 2, "cpu": cpu_min * 2},
                 preemption=Preemption(
-                    within_quota="LowerPriority" if preempting else "Never",
-                    reclaim="LowerPriority" if preempting else "Never",
+                    within_quota="LowerPriority" if allows else "Never",
+                    reclaim="LowerPriority" if allows else "Never",
                 ),
             )
         )
