@@ -13,8 +13,9 @@ down to a quota; its next candidate is taken:
 - otherwise when the first strategy holds between the shares of the two children of the
   lowest common ancestor (``FairSharing``): ``LessThanOrEqualToFinalShare`` — the
   preemptor's share after admission is at most the target's after the removal;
-  ``LessThanInitialShare`` — below the target's before it. Candidates that failed are
-  retried with the second strategy, one per quota.
+  ``LessThanInitialShare`` — below the target's before it. With a second strategy,
+  the candidates that failed are retried, one per quota, with ``LessThanInitialShare``
+  (Kueue's API allows no other second strategy, and its code applies that one).
 
 Then fill-back, as classical preemption.
 """
