@@ -33,7 +33,7 @@ from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Decision, DispatchError, Incoming, QuotaNode, Snapshot
 from ledger.dispatch.preemption import IDLE, Decider
 from ledger.dispatch.queues import QueuePolicyName, QueueRun, QueueSettings, queue_order
-from ledger.dispatch.shares import dominant_resource_share
+from ledger.dispatch.shares import share
 
 __all__ = [
     "CycleInput",
@@ -304,16 +304,15 @@ def _rounds(state: _Cycle, runs: list[QueueRun]) -> None:
     queue is done (blocked, held or empty)."""
     active = runs
     while active:
-        offers: list[tuple[tuple[object, ...], int, QueueRun, Incoming]] = []
+        offers: list[tuple[QueueRun, Incoming]] = []
         still: list[QueueRun] = []
-        for n, run in enumerate(active):
+        for run in active:
             job = run.next()
             if job is None:
                 continue
             still.append(run)
-            offers.append((_competition_key(state, job), n, run, job))
-        offers.sort(key=lambda o: (o[0], o[1]))
-        for _, _, run, job in offers:
+            offers.append((run, job))
+        for run, job in _compete(state, offers):
             if job.job in state.input.preempting:
                 state.reasons[job.job] = "PreemptionPending"
                 run.blocked(job)
@@ -328,19 +327,60 @@ def _rounds(state: _Cycle, runs: list[QueueRun]) -> None:
         active = still
 
 
-def _competition_key(state: _Cycle, job: Incoming) -> tuple[object, ...]:
-    """Kueue's order of heads across queues: with fair sharing the quota's dominant resource
-    share once the job is in (lowest first); else jobs that need no borrowing first; then
-    priority, then queue time."""
-    request = _request(job)
-    if state.input.fair_sharing:
-        first: object = dominant_resource_share(state.tree, job.quota, request)
-    else:
+_Offer = tuple[QueueRun, Incoming]
+
+
+def _compete(state: _Cycle, offers: list[_Offer]) -> list[_Offer]:
+    """Kueue's order of the heads of a round across queues. Without fair sharing: jobs that
+    need no borrowing (usage + request within the leaf's ``min``) first, then priority,
+    then queue time. With fair sharing, Kueue's tournament: in each tree, from the root
+    down, the child subtree whose dominant resource share, with its best job's request
+    in, is lowest wins (ties: priority, queue time)."""
+    if not state.input.fair_sharing:
         tree = state.tree
-        first = any(
-            tree.raw_usage(job.quota, k) + v > tree.min(job.quota, k) for k, v in request.items()
-        )
-    return (first, -job.priority, job.created_at, job.job)
+
+        def key(offer: _Offer) -> tuple[bool, int, datetime, str]:
+            job = offer[1]
+            borrows = any(
+                tree.raw_usage(job.quota, k) + v > tree.min(job.quota, k)
+                for k, v in _request(job).items()
+            )
+            return (borrows, -job.priority, job.created_at, job.job)
+
+        return sorted(offers, key=key)
+    by_root: dict[str, list[_Offer]] = {}
+    for offer in offers:
+        by_root.setdefault(state.root_of[offer[1].quota], []).append(offer)
+    return [o for root in sorted(by_root) for o in _tournament(state, root, by_root[root])]
+
+
+def _tournament(state: _Cycle, node: str, offers: list[_Offer]) -> list[_Offer]:
+    """``offers`` (all below ``node``) in fair-sharing order: each child's own order, merged
+    by the child's share with its current best job in."""
+    tree = state.tree
+    if tree.is_leaf(node):
+        return sorted(offers, key=lambda o: (-o[1].priority, o[1].created_at, o[1].job))
+    depth = len(tree.ancestry(node))
+    below: dict[str, list[_Offer]] = {}
+    for offer in offers:
+        path = tree.ancestry(offer[1].quota)
+        below.setdefault(path[len(path) - depth - 1], []).append(offer)
+    lists = {child: _tournament(state, child, group) for child, group in below.items()}
+
+    def entry(child: str, i: int) -> tuple[tuple[bool, float], int, datetime, str, str, int]:
+        job = lists[child][i][1]
+        drs = share(tree, job.quota, _request(job), of=child).sort_key
+        return (drs, -job.priority, job.created_at, job.job, child, i)
+
+    heap = [entry(child, 0) for child in lists]
+    heapq.heapify(heap)
+    out: list[_Offer] = []
+    while heap:
+        *_, child, i = heapq.heappop(heap)
+        out.append(lists[child][i])
+        if i + 1 < len(lists[child]):
+            heapq.heappush(heap, entry(child, i + 1))
+    return out
 
 
 def _positions(state: _Cycle, waiting: Mapping[str, list[Incoming]]) -> tuple[PendingStatus, ...]:

@@ -142,7 +142,8 @@ def worlds(draw: st.DrawFn) -> CycleInput:
         )
         for leaf in leaves
     }
-    return CycleInput(tree, tuple(admitted), pending, NOW, queues=queues)
+    fair = draw(st.booleans())
+    return CycleInput(tree, tuple(admitted), pending, NOW, queues=queues, fair_sharing=fair)
 
 
 @settings(max_examples=300, deadline=None)
