@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ledger.dispatch import Admitted, CycleInput, Incoming, QuotaNode, plan_cycle
 from ledger.dispatch.estimates import ahead_of, estimate_starts
-from ledger.dispatch.queues import QueueSettings
+from ledger.dispatch.queues import QueuePolicyName, QueueSettings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -48,12 +48,14 @@ def _world(
     return started
 
 
-POLICIES = ("StrictFIFO", "FIFO", "BestEffortFIFO", "RoundRobin", "Priority", "Intelligent")
+POLICIES: tuple[QueuePolicyName, ...] = (
+    "StrictFIFO", "FIFO", "BestEffortFIFO", "RoundRobin", "Priority", "Intelligent",
+)  # fmt: skip
 
 
 @st.composite
 def queues(
-    draw: st.DrawFn, *, leaves: int = 3, policies: tuple[str, ...] = POLICIES
+    draw: st.DrawFn, *, leaves: int = 3, policies: tuple[QueuePolicyName, ...] = POLICIES
 ) -> tuple[CycleInput, dict[str, datetime], dict[str, timedelta]]:
     names = [f"q{i}" for i in range(draw(st.integers(1, leaves)))]
     mins = {q: draw(st.integers(2, 8)) for q in names}
@@ -80,7 +82,7 @@ def queues(
         for i in range(draw(st.integers(1, 8)))
     )
     runs = {p.job: timedelta(minutes=draw(st.integers(1, 40))) for p in pending}
-    settings = {q: QueueSettings(draw(st.sampled_from(policies))) for q in names}  # type: ignore[arg-type]
+    settings = {q: QueueSettings(draw(st.sampled_from(policies))) for q in names}
     return CycleInput(quotas, tuple(admitted), pending, T0, settings), ends, runs
 
 
