@@ -1,9 +1,11 @@
 """Start estimates from projected state, and how good the stored ones were.
 
-Expected run time (what a running job's projected end is its start plus): the median time
-in Running of the finished jobs (Succeeded or Failed) of the job's quota; with none, of
-its workspace; with none, of all jobs. No user-declared duration is read (the watchers
-carry none). :func:`start_estimates` hands these to the pure forward simulation
+Expected run time: the median time in Running of the finished jobs (Succeeded or Failed)
+of the job's quota; with none, of its workspace; with none, of all jobs. A running job's
+projected end is its start plus the median of those that ran longer than it has so far
+(run times are heavy-tailed: a job past the median is likely a long one); one that has run
+longer than all of them has no projected end. No user-declared duration is read (the
+watchers carry none). :func:`start_estimates` hands these to the pure forward simulation
 (:func:`ledger.dispatch.estimates.estimate_starts`), one per tree (cohort) the jobs wait
 in. :func:`estimate_errors` compares the first estimate each wait stored (with a pending
 ``AdmissionDecided``) with its admission: ``report estimates``.
@@ -11,6 +13,7 @@ in. :func:`estimate_errors` compares the first estimate each wait stored (with a
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +29,7 @@ from ledger.dispatch.estimates import (
     estimate_starts,
     within_tree,
 )
+from ledger.dispatch.model import Admitted, Incoming
 from ledger.store.base import UnitOfWork
 from projections.dispatch_reads import DispatchView
 from projections.jobs.tables import job_state, job_workspace_quotas
@@ -34,6 +38,7 @@ __all__ = [
     "Runtime",
     "RuntimeMedians",
     "estimate_errors",
+    "projected_ends",
     "projected_now",
     "runtime_medians",
     "start_estimates",
@@ -62,71 +67,89 @@ class Runtime:
     scope: Literal["quota", "workspace", "all"]
     #: the quota or workspace whose finished jobs it is the median of ("" for all)
     name: str
-    #: how many finished jobs
+    #: how many finished jobs it is the median of
     jobs: int
+    #: for a running job: the median of the finished jobs that ran at least this long
+    longer_than: float = 0.0
 
     @property
     def duration(self) -> timedelta:
         return timedelta(seconds=self.seconds)
 
     def as_json(self) -> dict[str, Any]:
-        return {"seconds": self.seconds, "scope": self.scope, "name": self.name, "jobs": self.jobs}
+        return {
+            "seconds": self.seconds,
+            "scope": self.scope,
+            "name": self.name,
+            "jobs": self.jobs,
+            "longer_than": self.longer_than,
+        }
 
     def describe(self) -> str:
         where = {"quota": f"quota {self.name}", "workspace": f"workspace {self.name}"}
+        longer = (
+            f" that ran longer than {timedelta(seconds=round(self.longer_than))}"
+            if self.longer_than
+            else ""
+        )
         return (
-            f"median run time of {self.jobs} finished job(s) of "
+            f"median run time of {self.jobs} finished job(s){longer} of "
             f"{where.get(self.scope, 'all quotas')}: {timedelta(seconds=round(self.seconds))}"
         )
 
 
+def _median(ordered: Sequence[float]) -> float:
+    n = len(ordered)
+    middle = n // 2
+    return ordered[middle] if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 @dataclass(frozen=True)
 class RuntimeMedians:
-    by_quota: Mapping[str, Runtime] = field(default_factory=dict)
-    by_workspace: Mapping[str, Runtime] = field(default_factory=dict)
-    overall: Runtime | None = None
+    """The run times (seconds in Running) of the finished jobs, sorted, per quota, per
+    workspace and of all."""
 
-    def of(self, quota: str | None, workspace: str | None) -> Runtime | None:
-        """The expected run time of a job of ``quota`` and ``workspace``: its quota's
-        median, else its workspace's, else everyone's (None: no job has finished)."""
-        if quota and quota in self.by_quota:
-            return self.by_quota[quota]
-        if workspace and workspace in self.by_workspace:
-            return self.by_workspace[workspace]
-        return self.overall
+    by_quota: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    by_workspace: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    overall: Sequence[float] = ()
+
+    def of(self, quota: str | None, workspace: str | None, *, ran: float = 0.0) -> Runtime | None:
+        """The expected run time of a job of ``quota`` and ``workspace`` that has run
+        ``ran`` seconds so far: the median of its quota's finished jobs that ran longer,
+        else of its workspace's, else of everyone's (a job past them all: None, as with
+        no finished job at all)."""
+        groups: tuple[tuple[Literal["quota", "workspace", "all"], str, Sequence[float]], ...] = (
+            ("quota", quota or "", self.by_quota.get(quota or "", ())),
+            ("workspace", workspace or "", self.by_workspace.get(workspace or "", ())),
+            ("all", "", self.overall),
+        )
+        for scope, name, ordered in groups:
+            longer = ordered[bisect.bisect_right(ordered, ran) :] if ran > 0 else ordered
+            if longer:
+                return Runtime(_median(longer), scope, name, len(longer), ran)
+        return None
 
 
 def runtime_medians(conn: Connection) -> RuntimeMedians:
-    """Medians of time in Running of the finished jobs (Succeeded, Failed), per quota (the
-    job's, else its workspace's binding), per workspace and overall."""
+    """The finished jobs' (Succeeded, Failed) times in Running, per quota (the job's, else
+    its workspace's binding), per workspace and of all."""
     s, b = job_state.c, job_workspace_quotas.c
-    quota = func.coalesce(s.quota, b.quota).label("q")
-    base = (
-        select(quota, s.workspace, s.running_us)
+    rows = conn.execute(
+        select(func.coalesce(s.quota, b.quota).label("q"), s.workspace, s.running_us)
         .select_from(job_state.outerjoin(job_workspace_quotas, b.workspace == s.workspace))
         .where(s.status.in_(_FINISHED), s.running_us > 0)
-        .subquery()
+        .order_by(s.running_us)
     )
-    c = base.c
-    group_median = func.percentile_cont(0.5).within_group(c.running_us)
-    by_quota = {
-        r.q: Runtime(float(r.m) / 1e6, "quota", r.q, int(r.n))
-        for r in conn.execute(
-            select(c.q, group_median.label("m"), func.count().label("n"))
-            .where(c.q.is_not(None))
-            .group_by(c.q)
-        )
-    }
-    by_workspace = {
-        r.workspace: Runtime(float(r.m) / 1e6, "workspace", r.workspace, int(r.n))
-        for r in conn.execute(
-            select(c.workspace, group_median.label("m"), func.count().label("n"))
-            .where(c.workspace.is_not(None))
-            .group_by(c.workspace)
-        )
-    }
-    total = conn.execute(select(group_median.label("m"), func.count().label("n"))).one()
-    overall = Runtime(float(total.m) / 1e6, "all", "", int(total.n)) if total.n else None
+    by_quota: dict[str, list[float]] = {}
+    by_workspace: dict[str, list[float]] = {}
+    overall: list[float] = []
+    for q, workspace, running_us in rows:
+        seconds = int(running_us) / 1e6
+        if q is not None:
+            by_quota.setdefault(q, []).append(seconds)
+        if workspace is not None:
+            by_workspace.setdefault(workspace, []).append(seconds)
+        overall.append(seconds)
     return RuntimeMedians(by_quota, by_workspace, overall)
 
 
@@ -149,19 +172,37 @@ def start_estimates(
         in_tree = {p.job for p in within_tree(cycle, quota_of[uid]).pending}
         wanted = [j for j in jobs if j in in_tree]
         tree = ahead_of(within_tree(cycle, quota_of[uid]), wanted)
-        ends: dict[str, datetime] = {}
-        for wl in tree.admitted:
-            runtime = medians.of(wl.quota, wl.workspace)
-            if runtime is not None:
-                ends[wl.job] = wl.admitted_at + runtime.duration
-        durations: dict[str, timedelta] = {}
-        for p in tree.pending:
-            runtime = medians.of(p.quota, p.workspace)
-            if runtime is not None:
-                durations[p.job] = runtime.duration
-        out.update(estimate_starts(tree, ends, durations, jobs=wanted, max_steps=max_steps))
+        out.update(
+            estimate_starts(
+                tree,
+                projected_ends(tree.admitted, medians, cycle.now),
+                {p.job: d for p in tree.pending if (d := _duration(medians, p)) is not None},
+                jobs=wanted,
+                max_steps=max_steps,
+            )
+        )
         done.update(wanted)
     return out
+
+
+def projected_ends(
+    admitted: Sequence[Admitted], medians: RuntimeMedians, now: datetime
+) -> dict[str, datetime]:
+    """When each running job is expected to end: its start + the median run time of the
+    finished jobs (of its quota, else workspace, else all) that ran longer than it has so
+    far; a job that has run longer than all of them is left out (its end is unknown)."""
+    ends: dict[str, datetime] = {}
+    for wl in admitted:
+        ran = max(0.0, (now - wl.admitted_at).total_seconds())
+        runtime = medians.of(wl.quota, wl.workspace, ran=ran)
+        if runtime is not None:
+            ends[wl.job] = wl.admitted_at + runtime.duration
+    return ends
+
+
+def _duration(medians: RuntimeMedians, job: Incoming) -> timedelta | None:
+    runtime = medians.of(job.quota, job.workspace)
+    return runtime.duration if runtime is not None else None
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

@@ -502,8 +502,11 @@ def explain_job(
 def _projected_end(conn: Connection, view: DispatchView, uid: str) -> dict[str, Any]:
     """When an admitted job is expected to end, as the start estimates of others assume."""
     wl = next((a for a in view.cycle.admitted if a.job == uid), None)
-    runtime = runtime_medians(conn).of(wl.quota, wl.workspace) if wl else None
-    if wl is None or runtime is None:
+    if wl is None:
+        return {"projected_end": None, "runtime": None}
+    ran = max(0.0, (view.cycle.now - wl.admitted_at).total_seconds())
+    runtime = runtime_medians(conn).of(wl.quota, wl.workspace, ran=ran)
+    if runtime is None:
         return {"projected_end": None, "runtime": None}
     return {"projected_end": wl.admitted_at + runtime.duration, "runtime": runtime.as_json()}
 

@@ -1,4 +1,5 @@
-"""The start estimator and the blocking figures from plain data, against hand-computed answers."""
+"""The start estimator, the blocking figures and the expected run times from plain data,
+against hand-computed answers."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ledger.dispatch.estimates import (
 )
 from ledger.dispatch.figures import KeyFigures, blocking_figures
 from ledger.dispatch.queues import QueueSettings
+from projections.dispatch_estimates import Runtime, RuntimeMedians, projected_ends
 
 T = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -175,3 +177,22 @@ def test_an_idle_job_is_bounded_by_its_tree_not_its_quotas_max() -> None:
     leaf = blocking_figures(quotas, (), idle)[0]
     assert (leaf.capacity, leaf.short) == (8, False)
     assert blocking_figures(quotas, (), public)[0].capacity == 2
+
+
+def test_a_running_job_is_expected_to_run_as_long_as_the_jobs_that_ran_longer() -> None:
+    medians = RuntimeMedians(
+        {"a": (100.0, 200.0, 300.0, 1000.0)},
+        {"ws": (50.0, 5000.0)},
+        (50.0, 100.0, 200.0, 300.0, 1000.0, 5000.0),
+    )
+    assert medians.of("a", "ws") == Runtime(250.0, "quota", "a", 4)
+    # 250 s in: only 300 s and 1000 s ran longer
+    assert medians.of("a", "ws", ran=250) == Runtime(650.0, "quota", "a", 2, 250)
+    # past every job of its quota: its workspace's, then everyone's
+    assert medians.of("a", "ws", ran=1000) == Runtime(5000.0, "workspace", "ws", 1, 1000)
+    assert medians.of("b", None, ran=150) == Runtime(650.0, "all", "", 4, 150)
+    assert medians.of("a", "ws", ran=5000) is None  # longer than any: its end is unknown
+    ends = projected_ends(
+        (Admitted("r", "a", 0, {"gpu": 1}, T - timedelta(seconds=250)),), medians, T
+    )
+    assert ends == {"r": T + timedelta(seconds=400)}

@@ -4,7 +4,8 @@ state built from events (real PostgreSQL, the real projector), against hand-comp
 The tree: ``root`` (8 GPUs) over ``team-a`` (StrictFIFO) and ``team-b`` (BestEffortFIFO),
 4 GPUs each, no borrowing.
 Two finished team-a jobs ran 600 s and 1800 s: team-a's expected run time is their median,
-1200 s; team-b's one finished job ran 500 s.
+1200 s; team-b's one finished job ran 500 s. A running job is expected to run the median
+of the finished jobs that ran longer than it has so far.
 """
 
 from __future__ import annotations
@@ -204,17 +205,20 @@ def test_a_job_blocked_behind_others(cluster: Narrator, cli: CliCall) -> None:
         "used": 4000, "available": 0, "capacity": 4000, "short": True,
     }  # fmt: skip
     assert (root["quota"], root["used"], root["available"]) == ("root", 5000, 3000)
-    # b1 ends at 3600 + 500 (team-b's median), r1 at 3000 + 1200: w1 starts then
+    # b1 ends at 3600 + 500 (team-b's median); r2, 300 s in, at 3300 + 1200; r1 has run
+    # 600 s: only the 1800 s job ran longer, so it ends at 3000 + 1800. w1 starts at 4500
     assert pending["estimate"] == {
-        "start": _iso(4200), "in_seconds": 600.0, "basis": "simulated", "steps": 3,
+        "start": _iso(4500), "in_seconds": 900.0, "basis": "simulated", "steps": 3,
         "released": 2,
     }  # fmt: skip
-    assert pending["runtime"] == {"seconds": 1200.0, "scope": "quota", "name": "team-a", "jobs": 2}
+    assert pending["runtime"] == {
+        "seconds": 1200.0, "scope": "quota", "name": "team-a", "jobs": 2, "longer_than": 0.0,
+    }  # fmt: skip
     assert "median run time" in pending["estimate_method"]
     table = cli("jobs", "why", "job-w1")
     assert "why pending: WaitingForQuota" in table
     assert "position: 1 of 3 in quota team-a; 2 of 4 in its tree" in table
-    assert f"estimated start: {(EPOCH + timedelta(seconds=4200)).isoformat()}" in table
+    assert f"estimated start: {(EPOCH + timedelta(seconds=4500)).isoformat()}" in table
 
 
 def test_a_workspace_out_of_budget_gets_nothing(
@@ -255,10 +259,13 @@ def test_a_preempted_job(cluster: Narrator, cli: CliCall) -> None:
     assert (p["lost_cost_minor"], p["lost_cost"], p["currency"]) == (200, "2.00", "USD")
     table = cli("jobs", "why", "v")
     assert "preempted" in table and "job-hp" in table and "2.00" in table
-    # a running job: admitted by the dispatcher, ending (as estimates assume) at 3000 + 1200
+    # a running job: admitted by the dispatcher, ending (as estimates assume) at 3000 + 1800
     r1 = json.loads(cli("jobs", "why", "r1", "--format", "json"))
     assert (r1["answer"], r1["admission"]["decided_at"]) == ("running", _iso(3000))
-    assert r1["projected_end"] == _iso(4200) and r1["runtime"]["scope"] == "quota"
+    assert r1["projected_end"] == _iso(4800)
+    assert r1["runtime"] == {
+        "seconds": 1800.0, "scope": "quota", "name": "team-a", "jobs": 1, "longer_than": 600.0,
+    }  # fmt: skip
     # the preemptor's own why: it ran, admitted by the dispatcher
     hp = json.loads(cli("jobs", "why", "hp", "--format", "json"))
     assert hp["answer"] == "finished" and hp["preemptions"] == []
@@ -278,8 +285,8 @@ def test_queue_show_lists_in_order_with_estimates(
         ("big", 2, 3, "ExceedsMaxQuota"),
         ("w2", 3, 4, "WaitingForQuota"),
     ]
-    # w1 starts when r1 ends (4200), w2 when r2 ends (3300 + 1200)
-    assert [r["estimated_start"] for r in rows] == [_plain(4200), None, _plain(4500)]
+    # w1 starts when r2 ends (3300 + 1200), w2 when r1 ends (3000 + 1800)
+    assert [r["estimated_start"] for r in rows] == [_plain(4500), None, _plain(4800)]
     # the whole tree from its root, a page at a time
     first = cli("queue", "show", "root", "--limit", "2", "--format", "csv")
     assert [line.split(",")[2] for line in first.splitlines()[1:]] == ["b2", "w1"]
