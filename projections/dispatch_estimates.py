@@ -4,7 +4,7 @@ Expected run time: the median time in Running of the finished jobs (Succeeded or
 of the job's quota; with none, of its workspace; with none, of all jobs. A running job's
 projected end is its start plus the median of those that ran longer than it has so far
 (run times are heavy-tailed: a job past the median is likely a long one); one that has run
-longer than all of them has no projected end. No user-declared duration is read (the
+longer than all of them is expected to run as long again. No user-declared duration is read (the
 watchers carry none). :func:`start_estimates` hands these to the pure forward simulation
 (:func:`ledger.dispatch.estimates.estimate_starts`), one per tree (cohort) the jobs wait
 in. :func:`estimate_errors` compares the first estimate each wait stored (with a pending
@@ -190,13 +190,16 @@ def projected_ends(
 ) -> dict[str, datetime]:
     """When each running job is expected to end: its start + the median run time of the
     finished jobs (of its quota, else workspace, else all) that ran longer than it has so
-    far; a job that has run longer than all of them is left out (its end is unknown)."""
+    far; a job that has run longer than all of them runs as long again (its age doubled);
+    with no finished job at all, none has a projected end."""
     ends: dict[str, datetime] = {}
     for wl in admitted:
         ran = max(0.0, (now - wl.admitted_at).total_seconds())
         runtime = medians.of(wl.quota, wl.workspace, ran=ran)
         if runtime is not None:
             ends[wl.job] = wl.admitted_at + runtime.duration
+        elif medians.overall:
+            ends[wl.job] = wl.admitted_at + 2 * timedelta(seconds=ran)
     return ends
 
 

@@ -37,7 +37,12 @@ from ledger.prices import NoApplicableRate
 from ledger.rating import Occupancy, rate_interval
 from ledger.store.base import RecordedEvent, UnitOfWork
 from projections.billing_reads import load_schedule
-from projections.dispatch_estimates import Runtime, runtime_medians, start_estimates
+from projections.dispatch_estimates import (
+    Runtime,
+    projected_ends,
+    runtime_medians,
+    start_estimates,
+)
 from projections.dispatch_reads import DispatchView, read_dispatch
 from projections.jobs.queries import timeline_rows
 from projections.jobs.tables import job_state
@@ -504,11 +509,14 @@ def _projected_end(conn: Connection, view: DispatchView, uid: str) -> dict[str, 
     wl = next((a for a in view.cycle.admitted if a.job == uid), None)
     if wl is None:
         return {"projected_end": None, "runtime": None}
+    medians = runtime_medians(conn)
     ran = max(0.0, (view.cycle.now - wl.admitted_at).total_seconds())
-    runtime = runtime_medians(conn).of(wl.quota, wl.workspace, ran=ran)
-    if runtime is None:
-        return {"projected_end": None, "runtime": None}
-    return {"projected_end": wl.admitted_at + runtime.duration, "runtime": runtime.as_json()}
+    runtime = medians.of(wl.quota, wl.workspace, ran=ran)
+    return {
+        "projected_end": projected_ends((wl,), medians, view.cycle.now).get(uid),
+        # None with a projected end: it ran longer than any finished job, as long again
+        "runtime": runtime.as_json() if runtime is not None else None,
+    }
 
 
 def _summary(doc: dict[str, Any]) -> str:

@@ -192,7 +192,13 @@ def test_a_running_job_is_expected_to_run_as_long_as_the_jobs_that_ran_longer() 
     assert medians.of("a", "ws", ran=1000) == Runtime(5000.0, "workspace", "ws", 1, 1000)
     assert medians.of("b", None, ran=150) == Runtime(650.0, "all", "", 4, 150)
     assert medians.of("a", "ws", ran=5000) is None  # longer than any: its end is unknown
-    ends = projected_ends(
-        (Admitted("r", "a", 0, {"gpu": 1}, T - timedelta(seconds=250)),), medians, T
+    running = (
+        Admitted("r", "a", 0, {"gpu": 1}, T - timedelta(seconds=250)),
+        Admitted("old", "a", 0, {"gpu": 1}, T - timedelta(seconds=6000)),
     )
-    assert ends == {"r": T + timedelta(seconds=400)}
+    # r: 250 s in, 650 s expected; old: past every finished job, as long again
+    assert projected_ends(running, medians, T) == {
+        "r": T + timedelta(seconds=400),
+        "old": T + timedelta(seconds=6000),
+    }
+    assert projected_ends(running, RuntimeMedians(), T) == {}
