@@ -109,9 +109,12 @@ def _envelopes(
     )
     if crossed is None:  # the sum rose and fell back by ``now``: not exceeded in order
         return None
-    posted_at, running = crossed
-    # a budget set below what was already spent is exceeded from the moment it is set
-    at = max(posted_at, candidate.budget.since)
+    at, running = crossed
+    if candidate.budget.since > at:
+        # a budget set below what was already spent is exceeded from the moment it is set
+        at = candidate.budget.since
+        spent = spent_by_workspace(conn, [budget.workspace], candidate.period, at)
+        running = spent.get((budget.workspace, budget.currency), running)
     spent_minor = round_precise(running)
     event = BudgetExceeded(
         workspace=budget.workspace,
