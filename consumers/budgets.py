@@ -11,7 +11,7 @@ workspace (``NotificationQueued``, stream ``notification/<id>``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
@@ -37,10 +37,12 @@ from projections.budgets import (
     BudgetsProjection,
     budgets_at,
     crossing_instant,
+    exhausted_workspaces,
+    jobs_to_stop,
     spent_by_workspace,
 )
 
-__all__ = ["BudgetBreach", "check_budgets"]
+__all__ = ["BudgetBreach", "StoreBudgetGate", "check_budgets"]
 
 
 @dataclass(frozen=True)
@@ -219,3 +221,28 @@ def check_budgets(
     if breaches:
         projector.catch_up()
     return breaches
+
+
+@dataclass
+class StoreBudgetGate:
+    """The budgets as the live dispatcher sees them each cycle (``consumers.dispatcher``'s
+    ``BudgetGate``): :meth:`exhausted_workspaces` first checks the budgets on a connection
+    of its own (storing new crossings, :func:`check_budgets`), then reads the exhausted
+    workspaces on the cycle's ``conn``. Called before anything else reads ``conn``, a
+    snapshot taken by the cycle then already holds this cycle's crossings."""
+
+    store: EventStore
+    source: str = "dispatcher"
+    #: the crossings the latest check stored
+    breaches: list[BudgetBreach] = field(default_factory=list)
+
+    def exhausted_workspaces(self, conn: Connection, at: datetime) -> frozenset[str]:
+        with self.store.outside_transaction() as own:
+            self.breaches = check_budgets(self.store, own, at, source=self.source)
+        return exhausted_workspaces(conn, at)
+
+    def jobs_to_stop(self, conn: Connection, at: datetime) -> list[str]:
+        """Uids of the exhausted workspaces' pay-as-you-go jobs holding resources (never a
+        subscription ``quota`` job); :func:`projections.budgets.jobs_to_stop` has their
+        namespace, name and kind."""
+        return [job.job_uid for job in jobs_to_stop(conn, at)]

@@ -10,12 +10,28 @@ from consumers.projector import Projector
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book
 from ledger.envelopes import Envelope, make_envelope
-from ledger.events import BillingMode, JobSubmitted, JobSucceeded, ReplicaSpec
+from ledger.events import (
+    BillingMode,
+    JobAdmitted,
+    JobQueued,
+    JobSubmitted,
+    JobSucceeded,
+    ReplicaSpec,
+)
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import all_projections
 from tests.billing_e2e.helpers import demo_book, ended, started
 
-__all__ = ["EPOCH", "at", "budget_file", "job", "post_cost", "project", "publish_prices"]
+__all__ = [
+    "EPOCH",
+    "at",
+    "budget_file",
+    "job",
+    "pending_job",
+    "post_cost",
+    "project",
+    "publish_prices",
+]
 
 #: The demo book's rates: public GPU-hour 2.40, spot 0.90, quota 0 (USD, scale 2).
 EPOCH = datetime(2026, 11, 5, tzinfo=UTC)
@@ -29,7 +45,9 @@ def publish_prices(store: PostgresEventStore) -> None:
     publish_price_book(store, demo_book(), at=datetime(2026, 10, 1, tzinfo=UTC))
 
 
-def _job_envelope(data: JobSubmitted | JobSucceeded, uid: str, when: datetime) -> Envelope:
+def _job_envelope(
+    data: JobSubmitted | JobSucceeded | JobQueued | JobAdmitted, uid: str, when: datetime
+) -> Envelope:
     return make_envelope(
         data,
         event_id=uuid.uuid4(),
@@ -77,6 +95,26 @@ def job(
             ended(f"pod-{uid}", end, job=uid),
             _job_envelope(JobSucceeded(job_uid=uid), uid, end),
         ]
+    store.append(events)
+
+
+def pending_job(
+    store: PostgresEventStore, uid: str, workspace: str, when: datetime, *, admitted: bool
+) -> None:
+    """A public job with no pod yet: queued (suspended), or admitted (resumed, not bound)."""
+    submitted = JobSubmitted(
+        job_uid=uid,
+        name=f"{uid}-name",
+        namespace=f"ns-{workspace}",
+        workspace=workspace,
+        replicas=(ReplicaSpec(count=1, mgpu=1000, cpu_milli=0, memory_mib=0),),
+    )
+    events = [
+        _job_envelope(submitted, uid, when),
+        _job_envelope(JobQueued(job_uid=uid), uid, when),
+    ]
+    if admitted:
+        events.append(_job_envelope(JobAdmitted(job_uid=uid), uid, when + timedelta(minutes=1)))
     store.append(events)
 
 

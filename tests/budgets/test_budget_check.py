@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import text
 
-from consumers.budgets import check_budgets
+from consumers.budgets import StoreBudgetGate, check_budgets
 from ledger.store.postgres import PostgresEventStore
 from projections.budgets import exhausted_workspaces, jobs_to_stop
-from tests.budgets.helpers import at, budget_file, job, post_cost, project, publish_prices
+from tests.budgets.helpers import (
+    at,
+    budget_file,
+    job,
+    pending_job,
+    post_cost,
+    project,
+    publish_prices,
+)
 from tests.clis import CliCall
 
 STOP_20 = """
@@ -148,3 +157,58 @@ def test_a_budget_set_below_what_was_spent_is_crossed_when_set(
     # with what was spent by then (2.40 + 8 x 3.30); the 20.00 one, in force until 08:30, was
     # never checked while in force: a check judges the budget in force at its instant
     assert [(b.budget_minor, b.spent_minor, b.at) for b in a] == [(1000, 2880, at(8.5))]
+
+
+def test_idle_and_admitted_jobs_stop_too_queued_ones_wait(
+    store: PostgresEventStore, cli: CliCall, tmp_path: Path
+) -> None:
+    _setup(store, cli, tmp_path)
+    job(store, "a-idle", "ws-a", "idle", at(9))
+    pending_job(store, "a-admitted", "ws-a", at(10), admitted=True)
+    pending_job(store, "a-queued", "ws-a", at(10), admitted=False)
+    project(store)
+    with store.engine.connect() as conn:
+        check_budgets(store, conn, at(10.5))
+        stop = {(j.job_uid, j.billing_mode, j.status) for j in jobs_to_stop(conn, at(10.5))}
+    assert stop == {
+        ("a-public", "public", "Running"),
+        ("a-spot", "spot", "Running"),
+        ("a-idle", "idle", "Running"),
+        ("a-admitted", "public", "Admitted"),
+    }  # a-queued is not running: the dispatcher refuses to admit it instead
+
+
+def test_the_dispatcher_gate_checks_then_reads_in_the_cycle_snapshot(
+    store: PostgresEventStore, cli: CliCall, tmp_path: Path
+) -> None:
+    _setup(store, cli, tmp_path)
+    gate = StoreBudgetGate(store)
+    with store.snapshot() as uow:  # as the dispatcher reads a cycle: one REPEATABLE READ view
+        assert gate.exhausted_workspaces(uow.connection, at(10.5)) == {"ws-a"}
+        assert gate.jobs_to_stop(uow.connection, at(10.5)) == ["a-public", "a-spot"]
+    assert [(b.workspace, b.at) for b in gate.breaches] == [("ws-a", at(6)), ("ws-b", at(3))]
+    with store.snapshot() as uow:
+        assert gate.exhausted_workspaces(uow.connection, at(10.6)) == {"ws-a"}
+    assert gate.breaches == []  # stored once
+
+
+def test_concurrent_checks_store_one_crossing(
+    store: PostgresEventStore, cli: CliCall, tmp_path: Path
+) -> None:
+    _setup(store, cli, tmp_path)
+    stored: list[int] = []
+    start = threading.Barrier(4)
+
+    def checker() -> None:
+        start.wait()
+        with store.engine.connect() as conn:
+            stored.append(len(check_budgets(store, conn, at(10.5))))
+
+    threads = [threading.Thread(target=checker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(stored) == [0, 0, 0, 2]
+    assert sorted(e["workspace"] for e in _events(store, "BudgetExceeded")) == ["ws-a", "ws-b"]
+    assert len(_events(store, "NotificationQueued")) == 2
