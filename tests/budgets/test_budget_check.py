@@ -212,3 +212,23 @@ def test_concurrent_checks_store_one_crossing(
     assert sorted(stored) == [0, 0, 0, 2]
     assert sorted(e["workspace"] for e in _events(store, "BudgetExceeded")) == ["ws-a", "ws-b"]
     assert len(_events(store, "NotificationQueued")) == 2
+
+
+def test_the_read_model_rebuilds_to_the_same_rows(
+    store: PostgresEventStore, cli: CliCall, tmp_path: Path
+) -> None:
+    _setup(store, cli, tmp_path)
+    with store.engine.connect() as conn:
+        check_budgets(store, conn, at(10.5))
+
+    def rows() -> list[object]:
+        with store.engine.connect() as conn:
+            return [
+                *conn.execute(text("SELECT * FROM budget_changes ORDER BY position")).all(),
+                *conn.execute(text("SELECT * FROM budget_exceedances ORDER BY position")).all(),
+            ]
+
+    before = rows()
+    assert len(before) == 4
+    assert "rebuilt budgets" in cli("projections", "rebuild", "budgets")
+    assert rows() == before
