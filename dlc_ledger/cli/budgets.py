@@ -99,8 +99,11 @@ def show(
     at: Annotated[str | None, typer.Option("--at", help=_AT_HELP)] = None,
     fmt: FormatOption = RowFormat.table,
 ) -> None:
-    """Per workspace: the budget in force, spent this period (posted cost), remaining,
-    action, state (ok/exceeded) and whether its work is stopped (exhausted)."""
+    """Per workspace: budget, spent this period, remaining, action, state, exhausted.
+
+    Spent is the posted cost of the period (a calendar month in UTC) up to the instant;
+    state is ok or exceeded; exhausted: a stop budget's crossing is stored, so the
+    dispatcher admits nothing new of the workspace and suspends its pay-as-you-go jobs."""
     store = context.open_store()
     when = parse_instant(at, option="--at") if at else default_instant(store)
     rows: list[dict[str, Any]] = [
@@ -129,8 +132,10 @@ def check_command(
     at: Annotated[str | None, typer.Option("--at", help=_AT_HELP)] = None,
     fmt: FormatOption = RowFormat.table,
 ) -> None:
-    """Store a BudgetExceeded (and a notification) for each budget crossed by posted cost
-    and not stored yet; checking again stores nothing new."""
+    """Store a BudgetExceeded for each budget crossed by posted cost, once.
+
+    Each crossing is stored once per budget and period with a notification to the
+    workspace; checking again stores nothing new (the dispatcher checks every cycle)."""
     store = context.open_store()
     when = parse_instant(at, option="--at") if at else default_instant(store)
     breaches = check(store, when, source=context.local_principal())
