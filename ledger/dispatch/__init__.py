@@ -3,8 +3,12 @@ admitted workloads, one incoming workload), a decision out.
 
 - :mod:`~ledger.dispatch.model`: the snapshot's dataclasses and the decision;
 - :mod:`~ledger.dispatch.capacity`: Kueue's hierarchical capacity (``available``, borrowing);
-- :mod:`~ledger.dispatch.preemption`: Kueue's classical preemption (candidates, ordering,
-  greedy removal, fill-back);
+- :mod:`~ledger.dispatch.preemption`: :func:`decide`, one decision (Kueue's flavor
+  assignment gate, then preemption; idle mode);
+- :mod:`~ledger.dispatch.classical`: Kueue's classical preemption over hierarchical cohorts;
+- :mod:`~ledger.dispatch.fair_sharing`: Kueue's fair-sharing preemption;
+- :mod:`~ledger.dispatch.shares`: dominant resource share (fair-sharing order);
+- :mod:`~ledger.dispatch.candidates`: policies, candidate order, fit check, fill-back;
 - :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`).
 """
 
@@ -18,25 +22,32 @@ from ledger.dispatch.cycle import (
     plan_cycle,
 )
 from ledger.dispatch.model import (
+    DEFAULT_STRATEGIES,
     Admitted,
     BorrowWithin,
     Decision,
     DispatchError,
+    FairSharingStrategy,
     Incoming,
     Preemption,
     QuotaNode,
     Snapshot,
     Victim,
 )
-from ledger.dispatch.preemption import decide
+from ledger.dispatch.preemption import IDLE, Decider, decide
+from ledger.dispatch.shares import dominant_resource_share
 
 __all__ = [
+    "DEFAULT_STRATEGIES",
+    "IDLE",
     "Admitted",
     "BorrowWithin",
     "CycleInput",
     "CycleResult",
+    "Decider",
     "Decision",
     "DispatchError",
+    "FairSharingStrategy",
     "Incoming",
     "PendingReason",
     "PendingStatus",
@@ -47,5 +58,6 @@ __all__ = [
     "Snapshot",
     "Victim",
     "decide",
+    "dominant_resource_share",
     "plan_cycle",
 ]
