@@ -9,6 +9,7 @@ from __future__ import annotations
 from projections.base import Projection
 from projections.billing import BillingProjection
 from projections.budgets import BudgetsProjection
+from projections.dispatch_decisions import DispatchDecisionsProjection
 from projections.inventory import InventoryProjection
 from projections.jobs import JobsProjection
 from projections.occupancy import OccupancyProjection
@@ -26,6 +27,7 @@ def all_projections() -> list[Projection]:
         QuotaProjection(),
         BillingProjection(),
         BudgetsProjection(),
+        DispatchDecisionsProjection(),
     ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import projections.billing_tables
 import projections.budgets
+import projections.dispatch_decisions
 import projections.inventory
 import projections.jobs
 import projections.occupancy

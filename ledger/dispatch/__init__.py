@@ -9,7 +9,10 @@ admitted workloads, one incoming workload), a decision out.
 - :mod:`~ledger.dispatch.fair_sharing`: Kueue's fair-sharing preemption;
 - :mod:`~ledger.dispatch.shares`: dominant resource share (fair-sharing order);
 - :mod:`~ledger.dispatch.candidates`: policies, candidate order, fit check, fill-back;
-- :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`).
+- :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`);
+- :mod:`~ledger.dispatch.queues`: queue policies (order, which jobs a cycle tries);
+- :mod:`~ledger.dispatch.trees`: the applied quota tree as the core's inputs
+  (:func:`dispatch_config`).
 """
 
 from ledger.dispatch.cycle import (
@@ -36,6 +39,7 @@ from ledger.dispatch.model import (
 )
 from ledger.dispatch.preemption import IDLE, Decider, decide
 from ledger.dispatch.shares import dominant_resource_share
+from ledger.dispatch.trees import DispatchConfig, dispatch_config
 
 __all__ = [
     "DEFAULT_STRATEGIES",
@@ -46,6 +50,7 @@ __all__ = [
     "CycleResult",
     "Decider",
     "Decision",
+    "DispatchConfig",
     "DispatchError",
     "FairSharingStrategy",
     "Incoming",
@@ -58,6 +63,7 @@ __all__ = [
     "Snapshot",
     "Victim",
     "decide",
+    "dispatch_config",
     "dominant_resource_share",
     "plan_cycle",
 ]
