@@ -29,6 +29,7 @@ COMMANDS = {
     "prices": "dlc_ledger.cli.prices:prices_app",
     "billing": "dlc_ledger.cli.invoices:billing_app",
     "invoices": "dlc_ledger.cli.invoices:invoices_app",
+    "budgets": "dlc_ledger.cli.budgets:budgets_app",
     "verify": "dlc_ledger.cli.store:verify",
     "db": "dlc_ledger.cli.store:db_app",
     "dead-letters": "dlc_ledger.cli.store:dead_letters_app",

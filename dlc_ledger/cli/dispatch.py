@@ -52,12 +52,14 @@ def dispatch(
     stored as events first, then acted on."""
     from kubernetes import client
 
+    from consumers.budgets import StoreBudgetGate
     from consumers.dispatcher import CycleOutcome, Dispatcher, LeaseBusy, run_dispatcher
     from consumers.dispatcher.kube_actuator import KubeActuator
     from consumers.projector import catch_up_to_read
     from dlc_ledger.cli.watch import kube_configuration
     from dlc_ledger.wiring import context
     from dlc_ledger.wiring.signals import stop_on_signals
+    from projections.budgets import BudgetsProjection
     from projections.dispatch_decisions import DispatchDecisionsProjection
     from projections.jobs import JobsProjection
     from projections.quotas import QuotaProjection
@@ -66,11 +68,17 @@ def dispatch(
     configuration = kube_configuration(server, kubeconfig, kube_context)
     store = context.open_store()
     api = client.ApiClient(configuration)
-    reads = [JobsProjection(), QuotaProjection(), DispatchDecisionsProjection()]
+    reads = [
+        JobsProjection(),
+        QuotaProjection(),
+        DispatchDecisionsProjection(),
+        BudgetsProjection(),
+    ]
     dispatcher = Dispatcher(
         store,
         KubeActuator(api),
         refresh=(lambda: catch_up_to_read(store, reads)) if project else None,
+        budgets=StoreBudgetGate(store),
     )
     stop = threading.Event()
     stop_on_signals(stop)

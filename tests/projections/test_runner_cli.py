@@ -37,7 +37,8 @@ def test_project_status_rebuild(store: PostgresEventStore, cli: CliCall) -> None
     assert (status["jobs"]["position"], status["jobs"]["lag"]) == (20, 0)
     assert status["occupancy"]["lag"] == 20
     out = cli("project", "--workers", "2")
-    assert "lanes: quotas, billing; jobs, occupancy, inventory" in out and "caught up" in out
+    assert "lanes: quotas, billing; jobs, occupancy, budgets, inventory" in out
+    assert "caught up" in out
     assert all(s["lag"] == 0 for s in json.loads(cli("projections", "status", "--json")))
     table = cli("projections", "status")
     assert "lag" in table and "jobs" in table
