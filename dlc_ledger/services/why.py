@@ -16,6 +16,7 @@ from sqlalchemy import Connection
 from consumers.projector import catch_up_to_read
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import BillingProjection
+from projections.budgets import BudgetsProjection, exhausted_workspaces
 from projections.dispatch_decisions import DispatchDecisionsProjection
 from projections.dispatch_estimates import estimate_errors, projected_now
 from projections.dispatch_explain import QueuePage, explain_job, queue_listing
@@ -25,8 +26,9 @@ from projections.quotas import QuotaProjection
 
 __all__ = ["Exhausted", "estimates_report", "queue_page", "why_job"]
 
-#: the workspaces whose ``stop`` budget is exhausted at an instant (the budgets' read, as
-#: the live loop's ``BudgetGate.exhausted_workspaces`` gives them); None: no budgets
+#: the workspaces whose ``stop`` budget is exhausted at an instant; by default the
+#: budgets' read model as the dispatcher's last check left it
+#: (:func:`projections.budgets.exhausted_workspaces`: a read, it stores no crossing)
 Exhausted = Callable[[Connection, datetime], frozenset[str]]
 
 
@@ -39,6 +41,7 @@ def _catch_up(store: PostgresEventStore) -> None:
             QuotaProjection(),
             BillingProjection(),
             DispatchDecisionsProjection(),
+            BudgetsProjection(),
         ],
     )
 
@@ -57,7 +60,7 @@ def why_job(
     ref: str,
     *,
     at: datetime | None = None,
-    exhausted: Exhausted | None = None,
+    exhausted: Exhausted = exhausted_workspaces,
 ) -> dict[str, Any]:
     """Why job ``ref`` (a uid, or a name only one job has) is pending, was preempted, or runs."""
     _catch_up(store)
@@ -65,8 +68,7 @@ def why_job(
         conn = uow.connection
         uid = find_job(conn, ref)
         now = _now(conn, at)
-        blocked = exhausted(conn, now) if exhausted is not None else frozenset()
-        return explain_job(uow, uid, now, blocked_workspaces=blocked)
+        return explain_job(uow, uid, now, blocked_workspaces=exhausted(conn, now))
 
 
 def queue_page(
@@ -76,16 +78,15 @@ def queue_page(
     at: datetime | None = None,
     limit: int = 50,
     cursor: str | None = None,
-    exhausted: Exhausted | None = None,
+    exhausted: Exhausted = exhausted_workspaces,
 ) -> QueuePage:
     """One page of ``quota``'s pending queue (its subtree's, for an inner quota) in order."""
     _catch_up(store)
     with store.snapshot() as uow:
         conn = uow.connection
         now = _now(conn, at)
-        blocked = exhausted(conn, now) if exhausted is not None else frozenset()
         return queue_listing(
-            conn, quota, now, limit=limit, cursor=cursor, blocked_workspaces=blocked
+            conn, quota, now, limit=limit, cursor=cursor, blocked_workspaces=exhausted(conn, now)
         )
 
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
 from consumers.projector import Projector
+from dlc_ledger.services.billing import tick
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.why import queue_page, why_job
 from ledger.events import (
@@ -219,6 +221,26 @@ def test_a_job_blocked_behind_others(cluster: Narrator, cli: CliCall) -> None:
     assert "why pending: WaitingForQuota" in table
     assert "position: 1 of 3 in quota team-a; 2 of 4 in its tree" in table
     assert f"estimated start: {(EPOCH + timedelta(seconds=4500)).isoformat()}" in table
+
+
+def test_a_workspace_whose_stop_budget_was_crossed_gets_nothing(
+    cluster: Narrator, store: PostgresEventStore, cli: CliCall, tmp_path: Path
+) -> None:
+    # ws-b may spend 1 USD a month: v's lost run (2 GPUs x 1000 s) and hp's run (4 GPUs x
+    # 500 s) cost 2 USD each at 3.60 a GPU-hour; the dispatcher's check stores the crossing
+    budgets = tmp_path / "budgets.yaml"
+    budgets.write_text(
+        "budgets:\n  - {workspace: ws-b, amount: 1, currency: USD, period: month, action: stop}\n"
+    )
+    cli("budgets", "apply", str(budgets), "--effective-at", _iso(0))
+    tick(store, at(3600))
+    assert "ws-b" in cli("budgets", "check", "--at", _iso(3600))
+    b2 = json.loads(cli("jobs", "why", "b2", "--format", "json"))["pending"]
+    assert b2["reason"] == "BudgetExhausted" and "budget" in b2["reason_text"]
+    assert (b2["estimate"]["start"], b2["estimate"]["basis"]) == (None, "budget")
+    rows = json.loads(cli("queue", "show", "root", "--format", "json"))
+    assert {r["job_uid"]: r["reason"] for r in rows}["b2"] == "BudgetExhausted"
+    assert {r["job_uid"]: r["reason"] for r in rows}["w1"] == "WaitingForQuota"
 
 
 def test_a_workspace_out_of_budget_gets_nothing(
