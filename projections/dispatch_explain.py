@@ -1,5 +1,4 @@
-"""Why is a job pending, or why was it preempted: the reads behind ``jobs why`` and
-``queue show``.
+"""Why is a job pending, or why was it preempted: the read behind ``jobs why``.
 
 Everything is read from projected state (the dispatcher's own input,
 :func:`projections.dispatch_reads.read_dispatch`) and the stored decision events, and
@@ -8,18 +7,18 @@ explained with the decision core itself: positions and the tiered reason from on
 arithmetic (:mod:`ledger.dispatch.figures`), the start estimate from a forward simulation
 (:mod:`ledger.dispatch.estimates`).
 
-Start estimates and the expected run times behind them: :mod:`projections.dispatch_estimates`.
+Start estimates and the expected run times behind them: :mod:`projections.dispatch_estimates`;
+preemptions and the work they cost: :mod:`projections.preemption_losses`; the queue listing:
+:mod:`projections.dispatch_queue`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from ledger.canonical import format_timestamp
 from ledger.dispatch.cycle import CycleResult, PendingStatus, QueueSettings, plan_cycle
@@ -32,11 +31,7 @@ from ledger.dispatch.estimates import (
 from ledger.dispatch.figures import blocking_figures
 from ledger.dispatch.model import Incoming, QuotaNode
 from ledger.dispatch.queues import effective_priority
-from ledger.money import plain_decimal, precise_decimal, round_precise
-from ledger.prices import NoApplicableRate
-from ledger.rating import Occupancy, rate_interval
 from ledger.store.base import RecordedEvent, UnitOfWork
-from projections.billing_reads import load_schedule
 from projections.dispatch_estimates import (
     Runtime,
     projected_ends,
@@ -46,18 +41,9 @@ from projections.dispatch_estimates import (
 from projections.dispatch_reads import DispatchView, read_dispatch
 from projections.jobs.queries import timeline_rows
 from projections.jobs.tables import job_state
-from projections.occupancy import occupancy
-from projections.pages import check_limit, decode_cursor, encode_cursor
+from projections.preemption_losses import preemptions_of
 
-__all__ = [
-    "PREEMPTION_RULES",
-    "REASONS",
-    "QueuePage",
-    "explain_job",
-    "jsonable",
-    "queue_listing",
-    "tiered_reason",
-]
+__all__ = ["REASONS", "explain_job", "jsonable", "tiered_reason", "whole"]
 
 #: what each tiered pending reason means, for people
 REASONS: Mapping[str, str] = {
@@ -69,17 +55,6 @@ REASONS: Mapping[str, str] = {
     "admitted until the next period or a raised budget",
     "Parked": "BestEffortFIFO parked it after it failed at the head of its queue; it is "
     "retried when capacity frees in its tree or the tree changes",
-}
-
-#: what each preemption rule (a victim's reason) means, for people
-PREEMPTION_RULES: Mapping[str, str] = {
-    "WithinQuota": "a higher-priority job of the same quota took its place "
-    "(within-quota preemption)",
-    "Reclaim": "its quota was borrowing, and a quota lending to it took its guarantee back "
-    "(reclaim)",
-    "ReclaimWhileBorrowing": "a higher-priority job of another quota took it while itself "
-    "borrowing (borrow within cohort)",
-    "FairSharing": "fair sharing: its quota's share was above the preemptor's",
 }
 
 
@@ -103,91 +78,6 @@ def _estimate_json(estimate: StartEstimate | None, now: datetime) -> dict[str, A
     }
 
 
-# --- queue show ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class QueuePage:
-    """One page of a queue in policy order; ``next_cursor`` continues it."""
-
-    rows: list[dict[str, Any]]
-    next_cursor: str | None
-    now: datetime
-    #: the subtree's leaf quotas listed
-    quotas: tuple[str, ...]
-
-
-def _leaves_under(view: DispatchView, quota: str) -> tuple[str, ...]:
-    children: dict[str, list[str]] = {}
-    for q in view.cycle.quotas:
-        if q.parent is not None:
-            children.setdefault(q.parent, []).append(q.name)
-    out: list[str] = []
-    stack = [quota]
-    while stack:
-        name = stack.pop()
-        kids = children.get(name, [])
-        if not kids:
-            out.append(name)
-        stack.extend(reversed(kids))
-    return tuple(out)
-
-
-def queue_listing(
-    conn: Connection,
-    quota: str,
-    now: datetime,
-    *,
-    limit: int = 50,
-    cursor: str | None = None,
-    max_steps: int = MAX_STEPS,
-    blocked_workspaces: frozenset[str] = frozenset(),
-) -> QueuePage:
-    """The pending jobs of ``quota`` (a leaf) or of its whole subtree (an inner quota), in
-    the order the dispatcher would try them now (their tree's cohort order)."""
-    check_limit(limit)
-    after = decode_cursor(cursor, int, str)[0] if cursor is not None else 0
-    view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces)
-    if quota not in {q.name for q in view.cycle.quotas}:
-        names = ", ".join(sorted(q.name for q in view.cycle.quotas)) or "none"
-        raise ValueError(f"unknown quota {quota!r} (quotas: {names})")
-    leaves = set(_leaves_under(view, quota))
-    result = plan_cycle(within_tree(view.cycle, quota))
-    statuses = sorted(
-        (s for s in result.pending if s.quota in leaves), key=lambda s: s.cohort_position
-    )
-    statuses = [s for s in statuses if s.cohort_position > after]
-    page, more = statuses[:limit], len(statuses) > limit
-    medians = runtime_medians(conn)
-    estimates = start_estimates(view, medians, [s.job for s in page], max_steps=max_steps)
-    incoming = {p.job: p for p in view.cycle.pending}
-    rows = []
-    for s in page:
-        job = incoming[s.job]
-        known = view.jobs.get(s.job)
-        settings = view.cycle.queues.get(s.quota, QueueSettings())
-        estimate = estimates.get(s.job)
-        rows.append(
-            {
-                "position": s.position,
-                "cohort_position": s.cohort_position,
-                "job_uid": s.job,
-                "name": known.name if known else s.job,
-                "quota": s.quota,
-                "priority": job.priority,
-                "effective_priority": effective_priority(job, settings, now),
-                "queued_at": job.created_at,
-                "waited_seconds": max(0.0, (now - job.created_at).total_seconds()),
-                "reason": tiered_reason(s, job, view.cycle.quotas),
-                "request": {k: _number(v) for k, v in job.resources.items()},
-                "estimated_start": estimate.start if estimate else None,
-                "estimate_basis": estimate.basis if estimate else None,
-            }
-        )
-    next_cursor = encode_cursor([page[-1].cohort_position, page[-1].job]) if more else None
-    return QueuePage(rows, next_cursor, now, tuple(sorted(leaves)))
-
-
 # --- jobs why -----------------------------------------------------------------------
 
 
@@ -197,123 +87,6 @@ def _decision_events(uow: UnitOfWork, uid: str) -> list[RecordedEvent]:
     positions = [int(r[1]) for r in rows if r[3] in ("AdmissionDecided", "PreemptionDecided")]
     by_position = {e.position: e for e in uow.read_positions(positions)}
     return [by_position[p] for p in positions if p in by_position]
-
-
-def _lost_work(
-    conn: Connection, uid: str, decided_at: datetime, now: datetime
-) -> list[dict[str, Any]]:
-    """The job's occupancies open when a preemption of it was decided: the work since its
-    pods last started, lost, each as [start, its end, or now while still releasing)."""
-    o = occupancy.c
-    rows = conn.execute(
-        select(occupancy).where(
-            o.job_uid == uid,
-            o.started_at.is_not(None),
-            o.started_at <= decided_at,
-            (o.ended_at.is_(None)) | (o.ended_at >= decided_at),
-        )
-    ).all()
-    return [dict(r._mapping) | {"until": r.ended_at or max(now, r.started_at)} for r in rows]
-
-
-def _lost_cost(conn: Connection, lost: list[dict[str, Any]]) -> dict[str, Any]:
-    """GPU-hours and their cost at the job's rate (its billing mode, the price book then)."""
-    mgpu_seconds = sum(
-        int(r["mgpu"] or 0) * (r["until"] - r["started_at"]).total_seconds() for r in lost
-    )
-    out: dict[str, Any] = {
-        "lost_seconds": max(
-            ((r["until"] - r["started_at"]).total_seconds() for r in lost), default=0.0
-        ),
-        "lost_gpu_hours": round(mgpu_seconds / 1000 / 3600, 6),
-        "currency": None,
-        "lost_cost_minor": None,
-        "lost_cost_minor_precise": None,
-    }
-    schedule = load_schedule(conn)
-    if schedule.currency is None or not lost:
-        return out
-    precise = 0
-    for r in lost:
-        occ = Occupancy(
-            occupancy_id=r["occupancy_id"],
-            job_uid=r["job_uid"],
-            workspace=r["workspace"] or "",
-            flavor=r["flavor"] or "gpu/any",
-            mgpu=int(r["mgpu"] or 0),
-            cpu_milli=int(r["cpu_milli"] or 0),
-            memory_mib=int(r["memory_mib"] or 0),
-            billing_mode=r["billing_mode"] or "public",
-            start=r["started_at"],
-            end=r["until"],
-            quota=r["quota"],
-            user=r["user"] or "unknown",
-        )
-        try:
-            precise += rate_interval(occ, schedule, occ.start, r["until"]).total_precise
-        except NoApplicableRate:
-            return out
-    out["currency"] = schedule.currency
-    out["lost_cost_minor"] = round_precise(precise)
-    out["lost_cost_minor_precise"] = Decimal(plain_decimal(precise_decimal(precise)))
-    return out
-
-
-def _preemptions(
-    conn: Connection, uid: str, events: list[RecordedEvent], now: datetime
-) -> list[dict[str, Any]]:
-    """Each time job ``uid`` was preempted (a decision repeated by the same preemptor
-    before the job ran again counts once, at the first)."""
-    out: list[dict[str, Any]] = []
-    for event in events:
-        data = event.data
-        if event.type != "PreemptionDecided" or data.get("preemptor") == uid:
-            continue
-        mine = next((v for v in data.get("victims", ()) if v.get("job_uid") == uid), None)
-        if mine is None:
-            continue
-        preemptor = data.get("preemptor")
-        if (
-            out
-            and out[-1]["preemptor"] == preemptor
-            and not _restarted(conn, uid, out[-1]["decided_at"], event.occurred_at)
-        ):
-            continue  # the same preemption decided again while the job still released
-        who = conn.execute(
-            select(job_state.c.name, job_state.c.priority, job_state.c.quota).where(
-                job_state.c.job_uid == preemptor
-            )
-        ).first()
-        rule = str(mine.get("reason") or data.get("reason") or "")
-        out.append(
-            {
-                "decided_at": event.occurred_at,
-                "preemptor": preemptor,
-                "preemptor_name": who.name if who else None,
-                "preemptor_priority": who.priority if who else None,
-                "preemptor_quota": data.get("quota") or (who.quota if who else None),
-                "rule": rule,
-                "rule_text": PREEMPTION_RULES.get(rule, rule),
-                "victim_quota": mine.get("quota"),
-                "other_victims": [
-                    v.get("job_uid") for v in data.get("victims", ()) if v.get("job_uid") != uid
-                ],
-                "state": data.get("state", {}),
-                **_lost_cost(conn, _lost_work(conn, uid, event.occurred_at, now)),
-            }
-        )
-    return out
-
-
-def _restarted(conn: Connection, uid: str, after: datetime, upto: datetime) -> bool:
-    """Whether a pod of job ``uid`` started in (``after``, ``upto``]."""
-    o = occupancy.c
-    found = conn.execute(
-        select(o.occupancy_id)
-        .where(o.job_uid == uid, o.started_at > after, o.started_at <= upto)
-        .limit(1)
-    ).first()
-    return found is not None
 
 
 def _admission(events: list[RecordedEvent]) -> dict[str, Any] | None:
@@ -393,17 +166,17 @@ def _pending_part(
         "effective_priority": effective_priority(
             job, view.cycle.queues.get(job.quota, QueueSettings()), now
         ),
-        "request": {k: _number(v) for k, v in job.resources.items()},
+        "request": {k: whole(v) for k, v in job.resources.items()},
         "figures": [
             {
                 "quota": f.quota,
                 "key": f.key,
-                "request": _number(f.request),
-                "min": _number(f.min),
-                "max": None if f.max is None else _number(f.max),
-                "used": _number(f.used),
-                "available": _number(f.available),
-                "capacity": _number(f.capacity),
+                "request": whole(f.request),
+                "min": whole(f.min),
+                "max": None if f.max is None else whole(f.max),
+                "used": whole(f.used),
+                "available": whole(f.available),
+                "capacity": whole(f.capacity),
                 "short": f.short,
             }
             for f in figures
@@ -415,7 +188,7 @@ def _pending_part(
     }
 
 
-def _number(value: float) -> float | int:
+def whole(value: float) -> float | int:
     """Quantities are whole units (mGPU, milli-cores, MiB): shown without a ``.0``."""
     return int(value) if float(value).is_integer() else value
 
@@ -465,7 +238,7 @@ def explain_job(
     view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces)
     known = view.jobs.get(uid)
     pending = any(p.job == uid for p in view.cycle.pending)
-    preemptions = _preemptions(conn, uid, events, now)
+    preemptions = preemptions_of(conn, uid, events, now)
     status = row.status
     doc: dict[str, Any] = {
         "job_uid": uid,

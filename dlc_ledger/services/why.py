@@ -19,7 +19,8 @@ from projections.billing import BillingProjection
 from projections.budgets import BudgetsProjection, exhausted_workspaces
 from projections.dispatch_decisions import DispatchDecisionsProjection
 from projections.dispatch_estimates import estimate_errors, projected_now
-from projections.dispatch_explain import QueuePage, explain_job, queue_listing
+from projections.dispatch_explain import explain_job
+from projections.dispatch_queue import QueuePage, queue_listing
 from projections.jobs import JobsProjection, find_job
 from projections.occupancy import OccupancyProjection
 from projections.quotas import QuotaProjection
