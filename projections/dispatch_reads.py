@@ -269,7 +269,14 @@ def read_dispatch(
     stopping: dict[str, str] = {}
     for uid, d in decisions.items():
         job = jobs.get(uid)
-        if job is None or d.attempt != job.attempt:
+        if job is None:
+            continue
+        # a victim seen preempted (its episode moved on) whose pods are still releasing
+        # is still stopping for its preemptor: choosing it again would double the decision
+        releasing = (
+            d.outcome == "victim" and job.status == "Preempted" and d.attempt + 1 == job.attempt
+        )
+        if d.attempt != job.attempt and not releasing:
             continue
         if d.outcome == "admit" and job.pending:
             admitting.add(uid)

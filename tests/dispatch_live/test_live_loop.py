@@ -63,6 +63,7 @@ def test_preempt_suspends_the_victim_then_admits_the_preemptor_later(live: Live)
     assert live.status(b2) == "Preempted"
     assert waiting.admitted == () and waiting.suspended == (b2,)
     assert [s.reason for s in waiting.result.pending if s.job == a1] == ["PreemptionPending"]
+    assert waiting.preemptions == ()  # a releasing victim is not chosen again
 
     live.sim.advance(30)  # the pod is gone: b2 queues again, a1 is admitted
     later = live.dispatcher.cycle()
@@ -76,6 +77,7 @@ def test_preempt_suspends_the_victim_then_admits_the_preemptor_later(live: Live)
         "Preempted",
     )
     assert not live.suspended("a1") and live.suspended("b2")
+    assert len([d for d in live.decisions() if d.type == "PreemptionDecided"]) == 1
 
 
 def test_a_failed_patch_is_retried_next_cycle_and_stored_once(live: Live, sim: KubeSim) -> None:
