@@ -189,7 +189,7 @@ def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
         f"preemption  within_quota={p.within_quota} reclaim={p.reclaim} "
         f"borrow_within={p.borrow_within.policy}"
     )
-    queue = [spec.queue_policy]
+    queue: list[str] = [spec.queue_policy]
     if spec.balance_timeout is not None:
         queue.append(f"balance_timeout={spec.balance_timeout}s")
     if spec.aging_interval is not None:
