@@ -8,8 +8,8 @@ call :func:`plan_cycle`; ``jobs why`` reads its :class:`PendingStatus`.
 
 The cycle runs in rounds, as Kueue's scheduler does cycle after cycle: each leaf quota's
 queue offers its next job (in its policy's order, :mod:`ledger.dispatch.queues`); the
-offered jobs compete across quotas (fair sharing: lowest dominant resource share first;
-else jobs that need no borrowing first, then priority, then queue time); each is decided
+offered jobs compete across quotas (fair sharing: Kueue's tournament by dominant resource
+share; else jobs that need no borrowing first, then priority, then queue time); each is decided
 against the state the ones before it left. One :class:`~ledger.dispatch.preemption.Decider`
 (capacity tree and candidates by quota) serves the whole cycle, kept in step as jobs are
 admitted and reserved: a decision costs the tree's depth and its candidates, not the size
