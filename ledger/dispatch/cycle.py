@@ -149,8 +149,18 @@ class _Cycle:
         self.lowest_in_quota: dict[str, int] = {}
         self.lowest_in_root: dict[str, int] = {}
         self.idle_in_root: dict[str, int] = {}
+        # one tight pass: this is per admitted job and per cycle
+        lowest = self.lowest_in_quota
         for wl in cycle.admitted:
-            self._index(wl)
+            known = lowest.get(wl.quota)
+            if known is None or wl.priority < known:
+                lowest[wl.quota] = wl.priority
+            if wl.billing_mode == IDLE:
+                root = self.root_of[wl.quota]
+                self.idle_in_root[root] = self.idle_in_root.get(root, 0) + 1
+        for quota, priority in lowest.items():
+            root = self.root_of[quota]
+            self.lowest_in_root[root] = min(self.lowest_in_root.get(root, priority), priority)
         #: victims chosen this cycle, reservations and this cycle's admissions: no
         #: preemptor of this cycle may take them
         self.taken: set[str] = set()
