@@ -252,7 +252,13 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
     state = _Cycle(cycle)
     requeued = {state.root_of.get(q, q) for q in cycle.requeue}
     queues: dict[str, list[Incoming]] = {}
+    running = {wl.job for wl in cycle.admitted}
+    seen: set[str] = set()
     for job in cycle.pending:
+        if job.job in running or job.job in seen:
+            where = "admitted and pending" if job.job in running else "pending twice"
+            raise DispatchError(f"job {job.job!r} is {where}")
+        seen.add(job.job)
         if job.quota not in state.tree.nodes:
             raise DispatchError(f"job {job.job!r}: unknown quota {job.quota!r}")
         if not state.tree.is_leaf(job.quota):
