@@ -189,7 +189,16 @@ def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
         f"preemption  within_quota={p.within_quota} reclaim={p.reclaim} "
         f"borrow_within={p.borrow_within.policy}"
     )
-    typer.echo(f"queue       {spec.queue_policy}")
+    queue: list[str] = [spec.queue_policy]
+    if spec.balance_timeout is not None:
+        queue.append(f"balance_timeout={spec.balance_timeout}s")
+    if spec.aging_interval is not None:
+        queue.append(f"aging_interval={spec.aging_interval}s")
+    typer.echo(f"queue       {' '.join(queue)}")
+    fair = f"weight={spec.fair_sharing_weight}"
+    if spec.parent is None:
+        fair += f" tree={'on' if spec.fair_sharing else 'off'}"
+    typer.echo(f"fair share  {fair}")
     typer.echo("")
     typer.echo(render_table([_usage_table(u.as_json()) for u in usage]))
 

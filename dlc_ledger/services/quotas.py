@@ -89,7 +89,18 @@ def format_quantities(values: dict[str, int]) -> str:
 def _changes(old: QuotaSpec, new: QuotaSpec) -> str:
     parts = []
     a, b = old.model_dump(mode="json"), new.model_dump(mode="json")
-    for field in ("parent", "min", "max", "lend_limit", "preemption", "queue_policy"):
+    for field in (
+        "parent",
+        "min",
+        "max",
+        "lend_limit",
+        "preemption",
+        "queue_policy",
+        "balance_timeout",
+        "aging_interval",
+        "fair_sharing_weight",
+        "fair_sharing",
+    ):
         if a[field] != b[field]:
             if isinstance(a[field], dict) and isinstance(b[field], dict):
                 for key in sorted(set(a[field]) | set(b[field])):

@@ -67,12 +67,13 @@ def _borrow_within(tree: Tree, quota: str) -> tuple[bool, int | None]:
 def _classify(
     tree: Tree, incoming: Incoming, wl: Admitted, keys: set[str], advantage: bool
 ) -> Variant | None:
-    if not uses_keys(wl, keys):
-        return None
+    # the policy first: it is the cheaper check and rules most workloads out
     policy = tree.nodes[incoming.quota].preemption
     if wl.quota == incoming.quota:
-        return "WithinCQ" if satisfies_policy(policy.within_quota, incoming, wl) else None
-    if not satisfies_policy(policy.reclaim, incoming, wl):
+        if not satisfies_policy(policy.within_quota, incoming, wl):
+            return None
+        return "WithinCQ" if uses_keys(wl, keys) else None
+    if not satisfies_policy(policy.reclaim, incoming, wl) or not uses_keys(wl, keys):
         return None
     if advantage:
         return "Hierarchical"

@@ -8,8 +8,8 @@ call :func:`plan_cycle`; ``jobs why`` reads its :class:`PendingStatus`.
 
 The cycle runs in rounds, as Kueue's scheduler does cycle after cycle: each leaf quota's
 queue offers its next job (in its policy's order, :mod:`ledger.dispatch.queues`); the
-offered jobs compete across quotas (fair sharing: lowest dominant resource share first;
-else jobs that need no borrowing first, then priority, then queue time); each is decided
+offered jobs compete across quotas (fair sharing: Kueue's tournament by dominant resource
+share; else jobs that need no borrowing first, then priority, then queue time); each is decided
 against the state the ones before it left. One :class:`~ledger.dispatch.preemption.Decider`
 (capacity tree and candidates by quota) serves the whole cycle, kept in step as jobs are
 admitted and reserved: a decision costs the tree's depth and its candidates, not the size
@@ -149,8 +149,18 @@ class _Cycle:
         self.lowest_in_quota: dict[str, int] = {}
         self.lowest_in_root: dict[str, int] = {}
         self.idle_in_root: dict[str, int] = {}
+        # one tight pass: this is per admitted job and per cycle
+        lowest = self.lowest_in_quota
         for wl in cycle.admitted:
-            self._index(wl)
+            known = lowest.get(wl.quota)
+            if known is None or wl.priority < known:
+                lowest[wl.quota] = wl.priority
+            if wl.billing_mode == IDLE:
+                root = self.root_of[wl.quota]
+                self.idle_in_root[root] = self.idle_in_root.get(root, 0) + 1
+        for quota, priority in lowest.items():
+            root = self.root_of[quota]
+            self.lowest_in_root[root] = min(self.lowest_in_root.get(root, priority), priority)
         #: victims chosen this cycle, reservations and this cycle's admissions: no
         #: preemptor of this cycle may take them
         self.taken: set[str] = set()
@@ -242,7 +252,13 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
     state = _Cycle(cycle)
     requeued = {state.root_of.get(q, q) for q in cycle.requeue}
     queues: dict[str, list[Incoming]] = {}
+    running = {wl.job for wl in cycle.admitted}
+    seen: set[str] = set()
     for job in cycle.pending:
+        if job.job in running or job.job in seen:
+            where = "admitted and pending" if job.job in running else "pending twice"
+            raise DispatchError(f"job {job.job!r} is {where}")
+        seen.add(job.job)
         if job.quota not in state.tree.nodes:
             raise DispatchError(f"job {job.job!r}: unknown quota {job.quota!r}")
         if not state.tree.is_leaf(job.quota):

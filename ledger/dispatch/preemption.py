@@ -68,8 +68,16 @@ class Decider:
         #: regular jobs by quota, idle jobs by the root of their tree
         self._by_quota: dict[str, dict[str, Admitted]] = {}
         self._idle: dict[str, dict[str, Admitted]] = {}
+        # counted into the tree once per leaf (the same usage as one add per workload:
+        # Kueue's addUsage of non-negative amounts adds up), indexed one by one
+        totals: dict[str, dict[str, float]] = {}
         for wl in snapshot.admitted:
-            self.admit(wl)
+            self._index(wl)
+            total = totals.setdefault(wl.quota, {})
+            for k, v in wl.resources.items():
+                total[k] = total.get(k, 0) + v
+        for quota, total in totals.items():
+            self.tree.add(quota, total)
 
     @property
     def admitted(self) -> tuple[Admitted, ...]:
@@ -80,6 +88,13 @@ class Decider:
         if wl.job in self._jobs:
             raise DispatchError(f"job {wl.job!r} is admitted twice")
         self.tree.add(wl.quota, wl.resources)
+        self._index(wl)
+
+    def _index(self, wl: Admitted) -> None:
+        if wl.job in self._jobs:
+            raise DispatchError(f"job {wl.job!r} is admitted twice")
+        if wl.quota not in self.tree.nodes:
+            raise DispatchError(f"unknown quota {wl.quota!r}")
         self._jobs[wl.job] = wl
         if wl.billing_mode == IDLE:
             self._idle.setdefault(self.tree.root(wl.quota), {})[wl.job] = wl

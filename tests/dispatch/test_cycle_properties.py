@@ -219,3 +219,25 @@ def test_the_victim_search_is_skipped_only_when_it_would_find_none(
             continue
         decision = decide(Snapshot(world.quotas, world.admitted, fair_sharing=fair), job)
         assert decision.outcome == "pending", job
+
+
+@settings(max_examples=300, deadline=None)
+@given(worlds())
+def test_intelligent_queues_never_admit_behind_a_blocked_high_priority_job(
+    world: CycleInput,
+) -> None:
+    result = plan_cycle(world)
+    admitted = {d.job for d in result.admissions}
+    reasons = {p.job: p.reason for p in result.pending}
+    for quota, queue in world.queues.items():
+        if queue.policy != "Intelligent":
+            continue
+        jobs = [p for p in world.pending if p.quota == quota]
+        high = sorted(
+            (p for p in jobs if p.priority >= 7), key=lambda p: (-p.priority, p.created_at, p.job)
+        )
+        for n, p in enumerate(high):
+            if reasons.get(p.job) in ("WaitingForQuota", "PreemptionPending"):
+                behind = high[n + 1 :] + [j for j in jobs if j.priority < 7]
+                assert not {j.job for j in behind} & admitted, (quota, p.job)
+                break

@@ -6,10 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from ledger.dispatch import (
     Admitted,
     CycleInput,
     CycleResult,
+    DispatchError,
     Incoming,
     Preemption,
     QueuePolicyName,
@@ -291,3 +294,12 @@ def test_fair_sharing_compares_departments_before_their_teams() -> None:
     base = CycleInput(tree, busy, pending, T0 + timedelta(hours=1))
     assert admitted(plan_cycle(replace(base, fair_sharing=True))) == ["y-job", "x-job"]
     assert admitted(plan_cycle(base)) == ["x-job", "y-job"]
+
+
+def test_a_job_both_running_and_pending_is_refused_by_name() -> None:
+    with pytest.raises(DispatchError, match="job 'busy' is admitted and pending"):
+        plan_cycle(CycleInput(QUOTAS, BUSY, (job("busy", 1),), T0))
+    with pytest.raises(DispatchError, match="job 'x' is pending twice"):
+        plan_cycle(CycleInput(QUOTAS, (), (job("x", 1), job("x", 2)), T0))
+    with pytest.raises(DispatchError, match="job 'y': unknown quota 'nowhere'"):
+        plan_cycle(CycleInput(QUOTAS, (), (job("y", 1, quota="nowhere"),), T0))

@@ -242,3 +242,29 @@ def test_effective_time_places_the_tree_in_cluster_time(
     result = CliRunner().invoke(app, ["quotas", "apply", str(changed)])
     assert result.exit_code == 0, result.output
     assert "the change takes effect inside that history" in result.stderr
+
+
+def test_a_queue_policy_change_is_applied_and_shown(
+    cli: Cli, store: PostgresEventStore, tmp_path: Path
+) -> None:
+    cli("quotas", "apply", str(DEMO), "--at", "2026-11-01T00:00:00Z")
+    before = len(_events(store))
+    text_ = DEMO.read_text()
+    old = "queue_policy: Priority\n    workspaces: [ws-guaranteed]"
+    assert old in text_
+    changed = tmp_path / "queues.yaml"
+    changed.write_text(
+        text_.replace(
+            old,
+            "queue_policy: Balance\n    balance_timeout: 300\n    fair_sharing_weight: 2\n"
+            "    workspaces: [ws-guaranteed]",
+        )
+    )
+    out = cli("quotas", "apply", str(changed))
+    assert "queue_policy Priority -> Balance" in out
+    assert "balance_timeout None -> 300" in out and "fair_sharing_weight 1 -> 2" in out
+    assert _events(store)[before:] == [("QuotaChanged", "quota/guaranteed", "api/alice")]
+    shown = cli("quotas", "show", "guaranteed")
+    assert "queue       Balance balance_timeout=300s" in shown
+    assert "fair share  weight=2" in shown
+    assert cli("quotas", "apply", str(changed)).strip() == "no changes"
