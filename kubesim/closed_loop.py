@@ -6,14 +6,14 @@ scheduled second. Here each row's batch Job is created *suspended* at its creati
 (``spec.suspend: true``, condition ``Suspended=True``, no pod) and runs only once something
 resumes it (``spec.suspend: false`` over the API): the Job controller (:mod:`kubesim.cluster`)
 spawns a pod, this driver binds it at once and lets it run for the row's run length
-(deleted − scheduled), then terminates it Succeeded or Failed as the trace says and marks the
+(deleted - scheduled), then terminates it Succeeded or Failed as the trace says and marks the
 Job Complete or Failed. Suspended again while running (a preemption), the controller deletes
 the pod (graceful, in virtual time); the next resume starts the FULL run length again: the
 work since the last start is lost, as for a training job without checkpoints.
 
 Rows the trace never scheduled are withdrawn (pods and Job deleted) at their deletion second,
 running or not: their user gave up. Rows still running at the trace's end run their observed
-length (end − scheduled) and then succeed. Rows the trace marks pre-existing (running before
+length (end - scheduled) and then succeed. Rows the trace marks pre-existing (running before
 the trace began, DLRM) are adopted: created unsuspended and bound at once, as workloads a
 dispatcher finds already admitted; they can be preempted like any other.
 
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 def run_length(inst: TraceInstance, end: int) -> int | None:
-    """Seconds the row ran in the trace (deleted − scheduled; to ``end`` when it never
+    """Seconds the row ran in the trace (deleted - scheduled; to ``end`` when it never
     ended); None for a row the trace never scheduled."""
     if inst.scheduled is None:
         return None
