@@ -20,6 +20,9 @@ REPORTS = {
     "quota-history": "dlc_ledger.cli.quotas:quota_history_report",
     "occupancy": "dlc_ledger.cli.jobs:report_occupancy",
     "inventory": "dlc_ledger.cli.jobs:report_inventory",
+    "waits": "dlc_ledger.cli.dispatch_reports:report_waits",
+    "preemptions": "dlc_ledger.cli.dispatch_reports:report_preemptions",
+    "goodput": "dlc_ledger.cli.dispatch_reports:report_goodput",
 }
 
 report_app = typer.Typer(
