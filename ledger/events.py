@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PositiveInt,
     SerializerFunctionWrapHandler,
     model_serializer,
 )
@@ -342,7 +343,11 @@ def check_cluster_fact(envelope: Envelope) -> None:
 
 # --- quotas -------------------------------------------------------------------
 
-QueuePolicy = Literal["StrictFIFO", "BestEffortFIFO", "Priority"]
+#: PAI's four (FIFO, RoundRobin, Balance, Intelligent) and Kueue's (StrictFIFO,
+#: BestEffortFIFO) plus Priority; docs/dispatch.md "Queue policies" gives each one's order.
+QueuePolicy = Literal[
+    "FIFO", "RoundRobin", "Balance", "Intelligent", "StrictFIFO", "BestEffortFIFO", "Priority"
+]
 WithinQuotaPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
 
@@ -368,6 +373,14 @@ class QuotaSpec(_Part):
     lend_limit: QuotaAmounts = {}
     preemption: PreemptionPolicy = PreemptionPolicy()
     queue_policy: QueuePolicy = "BestEffortFIFO"
+    #: seconds: ``Balance`` widens its round-robin window once per timeout the head waits
+    balance_timeout: PositiveInt | None = None
+    #: seconds: ``Intelligent`` adds +1 effective priority per interval waited (up to 6)
+    aging_interval: PositiveInt | None = None
+    #: Kueue's fair-sharing weight (0: the quota's share is infinite, it borrows last)
+    fair_sharing_weight: Decimal = Field(default=Decimal(1), ge=0)
+    #: on a root quota: its whole tree orders and preempts by dominant resource share
+    fair_sharing: bool = False
 
 
 @event_type("QuotaCreated")
@@ -549,15 +562,28 @@ class Victim(_Part):
     job_uid: str
     quota: str
     reason: str
+    #: the victim's pending episode it was chosen in (its preemptions so far)
+    attempt: int = Field(default=0, ge=0)
 
 
 @event_type("AdmissionDecided")
 class AdmissionDecided(EventData):
+    """The dispatcher's decision about a pending job: ``admit`` (it is resumed next), or
+    ``pending`` with a tiered ``reason`` (stored when the reason changes, not per cycle).
+    ``attempt`` is the job's pending episode (its preemptions so far), ``state`` the quota
+    figures it was decided on (``docs/dispatch.md``, "The live loop")."""
+
     job_uid: str = Name
     quota: str
     outcome: Literal["admit", "preempt", "pending"]
     borrowing: bool = False
     state: dict[str, dict[str, int]] = {}
+    reason: str | None = None
+    estimated_start: AwareDatetime | None = None
+    attempt: int = Field(default=0, ge=0)
+    #: 1-based places in its quota's queue and its whole tree (pending decisions)
+    position: int | None = None
+    cohort_position: int | None = None
 
 
 @event_type("PreemptionDecided")
@@ -566,6 +592,9 @@ class PreemptionDecided(EventData):
     victims: tuple[Victim, ...]
     reason: str
     state: dict[str, dict[str, int]] = {}
+    #: the preemptor's quota and pending episode (its preemptions so far)
+    quota: str | None = None
+    attempt: int = Field(default=0, ge=0)
 
 
 @event_type("BudgetExceeded")

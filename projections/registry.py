@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from projections.base import Projection
 from projections.billing import BillingProjection
+from projections.dispatch_decisions import DispatchDecisionsProjection
 from projections.inventory import InventoryProjection
 from projections.jobs import JobsProjection
 from projections.occupancy import OccupancyProjection
@@ -24,6 +25,7 @@ def all_projections() -> list[Projection]:
         InventoryProjection(),
         QuotaProjection(),
         BillingProjection(),
+        DispatchDecisionsProjection(),
     ]
 
 

@@ -9,6 +9,7 @@ declared anywhere else would escape the drift test (``tests/store/test_schema_dr
 from __future__ import annotations
 
 import projections.billing_tables
+import projections.dispatch_decisions
 import projections.inventory
 import projections.jobs
 import projections.occupancy

@@ -14,8 +14,11 @@ from consumers.watchers.facts import JobFacts, NodeFacts, PodFacts
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import (
     WATCHER_SOURCE_PREFIX,
+    JobAdmitted,
     JobDeleted,
     JobFailed,
+    JobPreempted,
+    JobQueued,
     JobRestarted,
     JobStarted,
     JobSubmitted,
@@ -100,6 +103,9 @@ class EventFactory:
         key: str | None = None,
     ) -> Envelope:
         model = {
+            "queued": JobQueued,
+            "admitted": JobAdmitted,
+            "preempted": JobPreempted,
             "started": JobStarted,
             "succeeded": JobSucceeded,
             "failed": JobFailed,

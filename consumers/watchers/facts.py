@@ -24,6 +24,7 @@ from consumers.watchers.api_values import (
     str_map,
 )
 from consumers.watchers.labels import (
+    ANNOTATION_PREEMPTED,
     BATCH_COMPLETION_INDEX,
     BATCH_JOB_NAME,
     GPU_ANY,
@@ -198,7 +199,9 @@ def _replica(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
     return f"{rtype.lower()}/{index}"
 
 
-def _end_reason(status: Mapping[str, Any], phase: str, deleting: bool) -> OccupancyEndReason:
+def _end_reason(
+    status: Mapping[str, Any], phase: str, deleting: bool, annotations: Mapping[str, str]
+) -> OccupancyEndReason:
     reason = str(status.get("reason") or "")
     if reason == "Evicted":
         return "evicted"
@@ -208,6 +211,8 @@ def _end_reason(status: Mapping[str, Any], phase: str, deleting: bool) -> Occupa
                 return "preempted"
             if cond.get("reason") in ("EvictionByEvictionAPI", "TerminationByKubelet"):
                 return "evicted"
+    if ANNOTATION_PREEMPTED in annotations:
+        return "preempted"  # the dispatcher reclaimed it (an idle-mode victim's pods)
     if deleting:
         return "deleted"
     return "failed" if phase == "Failed" else "completed"
@@ -257,7 +262,7 @@ def pod_facts(obj: Mapping[str, Any]) -> PodFacts:
         phase=phase,
         terminal=terminal,
         finished_at=finished,
-        end_reason=_end_reason(status, phase, deletion_at is not None),
+        end_reason=_end_reason(status, phase, deletion_at is not None, annotations),
         deletion_at=deletion_at,
     )
 
@@ -280,6 +285,33 @@ class JobFacts:
     outcome_at: datetime | None
     outcome_reason: str | None
     deletion_at: datetime | None
+    #: ``spec.suspend`` (batch) or ``spec.runPolicy.suspend`` (Kubeflow)
+    suspend_requested: bool = False
+    #: the ``Suspended`` condition's status (None: no such condition) and its
+    #: ``lastTransitionTime``, ``reason``: what the job controller did with the request
+    suspended: bool | None = None
+    suspended_changed_at: datetime | None = None
+    suspended_reason: str | None = None
+
+
+def _suspension(
+    kind: str, spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> tuple[bool, bool | None, datetime | None, str | None]:
+    """(requested, condition status, its transition time, its reason) of a job's suspension."""
+    if kind == "Job":
+        requested = bool(spec.get("suspend"))
+    else:
+        requested = bool((spec.get("runPolicy") or {}).get("suspend"))
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "Suspended" and cond.get("status") in ("True", "False"):
+            reason = cond.get("reason")
+            return (
+                requested,
+                cond.get("status") == "True",
+                parse_time(cond.get("lastTransitionTime")),
+                bounded_text(str(reason), "condition reason", MAX_TEXT) if reason else None,
+            )
+    return requested, None, None, None
 
 
 def _replica_spec(rtype: str, count: int, template: Mapping[str, Any]) -> ReplicaSpec:
@@ -338,6 +370,9 @@ def job_facts(obj: Mapping[str, Any]) -> JobFacts:
     )
     outcome = outcome_reason = None
     outcome_at = None
+    requested, suspended, suspended_at, suspended_reason = _suspension(
+        kind, spec, obj.get("status") or {}
+    )
     for cond in (obj.get("status") or {}).get("conditions") or ():
         if cond.get("status") != "True":
             continue
@@ -363,6 +398,10 @@ def job_facts(obj: Mapping[str, Any]) -> JobFacts:
         if outcome_reason
         else None,
         deletion_at=parse_time(meta.get("deletionTimestamp")),
+        suspend_requested=requested,
+        suspended=suspended,
+        suspended_changed_at=suspended_at,
+        suspended_reason=suspended_reason,
     )
 
 

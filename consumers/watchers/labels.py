@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "ANNOTATION_FLAVOR",
     "ANNOTATION_GPU_MILLI",
+    "ANNOTATION_PREEMPTED",
     "DEFAULT_BILLING_MODE",
     "DEFAULT_USER",
     "GPU_ANY",
@@ -62,6 +63,9 @@ LABEL_NODE_BILLING: Final = "dlc.ledger/node-billing-mode"
 LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
 ANNOTATION_GPU_MILLI: Final = "dlc.ledger/gpu-milli"
 ANNOTATION_FLAVOR: Final = "dlc.ledger/flavor"
+#: set by the dispatcher on a pod it deletes to reclaim capacity: the occupancy ends
+#: ``preempted``, not ``deleted`` (the value names who preempted)
+ANNOTATION_PREEMPTED: Final = "dlc.ledger/preempted-by"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 GPU_ANY: Final = "gpu/any"
 TRAINING_JOB_NAME: Final = "training.kubeflow.org/job-name"

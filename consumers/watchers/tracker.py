@@ -313,15 +313,69 @@ class ClusterTracker:
                 self._forget_job(key, st)
             out += self._release(job)
             return out
+        first = st is None
         if st is None:
             out.append(self.factory.job_submitted(job, now))
             st, started = self._pending_start(job, self._new_job_state(job), now)
             out += started
             self._put(key, st)
             self._names[(job.namespace, job.name)] = job.uid
+        st, suspension = self._suspension(job, st, first, now)
+        out += suspension
         out += self._job_outcome(job, st, now)
         out += self._release(job)
         return out
+
+    def _suspension(
+        self, job: JobFacts, st: JobState, first: bool, now: datetime
+    ) -> tuple[JobState, list[Envelope]]:
+        """Queued, admitted and preempted, from the job's ``Suspended`` condition.
+
+        The condition is what the job controller did (it deletes the pods, then sets it);
+        ``spec.suspend`` alone is only a request, trusted for a job seen for the first time
+        that never ran (created suspended: queued since its creation). Each step's event id
+        is keyed by the condition's transition time, so a relist yields the same events.
+        """
+        if st.outcome is not None or job.outcome is not None:
+            return st, []
+        suspended = job.suspended
+        at = job.suspended_changed_at
+        if suspended is None:
+            if not (first and job.suspend_requested and not st.started):
+                return st, []
+            suspended, at = True, None
+        stamp = at.isoformat() if at is not None else f"rv{job.resource_version}"
+        out: list[Envelope] = []
+        reason = job.suspended_reason
+        if suspended:
+            if st.queue in ("queued", "preempted"):
+                return st, []
+            if st.queue == "admitted" or st.started:
+                out.append(
+                    self.factory.job_transition(
+                        job.kind, job.uid, "preempted", at or now, now, reason=reason, key=stamp
+                    )
+                )
+                st = replace(st, queue="preempted")
+            else:
+                queued_at = (job.created_at or at or now) if first else (at or now)
+                out.append(self.factory.job_transition(job.kind, job.uid, "queued", queued_at, now))
+                st = replace(st, queue="queued")
+        else:
+            if st.queue == "admitted":
+                return st, []
+            if st.queue is None and not st.started:
+                # resumed before the watcher saw it suspended: it was queued since creation
+                queued_at = job.created_at or at or now
+                out.append(self.factory.job_transition(job.kind, job.uid, "queued", queued_at, now))
+            out.append(
+                self.factory.job_transition(
+                    job.kind, job.uid, "admitted", at or now, now, reason=reason, key=stamp
+                )
+            )
+            st = replace(st, queue="admitted", resumed_at=at or now)
+        self._put(f"job/{job.uid}", st)
+        return st, out
 
     @staticmethod
     def _new_job_state(job: JobFacts) -> JobState:
@@ -425,7 +479,12 @@ class ClusterTracker:
         # a replica pod created after the earlier pod of its replica slot ended is a restart
         # (comparing times, not arrival order: an initial LIST is state, not a sequence)
         previous = jst.replicas.get(pod.replica) if jst else None
-        if previous is not None and previous.pod_uid != pod.uid and previous.ended_at is not None:
+        if (
+            previous is not None
+            and previous.pod_uid != pod.uid
+            and previous.ended_at is not None
+            and not _resumed(jst, previous.ended_at)
+        ):
             ended = previous.ended_at
             if pod.created_at is None or pod.created_at >= ended:
                 out.append(
@@ -494,7 +553,10 @@ class ClusterTracker:
         if kind == DELETED:
             if started is not None and not st.ended:
                 at = pod.deletion_at or now
-                out += self._end_pod(key, st, at, "deleted", True, now)
+                reason: OccupancyEndReason = (
+                    "preempted" if pod.end_reason == "preempted" else "deleted"
+                )
+                out += self._end_pod(key, st, at, reason, True, now)
             self._replica_done(pod.uid, st, pod.finished_at or pod.deletion_at or now)
             if st.bare:
                 out.append(
@@ -537,3 +599,13 @@ class ClusterTracker:
                 uid, st.job_uid, at, reason, estimated, now, st.started_at, pod_name=st.name
             )
         ]
+
+
+def _resumed(job: JobState | None, ended_at: datetime) -> bool:
+    """Whether a replica's new pod is the job's resumption, not a restart: the job is
+    suspended (its controller makes pods only on resume) or resumed since the old pod."""
+    if job is None:
+        return False
+    if job.queue == "preempted":
+        return True
+    return job.queue == "admitted" and job.resumed_at is not None and job.resumed_at >= ended_at

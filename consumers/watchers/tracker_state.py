@@ -54,6 +54,10 @@ class JobState:
     started: bool = False  # JobStarted published
     outcome: str | None = None  # the outcome published: "succeeded" | "failed"
     replicas: Mapping[str, ReplicaSlot] = field(default_factory=dict)  # "<type>/<index>" ->
+    # the suspension step published last: "queued" | "admitted" | "preempted" (None: never
+    # suspended), and when it was last resumed (a pod after that is no restart)
+    queue: str | None = None
+    resumed_at: datetime | None = None
 
     def with_slot(self, replica: str, slot: ReplicaSlot) -> JobState:
         return replace(self, replicas={**self.replicas, replica: slot})
@@ -106,6 +110,8 @@ def encode_state(state: TrackedState) -> dict[str, Any]:
                 "st": state.started,
                 "o": state.outcome,
                 "rep": {r: [s.pod_uid, _time(s.ended_at)] for r, s in state.replicas.items()},
+                **({"q": state.queue} if state.queue else {}),
+                **({"ra": _time(state.resumed_at)} if state.resumed_at else {}),
             }
         case PodState():
             return {
@@ -141,6 +147,8 @@ def _decode(kind: str, value: Mapping[str, Any]) -> TrackedState:
             started=bool(value.get("st")),
             outcome=value.get("o"),
             replicas={r: _slot(s) for r, s in (value.get("rep") or {}).items()},
+            queue=value.get("q"),  # "q", "ra" since suspension facts (issue 27)
+            resumed_at=_parse_time(value.get("ra")),
         )
     if kind == "pod":  # "r" since restart detection by replica slot
         return PodState(

@@ -34,6 +34,7 @@ COMMANDS = {
     "dead-letters": "dlc_ledger.cli.store:dead_letters_app",
     "broker": "dlc_ledger.cli.broker:broker_app",
     "dispatcher": "dlc_ledger.cli.dispatcher:dispatcher_app",
+    "dispatch": "dlc_ledger.cli.dispatch:dispatch",
 }
 
 app = typer.Typer(

@@ -10,9 +10,11 @@ from typing import Any, cast
 
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
 from ledger.dispatch import (
+    DEFAULT_STRATEGIES,
     Admitted,
     BorrowWithin,
     Decision,
+    FairSharingStrategy,
     Incoming,
     Preemption,
     QuotaNode,
@@ -25,6 +27,9 @@ __all__ = ["ScenarioError", "parse_scenario", "simulate_file"]
 _WITHIN = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 _RECLAIM = ("Never", "LowerPriority", "Any")
 _BORROW = ("Never", "LowerPriority")
+_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+#: events.BillingMode's values; ``idle`` jobs borrow beyond their quota and go first
+_BILLING = ("quota", "public", "spot", "idle")
 
 
 class ScenarioError(ValueError):
@@ -113,12 +118,39 @@ def _workload(raw: Any, where: str) -> dict[str, Any]:
     for key in ("job", "quota"):
         if not isinstance(w.get(key), str):
             raise ScenarioError(f"{where}.{key}: required")
+    mode = w.get("billing_mode", "public")
+    if mode not in _BILLING:
+        raise ScenarioError(f"{where}.billing_mode: expected one of {', '.join(_BILLING)}")
     return {
         "job": w["job"],
         "quota": w["quota"],
         "priority": _int(w.get("priority", 0), f"{where}.priority"),
         "resources": _quantities(w.get("resources"), f"{where}.resources"),
+        "billing_mode": mode,
     }
+
+
+def _fair_sharing(value: Any) -> tuple[bool, tuple[FairSharingStrategy, ...]]:
+    fair = _mapping(value, "fair_sharing")
+    enabled = fair.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise ScenarioError("fair_sharing.enabled: expected true or false")
+    raw = fair.get("preemption_strategies")
+    if raw is None:
+        return enabled, DEFAULT_STRATEGIES
+    if not isinstance(raw, list) or not 1 <= len(raw) <= 2:
+        raise ScenarioError("fair_sharing.preemption_strategies: expected a list of one or two")
+    for i, name in enumerate(raw):
+        if name not in _STRATEGIES:
+            raise ScenarioError(
+                f"fair_sharing.preemption_strategies[{i}]: expected one of {', '.join(_STRATEGIES)}"
+            )
+    if len(raw) == 2 and raw[1] != "LessThanInitialShare":
+        # Kueue's API: the second strategy can only be LessThanInitialShare
+        raise ScenarioError(
+            "fair_sharing.preemption_strategies[1]: only LessThanInitialShare may come second"
+        )
+    return enabled, tuple(cast(FairSharingStrategy, name) for name in raw)
 
 
 def parse_scenario(text: str) -> tuple[Snapshot, Incoming]:
@@ -126,9 +158,7 @@ def parse_scenario(text: str) -> tuple[Snapshot, Incoming]:
         doc = _mapping(load_yaml(text), "scenario")
     except YamlError as exc:
         raise ScenarioError(str(exc)) from None
-    fair = _mapping(doc.get("fair_sharing"), "fair_sharing")
-    if fair.get("enabled"):
-        raise ScenarioError("fair_sharing.enabled: fair sharing is not implemented yet")
+    fair, strategies = _fair_sharing(doc.get("fair_sharing"))
     quotas = doc.get("quotas")
     if not isinstance(quotas, list) or not quotas:
         raise ScenarioError("quotas: expected a non-empty list")
@@ -152,6 +182,8 @@ def parse_scenario(text: str) -> tuple[Snapshot, Incoming]:
     snapshot = Snapshot(
         quotas=tuple(_quota(q, f"quotas[{i}]") for i, q in enumerate(quotas)),
         admitted=admitted,
+        fair_sharing=fair,
+        strategies=strategies,
     )
     return snapshot, incoming
 

@@ -3,9 +3,17 @@ admitted workloads, one incoming workload), a decision out.
 
 - :mod:`~ledger.dispatch.model`: the snapshot's dataclasses and the decision;
 - :mod:`~ledger.dispatch.capacity`: Kueue's hierarchical capacity (``available``, borrowing);
-- :mod:`~ledger.dispatch.preemption`: Kueue's classical preemption (candidates, ordering,
-  greedy removal, fill-back);
-- :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`).
+- :mod:`~ledger.dispatch.preemption`: :func:`decide`, one decision (Kueue's flavor
+  assignment gate, then preemption; idle mode);
+- :mod:`~ledger.dispatch.classical`: Kueue's classical preemption over hierarchical cohorts;
+- :mod:`~ledger.dispatch.fair_sharing`: Kueue's fair-sharing preemption;
+- :mod:`~ledger.dispatch.shares`: dominant resource share (fair-sharing order);
+- :mod:`~ledger.dispatch.candidates`: policies, candidate order, fit check, fill-back;
+- :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`);
+- :mod:`~ledger.dispatch.queues`: queue policies (order, which jobs a cycle tries);
+- :mod:`~ledger.dispatch.incremental`: the cycle's capacity tree, cached between changes;
+- :mod:`~ledger.dispatch.trees`: the applied quota tree as the core's inputs
+  (:func:`dispatch_config`).
 """
 
 from ledger.dispatch.cycle import (
@@ -18,25 +26,33 @@ from ledger.dispatch.cycle import (
     plan_cycle,
 )
 from ledger.dispatch.model import (
+    DEFAULT_STRATEGIES,
     Admitted,
     BorrowWithin,
     Decision,
     DispatchError,
+    FairSharingStrategy,
     Incoming,
     Preemption,
     QuotaNode,
     Snapshot,
     Victim,
 )
-from ledger.dispatch.preemption import decide
+from ledger.dispatch.preemption import IDLE, decide
+from ledger.dispatch.shares import dominant_resource_share
+from ledger.dispatch.trees import DispatchConfig, dispatch_config
 
 __all__ = [
+    "DEFAULT_STRATEGIES",
+    "IDLE",
     "Admitted",
     "BorrowWithin",
     "CycleInput",
     "CycleResult",
     "Decision",
+    "DispatchConfig",
     "DispatchError",
+    "FairSharingStrategy",
     "Incoming",
     "PendingReason",
     "PendingStatus",
@@ -47,5 +63,7 @@ __all__ = [
     "Snapshot",
     "Victim",
     "decide",
+    "dispatch_config",
+    "dominant_resource_share",
     "plan_cycle",
 ]

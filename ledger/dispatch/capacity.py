@@ -108,6 +108,10 @@ class Tree:
         for k, v in resources.items():
             usage[k] = usage.get(k, 0) - v
 
+    def used_keys(self) -> set[str]:
+        """Keys some workload uses, with or without a quota of their own."""
+        return {k for usage in self.leaf_usage.values() for k in usage}
+
     def raw_usage(self, name: str, key: str) -> float:
         """Everything the subtree's workloads request of ``key``."""
         if self.is_leaf(name):
@@ -147,7 +151,9 @@ class Tree:
             for child in self.children[name]
         )
 
-    def available(self, name: str, key: str) -> float:
+    def available(self, name: str, key: str, *, own_cap: bool = True) -> float:
+        """Kueue's ``available`` (negative when over-admitted). ``own_cap=False`` ignores
+        ``name``'s own ``max`` (idle jobs: only the ancestors' limits and the root stop them)."""
         node = self.nodes[name]
         if node.parent is None:
             return self.subtree(name, key) - self.usage(name, key)
@@ -155,7 +161,7 @@ class Tree:
         used = self.usage(name, key)
         local = max(0.0, guaranteed - used)
         from_parent = self.available(node.parent, key)
-        cap = node.max.get(key)
+        cap = node.max.get(key) if own_cap else None
         if cap is not None:
             borrowing_limit = cap - self.min(name, key)
             stored_in_parent = self.subtree(name, key) - guaranteed
@@ -163,8 +169,53 @@ class Tree:
             from_parent = min(from_parent, stored_in_parent - used_in_parent + borrowing_limit)
         return local + from_parent
 
-    def fits(self, quota: str, resources: Mapping[str, float]) -> bool:
-        return all(v <= 0 or self.available(quota, k) >= v for k, v in resources.items())
+    def potential_available(self, name: str, key: str) -> float:
+        """Kueue's ``potentialAvailable``: the most ``name`` could use of ``key`` with no
+        usage anywhere, within its borrowing limits."""
+        node = self.nodes[name]
+        if node.parent is None:
+            return self.subtree(name, key)
+        avail = self.guaranteed(name, key) + self.potential_available(node.parent, key)
+        cap = node.max.get(key)
+        if cap is not None:
+            avail = min(avail, self.subtree(name, key) + cap - self.min(name, key))
+        return avail
+
+    def fits(self, quota: str, resources: Mapping[str, float], *, own_cap: bool = True) -> bool:
+        return all(
+            v <= 0 or self.available(quota, k, own_cap=own_cap) >= v for k, v in resources.items()
+        )
+
+    def local_available(self, name: str, key: str) -> float:
+        """Kueue's ``LocalAvailable``: unused guarantee, invisible to the parent."""
+        return max(0.0, self.guaranteed(name, key) - self.usage(name, key))
+
+    def borrowing_with(self, name: str, key: str, extra: float = 0) -> bool:
+        """Kueue's ``BorrowingWith``: usage plus ``extra`` above the subtree quota (a
+        leaf's ``min``; an inner node's pool plus what its children lend)."""
+        return self.subtree(name, key) < self.usage(name, key) + extra
+
+    def within_nominal(self, name: str, keys: Iterable[str]) -> bool:
+        """Kueue's ``IsWithinNominalInResources``: not borrowing in any of ``keys``."""
+        return not any(self.borrowing_with(name, k) for k in keys)
+
+    def fit_in_quota(
+        self, name: str, requests: Mapping[str, float]
+    ) -> tuple[bool, dict[str, float]]:
+        """Kueue's ``QuantitiesFitInQuota``: whether ``requests`` fit within ``name``'s
+        subtree quota, and what remains for its parent beyond its unused guarantee."""
+        fits = all(not self.borrowing_with(name, k, v) for k, v in requests.items())
+        remaining = {k: max(0.0, v - self.local_available(name, k)) for k, v in requests.items()}
+        return fits, remaining
+
+    def root(self, name: str) -> str:
+        return self.ancestry(name)[-1]
+
+    def leaves(self, name: str) -> list[str]:
+        """The leaf quotas of ``name``'s subtree, in definition order."""
+        if self.is_leaf(name):
+            return [name]
+        return [leaf for child in self.children[name] for leaf in self.leaves(child)]
 
     def keys_short(self, quota: str, resources: Mapping[str, float]) -> set[str]:
         """The requested keys that do not fit now (those needing preemption)."""

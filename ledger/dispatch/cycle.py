@@ -5,17 +5,33 @@ A cycle admits as many jobs as fit (no one-pop-per-queue ceiling, Kueue #14477);
 that preempts is not admitted in the cycle that preempts (its victims must stop first).
 The live loop (``consumers/dispatcher``), the closed-loop replay and the benchmark all
 call :func:`plan_cycle`; ``jobs why`` reads its :class:`PendingStatus`.
+
+The cycle runs in rounds, as Kueue's scheduler does cycle after cycle: each leaf quota's
+queue offers its next job (in its policy's order, :mod:`ledger.dispatch.queues`); the
+offered jobs compete across quotas (fair sharing: lowest dominant resource share first;
+else jobs that need no borrowing first, then priority, then queue time); each is decided
+against the state the ones before it left. One capacity tree serves the whole cycle
+(:class:`~ledger.dispatch.incremental.IncrementalTree`), changed as jobs are admitted.
+
+A preemptor reserves what it asked for and its victims stay counted until they have
+stopped, so no capacity is handed out twice; a later preemptor that would need a victim
+already taken (or a reservation, or a job admitted in this cycle) waits for the next
+cycle, as Kueue skips a workload with overlapping preemption targets.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal
 
-from ledger.dispatch.model import Admitted, Decision, Incoming, QuotaNode, Snapshot
-from ledger.dispatch.preemption import decide
+from ledger.dispatch.incremental import IncrementalTree
+from ledger.dispatch.model import Admitted, Decision, DispatchError, Incoming, QuotaNode, Snapshot
+from ledger.dispatch.preemption import IDLE, decide
+from ledger.dispatch.queues import QueuePolicyName, QueueRun, QueueSettings, queue_order
+from ledger.dispatch.shares import dominant_resource_share
 
 __all__ = [
     "CycleInput",
@@ -25,24 +41,15 @@ __all__ = [
     "QueuePolicyName",
     "QueueSettings",
     "plan_cycle",
+    "relevant_changes",
 ]
 
-#: PAI's four and Kueue's: see docs/dispatch.md for each one's order and skipping rule.
-QueuePolicyName = Literal[
-    "FIFO", "RoundRobin", "Balance", "Intelligent", "StrictFIFO", "BestEffortFIFO", "Priority"
-]
 PendingReason = Literal[
     "ExceedsMaxQuota", "WaitingForQuota", "PreemptionPending", "BudgetExhausted", "Parked"
 ]
 
-
-@dataclass(frozen=True)
-class QueueSettings:
-    """A quota's queue policy; the durations matter to ``Balance`` and ``Intelligent``."""
-
-    policy: QueuePolicyName = "BestEffortFIFO"
-    balance_timeout: timedelta = timedelta(minutes=10)
-    aging_interval: timedelta = timedelta(minutes=10)
+_DEFAULT_QUEUE = QueueSettings()
+_Outcome = Literal["admitted", "preempting", "overlap", "no-fit"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,12 @@ class CycleInput:
     blocked_workspaces: frozenset[str] = frozenset()
     #: preemptors whose victims are still being stopped: they wait, nothing new is decided
     preempting: frozenset[str] = frozenset()
+    #: quotas (any node: its whole tree counts) where, since the cycle that parked, capacity
+    #: was freed or the tree changed: their parked jobs are retried (Kueue requeues its
+    #: inadmissible workloads on the same events); :func:`relevant_changes` computes it
+    requeue: frozenset[str] = frozenset()
+    #: Kueue's fair sharing (``fair_sharing: true`` on a tree's root)
+    fair_sharing: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,48 +90,303 @@ class CycleResult:
     admissions: tuple[Decision, ...] = ()
     preemptions: tuple[Decision, ...] = ()
     pending: tuple[PendingStatus, ...] = ()
+    #: every job parked after this cycle (the ones still parked and the newly parked)
     parked: frozenset[str] = frozenset()
 
 
-def plan_cycle(cycle: CycleInput) -> CycleResult:
-    """Every decision of one cycle. Baseline order: oldest first across the tree, then
-    priority; each job is decided against the state left by the ones before it."""
-    order = sorted(cycle.pending, key=lambda j: (j.created_at, -j.priority, j.job))
-    admitted = list(cycle.admitted)
-    admissions: list[Decision] = []
-    preemptions: list[Decision] = []
-    waiting: list[tuple[Incoming, PendingReason]] = []
-    for job in order:
-        if job.workspace and job.workspace in cycle.blocked_workspaces:
-            waiting.append((job, "BudgetExhausted"))
-            continue
-        if job.job in cycle.preempting:
-            waiting.append((job, "PreemptionPending"))
-            continue
-        decision = decide(Snapshot(cycle.quotas, tuple(admitted)), job)
+def relevant_changes(before: CycleInput, after: CycleInput) -> frozenset[str]:
+    """The roots of the trees where something that may let a parked job in happened
+    between two cycles: a job left the admitted set or shrank (capacity freed), or a
+    quota of the tree was added, removed or changed. Pass it as ``after.requeue``."""
+    parent = {q.name: q.parent for q in (*before.quotas, *after.quotas)}
+    changed: set[str] = set()
+    now_admitted = {wl.job: wl for wl in after.admitted}
+    for wl in before.admitted:
+        still = now_admitted.get(wl.job)
+        if (
+            still is None
+            or any(still.resources.get(k, 0) < v for k, v in wl.resources.items())
+            or still.quota != wl.quota
+        ):
+            changed.add(wl.quota)
+    old = {q.name: q for q in before.quotas}
+    new = {q.name: q for q in after.quotas}
+    changed.update(n for n in old.keys() | new.keys() if old.get(n) != new.get(n))
+    changed.update(
+        n
+        for n in before.queues.keys() | after.queues.keys()
+        if before.queues.get(n) != after.queues.get(n)
+    )
+    return frozenset(_root(parent, n) for n in changed)
+
+
+def _root(parent: Mapping[str, str | None], name: str) -> str:
+    seen = {name}
+    up = parent.get(name)
+    while up is not None and up not in seen:
+        seen.add(up)
+        name = up
+        up = parent.get(name)
+    return name
+
+
+class _Cycle:
+    """The state of one cycle: the capacity tree, the admitted jobs by tree, what is taken."""
+
+    def __init__(self, cycle: CycleInput) -> None:
+        self.input = cycle
+        self.tree = IncrementalTree(cycle.quotas, cycle.admitted)
+        self.empty = IncrementalTree(cycle.quotas, ())
+        self.root_of = {name: self.tree.ancestry(name)[-1] for name in self.tree.nodes}
+        # the candidates a decision looks at: only jobs of the incoming's own tree share
+        # capacity with it
+        self.by_root: dict[str, list[Admitted]] = {}
+        # what may be a victim, coarsely: lets a job with no possible candidate skip the
+        # preemption search (Kueue's candidates all pass a priority policy, or are idle)
+        self.lowest_in_quota: dict[str, int] = {}
+        self.lowest_in_root: dict[str, int] = {}
+        self.idle_in_root: dict[str, int] = {}
+        for wl in cycle.admitted:
+            self._index(wl)
+        #: victims chosen this cycle, reservations and this cycle's admissions: no
+        #: preemptor of this cycle may take them
+        self.taken: set[str] = set()
+        self.admissions: list[Decision] = []
+        self.preemptions: list[Decision] = []
+        self.reasons: dict[str, PendingReason] = {}
+        self.parked: set[str] = set()
+
+    def _index(self, wl: Admitted) -> None:
+        root = self.root_of[wl.quota]
+        self.by_root.setdefault(root, []).append(wl)
+        self.lowest_in_quota[wl.quota] = min(
+            self.lowest_in_quota.get(wl.quota, wl.priority), wl.priority
+        )
+        self.lowest_in_root[root] = min(self.lowest_in_root.get(root, wl.priority), wl.priority)
+        if wl.billing_mode == IDLE:
+            self.idle_in_root[root] = self.idle_in_root.get(root, 0) + 1
+
+    def reserve(self, job: Incoming) -> None:
+        """Hold ``job``'s request while its victims stop (they stay counted meanwhile)."""
+        self.tree.add(job.quota, _request(job))
+        self._index(_admitted(job, self.input.now))
+        self.taken.add(job.job)
+
+    def admit(self, job: Incoming, decision: Decision) -> None:
+        self.tree.add(job.quota, _request(job))
+        self._index(_admitted(job, self.input.now))
+        self.admissions.append(decision)
+        # Kueue adds a cycle's admissions to the usage only: they are nobody's victims yet
+        self.taken.add(job.job)
+
+    def ever_fits(self, job: Incoming) -> bool:
+        """Whether ``job`` could fit with nothing else admitted (idle jobs may borrow past
+        their own quota's ``max``: only the ancestors' and the root's bound them)."""
+        return self.empty.fits(job.quota, _request(job), own_cap=job.billing_mode != IDLE)
+
+    def may_find_victims(self, job: Incoming) -> bool:
+        """False only when :func:`decide` surely finds no victim: no idle job in the tree,
+        and nothing the quota's ``within_quota`` / ``reclaim`` policies could allow."""
+        root = self.root_of[job.quota]
+        if self.idle_in_root.get(root):
+            return True
+        policy = self.tree.nodes[job.quota].preemption
+        own = self.lowest_in_quota.get(job.quota)
+        if own is not None and (
+            (policy.within_quota == "LowerPriority" and own < job.priority)
+            or (policy.within_quota == "LowerOrNewerEqualPriority" and own <= job.priority)
+        ):
+            return True
+        lowest = self.lowest_in_root.get(root)
+        if lowest is None or policy.reclaim == "Never":
+            return False
+        return policy.reclaim == "Any" or lowest < job.priority
+
+    def attempt(self, job: Incoming) -> _Outcome:
+        """Decide ``job`` against the cycle's current state."""
+        request = _request(job)
+        if job.billing_mode == IDLE:
+            # an idle job never preempts: it runs on what is idle, past its own max
+            if self.tree.fits(job.quota, request, own_cap=False):
+                self.admit(job, Decision(job.job, "admit"))
+                return "admitted"
+            self.reasons[job.job] = "WaitingForQuota"
+            return "no-fit"
+        if self.tree.fits(job.quota, request):
+            self.admit(job, Decision(job.job, "admit"))
+            return "admitted"
+        if not self.may_find_victims(job):
+            self.reasons[job.job] = "WaitingForQuota"
+            return "no-fit"
+        snapshot = Snapshot(
+            self.input.quotas,
+            tuple(self.by_root.get(self.root_of[job.quota], ())),
+            fair_sharing=self.input.fair_sharing,
+        )
+        decision = decide(snapshot, job)
         if decision.outcome == "admit":
-            admissions.append(decision)
-            admitted.append(_admitted(job, cycle.now))
-        elif decision.outcome == "preempt":
-            preemptions.append(decision)
+            self.admit(job, decision)
+            return "admitted"
+        if decision.outcome == "preempt":
             victims = {v.job for v in decision.victims}
-            admitted = [wl for wl in admitted if wl.job not in victims]
-            waiting.append((job, "PreemptionPending"))
-        else:
-            waiting.append((job, "WaitingForQuota"))
-    return CycleResult(tuple(admissions), tuple(preemptions), _positions(waiting), frozenset())
+            if victims & self.taken:
+                # overlapping targets: another preemptor of this cycle has them; Kueue
+                # retries such a workload next cycle (it is not parked)
+                self.reasons[job.job] = "WaitingForQuota"
+                return "overlap"
+            self.taken |= victims
+            self.preemptions.append(decision)
+            self.reserve(job)
+            self.reasons[job.job] = "PreemptionPending"
+            return "preempting"
+        self.reasons[job.job] = "WaitingForQuota"
+        return "no-fit"
+
+
+def plan_cycle(cycle: CycleInput) -> CycleResult:
+    """Every decision of one cycle, in the queue policies' order (module docstring)."""
+    state = _Cycle(cycle)
+    requeued = {state.root_of.get(q, q) for q in cycle.requeue}
+    queues: dict[str, list[Incoming]] = {}
+    for job in cycle.pending:
+        if job.quota not in state.tree.nodes:
+            raise DispatchError(f"job {job.job!r}: unknown quota {job.quota!r}")
+        if not state.tree.is_leaf(job.quota):
+            raise DispatchError(
+                f"job {job.job!r}: quota {job.quota!r} has children: only leaf quotas run jobs"
+            )
+        queues.setdefault(job.quota, []).append(job)
+    ordered = {
+        quota: queue_order(jobs, cycle.queues.get(quota, _DEFAULT_QUEUE), cycle.now)
+        for quota, jobs in queues.items()
+    }
+    for job in cycle.pending:
+        if job.job in cycle.preempting:
+            state.reserve(job)
+    runs: list[QueueRun] = []
+    for quota, jobs in ordered.items():
+        settings = cycle.queues.get(quota, _DEFAULT_QUEUE)
+        active: list[Incoming] = []
+        for job in jobs:
+            reason = _not_tried(state, job, settings.policy, requeued)
+            if reason is None:
+                active.append(job)
+            else:
+                state.reasons[job.job] = reason
+                if reason == "Parked":
+                    state.parked.add(job.job)
+        runs.append(QueueRun(quota, active, settings, cycle.now))
+    _rounds(state, runs)
+    admitted = {d.job for d in state.admissions}
+    waiting = {quota: [j for j in jobs if j.job not in admitted] for quota, jobs in ordered.items()}
+    return CycleResult(
+        tuple(state.admissions),
+        tuple(state.preemptions),
+        _positions(state, waiting),
+        frozenset(state.parked),
+    )
+
+
+def _not_tried(
+    state: _Cycle, job: Incoming, policy: QueuePolicyName, requeued: set[str]
+) -> PendingReason | None:
+    """Why ``job`` is not offered in this cycle at all, or None when it is."""
+    cycle = state.input
+    if job.workspace and job.workspace in cycle.blocked_workspaces:
+        return "BudgetExhausted"
+    if not state.ever_fits(job):
+        return "ExceedsMaxQuota"
+    if (
+        policy == "BestEffortFIFO"
+        and job.job in cycle.parked
+        and state.root_of[job.quota] not in requeued
+    ):
+        return "Parked"
+    return None
+
+
+def _rounds(state: _Cycle, runs: list[QueueRun]) -> None:
+    """Offer each queue's next job, let the offers compete, decide them; again until every
+    queue is done (blocked, held or empty)."""
+    active = runs
+    while active:
+        offers: list[tuple[tuple[object, ...], int, QueueRun, Incoming]] = []
+        still: list[QueueRun] = []
+        for n, run in enumerate(active):
+            job = run.next()
+            if job is None:
+                continue
+            still.append(run)
+            offers.append((_competition_key(state, job), n, run, job))
+        offers.sort(key=lambda o: (o[0], o[1]))
+        for _, _, run, job in offers:
+            if job.job in state.input.preempting:
+                state.reasons[job.job] = "PreemptionPending"
+                run.blocked(job)
+                continue
+            outcome = state.attempt(job)
+            if outcome == "admitted":
+                continue
+            if outcome == "no-fit" and run.settings.policy == "BestEffortFIFO":
+                state.reasons[job.job] = "Parked"
+                state.parked.add(job.job)
+            run.blocked(job)
+        active = still
+
+
+def _competition_key(state: _Cycle, job: Incoming) -> tuple[object, ...]:
+    """Kueue's order of heads across queues: with fair sharing the quota's dominant resource
+    share once the job is in (lowest first); else jobs that need no borrowing first; then
+    priority, then queue time."""
+    request = _request(job)
+    if state.input.fair_sharing:
+        first: object = dominant_resource_share(state.tree, job.quota, request)
+    else:
+        tree = state.tree
+        first = any(
+            tree.raw_usage(job.quota, k) + v > tree.min(job.quota, k) for k, v in request.items()
+        )
+    return (first, -job.priority, job.created_at, job.job)
+
+
+def _positions(state: _Cycle, waiting: Mapping[str, list[Incoming]]) -> tuple[PendingStatus, ...]:
+    """Each waiting job's position in its quota's queue (policy order) and in its tree's:
+    the quotas' queues merged, their heads compared by priority then queue time."""
+    out: list[PendingStatus] = []
+    by_root: dict[str, list[str]] = {}
+    for quota in waiting:
+        by_root.setdefault(state.root_of[quota], []).append(quota)
+    for root in sorted(by_root):
+        heads: list[tuple[int, datetime, str, str, int]] = []
+        for quota in by_root[root]:
+            jobs = waiting[quota]
+            if jobs:
+                heads.append(_head(jobs[0], quota, 0))
+        heapq.heapify(heads)
+        cohort = 0
+        while heads:
+            _, _, _, quota, i = heapq.heappop(heads)
+            job = waiting[quota][i]
+            cohort += 1
+            out.append(
+                PendingStatus(
+                    job.job, quota, state.reasons.get(job.job, "WaitingForQuota"), i + 1, cohort
+                )
+            )
+            if i + 1 < len(waiting[quota]):
+                heapq.heappush(heads, _head(waiting[quota][i + 1], quota, i + 1))
+    return tuple(out)
+
+
+def _head(job: Incoming, quota: str, i: int) -> tuple[int, datetime, str, str, int]:
+    return (-job.priority, job.created_at, job.job, quota, i)
+
+
+def _request(job: Incoming) -> dict[str, float]:
+    return {k: v for k, v in job.resources.items() if v > 0}
 
 
 def _admitted(job: Incoming, now: datetime) -> Admitted:
     return Admitted(
         job.job, job.quota, job.priority, job.resources, now, job.workspace, job.billing_mode
     )
-
-
-def _positions(waiting: list[tuple[Incoming, PendingReason]]) -> tuple[PendingStatus, ...]:
-    per_quota: dict[str, int] = {}
-    out: list[PendingStatus] = []
-    for n, (job, reason) in enumerate(waiting, start=1):
-        per_quota[job.quota] = per_quota.get(job.quota, 0) + 1
-        out.append(PendingStatus(job.job, job.quota, reason, per_quota[job.quota], n))
-    return tuple(out)

@@ -8,10 +8,12 @@ from datetime import datetime
 from typing import Literal
 
 __all__ = [
+    "DEFAULT_STRATEGIES",
     "Admitted",
     "BorrowWithin",
     "Decision",
     "DispatchError",
+    "FairSharingStrategy",
     "Incoming",
     "Outcome",
     "Preemption",
@@ -25,8 +27,14 @@ Quantities = Mapping[str, float]
 WithinQuotaPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
 BorrowWithinPolicy = Literal["Never", "LowerPriority"]
+FairSharingStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+#: Kueue's default ``preemptionStrategies``
+DEFAULT_STRATEGIES: tuple[FairSharingStrategy, ...] = (
+    "LessThanOrEqualToFinalShare",
+    "LessThanInitialShare",
+)
 Outcome = Literal["admit", "preempt", "pending"]
-Reason = Literal["WithinQuota", "Reclaim", "ReclaimWhileBorrowing"]
+Reason = Literal["WithinQuota", "Reclaim", "ReclaimWhileBorrowing", "FairSharing"]
 
 
 class DispatchError(ValueError):
@@ -90,6 +98,9 @@ class Incoming:
 class Snapshot:
     quotas: tuple[QuotaNode, ...]
     admitted: tuple[Admitted, ...] = ()
+    #: Kueue's fair sharing: candidates chosen across the tree by dominant resource share
+    fair_sharing: bool = False
+    strategies: tuple[FairSharingStrategy, ...] = DEFAULT_STRATEGIES
 
 
 @dataclass(frozen=True)

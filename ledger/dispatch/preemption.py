@@ -1,216 +1,149 @@
-"""Kueue's classical preemption (pkg/scheduler/preemption), on the quota tree.
+"""One decision, as Kueue's scheduler takes it for one workload (flavor assignment,
+``pkg/scheduler/flavorassigner``; then ``Preemptor.GetTargets``), plus the platform's idle mode.
 
-1. The incoming workload is admitted when it fits (:meth:`Tree.fits`).
-2. Otherwise, candidates: workloads of its own quota allowed by ``within_quota``, and
-   workloads of other quotas that are borrowing in a key needing preemption, allowed
-   by ``reclaim`` (``LowerPriority``: strictly lower priority; ``Any``). Only workloads
-   that use a key needing preemption are candidates.
-3. Ordering: other quotas first, lower priority first, most recently admitted first.
-4. As Kueue's ``GetTargets``: with only own-quota candidates, remove greedily allowing the
-   incoming to borrow; with ``borrow_within`` set, allow borrowing but (when the incoming's
-   quota is at or above its min) only take others' workloads below the threshold; else,
-   when the incoming's quota is under its min, try without borrowing over all candidates,
-   and finally own-quota candidates with borrowing.
-5. Greedy removal until it fits, then fill-back in reverse order (a victim whose return
-   still lets the incoming fit is kept running): a near-minimal victim set.
+1. A key whose request exceeds what the quota could ever get (``potentialAvailable``:
+   its guarantee and its parent's, within the ``max`` on the path) → ``pending``.
+2. Every key fits ``available`` → ``admit``.
+3. A key that does not fit may be preempted for only when the request is within the
+   quota's ``min``, or fits within the quota of a non-root ancestor (hierarchical
+   reclaim), or ``borrow_within`` is set (or fair sharing with ``reclaim``), and when a
+   preemption for that key alone finds victims; otherwise ``pending``.
+4. The victims for all keys that do not fit: classical (:mod:`~ledger.dispatch.classical`)
+   or fair sharing (:mod:`~ledger.dispatch.fair_sharing`). None → ``pending``.
+
+Idle mode (``billing_mode == "idle"``): an idle job only uses idle capacity — it is
+admitted beyond its quota's own ``max`` (the root and the ancestors still bound it) and
+never preempts. A non-idle job takes idle jobs of its tree first, whatever the
+policies and priorities (reason ``Reclaim``, ``WithinQuota`` in its own quota); only
+when they are not enough does it go on to the regular candidates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from ledger.dispatch.candidates import Target, fill_back, order_key, uses_keys, workload_fits
 from ledger.dispatch.capacity import Tree
-from ledger.dispatch.model import (
-    Admitted,
-    Decision,
-    DispatchError,
-    Incoming,
-    Reason,
-    Snapshot,
-    Victim,
-)
+from ledger.dispatch.classical import classical_targets
+from ledger.dispatch.fair_sharing import fair_targets
+from ledger.dispatch.model import Admitted, Decision, DispatchError, Incoming, Snapshot, Victim
 
-__all__ = ["decide"]
+__all__ = ["IDLE", "decide"]
+
+#: the billing mode of jobs that borrow idle capacity beyond their quota and go first
+IDLE = "idle"
 
 
 def decide(snapshot: Snapshot, incoming: Incoming) -> Decision:
     """The decision for ``incoming`` given ``snapshot`` (pure: the snapshot is not changed)."""
     tree = Tree(snapshot.quotas, snapshot.admitted)
-    tree.ancestry(incoming.quota)
-    if not tree.is_leaf(incoming.quota):
-        raise DispatchError(f"quota {incoming.quota!r} has children: only leaf quotas run jobs")
+    quota = incoming.quota
+    tree.ancestry(quota)
+    if not tree.is_leaf(quota):
+        raise DispatchError(f"quota {quota!r} has children: only leaf quotas run jobs")
     request = {k: v for k, v in incoming.resources.items() if v > 0}
-    if tree.fits(incoming.quota, request):
-        return Decision(incoming.job, "admit")
-    short = tree.keys_short(incoming.quota, request)
-    candidates = _candidates(tree, snapshot.admitted, incoming, short)
-    targets = _targets(tree, incoming, request, short, candidates)
-    if not targets:
+    if incoming.billing_mode == IDLE:
+        fits = tree.fits(quota, request, own_cap=False)
+        return Decision(incoming.job, "admit" if fits else "pending")
+    if any(v > tree.potential_available(quota, k) for k, v in request.items()):
         return Decision(incoming.job, "pending")
-    victims = tuple(Victim(wl.job, _reason(tree, incoming, request, wl, targets)) for wl in targets)
+    if tree.fits(quota, request):
+        return Decision(incoming.job, "admit")
+    short = tree.keys_short(quota, request)
+    root = tree.root(quota)
+    by_quota: dict[str, list[Admitted]] = {}
+    idle: list[Admitted] = []
+    for wl in snapshot.admitted:
+        if wl.billing_mode != IDLE:
+            by_quota.setdefault(wl.quota, []).append(wl)
+        elif tree.root(wl.quota) == root and uses_keys(wl, short):
+            idle.append(wl)
+    idle.sort(key=lambda wl: order_key(quota, wl))
+    removed: list[Target] = []
+    for wl in idle:
+        tree.remove(wl.quota, wl.resources)
+        removed.append(Target(wl, "WithinQuota" if wl.quota == quota else "Reclaim"))
+        if workload_fits(tree, quota, request, allow_borrowing=True):
+            return _preempt(
+                incoming, fill_back(tree, quota, request, removed, allow_borrowing=True)
+            )
+    found = _regular(tree, snapshot, by_quota, incoming, request)
+    if not found:
+        return Decision(incoming.job, "pending")
+    for t in found:
+        tree.remove(t.workload.quota, t.workload.resources)
+    return _preempt(incoming, found + _give_back(tree, quota, request, removed))
+
+
+def _preempt(incoming: Incoming, targets: Sequence[Target]) -> Decision:
+    victims = tuple(Victim(t.workload.job, t.reason) for t in targets)
     return Decision(incoming.job, "preempt", victims)
 
 
-def _candidates(
-    tree: Tree, admitted: Sequence[Admitted], incoming: Incoming, short: set[str]
-) -> list[Admitted]:
-    policy = tree.nodes[incoming.quota].preemption
-    root = tree.ancestry(incoming.quota)[-1]
-    found: list[Admitted] = []
-    for wl in admitted:
-        if not any(wl.resources.get(k, 0) > 0 for k in short):
-            continue
-        if wl.quota == incoming.quota:
-            if _within_quota_allows(policy.within_quota, wl, incoming):
-                found.append(wl)
-            continue
-        if policy.reclaim == "Never":
-            continue
-        if tree.ancestry(wl.quota)[-1] != root:  # another tree: never shares capacity
-            continue
-        if policy.reclaim == "LowerPriority" and wl.priority >= incoming.priority:
-            continue
-        if not any(tree.is_borrowing(wl.quota, k) for k in short):
-            continue
-        found.append(wl)
-    # other quotas first, lower priority first, most recently admitted first
-    found.sort(
-        key=lambda wl: (
-            wl.quota == incoming.quota,
-            wl.priority,
-            -wl.admitted_at.timestamp(),
-            wl.job,
-        )
+def _give_back(
+    tree: Tree, quota: str, request: Mapping[str, float], idle: list[Target]
+) -> list[Target]:
+    """The idle victims still needed once the regular victims are gone (newest first back)."""
+    kept = list(idle)
+    for i in range(len(kept) - 1, -1, -1):
+        wl = kept[i].workload
+        tree.add(wl.quota, wl.resources)
+        if workload_fits(tree, quota, request, allow_borrowing=True):
+            kept.pop(i)
+        else:
+            tree.remove(wl.quota, wl.resources)
+    return kept
+
+
+def _regular(
+    tree: Tree,
+    snapshot: Snapshot,
+    by_quota: Mapping[str, Sequence[Admitted]],
+    incoming: Incoming,
+    request: Mapping[str, float],
+) -> list[Target]:
+    """Kueue's flavor assignment in preemption mode, then ``GetTargets``."""
+    quota = incoming.quota
+    short = tree.keys_short(quota, request)
+    policy = tree.nodes[quota].preemption
+    while_borrowing = policy.borrow_within.policy != "Never" or (
+        snapshot.fair_sharing and policy.reclaim != "Never"
     )
-    return found
+    for k in sorted(short):
+        v = request[k]
+        if not (
+            tree.min(quota, k) >= v
+            or _may_reclaim_in_hierarchy(tree, quota, k, v)
+            or while_borrowing
+        ):
+            return []
+        if not _targets(tree, snapshot, by_quota, incoming, {k: v}, {k}):
+            return []
+    return _targets(tree, snapshot, by_quota, incoming, request, short)
 
 
-def _within_quota_allows(policy: str, wl: Admitted, incoming: Incoming) -> bool:
-    if policy == "LowerPriority":
-        return wl.priority < incoming.priority
-    if policy == "LowerOrNewerEqualPriority":
-        return wl.priority < incoming.priority or (
-            wl.priority == incoming.priority and wl.admitted_at > incoming.created_at
-        )
+def _may_reclaim_in_hierarchy(tree: Tree, quota: str, key: str, value: float) -> bool:
+    """Kueue's ``FindHeightOfLowestSubtreeThatFits``: the request fits within the quota of
+    some ancestor below the root."""
+    parent = tree.nodes[quota].parent
+    if parent is None or not tree.borrowing_with(quota, key, value):
+        return parent is not None
+    remaining = value - tree.local_available(quota, key)
+    for node in tree.ancestry(quota)[1:]:
+        if not tree.borrowing_with(node, key, remaining):
+            return tree.nodes[node].parent is not None
+        remaining -= tree.local_available(node, key)
     return False
-
-
-def _threshold(tree: Tree, incoming: Incoming) -> int | None:
-    """Kueue's ``canBorrowWithinCohort``: others' workloads below this priority may be
-    taken while the incoming still borrows; ``None`` when the policy is off."""
-    bw = tree.nodes[incoming.quota].preemption.borrow_within
-    if bw.policy != "LowerPriority":
-        return None
-    threshold = incoming.priority
-    if bw.max_priority_threshold is not None and bw.max_priority_threshold < incoming.priority:
-        threshold = bw.max_priority_threshold + 1
-    return threshold
-
-
-def _under_min(tree: Tree, quota: str, short: set[str]) -> bool:
-    return all(tree.raw_usage(quota, k) < tree.min(quota, k) for k in short)
 
 
 def _targets(
     tree: Tree,
+    snapshot: Snapshot,
+    by_quota: Mapping[str, Sequence[Admitted]],
     incoming: Incoming,
-    request: dict[str, float],
-    short: set[str],
-    candidates: list[Admitted],
-) -> list[Admitted]:
-    own = [wl for wl in candidates if wl.quota == incoming.quota]
-    if len(own) == len(candidates):
-        return _minimal(tree, incoming, request, short, candidates, allow_borrowing=True)
-    threshold = _threshold(tree, incoming)
-    if threshold is not None:
-        if not _under_min(tree, incoming.quota, short):
-            candidates = [
-                wl for wl in candidates if wl.quota == incoming.quota or wl.priority < threshold
-            ]
-        return _minimal(
-            tree, incoming, request, short, candidates, allow_borrowing=True, threshold=threshold
-        )
-    if _under_min(tree, incoming.quota, short):
-        found = _minimal(tree, incoming, request, short, candidates, allow_borrowing=False)
-        if found:
-            return found
-    return _minimal(tree, incoming, request, short, own, allow_borrowing=True)
-
-
-def _fits(tree: Tree, incoming: Incoming, request: dict[str, float], allow_borrowing: bool) -> bool:
-    if not allow_borrowing and any(
-        tree.is_borrowing(incoming.quota, k, extra=v) for k, v in request.items()
-    ):
-        return False
-    return tree.fits(incoming.quota, request)
-
-
-def _minimal(
-    tree: Tree,
-    incoming: Incoming,
-    request: dict[str, float],
-    short: set[str],
-    candidates: list[Admitted],
-    *,
-    allow_borrowing: bool,
-    threshold: int | None = None,
-) -> list[Admitted]:
-    """Greedy removal in candidate order, then fill-back; [] when nothing makes it fit.
-    ``tree`` is restored before returning."""
-    targets: list[Admitted] = []
-    fits = False
-    for wl in candidates:
-        if wl.quota != incoming.quota:
-            # re-checked after earlier removals: still borrowing?
-            if not any(tree.is_borrowing(wl.quota, k) for k in short):
-                continue
-            if threshold is not None and wl.priority >= threshold:
-                allow_borrowing = False
-        tree.remove(wl.quota, wl.resources)
-        targets.append(wl)
-        if _fits(tree, incoming, request, allow_borrowing):
-            fits = True
-            break
-    if not fits:
-        for wl in targets:
-            tree.add(wl.quota, wl.resources)
-        return []
-    # fill back: from the second-to-last removed down to the first
-    for i in range(len(targets) - 2, -1, -1):
-        wl = targets[i]
-        tree.add(wl.quota, wl.resources)
-        if _fits(tree, incoming, request, allow_borrowing):
-            targets.pop(i)
-        else:
-            tree.remove(wl.quota, wl.resources)
-    for wl in targets:
-        tree.add(wl.quota, wl.resources)
-    return targets
-
-
-def _reason(
-    tree: Tree,
-    incoming: Incoming,
-    request: dict[str, float],
-    victim: Admitted,
-    targets: list[Admitted],
-) -> Reason:
-    if victim.quota == incoming.quota:
-        return "WithinQuota"
-    # the state after the preemption and the admission
-    for wl in targets:
-        tree.remove(wl.quota, wl.resources)
-    tree.add(incoming.quota, request)
-    try:
-        # Reclaim when some quota on the incoming's path, not containing the victim, is
-        # within its min after admission; otherwise the incoming still borrows
-        for node in tree.ancestry(incoming.quota):
-            if tree.contains(node, victim.quota):
-                break
-            if not any(tree.is_borrowing(node, k) for k in request):
-                return "Reclaim"
-        return "ReclaimWhileBorrowing"
-    finally:
-        tree.remove(incoming.quota, request)
-        for wl in targets:
-            tree.add(wl.quota, wl.resources)
+    request: Mapping[str, float],
+    keys: set[str],
+) -> list[Target]:
+    if snapshot.fair_sharing:
+        return fair_targets(tree, by_quota, incoming, request, keys, snapshot.strategies)
+    return classical_targets(tree, by_quota, incoming, request, keys)

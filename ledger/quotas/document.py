@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,7 +23,29 @@ __all__ = ["build_quota_tree", "quota_tree_from_document"]
 _KEY = re.compile(r"^(gpu/[A-Za-z0-9][A-Za-z0-9._-]*|cpu|memory)$")
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$")
 _NODE_FIELDS = frozenset(
-    {"name", "parent", "min", "max", "lend_limit", "preemption", "queue_policy", "workspaces"}
+    {
+        "name",
+        "parent",
+        "min",
+        "max",
+        "lend_limit",
+        "preemption",
+        "queue_policy",
+        "balance_timeout",
+        "aging_interval",
+        "fair_sharing_weight",
+        "fair_sharing",
+        "workspaces",
+    }
+)
+_QUEUE_POLICIES = (
+    "FIFO",
+    "RoundRobin",
+    "Balance",
+    "Intelligent",
+    "StrictFIFO",
+    "BestEffortFIFO",
+    "Priority",
 )
 
 
@@ -61,6 +84,42 @@ def _quantities(name: str, what: str, value: Any) -> dict[str, int]:
             )
         out[key] = qty
     return out
+
+
+def _seconds(name: str, what: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise QuotaTreeError(
+            f"quota {name!r}: {what}: {value!r} is not a positive number of seconds"
+        )
+    return value
+
+
+def _queue_fields(name: str, node: dict[str, Any]) -> dict[str, Any]:
+    """The queue policy and fair-sharing fields, checked here for messages an operator
+    can act on (pydantic would coerce ``"10"`` and ``1.0``)."""
+    policy = node.get("queue_policy", "BestEffortFIFO")
+    if policy not in _QUEUE_POLICIES:
+        raise QuotaTreeError(
+            f"quota {name!r}: queue_policy {policy!r} is not one of {', '.join(_QUEUE_POLICIES)}"
+        )
+    weight = node.get("fair_sharing_weight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
+        raise QuotaTreeError(
+            f"quota {name!r}: fair_sharing_weight: {weight!r} is not a number >= 0"
+        )
+    fair = node.get("fair_sharing", False)
+    if not isinstance(fair, bool):
+        raise QuotaTreeError(f"quota {name!r}: fair_sharing: {fair!r} is not true or false")
+    return {
+        "queue_policy": policy,
+        "balance_timeout": _seconds(name, "balance_timeout", node.get("balance_timeout")),
+        "aging_interval": _seconds(name, "aging_interval", node.get("aging_interval")),
+        # through str: a YAML float 0.1 is the decimal 0.1, not its binary neighbour
+        "fair_sharing_weight": Decimal(str(weight)),
+        "fair_sharing": fair,
+    }
 
 
 def build_quota_tree(nodes: Sequence[Any]) -> QuotaTree:
@@ -106,7 +165,7 @@ def build_quota_tree(nodes: Sequence[Any]) -> QuotaTree:
             "max": _quantities(name, "max", node.get("max")),
             "lend_limit": _quantities(name, "lend_limit", node.get("lend_limit")),
             "preemption": node.get("preemption") or {},
-            "queue_policy": node.get("queue_policy", "BestEffortFIFO"),
+            **_queue_fields(name, node),
         }
     for name, node in raw_nodes.items():
         if node["parent"] is not None and node["parent"] not in raw_nodes:

@@ -2,7 +2,8 @@
 
 Parents exist and form no cycle; ``max`` is at least ``min`` and a root's ``max`` no more than
 its ``min`` (it has nothing to borrow from); ``lend_limit`` is within ``min``; the children's
-mins fit in their parent's; workspaces are bound to leaf quotas only.
+mins fit in their parent's; workspaces are bound to leaf quotas only; ``fair_sharing`` is
+set on root quotas only (it holds for the root's whole tree).
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ def validate_tree(tree: QuotaTree) -> None:
                         f"quota {name!r} has no parent, so it has nothing to borrow from: "
                         f"max.{key} = {cap} must not exceed min.{key} = {spec.min.get(key, 0)}"
                     )
+        if spec.fair_sharing and spec.parent is not None:
+            raise QuotaTreeError(
+                f"quota {name!r}: fair_sharing applies to a whole tree, so it is set on the "
+                f"root quota only (this quota's parent is {spec.parent!r})"
+            )
         for key, limit in spec.lend_limit.items():
             if limit > spec.min.get(key, 0):
                 raise QuotaTreeError(

@@ -39,6 +39,7 @@ __all__ = [
     "DeadLetter",
     "DuplicateEventConflict",
     "EventStore",
+    "Lease",
     "OnConflict",
     "RecordedEvent",
     "StoreError",
@@ -275,8 +276,28 @@ class AppendSignal(abc.ABC):
         one empty read, never a missed event."""
 
 
+class Lease(abc.ABC):
+    """An exclusive claim on a role (``dispatcher``) held for as long as its holder lives:
+    one active instance among many. It ends when released, or when its holder dies (the
+    PostgreSQL adapter's session ends with the process); another instance then takes it."""
+
+    name: str
+
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """Whether the lease is still held (its session is still up); False once lost."""
+
+    @abc.abstractmethod
+    def release(self) -> None:
+        """Give the lease up (idempotent)."""
+
+
 class EventStore(abc.ABC):
     """The port. Reads are consistent snapshots; writes go through :meth:`transaction`."""
+
+    @abc.abstractmethod
+    def try_lease(self, name: str) -> Lease | None:
+        """Take the lease called ``name`` if nobody holds it, else None (never waits)."""
 
     @abc.abstractmethod
     def transaction(self) -> AbstractContextManager[UnitOfWork]: ...

@@ -42,6 +42,7 @@ from ledger.store.base import (
     DeadLetter,
     DuplicateEventConflict,
     EventStore,
+    Lease,
     OnConflict,
     RecordedEvent,
     StoreError,
@@ -56,7 +57,7 @@ from ledger.store.chain import (
     stored_fact_hash,
 )
 
-__all__ = ["MemoryEventStore", "MemoryUnitOfWork"]
+__all__ = ["MemoryEventStore", "MemoryLeases", "MemoryUnitOfWork"]
 
 #: As the PostgreSQL adapter keeps it: a dead letter's error text is bounded.
 _ERROR_LIMIT = 4000
@@ -420,6 +421,43 @@ class MemoryUnitOfWork(UnitOfWork):
             self._store._release_writer()
 
 
+class _MemoryLease(Lease):
+    def __init__(self, owner: MemoryLeases, name: str) -> None:
+        self._owner = owner
+        self.name = name
+
+    def alive(self) -> bool:
+        return self._owner.holder(self.name) is self
+
+    def release(self) -> None:
+        self._owner.drop(self)
+
+
+class MemoryLeases:
+    """The in-memory store's leases: a name is held by one lease until it is released."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, Lease] = {}
+
+    def try_take(self, name: str) -> Lease | None:
+        with self._lock:
+            if name in self._held:
+                return None
+            lease = _MemoryLease(self, name)
+            self._held[name] = lease
+            return lease
+
+    def holder(self, name: str) -> Lease | None:
+        with self._lock:
+            return self._held.get(name)
+
+    def drop(self, lease: Lease) -> None:
+        with self._lock:
+            if self._held.get(lease.name) is lease:
+                del self._held[lease.name]
+
+
 class MemoryEventStore(EventStore):
     """Event store in this process's memory; empty when created, gone when dropped."""
 
@@ -434,6 +472,10 @@ class MemoryEventStore(EventStore):
         # counts commits that appended events: what an AppendSignal waits to see change
         self._appended = threading.Condition()
         self._append_count = 0
+        self._leases = MemoryLeases()
+
+    def try_lease(self, name: str) -> Lease | None:
+        return self._leases.try_take(name)
 
     # -- transactions -----------------------------------------------------------------------
 

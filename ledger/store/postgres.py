@@ -39,6 +39,7 @@ from ledger.store.base import (
     DeadLetter,
     DuplicateEventConflict,
     EventStore,
+    Lease,
     RecordedEvent,
     StoreError,
     UnitOfWork,
@@ -52,6 +53,7 @@ from ledger.store.chain import (
     stored_fact_hash,
 )
 from ledger.store.engines import make_engine
+from ledger.store.leases import PostgresLease
 from ledger.store.schema import checkpoints, dead_letters, events
 
 __all__ = ["GENESIS_HASH", "PostgresEventStore", "PostgresUnitOfWork", "record_hash"]
@@ -458,6 +460,10 @@ class PostgresEventStore(EventStore):
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def try_lease(self, name: str) -> Lease | None:
+        url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return PostgresLease.try_take(url, name)
 
     @contextmanager
     def transaction(self) -> Iterator[PostgresUnitOfWork]:

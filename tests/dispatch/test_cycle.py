@@ -20,7 +20,7 @@ def test_a_cycle_admits_every_job_that_fits() -> None:
     pending = tuple(_job(f"j{i}", "a", 2, i) for i in range(5))
     result = plan_cycle(CycleInput(quotas, (), pending, T0 + timedelta(hours=1)))
     assert [d.job for d in result.admissions] == ["j0", "j1", "j2", "j3"]
-    assert [(p.job, p.reason, p.position) for p in result.pending] == [("j4", "WaitingForQuota", 1)]
+    assert [(p.job, p.reason, p.position) for p in result.pending] == [("j4", "Parked", 1)]
 
 
 def test_a_preemptor_is_not_admitted_in_the_cycle_that_preempts() -> None:

@@ -607,3 +607,17 @@ class EventStoreContract:
         assert reopened is not None and reopened.resolved_at is None and reopened.count == 3
         store.resolve_dead_letter(max(first, other) + 1000)  # unknown: nothing happens
         assert len(store.dead_letters()) == 2
+
+    def test_a_lease_has_one_holder_until_released(self, store: EventStore) -> None:
+        first = store.try_lease("dispatcher")
+        assert first is not None and first.alive()
+        assert store.try_lease("dispatcher") is None  # held: the second instance waits
+        other = store.try_lease("another-role")  # names are independent
+        assert other is not None
+        first.release()
+        first.release()  # idempotent
+        assert not first.alive()
+        second = store.try_lease("dispatcher")
+        assert second is not None and second.alive()
+        second.release()
+        other.release()

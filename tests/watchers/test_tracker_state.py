@@ -71,6 +71,8 @@ _KEYED: list[tuple[str, TrackedState]] = [
             replicas={"worker/0": ReplicaSlot("p1", _T), "worker/1": ReplicaSlot("p2")},
         ),
     ),
+    ("job/j5", JobState("Job", "s", "ns", started=True, queue="admitted", resumed_at=_T)),
+    ("job/j6", JobState("PyTorchJob", "q", "ns", queue="queued")),
     ("pod/p1", PodState("p-0", "ns", "j1", "PyTorchJob", False, "master/0", _T, True)),
     ("pod/p2", PodState("bare", "ns", "p2", "Pod", True, "", None, False, "succeeded")),
     ("jobstart/j3", JobStart(_T, "Job")),

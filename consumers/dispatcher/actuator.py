@@ -1,0 +1,39 @@
+"""The narrow port the live dispatcher acts through, and the job it acts on.
+
+The loop stores a decision first, then asks an :class:`Actuator` to carry it out; the
+Kubernetes adapter is :mod:`consumers.dispatcher.kube_actuator`, tests and the replay
+may bring their own. Every call is idempotent: the loop repeats it each cycle until the
+watched state confirms it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["ActuationError", "Actuator", "JobRef"]
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job's identity on the cluster (``job_state``'s uid, namespace, name, kind)."""
+
+    uid: str
+    namespace: str
+    name: str
+    kind: str
+
+
+class ActuationError(RuntimeError):
+    """The cluster refused or failed a call; the loop retries it next cycle."""
+
+
+class Actuator(Protocol):
+    def resume(self, job: JobRef) -> None:
+        """Let the job run (unsuspend it)."""
+
+    def suspend(self, job: JobRef) -> None:
+        """Stop the job and keep it queued (suspend it: its pods are deleted)."""
+
+    def delete_pods(self, job: JobRef) -> None:
+        """Delete the job's pods at once (an idle-mode victim's are reclaimed first)."""

@@ -1,0 +1,112 @@
+"""The :class:`~consumers.dispatcher.actuator.Actuator` on Kubernetes, with the official
+client: batch Jobs through ``spec.suspend`` (BatchV1Api), Kubeflow jobs through
+``spec.runPolicy.suspend`` (CustomObjectsApi, kubeflow.org/v1), pods deleted through
+CoreV1Api (marked ``dlc.ledger/preempted-by`` first, so the watcher ends their occupancy
+``preempted``). A job or pod that is gone (404) needs nothing more: that is not an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from consumers.dispatcher.actuator import ActuationError, JobRef
+from consumers.watchers.labels import ANNOTATION_PREEMPTED
+
+__all__ = ["KUBEFLOW_PLURALS", "KubeActuator"]
+
+log = logging.getLogger(__name__)
+
+#: Kubeflow kinds → their plural in kubeflow.org/v1
+KUBEFLOW_PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
+
+_MARK = {"metadata": {"annotations": {ANNOTATION_PREEMPTED: "dispatcher"}}}
+
+
+class KubeActuator:
+    """Suspends, resumes and deletes pods through one ``ApiClient``."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.batch = client.BatchV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+
+    def resume(self, job: JobRef) -> None:
+        self._set_suspend(job, False)
+
+    def suspend(self, job: JobRef) -> None:
+        self._set_suspend(job, True)
+
+    def delete_pods(self, job: JobRef) -> None:
+        pods = self._call(
+            job, "list pods", lambda: self.core.list_namespaced_pod(job.namespace).items
+        )
+        for pod in pods or ():
+            owners = pod.metadata.owner_references or ()
+            if job.kind == "Pod":
+                mine = pod.metadata.uid == job.uid
+            else:
+                mine = any(o.uid == job.uid for o in owners)
+            if not mine:
+                continue
+            name = pod.metadata.name
+            # marked first, so its occupancy ends "preempted"; deleted at once (the loop
+            # suspends the job right after, so its controller makes no new one)
+            self._call(
+                job,
+                f"mark pod {name} preempted",
+                lambda name=name: self.core.patch_namespaced_pod(name, job.namespace, _MARK),
+            )
+            self._call(
+                job,
+                f"delete pod {name}",
+                lambda name=name: self.core.delete_namespaced_pod(
+                    name, job.namespace, grace_period_seconds=0
+                ),
+            )
+
+    def _set_suspend(self, job: JobRef, suspend: bool) -> None:
+        if job.kind == "Job":
+            body: dict[str, Any] = {"spec": {"suspend": suspend}}
+            self._call(
+                job,
+                "patch spec.suspend",
+                lambda: self.batch.patch_namespaced_job(job.name, job.namespace, body),
+            )
+        elif job.kind in KUBEFLOW_PLURALS:
+            body = {"spec": {"runPolicy": {"suspend": suspend}}}
+            self._call(
+                job,
+                "patch spec.runPolicy.suspend",
+                lambda: self.custom.patch_namespaced_custom_object(
+                    "kubeflow.org",
+                    "v1",
+                    job.namespace,
+                    KUBEFLOW_PLURALS[job.kind],
+                    job.name,
+                    body,
+                ),
+            )
+        elif suspend:
+            # a bare pod cannot be suspended: stopping it is deleting it
+            self.delete_pods(job)
+        else:
+            raise ActuationError(f"{job.kind} {job.namespace}/{job.name} cannot be resumed")
+
+    @staticmethod
+    def _call(job: JobRef, what: str, call: Any) -> Any:
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status == 404:
+                log.info("%s %s/%s is gone: nothing to %s", job.kind, job.namespace, job.name, what)
+                return None
+            raise ActuationError(
+                f"{what} of {job.kind} {job.namespace}/{job.name}: HTTP {exc.status} {exc.reason}"
+            ) from exc
+        except (HTTPError, OSError) as exc:
+            raise ActuationError(f"{what} of {job.kind} {job.namespace}/{job.name}: {exc}") from exc

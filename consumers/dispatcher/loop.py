@@ -1,0 +1,271 @@
+"""One live dispatcher cycle: read projected state, decide, store the decisions, then act.
+
+:meth:`Dispatcher.cycle` reads the cycle's input (:func:`projections.dispatch_reads.
+read_dispatch`), calls the pure :func:`ledger.dispatch.plan_cycle`, stores every decision
+through the store port *before* acting (deterministic ids: a retried cycle stores
+nothing twice), then acts through the :class:`~consumers.dispatcher.actuator.Actuator`:
+resume each admitted job, suspend each victim (and delete an idle-mode victim's pods).
+An action is repeated every cycle until the watched state confirms it (the admitted job
+no longer waits; the victim no longer occupies); a failed call is logged and retried
+next cycle. A quota change never evicts by itself: only a preemption decision suspends.
+
+The budgets seam (:class:`BudgetGate`) gives the workspaces whose ``stop`` budget is
+exhausted (nothing of theirs is admitted) and the jobs to stop (suspended, never a
+subscription ``quota``-mode job).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Protocol
+
+from sqlalchemy import Connection
+
+from consumers.dispatcher.actuator import ActuationError, Actuator, JobRef
+from consumers.dispatcher.decisions import (
+    Figures,
+    admission_event,
+    pending_event,
+    preemption_event,
+    record_of,
+)
+from ledger.dispatch import CycleInput, CycleResult, plan_cycle
+from ledger.dispatch.cycle import relevant_changes
+from ledger.envelopes import Envelope
+from ledger.events import AdmissionDecided, PreemptionDecided
+from ledger.store.base import DuplicateEventConflict, EventStore
+from projections.dispatch_reads import DecisionRecord, DispatchJob, DispatchView, read_dispatch
+
+__all__ = ["BudgetGate", "CycleOutcome", "Dispatcher"]
+
+log = logging.getLogger(__name__)
+
+#: billing modes a budget stop may suspend (pay-as-you-go); ``quota`` is prepaid
+_PAY_AS_YOU_GO = frozenset({"public", "spot", "idle"})
+
+
+class BudgetGate(Protocol):
+    """What the budgets give the dispatcher each cycle (wired by the composition root)."""
+
+    def exhausted_workspaces(self, conn: Connection, at: datetime) -> frozenset[str]:
+        """Workspaces whose ``stop`` budget is exhausted at ``at``."""
+
+    def jobs_to_stop(self, conn: Connection, at: datetime) -> Sequence[str]:
+        """Uids of the running jobs those budgets stop."""
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    """What one cycle decided, stored and did."""
+
+    at: datetime
+    admitted: tuple[str, ...] = ()
+    #: (preemptor, its victims)
+    preemptions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    pending: int = 0
+    #: decision events newly stored (a retried cycle stores none twice)
+    stored: int = 0
+    resumed: tuple[str, ...] = ()
+    suspended: tuple[str, ...] = ()
+    #: actions that failed, retried next cycle
+    failures: tuple[str, ...] = ()
+    #: admissions and victims decided, not yet confirmed by the watched state
+    unconfirmed: int = 0
+    budget_stopped: tuple[str, ...] = ()
+    unplaced: int = 0
+    result: CycleResult = field(default_factory=CycleResult, repr=False)
+
+    def summary(self) -> str:
+        """One line for the CLI."""
+        victims = sum(len(v) for _, v in self.preemptions)
+        parts = [
+            f"cycle at {self.at.isoformat()}",
+            f"admitted {len(self.admitted)}",
+            f"preemptions {len(self.preemptions)} ({victims} victims)",
+            f"pending {self.pending}",
+            f"stored {self.stored}",
+            f"resumed {len(self.resumed)}",
+            f"suspended {len(self.suspended)}",
+            f"unconfirmed {self.unconfirmed}",
+        ]
+        if self.budget_stopped:
+            parts.append(f"budget-stopped {len(self.budget_stopped)}")
+        if self.unplaced:
+            parts.append(f"no quota {self.unplaced}")
+        if self.failures:
+            parts.append(f"failed {len(self.failures)} (retried next cycle)")
+        return ", ".join(parts)
+
+
+Reads = Callable[[], AbstractContextManager[Connection]]
+
+
+class Dispatcher:
+    """The live loop's cycle. ``reads`` opens a connection to the read models (default:
+    a snapshot of ``store``); ``refresh`` brings them up to date before a cycle (e.g. the
+    projector's catch-up; the closed-loop replay quiesces its pipeline instead)."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        actuator: Actuator,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        *,
+        reads: Reads | None = None,
+        refresh: Callable[[], None] | None = None,
+        budgets: BudgetGate | None = None,
+    ) -> None:
+        self.store = store
+        self.actuator = actuator
+        self.clock = clock
+        self.reads = reads or self._snapshot
+        self.refresh = refresh
+        self.budgets = budgets
+        # decisions stored by this process the read model may not show yet
+        self._recent: dict[str, DecisionRecord] = {}
+        self._previous: CycleInput | None = None
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[Connection]:
+        with self.store.snapshot() as uow:
+            yield uow.connection
+
+    def read(self, now: datetime) -> tuple[DispatchView, Sequence[str]]:
+        """The cycle's view at ``now`` and the jobs budgets stop."""
+        with self.reads() as conn:
+            blocked: frozenset[str] = frozenset()
+            to_stop: Sequence[str] = ()
+            if self.budgets is not None:
+                blocked = self.budgets.exhausted_workspaces(conn, now)
+                to_stop = self.budgets.jobs_to_stop(conn, now)
+            view = read_dispatch(conn, now, blocked_workspaces=blocked, recent=self._recent)
+        for uid in [u for u in self._recent if u not in view.jobs]:
+            del self._recent[uid]  # ended or gone: nothing left to confirm
+        return view, to_stop
+
+    def cycle(self, now: datetime | None = None) -> CycleOutcome:
+        """Read, decide, store, act (see the module docstring)."""
+        if self.refresh is not None:
+            self.refresh()
+        now = now or self.clock()
+        view, to_stop = self.read(now)
+        # BestEffortFIFO's parked heads are retried where capacity was freed or the tree
+        # changed since the last cycle; a process that has no last cycle retries them all
+        previous, self._previous = self._previous, view.cycle
+        requeue = (
+            relevant_changes(previous, view.cycle)
+            if previous is not None
+            else frozenset(q.name for q in view.cycle.quotas if q.parent is None)
+        )
+        view = replace(view, cycle=replace(view.cycle, requeue=requeue))
+        result = plan_cycle(view.cycle)
+        events = self._decisions(view, result, now)
+        stored = self._store(events)
+
+        admit = {d.job for d in result.admissions} | set(view.admitting)
+        victims = dict(view.stopping)
+        for decision in result.preemptions:
+            for v in decision.victims:
+                victims.setdefault(v.job, decision.job)
+        admit -= set(victims)  # an admission not yet carried out, now chosen as a victim
+        failures: list[str] = []
+        resumed = [uid for uid in sorted(admit) if self._act(view.jobs[uid], "resume", failures)]
+        suspended = [
+            uid for uid in sorted(victims) if self._act(view.jobs[uid], "suspend", failures)
+        ]
+        budget_stopped = [
+            uid
+            for uid in sorted(set(to_stop) - set(victims))
+            if uid in view.jobs
+            and view.jobs[uid].occupying
+            and view.jobs[uid].billing_mode in _PAY_AS_YOU_GO
+            and self._act(view.jobs[uid], "suspend", failures)
+        ]
+        return CycleOutcome(
+            at=now,
+            admitted=tuple(d.job for d in result.admissions),
+            preemptions=tuple((d.job, tuple(v.job for v in d.victims)) for d in result.preemptions),
+            pending=len(result.pending),
+            stored=stored,
+            resumed=tuple(resumed),
+            suspended=tuple(suspended),
+            failures=tuple(failures),
+            unconfirmed=len(admit) + len(victims),
+            budget_stopped=tuple(budget_stopped),
+            unplaced=len(view.unplaced),
+            result=result,
+        )
+
+    # -- decide ----------------------------------------------------------------------------
+
+    def _decisions(
+        self, view: DispatchView, result: CycleResult, now: datetime
+    ) -> list[tuple[Envelope, AdmissionDecided | PreemptionDecided]]:
+        figures = Figures(view.cycle)
+        jobs = view.jobs
+        out: list[tuple[Envelope, AdmissionDecided | PreemptionDecided]] = []
+        for decision in result.admissions:
+            out.append(_typed(admission_event(decision, jobs[decision.job], figures, now)))
+        for decision in result.preemptions:
+            victims: Mapping[str, DispatchJob] = {v.job: jobs[v.job] for v in decision.victims}
+            out.append(
+                _typed(preemption_event(decision, jobs[decision.job], victims, figures, now))
+            )
+        preempting = {d.job for d in result.preemptions}
+        for status in result.pending:
+            if status.job in preempting:
+                continue  # its preemption decision says why it waits
+            event = pending_event(
+                status, jobs[status.job], view.decisions.get(status.job), figures, now
+            )
+            if event is not None:
+                out.append(_typed(event))
+        return out
+
+    def _store(self, events: list[tuple[Envelope, AdmissionDecided | PreemptionDecided]]) -> int:
+        """Append the decisions in one transaction; one whose id is already stored with
+        other figures (the same decision, retried after a crash) keeps the stored one."""
+        batch = list(events)
+        with self.store.transaction() as uow:
+            while True:
+                try:
+                    result = uow.append([e for e, _ in batch])
+                    break
+                except DuplicateEventConflict as exc:
+                    log.info("decision %s already stored: the stored one stands", exc.event_id)
+                    batch = [(e, d) for e, d in batch if e.event_id != exc.event_id]
+        duplicates = set(result.duplicates)
+        new = [(e, d) for e, d in batch if e.event_id not in duplicates]
+        for (envelope, data), position in zip(new, result.positions, strict=True):
+            for record in record_of(data, envelope.occurred_at, position):
+                self._recent[record.job_uid] = record
+        return len(result.positions)
+
+    # -- act -------------------------------------------------------------------------------
+
+    def _act(self, job: DispatchJob, action: str, failures: list[str]) -> bool:
+        ref = JobRef(job.uid, job.namespace, job.name, job.kind)
+        try:
+            if action == "resume":
+                self.actuator.resume(ref)
+            else:
+                if job.billing_mode == "idle":
+                    self.actuator.delete_pods(ref)  # idle capacity is reclaimed at once
+                self.actuator.suspend(ref)
+        except ActuationError as exc:
+            log.warning("%s of %s failed, retried next cycle: %s", action, job.uid, exc)
+            failures.append(f"{action} {job.uid}: {exc}")
+            return False
+        return True
+
+
+def _typed(
+    envelope: Envelope,
+) -> tuple[Envelope, AdmissionDecided | PreemptionDecided]:
+    if envelope.type == "AdmissionDecided":
+        return envelope, AdmissionDecided.model_validate(envelope.data)
+    return envelope, PreemptionDecided.model_validate(envelope.data)

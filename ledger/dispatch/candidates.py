@@ -1,0 +1,85 @@
+"""What Kueue's two preemption algorithms share (``pkg/scheduler/preemption/common`` and
+``preemption.go``): the preemption policies, the candidate order, the fit check and the
+fill-back that trims a victim set to a near-minimal one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ledger.dispatch.capacity import Tree
+from ledger.dispatch.model import Admitted, Incoming, Reason
+
+__all__ = [
+    "Target",
+    "fill_back",
+    "order_key",
+    "satisfies_policy",
+    "uses_keys",
+    "workload_fits",
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A chosen victim and the reason Kueue records for it."""
+
+    workload: Admitted
+    reason: Reason
+
+
+def satisfies_policy(policy: str, incoming: Incoming, candidate: Admitted) -> bool:
+    """Kueue's ``SatisfiesPreemptionPolicy`` (``Never`` allows nothing)."""
+    if policy == "LowerPriority":
+        return candidate.priority < incoming.priority
+    if policy == "LowerOrNewerEqualPriority":
+        return candidate.priority < incoming.priority or (
+            candidate.priority == incoming.priority and incoming.created_at < candidate.admitted_at
+        )
+    return policy == "Any"
+
+
+def uses_keys(workload: Admitted, keys: Iterable[str]) -> bool:
+    """Kueue's ``WorkloadUsesResources``: only workloads using a contested key are candidates."""
+    return any(workload.resources.get(k, 0) > 0 for k in keys)
+
+
+def order_key(incoming_quota: str, wl: Admitted) -> tuple[bool, int, float, str]:
+    """Kueue's ``CandidatesOrdering``: other quotas first, lower priority first, most
+    recently admitted first, then by name (Kueue: by UID) for determinism."""
+    return (wl.quota == incoming_quota, wl.priority, -wl.admitted_at.timestamp(), wl.job)
+
+
+def workload_fits(
+    tree: Tree, quota: str, request: Mapping[str, float], *, allow_borrowing: bool
+) -> bool:
+    """Kueue's ``workloadFits``: within ``available`` for every key, and, without
+    borrowing, within the quota's ``min`` too."""
+    for k, v in request.items():
+        if not allow_borrowing and tree.borrowing_with(quota, k, v):
+            return False
+        if v > max(0.0, tree.available(quota, k)):
+            return False
+    return True
+
+
+def fill_back(
+    tree: Tree,
+    quota: str,
+    request: Mapping[str, float],
+    targets: list[Target],
+    *,
+    allow_borrowing: bool,
+) -> list[Target]:
+    """Kueue's ``fillBackWorkloads``: with every target removed from ``tree``, give back
+    each one but the last (newest removal first) whose return still lets the incoming
+    fit. The kept targets stay removed from ``tree``."""
+    kept = list(targets)
+    for i in range(len(kept) - 2, -1, -1):
+        wl = kept[i].workload
+        tree.add(wl.quota, wl.resources)
+        if workload_fits(tree, quota, request, allow_borrowing=allow_borrowing):
+            kept.pop(i)
+        else:
+            tree.remove(wl.quota, wl.resources)
+    return kept

@@ -1,0 +1,351 @@
+"""A dispatcher cycle's input, read from projected state: the quota tree, the jobs that
+occupy or wait, and the decisions already taken but not yet seen acted on.
+
+From ``job_state`` (projections/jobs) and the quota tree (projections/quota_reads):
+
+- *pending*: a job ``Queuing`` (created suspended) or ``Preempted`` (suspended again),
+  not deleted and holding no pod; queued at the instant it entered that status (a
+  preempted job queues anew, as Kueue requeues an evicted workload);
+- *admitted*: a job ``Admitted``, ``Running`` or ``Restarting``, or any job still holding
+  a pod (a victim releasing, a job stopping); admitted at the start of its current run
+  of admitted/running statuses;
+- a job whose quota is unknown or not a leaf of the tree is neither (``unplaced``).
+
+The job's quota is the one its JobSubmitted named, else its workspace's binding; its
+resources are its replicas summed, per key of the tree (``gpu/<model>`` counts as the
+leaf names it, else ``gpu/any``: :func:`ledger.quotas.counted_flavor`; cpu in
+milli-cores, memory in MiB), keys the tree never names left out (nothing limits them).
+
+Decisions (``dispatch_decisions``, plus a caller's own not yet projected): an admission
+of the job's current episode whose job still waits counts the job as admitted (it holds
+its place while being resumed); a preemptor whose victims still occupy waits
+(``preempting``); a BestEffortFIFO head parked in its latest pending decision stays
+parked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, or_, select
+
+from ledger.dispatch import Admitted, CycleInput, Incoming
+from ledger.dispatch.trees import DispatchConfig, dispatch_config
+from ledger.events import QuotaSpec
+from ledger.quotas import QuotaTree, counted_flavor
+from projections.dispatch_decisions import dispatch_decisions
+from projections.jobs.tables import job_state
+from projections.quota_reads import quota_tree
+
+__all__ = [
+    "ADMITTED_STATUSES",
+    "PENDING_STATUSES",
+    "DecisionRecord",
+    "DispatchJob",
+    "DispatchView",
+    "dispatch_input",
+    "job_resources",
+    "read_decisions",
+    "read_dispatch",
+]
+
+PENDING_STATUSES = frozenset({"Queuing", "Preempted"})
+ADMITTED_STATUSES = frozenset({"Admitted", "Running", "Restarting"})
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """The latest decision about one job (a row of ``dispatch_decisions``)."""
+
+    job_uid: str
+    attempt: int
+    outcome: str  # admit | pending | preempt | victim
+    reason: str | None = None
+    quota: str | None = None
+    preemptor: str | None = None
+    victims: tuple[str, ...] = ()
+    pending_count: int = 0
+    position: int = 0
+    decided_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class DispatchJob:
+    """A job the dispatcher may act on: its identity on the cluster and its state."""
+
+    uid: str
+    name: str
+    namespace: str
+    kind: str
+    status: str
+    #: the pending episode: the job's preemptions so far
+    attempt: int
+    quota: str | None
+    workspace: str
+    billing_mode: str
+    priority: int
+    resources: Mapping[str, float]
+    since: datetime
+    occupying: bool
+    pending: bool
+
+
+@dataclass(frozen=True)
+class DispatchView:
+    """Everything one cycle reads: the core's input and what the loop acts on."""
+
+    cycle: CycleInput
+    config: DispatchConfig
+    tree: QuotaTree
+    jobs: Mapping[str, DispatchJob] = field(default_factory=dict)
+    decisions: Mapping[str, DecisionRecord] = field(default_factory=dict)
+    #: admissions decided for the jobs' current episode whose jobs still wait
+    admitting: frozenset[str] = frozenset()
+    #: victims decided whose jobs still occupy: victim -> preemptor
+    stopping: Mapping[str, str] = field(default_factory=dict)
+    #: jobs with no leaf quota: never decided
+    unplaced: tuple[str, ...] = ()
+
+
+def dispatch_input(
+    conn: Connection,
+    now: datetime,
+    *,
+    blocked_workspaces: frozenset[str] = frozenset(),
+) -> CycleInput:
+    """The input of a cycle at ``now`` from projected state (see the module docstring)."""
+    return read_dispatch(conn, now, blocked_workspaces=blocked_workspaces).cycle
+
+
+def read_decisions(
+    conn: Connection, jobs: Collection[str] | None = None
+) -> dict[str, DecisionRecord]:
+    """The latest decision per job (of ``jobs`` only, unless None)."""
+    t = dispatch_decisions
+    query = select(t)
+    if jobs is not None:  # one array parameter, however many jobs
+        uids = bindparam("uids", sorted(jobs), type_=ARRAY(Text))
+        query = query.where(t.c.job_uid == any_(uids))
+    return {
+        row.job_uid: DecisionRecord(
+            row.job_uid,
+            row.attempt,
+            row.outcome,
+            row.reason,
+            row.quota,
+            row.preemptor,
+            tuple(row.victims),
+            row.pending_count,
+            row.position,
+            row.decided_at,
+        )
+        for row in conn.execute(query)
+    }
+
+
+def job_resources(
+    replicas: list[dict[str, Any]], spec: QuotaSpec | None, keys: frozenset[str]
+) -> dict[str, float]:
+    """A job's request summed over its replicas, per key of the tree that counts it."""
+    out: dict[str, float] = {}
+    for r in replicas:
+        count = int(r.get("count", 1))
+        parts = (
+            (counted_flavor(spec, str(r.get("flavor", "gpu/any"))), r.get("mgpu", 0)),
+            ("cpu", r.get("cpu_milli", 0)),
+            ("memory", r.get("memory_mib", 0)),
+        )
+        for key, qty in parts:
+            if key in keys and qty:
+                out[key] = out.get(key, 0) + count * int(qty)
+    return out
+
+
+def _tree_keys(tree: QuotaTree) -> frozenset[str]:
+    return frozenset(
+        key
+        for spec in tree.specs.values()
+        for amounts in (spec.min, spec.max, spec.lend_limit)
+        for key in amounts
+    )
+
+
+def _admitted_since(transitions: list[list[str]], fallback: datetime) -> datetime:
+    """The start of the job's current run of admitted/running statuses."""
+    since: str | None = None
+    for status, at in reversed(transitions):
+        if status not in ADMITTED_STATUSES:
+            break
+        since = at
+    return datetime.fromisoformat(since) if since is not None else fallback
+
+
+def _jobs(conn: Connection, tree: QuotaTree, leaves: frozenset[str]) -> dict[str, DispatchJob]:
+    keys = _tree_keys(tree)
+    s = job_state.c
+    rows = conn.execute(
+        select(
+            s.job_uid,
+            s.name,
+            s.namespace,
+            s.kind,
+            s.status,
+            s.status_since,
+            s.preemptions,
+            s.quota,
+            s.workspace,
+            s.billing_mode,
+            s.priority,
+            s.replicas,
+            s.open_occupancies,
+            s.deleted_at,
+            s.transitions,
+        ).where(
+            or_(
+                s.status.in_(sorted(PENDING_STATUSES | ADMITTED_STATUSES)),
+                s.open_occupancies != [],
+            )
+        )
+    )
+    jobs: dict[str, DispatchJob] = {}
+    for row in rows:
+        occupying = bool(row.open_occupancies) or row.status in ADMITTED_STATUSES
+        pending = (
+            row.status in PENDING_STATUSES and not row.open_occupancies and row.deleted_at is None
+        )
+        if not occupying and not pending:
+            continue
+        workspace = row.workspace or ""
+        quota = row.quota or tree.bindings.get(workspace)
+        spec = tree.specs.get(quota) if quota else None
+        since = (
+            row.status_since
+            if pending
+            else _admitted_since(list(row.transitions or ()), row.status_since)
+        )
+        jobs[row.job_uid] = DispatchJob(
+            uid=row.job_uid,
+            name=row.name or row.job_uid,
+            namespace=row.namespace or "default",
+            kind=row.kind or "Job",
+            status=row.status,
+            attempt=int(row.preemptions),
+            quota=quota if quota in leaves else None,
+            workspace=workspace,
+            billing_mode=row.billing_mode or "public",
+            priority=int(row.priority or 0),
+            resources=job_resources(list(row.replicas or ()), spec, keys),
+            since=since,
+            occupying=occupying,
+            pending=pending,
+        )
+    return jobs
+
+
+def read_dispatch(
+    conn: Connection,
+    now: datetime,
+    *,
+    blocked_workspaces: frozenset[str] = frozenset(),
+    recent: Mapping[str, DecisionRecord] | None = None,
+) -> DispatchView:
+    """The cycle's input at ``now`` and what it rests on. ``recent``: decisions the caller
+    stored that the read model may not show yet (the newer by position wins)."""
+    tree = quota_tree(conn)
+    config = dispatch_config(tree)
+    children = tree.children()
+    leaves = frozenset(name for name in tree.specs if not children.get(name))
+    jobs = _jobs(conn, tree, leaves)
+    decisions = read_decisions(conn, sorted(jobs))
+    for uid, record in (recent or {}).items():
+        known = decisions.get(uid)
+        if known is None or known.position < record.position:
+            decisions[uid] = record
+
+    admitting: set[str] = set()
+    stopping: dict[str, str] = {}
+    for uid, d in decisions.items():
+        job = jobs.get(uid)
+        if job is None or d.attempt != job.attempt:
+            continue
+        if d.outcome == "admit" and job.pending:
+            admitting.add(uid)
+        elif d.outcome == "victim" and job.occupying and d.preemptor is not None:
+            stopping[uid] = d.preemptor
+    preempting = frozenset(
+        uid
+        for uid, d in decisions.items()
+        if d.outcome == "preempt"
+        and uid in jobs
+        and jobs[uid].pending
+        and d.attempt == jobs[uid].attempt
+        and any(stopping.get(v) == uid for v in d.victims)
+    )
+    parked = frozenset(
+        uid
+        for uid, d in decisions.items()
+        if d.outcome == "pending"
+        and d.reason == "Parked"
+        and uid in jobs
+        and jobs[uid].pending
+        and d.attempt == jobs[uid].attempt
+    )
+
+    admitted: list[Admitted] = []
+    pending: list[Incoming] = []
+    unplaced: list[str] = []
+    for uid in sorted(jobs):
+        job = jobs[uid]
+        if job.quota is None:
+            unplaced.append(uid)
+            continue
+        if job.occupying or uid in admitting:
+            decided = decisions[uid].decided_at if uid in admitting else None
+            at = decided or (now if uid in admitting else job.since)
+            admitted.append(
+                Admitted(
+                    uid,
+                    job.quota,
+                    job.priority,
+                    job.resources,
+                    at,
+                    job.workspace,
+                    job.billing_mode,
+                )
+            )
+        else:
+            pending.append(
+                Incoming(
+                    uid,
+                    job.quota,
+                    job.priority,
+                    job.resources,
+                    job.since,
+                    job.workspace,
+                    job.billing_mode,
+                )
+            )
+    cycle = CycleInput(
+        quotas=config.quotas,
+        admitted=tuple(admitted),
+        pending=tuple(pending),
+        now=now,
+        queues=config.queues,
+        parked=parked,
+        blocked_workspaces=blocked_workspaces,
+        preempting=preempting,
+        fair_sharing=config.fair_sharing,
+    )
+    return DispatchView(
+        cycle=cycle,
+        config=config,
+        tree=tree,
+        jobs=jobs,
+        decisions=decisions,
+        admitting=frozenset(admitting),
+        stopping=stopping,
+        unplaced=tuple(unplaced),
+    )
