@@ -10,7 +10,7 @@ quota resolved through the workspace binding):
   next ``AdmissionDecided`` with outcome ``admit``; ``wait = admitted - queued``. p50 / p95
   (continuous percentiles) / max per admitted quota and priority, for waits that closed in
   ``[from, to)``; ``waiting`` counts the jobs of the group the dispatcher has decided on
-  whose wait is still open.
+  whose wait is still open, ``withdrawn`` those deleted while waiting.
 - **preemptions**: one row per victim of each ``PreemptionDecided`` in the window: who
   preempted whom, the reason, and what the victim lost: its occupancy since its last start
   (the latest occupancy started at or before the decision), up to that occupancy's end (the
@@ -95,7 +95,7 @@ WITH marks AS (
            COUNT(*) FILTER (WHERE admits = 0 AND quota IS NOT NULL) > 0 AS requeued
       FROM segmented GROUP BY job_uid, segment
 )
-SELECT w.job_uid, j.name, j.namespace, w.queued_at, w.admitted_at, w.requeued,
+SELECT w.job_uid, j.name, j.namespace, w.queued_at, w.admitted_at, w.requeued, j.deleted_at,
        COALESCE(w.admitted_quota, w.victim_quota, j.quota, b.quota, '-') AS quota,
        COALESCE(j.priority, 0) AS priority,
        EXTRACT(EPOCH FROM w.admitted_at - w.queued_at)::float8 AS wait_s
@@ -128,7 +128,10 @@ def waits_report(conn: Connection, window: DecisionWindow) -> list[dict[str, Any
             SELECT quota, priority,
                    COUNT(admitted_at) AS waits,
                    COUNT(admitted_at) FILTER (WHERE requeued) AS requeued,
-                   COUNT(*) FILTER (WHERE admitted_at IS NULL) AS waiting,
+                   COUNT(*) FILTER (WHERE admitted_at IS NULL AND deleted_at IS NULL)
+                       AS waiting,
+                   COUNT(*) FILTER (WHERE admitted_at IS NULL AND deleted_at IS NOT NULL)
+                       AS withdrawn,
                    percentile_cont(0.5) WITHIN GROUP (ORDER BY wait_s) AS p50_s,
                    percentile_cont(0.95) WITHIN GROUP (ORDER BY wait_s) AS p95_s,
                    MAX(wait_s) AS max_s,

@@ -106,6 +106,7 @@ def test_waits_preemptions_goodput_from_the_events(store: PostgresEventStore) ->
     assert q1["max_s"] == Decimal("3690.0") and q1["p50_s"] == Decimal("3640.0")
     assert q1["p95_s"] == Decimal("3685.0")  # 3,640 + 0.9 x 50, continuous
     assert (q2["quota"], q2["waits"], q2["waiting"], q2["max_s"]) == ("q2", 0, 1, None)
+    assert q2["withdrawn"] == 0
     assert [(r["waits"], r["max_s"]) for r in late] == [(2, Decimal("3690.0")), (0, None)]
 
     (p,) = preemptions

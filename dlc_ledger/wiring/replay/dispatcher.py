@@ -17,5 +17,9 @@ __all__ = ["default_dispatcher"]
 def default_dispatcher(
     store: PostgresEventStore, api: client.ApiClient, clock: Callable[[], datetime]
 ) -> CycleRunner:
-    """The live dispatcher on ``store``, acting through ``api``, on ``clock``."""
-    raise NotImplementedError("the live dispatcher (consumers/dispatcher) is not merged yet")
+    """The live dispatcher on ``store``, acting through ``api``, on ``clock``; the loop
+    brings the read models up to date itself before each cycle (no ``refresh``)."""
+    from consumers.dispatcher.kube_actuator import KubeActuator
+    from consumers.dispatcher.loop import Dispatcher
+
+    return Dispatcher(store, KubeActuator(api), clock)
