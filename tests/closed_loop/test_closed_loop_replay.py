@@ -2,8 +2,8 @@
 against the events read independently from the store.
 
 The slice (the first 150 openb jobs that are not best-effort, written as an openb CSV) and
-``closed-loop.yaml`` (24 GPUs guaranteed for a ~38-GPU peak) make jobs queue for days, and a
-latency-sensitive job reclaims from a borrowing burstable one: a preemption. (Best-effort
+``closed-loop.yaml`` (24 GPUs guaranteed for a ~38-GPU peak) make jobs queue for days, and the
+guaranteed job reclaims from a borrowing latency-sensitive one: a preemption. (Best-effort
 jobs are left out: their idle-mode victims are re-admitted into the capacity their
 preemptor freed, cycle after cycle; see docs/dispatch.md.) Every figure of ``report waits
 | preemptions | goodput`` is recomputed here from the raw events (JobSubmitted,
@@ -161,7 +161,7 @@ def test_closed_loop_slice_queues_preempts_and_reports_match_the_events(
     assert summary.ok and summary.dead_letters == 0 and summary.projected
     assert figures is not None and figures.jobs == SLICE
     assert figures.never_admitted == 0 and figures.unfinished == []
-    assert figures.preemptions >= 1  # best-effort borrowers reclaimed
+    assert figures.preemptions >= 1  # a borrower reclaimed
     assert figures.wait_max_s is not None and figures.wait_max_s > 0  # jobs queued
 
     with store.engine.connect() as conn:
