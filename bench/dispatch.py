@@ -8,13 +8,14 @@ pending jobs of priorities 1-9 spread over the leaves, under every queue policy 
 within-quota and reclaim preemption enabled on half of the leaves. At 100,000 admitted the
 same tree has ten times the quota and ten workloads for each one at 10,000.
 
-Baseline, measured in the same run: the naive cycle, which decides each pending job with
-:func:`~ledger.dispatch.preemption.decide` on a fresh snapshot of everything admitted (what
-``plan_cycle`` did before it kept one capacity tree for the cycle), timed on the first
-``--baseline-jobs`` jobs of the same queue and reported per decision.
+Two worlds: within-quota and reclaim preemption (``LowerPriority``) on every second leaf,
+and none (Kueue's default policies). Baseline, measured in the same run: the naive cycle,
+which decides each pending job with :func:`~ledger.dispatch.preemption.decide` on a fresh
+snapshot of everything admitted (what ``plan_cycle`` did before it kept one decider for
+the cycle), timed on the first ``--baseline-jobs`` jobs of the same queue, per decision.
 
-Last stdout line: JSON with ``decisions_per_s_10k``, ``decisions_per_s_100k``, their
-ratio and the baseline's rates.
+Last stdout line: JSON with, per world, decisions/s at 10k and 100k admitted, their
+ratio, the time to count the admitted set, and the baseline's rates.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from ledger.dispatch import (
     Admitted,
     CycleInput,
+    Decider,
     Incoming,
     Preemption,
     QueueSettings,
@@ -42,6 +44,7 @@ __all__ = ["main", "world"]
 
 NOW = datetime(2026, 12, 5, tzinfo=UTC)
 DEPARTMENTS = 20
+FREE_GPUS = 1_000
 QUOTAS = 1_000
 POLICIES: tuple[QueuePolicyName, ...] = (
     "FIFO",
@@ -54,21 +57,22 @@ POLICIES: tuple[QueuePolicyName, ...] = (
 )
 
 
-def world(admitted: int, pending: int, seed: int = 27) -> CycleInput:
-    """The benchmark's cycle input with ``admitted`` running and ``pending`` queued jobs."""
+def world(admitted: int, pending: int, *, preempting: int = 2, seed: int = 27) -> CycleInput:
+    """The benchmark's cycle input with ``admitted`` running and ``pending`` queued jobs;
+    one leaf in ``preempting`` has within-quota and reclaim preemption (0: none)."""
     rng = random.Random(seed)
     leaves = QUOTAS - 1 - DEPARTMENTS
-    per_leaf = admitted / leaves
-    # a leaf's min holds its share of the running jobs (1-4 GPUs, 8-32 cores each)
-    gpu_min = int(per_leaf * 2_500)
-    cpu_min = int(per_leaf * 20_000)
+    # the leaves' mins add up to what the running jobs use (2 GPUs, 16 cores on average)
+    # plus FREE_GPUS: the same room for the queue at every size of the admitted set
+    gpu_min = int((admitted * 2_000 + FREE_GPUS * 1_000) / leaves)
+    cpu_min = gpu_min * 8
     quotas: list[QuotaNode] = [QuotaNode("root")]
     leaf_names: list[str] = []
     for d in range(DEPARTMENTS):
         quotas.append(QuotaNode(f"dept-{d:02d}", "root"))
     for n in range(leaves):
         name = f"team-{n:04d}"
-        preempting = n % 2 == 0
+        allows = preempting > 0 and n % preempting == 0
         quotas.append(
             QuotaNode(
                 name,
@@ -76,8 +80,8 @@ def world(admitted: int, pending: int, seed: int = 27) -> CycleInput:
                 {"gpu": gpu_min, "cpu": cpu_min},
                 {"gpu": gpu_min * 2, "cpu": cpu_min * 2},
                 preemption=Preemption(
-                    within_quota="LowerPriority" if preempting else "Never",
-                    reclaim="LowerPriority" if preempting else "Never",
+                    within_quota="LowerPriority" if allows else "Never",
+                    reclaim="LowerPriority" if allows else "Never",
                 ),
             )
         )
@@ -125,6 +129,14 @@ def timed_cycle(cycle: CycleInput) -> tuple[float, dict[str, int]]:
     return seconds, counts
 
 
+def state_build(cycle: CycleInput) -> float:
+    """Seconds to count the admitted set into a decider (the O(admitted) part of a cycle,
+    which a long-running dispatcher could keep between cycles)."""
+    started = time.perf_counter()
+    Decider(Snapshot(cycle.quotas, cycle.admitted, fair_sharing=cycle.fair_sharing))
+    return time.perf_counter() - started
+
+
 def baseline(cycle: CycleInput, jobs: int) -> float:
     """Seconds per decision of the naive cycle: a fresh snapshot per pending job."""
     admitted = list(cycle.admitted)
@@ -133,39 +145,41 @@ def baseline(cycle: CycleInput, jobs: int) -> float:
     for job in order:
         decision = decide(Snapshot(cycle.quotas, tuple(admitted)), job)
         if decision.outcome == "admit":
-            admitted.append(
-                Admitted(job.job, job.quota, job.priority, job.resources, cycle.now)
-            )
+            admitted.append(Admitted(job.job, job.quota, job.priority, job.resources, cycle.now))
     return (time.perf_counter() - started) / max(1, len(order))
+
+
+WORLDS = (
+    ("preemption", 2, "within-quota and reclaim preemption on every 2nd leaf"),
+    ("nopreemption", 0, "no preemption (Kueue's default policies)"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench dispatch")
     parser.add_argument("--pending", type=int, default=1_000)
-    parser.add_argument("--baseline-jobs", type=int, default=20)
+    parser.add_argument("--baseline-jobs", type=int, default=10)
     args = parser.parse_args(argv)
     figures: dict[str, float] = {}
-    for label, admitted in (("10k", 10_000), ("100k", 100_000)):
-        cycle = world(admitted, args.pending)
-        seconds, counts = timed_cycle(cycle)
-        rate = args.pending / seconds
-        per_baseline = baseline(cycle, args.baseline_jobs)
-        figures[f"decisions_per_s_{label}"] = round(rate)
-        figures[f"baseline_decisions_per_s_{label}"] = round(1 / per_baseline, 1)
-        print(
-            f"{admitted:,} admitted, {args.pending:,} pending: one cycle {seconds * 1000:,.0f} ms,"
-            f" {rate:,.0f} decisions/s ({counts});"
-            f" baseline (fresh snapshot per decision) {1 / per_baseline:,.1f} decisions/s"
+    for name, preempting, what in WORLDS:
+        print(f"{QUOTAS:,} quotas in 3 levels, {what}:")
+        for label, admitted in (("10k", 10_000), ("100k", 100_000)):
+            cycle = world(admitted, args.pending, preempting=preempting)
+            seconds, counts = timed_cycle(cycle)
+            build = state_build(cycle)
+            rate = args.pending / seconds
+            per_baseline = baseline(cycle, args.baseline_jobs)
+            figures[f"{name}_decisions_per_s_{label}"] = round(rate)
+            figures[f"{name}_state_build_ms_{label}"] = round(build * 1000, 1)
+            figures[f"{name}_baseline_decisions_per_s_{label}"] = round(1 / per_baseline, 1)
+            print(
+                f"  {admitted:,} admitted, {args.pending:,} pending: one cycle"
+                f" {seconds * 1000:,.0f} ms = {rate:,.0f} decisions/s"
+                f" (of which counting the admitted set {build * 1000:,.0f} ms); {counts};"
+                f" baseline (a fresh snapshot per decision) {1 / per_baseline:,.1f} decisions/s"
+            )
+        figures[f"{name}_ratio_100k_to_10k"] = round(
+            figures[f"{name}_decisions_per_s_100k"] / figures[f"{name}_decisions_per_s_10k"], 3
         )
-    ratio = figures["decisions_per_s_100k"] / figures["decisions_per_s_10k"]
-    print(
-        json.dumps(
-            {
-                "quotas": QUOTAS,
-                "pending": args.pending,
-                **figures,
-                "ratio_100k_to_10k": round(ratio, 3),
-            }
-        )
-    )
+    print(json.dumps({"quotas": QUOTAS, "pending": args.pending, **figures}))
     return 0

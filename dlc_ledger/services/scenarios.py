@@ -135,7 +135,7 @@ def _fair_sharing(value: Any) -> tuple[bool, tuple[FairSharingStrategy, ...]]:
     enabled = fair.get("enabled", False)
     if not isinstance(enabled, bool):
         raise ScenarioError("fair_sharing.enabled: expected true or false")
-    raw = fair.get("preemption_strategies")
+    raw = fair.get("preemption_strategies", fair.get("preemptionStrategies"))
     if raw is None:
         return enabled, DEFAULT_STRATEGIES
     if not isinstance(raw, list) or not 1 <= len(raw) <= 2:
@@ -145,11 +145,6 @@ def _fair_sharing(value: Any) -> tuple[bool, tuple[FairSharingStrategy, ...]]:
             raise ScenarioError(
                 f"fair_sharing.preemption_strategies[{i}]: expected one of {', '.join(_STRATEGIES)}"
             )
-    if len(raw) == 2 and raw[1] != "LessThanInitialShare":
-        # Kueue's API: the second strategy can only be LessThanInitialShare
-        raise ScenarioError(
-            "fair_sharing.preemption_strategies[1]: only LessThanInitialShare may come second"
-        )
     return enabled, tuple(cast(FairSharingStrategy, name) for name in raw)
 
 

@@ -11,7 +11,6 @@ admitted workloads, one incoming workload), a decision out.
 - :mod:`~ledger.dispatch.candidates`: policies, candidate order, fit check, fill-back;
 - :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`);
 - :mod:`~ledger.dispatch.queues`: queue policies (order, which jobs a cycle tries);
-- :mod:`~ledger.dispatch.incremental`: the cycle's capacity tree, cached between changes;
 - :mod:`~ledger.dispatch.trees`: the applied quota tree as the core's inputs
   (:func:`dispatch_config`).
 """
@@ -38,7 +37,7 @@ from ledger.dispatch.model import (
     Snapshot,
     Victim,
 )
-from ledger.dispatch.preemption import IDLE, decide
+from ledger.dispatch.preemption import IDLE, Decider, decide
 from ledger.dispatch.shares import dominant_resource_share
 from ledger.dispatch.trees import DispatchConfig, dispatch_config
 
@@ -49,6 +48,7 @@ __all__ = [
     "BorrowWithin",
     "CycleInput",
     "CycleResult",
+    "Decider",
     "Decision",
     "DispatchConfig",
     "DispatchError",

@@ -11,6 +11,7 @@ from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Incoming, Reason
 
 __all__ = [
+    "ByQuota",
     "Target",
     "fill_back",
     "order_key",
@@ -18,6 +19,10 @@ __all__ = [
     "uses_keys",
     "workload_fits",
 ]
+
+
+#: admitted (non-idle) jobs by quota, then by job name
+ByQuota = Mapping[str, Mapping[str, Admitted]]
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 For a node and a resource key:
 
-- ``guaranteed`` = ``min - lend_limit`` when a lending limit is set, else 0: the part of
-  the node's quota nobody outside its subtree can reach;
+- ``guaranteed`` = ``subtree - lend_limit`` when a lending limit is set, else 0: the part
+  of the node's quota nobody outside its subtree can reach;
 - ``subtree`` (Kueue's SubtreeQuota) = a leaf's ``min``; an inner node's own pool
   (``min`` minus its children's mins) plus what each child lends (``subtree - guaranteed``);
 - ``usage`` of a leaf is what its workloads request; an inner node counts only what its
@@ -12,6 +12,9 @@ For a node and a resource key:
   plus what the parent has available, capped by its ``max`` (borrowing limit ``max - min``).
 
 A workload fits in a leaf when, for every key it requests, ``available(leaf) >= request``.
+Quotas are fixed for a tree's life, so ``subtree`` and ``guaranteed`` are computed once;
+usage is kept per node as workloads are added and removed (Kueue's ``addUsage`` /
+``removeUsage``), so a check costs the depth of the tree, not its size.
 """
 
 from __future__ import annotations
@@ -39,24 +42,27 @@ class Tree:
                 if q.parent not in self.nodes:
                     raise DispatchError(f"quota {q.name!r}: unknown parent {q.parent!r}")
                 self.children[q.parent].append(q.name)
+        self._paths: dict[str, list[str]] = {}
         for name in self.nodes:
-            self.ancestry(name)  # refuses a cycle
+            self._paths[name] = self._walk_up(name)  # refuses a cycle
         self.keys: set[str] = set()
         for q in self.nodes.values():
             self.keys.update(q.min or {}, q.max, q.lend_limit)
         self._min: dict[str, dict[str, float]] = {}
         for name in self.nodes:
             self._resolve_min(name)
-        self.leaf_usage: dict[str, dict[str, float]] = {name: {} for name in self.nodes}
+        self._subtree: dict[tuple[str, str], float] = {}
+        self._guaranteed: dict[tuple[str, str], float] = {}
+        #: raw usage per node (a subtree's workloads) and Kueue's usage per node
+        self._raw: dict[str, dict[str, float]] = {name: {} for name in self.nodes}
+        self._usage: dict[str, dict[str, float]] = {name: {} for name in self.nodes}
+        self._used_keys: set[str] = set()
         for wl in admitted:
             self.add(wl.quota, wl.resources)
 
     # structure -------------------------------------------------------------------------
 
-    def ancestry(self, name: str) -> list[str]:
-        """``name`` and its ancestors, leaf first."""
-        if name not in self.nodes:
-            raise DispatchError(f"unknown quota {name!r}")
+    def _walk_up(self, name: str) -> list[str]:
         chain = [name]
         seen = {name}
         parent = self.nodes[name].parent
@@ -68,11 +74,27 @@ class Tree:
             parent = self.nodes[parent].parent
         return chain
 
+    def ancestry(self, name: str) -> list[str]:
+        """``name`` and its ancestors, leaf first (do not change the list)."""
+        path = self._paths.get(name)
+        if path is None:
+            raise DispatchError(f"unknown quota {name!r}")
+        return path
+
     def is_leaf(self, name: str) -> bool:
         return not self.children[name]
 
     def contains(self, ancestor: str, name: str) -> bool:
         return ancestor in self.ancestry(name)
+
+    def root(self, name: str) -> str:
+        return self.ancestry(name)[-1]
+
+    def leaves(self, name: str) -> list[str]:
+        """The leaf quotas of ``name``'s subtree, in definition order."""
+        if self.is_leaf(name):
+            return [name]
+        return [leaf for child in self.children[name] for leaf in self.leaves(child)]
 
     def _resolve_min(self, name: str) -> dict[str, float]:
         if name in self._min:
@@ -99,57 +121,85 @@ class Tree:
             raise DispatchError(f"unknown quota {quota!r}")
         if not self.is_leaf(quota):
             raise DispatchError(f"quota {quota!r} has children: only leaf quotas run jobs")
-        usage = self.leaf_usage[quota]
+        path = self._paths[quota]
         for k, v in resources.items():
-            usage[k] = usage.get(k, 0) + v
+            self._used_keys.add(k)
+            for node in path:
+                raw = self._raw[node]
+                raw[k] = raw.get(k, 0) + v
+            # Kueue's addUsage: what exceeds a node's idle guarantee is stored in its parent
+            delta = v
+            for i, node in enumerate(path):
+                usage = self._usage[node]
+                local = max(0.0, self.guaranteed(node, k) - usage.get(k, 0))
+                usage[k] = usage.get(k, 0) + delta
+                if i + 1 == len(path) or delta <= local:
+                    break
+                delta -= local
 
     def remove(self, quota: str, resources: Mapping[str, float]) -> None:
-        usage = self.leaf_usage[quota]
+        path = self._paths[quota]
         for k, v in resources.items():
-            usage[k] = usage.get(k, 0) - v
+            for node in path:
+                raw = self._raw[node]
+                raw[k] = raw.get(k, 0) - v
+            # Kueue's removeUsage: give back to the parent what was stored there
+            delta = v
+            for i, node in enumerate(path):
+                usage = self._usage[node]
+                stored = usage.get(k, 0) - self.guaranteed(node, k)
+                usage[k] = usage.get(k, 0) - delta
+                if i + 1 == len(path) or stored <= 0:
+                    break
+                delta = min(delta, stored)
+
+    @property
+    def leaf_usage(self) -> dict[str, dict[str, float]]:
+        """What each leaf's workloads request, per key."""
+        return {name: usage for name, usage in self._raw.items() if self.is_leaf(name)}
 
     def used_keys(self) -> set[str]:
         """Keys some workload uses, with or without a quota of their own."""
-        return {k for usage in self.leaf_usage.values() for k in usage}
+        return self._used_keys
 
     def raw_usage(self, name: str, key: str) -> float:
         """Everything the subtree's workloads request of ``key``."""
-        if self.is_leaf(name):
-            return self.leaf_usage[name].get(key, 0)
-        return sum(self.raw_usage(child, key) for child in self.children[name])
+        return self._raw[name].get(key, 0)
 
     def is_borrowing(self, name: str, key: str, extra: float = 0) -> bool:
-        """Usage (plus ``extra``) above the node's min."""
+        """Raw usage (plus ``extra``) above the node's min."""
         return self.raw_usage(name, key) + extra > self.min(name, key)
 
     # Kueue's arithmetic ----------------------------------------------------------------
 
     def guaranteed(self, name: str, key: str) -> float:
+        cached = self._guaranteed.get((name, key))
+        if cached is not None:
+            return cached
         limit = self.nodes[name].lend_limit.get(key)
-        if limit is None or self.nodes[name].parent is None:
-            return 0
-        return max(0.0, self.subtree(name, key) - limit)
+        value = 0.0
+        if limit is not None and self.nodes[name].parent is not None:
+            value = max(0.0, self.subtree(name, key) - limit)
+        self._guaranteed[(name, key)] = value
+        return value
 
     def subtree(self, name: str, key: str) -> float:
+        cached = self._subtree.get((name, key))
+        if cached is not None:
+            return cached
         if self.is_leaf(name):
-            return self.min(name, key)
-        children = self.children[name]
-        own = self.min(name, key)
-        if self.nodes[name].min is not None:
-            own -= sum(self.min(child, key) for child in children)
+            value = self.min(name, key)
         else:
-            own = 0
-        return max(0.0, own) + sum(
-            self.subtree(child, key) - self.guaranteed(child, key) for child in children
-        )
+            children = self.children[name]
+            own = 0.0
+            if self.nodes[name].min is not None:
+                own = max(0.0, self.min(name, key) - sum(self.min(c, key) for c in children))
+            value = own + sum(self.subtree(c, key) - self.guaranteed(c, key) for c in children)
+        self._subtree[(name, key)] = value
+        return value
 
     def usage(self, name: str, key: str) -> float:
-        if self.is_leaf(name):
-            return self.leaf_usage[name].get(key, 0)
-        return sum(
-            max(0.0, self.usage(child, key) - self.guaranteed(child, key))
-            for child in self.children[name]
-        )
+        return self._usage[name].get(key, 0)
 
     def available(self, name: str, key: str, *, own_cap: bool = True) -> float:
         """Kueue's ``available`` (negative when over-admitted). ``own_cap=False`` ignores
@@ -186,6 +236,10 @@ class Tree:
             v <= 0 or self.available(quota, k, own_cap=own_cap) >= v for k, v in resources.items()
         )
 
+    def keys_short(self, quota: str, resources: Mapping[str, float]) -> set[str]:
+        """The requested keys that do not fit now (those needing preemption)."""
+        return {k for k, v in resources.items() if v > 0 and self.available(quota, k) < v}
+
     def local_available(self, name: str, key: str) -> float:
         """Kueue's ``LocalAvailable``: unused guarantee, invisible to the parent."""
         return max(0.0, self.guaranteed(name, key) - self.usage(name, key))
@@ -207,16 +261,3 @@ class Tree:
         fits = all(not self.borrowing_with(name, k, v) for k, v in requests.items())
         remaining = {k: max(0.0, v - self.local_available(name, k)) for k, v in requests.items()}
         return fits, remaining
-
-    def root(self, name: str) -> str:
-        return self.ancestry(name)[-1]
-
-    def leaves(self, name: str) -> list[str]:
-        """The leaf quotas of ``name``'s subtree, in definition order."""
-        if self.is_leaf(name):
-            return [name]
-        return [leaf for child in self.children[name] for leaf in self.leaves(child)]
-
-    def keys_short(self, quota: str, resources: Mapping[str, float]) -> set[str]:
-        """The requested keys that do not fit now (those needing preemption)."""
-        return {k for k, v in resources.items() if v > 0 and self.available(quota, k) < v}

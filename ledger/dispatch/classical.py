@@ -20,11 +20,12 @@ incoming to borrow and not, in Kueue's order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from ledger.dispatch.candidates import (
+    ByQuota,
     Target,
     fill_back,
     order_key,
@@ -85,7 +86,7 @@ def _classify(
 
 def _from_quota(
     tree: Tree,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    by_quota: ByQuota,
     quota: str,
     lca: str | None,
     incoming: Incoming,
@@ -93,7 +94,7 @@ def _from_quota(
     advantage: bool,
 ) -> list[_Candidate]:
     out: list[_Candidate] = []
-    for wl in by_quota.get(quota, ()):
+    for wl in by_quota.get(quota, {}).values():
         variant = _classify(tree, incoming, wl, keys, advantage)
         if variant is not None:
             out.append(_Candidate(wl, lca, variant))
@@ -102,7 +103,7 @@ def _from_quota(
 
 def _in_subtree(
     tree: Tree,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    by_quota: ByQuota,
     node: str,
     subtree_root: str,
     skip: str | None,
@@ -125,7 +126,7 @@ def _in_subtree(
 
 def _collect(
     tree: Tree,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    by_quota: ByQuota,
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],
@@ -169,7 +170,7 @@ def _valid(tree: Tree, incoming: Incoming, c: _Candidate, keys: set[str], borrow
 
 def classical_targets(
     tree: Tree,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    by_quota: ByQuota,
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],

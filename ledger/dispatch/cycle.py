@@ -10,8 +10,10 @@ The cycle runs in rounds, as Kueue's scheduler does cycle after cycle: each leaf
 queue offers its next job (in its policy's order, :mod:`ledger.dispatch.queues`); the
 offered jobs compete across quotas (fair sharing: lowest dominant resource share first;
 else jobs that need no borrowing first, then priority, then queue time); each is decided
-against the state the ones before it left. One capacity tree serves the whole cycle
-(:class:`~ledger.dispatch.incremental.IncrementalTree`), changed as jobs are admitted.
+against the state the ones before it left. One :class:`~ledger.dispatch.preemption.Decider`
+(capacity tree and candidates by quota) serves the whole cycle, kept in step as jobs are
+admitted and reserved: a decision costs the tree's depth and its candidates, not the size
+of the admitted set.
 
 A preemptor reserves what it asked for and its victims stay counted until they have
 stopped, so no capacity is handed out twice; a later preemptor that would need a victim
@@ -27,11 +29,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from ledger.dispatch.incremental import IncrementalTree
+from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Decision, DispatchError, Incoming, QuotaNode, Snapshot
-from ledger.dispatch.preemption import IDLE, decide
+from ledger.dispatch.preemption import IDLE, Decider
 from ledger.dispatch.queues import QueuePolicyName, QueueRun, QueueSettings, queue_order
-from ledger.dispatch.shares import dominant_resource_share
+from ledger.dispatch.shares import share
 
 __all__ = [
     "CycleInput",
@@ -131,16 +133,17 @@ def _root(parent: Mapping[str, str | None], name: str) -> str:
 
 
 class _Cycle:
-    """The state of one cycle: the capacity tree, the admitted jobs by tree, what is taken."""
+    """The state of one cycle: the decider (capacity tree and candidates, kept in step as
+    jobs are admitted and reserved), what is taken, the outcome so far."""
 
     def __init__(self, cycle: CycleInput) -> None:
         self.input = cycle
-        self.tree = IncrementalTree(cycle.quotas, cycle.admitted)
-        self.empty = IncrementalTree(cycle.quotas, ())
-        self.root_of = {name: self.tree.ancestry(name)[-1] for name in self.tree.nodes}
-        # the candidates a decision looks at: only jobs of the incoming's own tree share
-        # capacity with it
-        self.by_root: dict[str, list[Admitted]] = {}
+        self.decider = Decider(
+            Snapshot(cycle.quotas, cycle.admitted, fair_sharing=cycle.fair_sharing)
+        )
+        self.tree = self.decider.tree
+        self.empty = Tree(cycle.quotas, ())
+        self.root_of = {name: self.tree.root(name) for name in self.tree.nodes}
         # what may be a victim, coarsely: lets a job with no possible candidate skip the
         # preemption search (Kueue's candidates all pass a priority policy, or are idle)
         self.lowest_in_quota: dict[str, int] = {}
@@ -158,7 +161,6 @@ class _Cycle:
 
     def _index(self, wl: Admitted) -> None:
         root = self.root_of[wl.quota]
-        self.by_root.setdefault(root, []).append(wl)
         self.lowest_in_quota[wl.quota] = min(
             self.lowest_in_quota.get(wl.quota, wl.priority), wl.priority
         )
@@ -166,18 +168,20 @@ class _Cycle:
         if wl.billing_mode == IDLE:
             self.idle_in_root[root] = self.idle_in_root.get(root, 0) + 1
 
-    def reserve(self, job: Incoming) -> None:
-        """Hold ``job``'s request while its victims stop (they stay counted meanwhile)."""
-        self.tree.add(job.quota, _request(job))
-        self._index(_admitted(job, self.input.now))
-        self.taken.add(job.job)
-
-    def admit(self, job: Incoming, decision: Decision) -> None:
-        self.tree.add(job.quota, _request(job))
-        self._index(_admitted(job, self.input.now))
-        self.admissions.append(decision)
+    def _count(self, job: Incoming) -> None:
+        wl = _admitted(job, self.input.now)
+        self.decider.admit(wl)
+        self._index(wl)
         # Kueue adds a cycle's admissions to the usage only: they are nobody's victims yet
         self.taken.add(job.job)
+
+    def reserve(self, job: Incoming) -> None:
+        """Hold ``job``'s request while its victims stop (they stay counted meanwhile)."""
+        self._count(job)
+
+    def admit(self, job: Incoming, decision: Decision) -> None:
+        self._count(job)
+        self.admissions.append(decision)
 
     def ever_fits(self, job: Incoming) -> bool:
         """Whether ``job`` could fit with nothing else admitted (idle jobs may borrow past
@@ -185,7 +189,7 @@ class _Cycle:
         return self.empty.fits(job.quota, _request(job), own_cap=job.billing_mode != IDLE)
 
     def may_find_victims(self, job: Incoming) -> bool:
-        """False only when :func:`decide` surely finds no victim: no idle job in the tree,
+        """False only when the decider surely finds no victim: no idle job in the tree,
         and nothing the quota's ``within_quota`` / ``reclaim`` policies could allow."""
         root = self.root_of[job.quota]
         if self.idle_in_root.get(root):
@@ -205,25 +209,15 @@ class _Cycle:
     def attempt(self, job: Incoming) -> _Outcome:
         """Decide ``job`` against the cycle's current state."""
         request = _request(job)
-        if job.billing_mode == IDLE:
-            # an idle job never preempts: it runs on what is idle, past its own max
-            if self.tree.fits(job.quota, request, own_cap=False):
-                self.admit(job, Decision(job.job, "admit"))
-                return "admitted"
-            self.reasons[job.job] = "WaitingForQuota"
-            return "no-fit"
-        if self.tree.fits(job.quota, request):
+        fits = self.tree.fits(job.quota, request, own_cap=job.billing_mode != IDLE)
+        if fits:
             self.admit(job, Decision(job.job, "admit"))
             return "admitted"
-        if not self.may_find_victims(job):
+        if job.billing_mode == IDLE or not self.may_find_victims(job):
+            # an idle job never preempts: it runs on what is idle, past its own max
             self.reasons[job.job] = "WaitingForQuota"
             return "no-fit"
-        snapshot = Snapshot(
-            self.input.quotas,
-            tuple(self.by_root.get(self.root_of[job.quota], ())),
-            fair_sharing=self.input.fair_sharing,
-        )
-        decision = decide(snapshot, job)
+        decision = self.decider.decide(job)
         if decision.outcome == "admit":
             self.admit(job, decision)
             return "admitted"
@@ -310,16 +304,15 @@ def _rounds(state: _Cycle, runs: list[QueueRun]) -> None:
     queue is done (blocked, held or empty)."""
     active = runs
     while active:
-        offers: list[tuple[tuple[object, ...], int, QueueRun, Incoming]] = []
+        offers: list[tuple[QueueRun, Incoming]] = []
         still: list[QueueRun] = []
-        for n, run in enumerate(active):
+        for run in active:
             job = run.next()
             if job is None:
                 continue
             still.append(run)
-            offers.append((_competition_key(state, job), n, run, job))
-        offers.sort(key=lambda o: (o[0], o[1]))
-        for _, _, run, job in offers:
+            offers.append((run, job))
+        for run, job in _compete(state, offers):
             if job.job in state.input.preempting:
                 state.reasons[job.job] = "PreemptionPending"
                 run.blocked(job)
@@ -334,19 +327,60 @@ def _rounds(state: _Cycle, runs: list[QueueRun]) -> None:
         active = still
 
 
-def _competition_key(state: _Cycle, job: Incoming) -> tuple[object, ...]:
-    """Kueue's order of heads across queues: with fair sharing the quota's dominant resource
-    share once the job is in (lowest first); else jobs that need no borrowing first; then
-    priority, then queue time."""
-    request = _request(job)
-    if state.input.fair_sharing:
-        first: object = dominant_resource_share(state.tree, job.quota, request)
-    else:
+_Offer = tuple[QueueRun, Incoming]
+
+
+def _compete(state: _Cycle, offers: list[_Offer]) -> list[_Offer]:
+    """Kueue's order of the heads of a round across queues. Without fair sharing: jobs that
+    need no borrowing (usage + request within the leaf's ``min``) first, then priority,
+    then queue time. With fair sharing, Kueue's tournament: in each tree, from the root
+    down, the child subtree whose dominant resource share, with its best job's request
+    in, is lowest wins (ties: priority, queue time)."""
+    if not state.input.fair_sharing:
         tree = state.tree
-        first = any(
-            tree.raw_usage(job.quota, k) + v > tree.min(job.quota, k) for k, v in request.items()
-        )
-    return (first, -job.priority, job.created_at, job.job)
+
+        def key(offer: _Offer) -> tuple[bool, int, datetime, str]:
+            job = offer[1]
+            borrows = any(
+                tree.raw_usage(job.quota, k) + v > tree.min(job.quota, k)
+                for k, v in _request(job).items()
+            )
+            return (borrows, -job.priority, job.created_at, job.job)
+
+        return sorted(offers, key=key)
+    by_root: dict[str, list[_Offer]] = {}
+    for offer in offers:
+        by_root.setdefault(state.root_of[offer[1].quota], []).append(offer)
+    return [o for root in sorted(by_root) for o in _tournament(state, root, by_root[root])]
+
+
+def _tournament(state: _Cycle, node: str, offers: list[_Offer]) -> list[_Offer]:
+    """``offers`` (all below ``node``) in fair-sharing order: each child's own order, merged
+    by the child's share with its current best job in."""
+    tree = state.tree
+    if tree.is_leaf(node):
+        return sorted(offers, key=lambda o: (-o[1].priority, o[1].created_at, o[1].job))
+    depth = len(tree.ancestry(node))
+    below: dict[str, list[_Offer]] = {}
+    for offer in offers:
+        path = tree.ancestry(offer[1].quota)
+        below.setdefault(path[len(path) - depth - 1], []).append(offer)
+    lists = {child: _tournament(state, child, group) for child, group in below.items()}
+
+    def entry(child: str, i: int) -> tuple[tuple[bool, float], int, datetime, str, str, int]:
+        job = lists[child][i][1]
+        drs = share(tree, job.quota, _request(job), of=child).sort_key
+        return (drs, -job.priority, job.created_at, job.job, child, i)
+
+    heap = [entry(child, 0) for child in lists]
+    heapq.heapify(heap)
+    out: list[_Offer] = []
+    while heap:
+        *_, child, i = heapq.heappop(heap)
+        out.append(lists[child][i])
+        if i + 1 < len(lists[child]):
+            heapq.heappush(heap, entry(child, i + 1))
+    return out
 
 
 def _positions(state: _Cycle, waiting: Mapping[str, list[Incoming]]) -> tuple[PendingStatus, ...]:

@@ -13,8 +13,9 @@ down to a quota; its next candidate is taken:
 - otherwise when the first strategy holds between the shares of the two children of the
   lowest common ancestor (``FairSharing``): ``LessThanOrEqualToFinalShare`` — the
   preemptor's share after admission is at most the target's after the removal;
-  ``LessThanInitialShare`` — below the target's before it. Candidates that failed are
-  retried with the second strategy, one per quota.
+  ``LessThanInitialShare`` — below the target's before it. With a second strategy,
+  the candidates that failed are retried, one per quota, with ``LessThanInitialShare``
+  (Kueue's API allows no other second strategy, and its code applies that one).
 
 Then fill-back, as classical preemption.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from ledger.dispatch.candidates import (
+    ByQuota,
     Target,
     fill_back,
     order_key,
@@ -144,7 +146,7 @@ def _below(path: list[str], lca: str) -> str:
 
 def _candidates(
     tree: Tree,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    by_quota: ByQuota,
     incoming: Incoming,
     keys: set[str],
 ) -> list[Admitted]:
@@ -154,7 +156,7 @@ def _candidates(
     if policy.within_quota != "Never":
         found.extend(
             wl
-            for wl in by_quota.get(incoming.quota, ())
+            for wl in by_quota.get(incoming.quota, {}).values()
             if satisfies_policy(policy.within_quota, incoming, wl) and uses_keys(wl, keys)
         )
     if tree.nodes[incoming.quota].parent is not None and policy.reclaim != "Never":
@@ -163,7 +165,7 @@ def _candidates(
                 continue
             found.extend(
                 wl
-                for wl in by_quota.get(leaf, ())
+                for wl in by_quota.get(leaf, {}).values()
                 if satisfies_policy(policy.reclaim, incoming, wl) and uses_keys(wl, keys)
             )
     found.sort(key=lambda wl: order_key(incoming.quota, wl))
@@ -238,7 +240,7 @@ class _Run:
 
 def fair_targets(
     tree: Tree,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    by_quota: ByQuota,
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],

@@ -22,13 +22,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ledger.dispatch.candidates import Target, fill_back, order_key, uses_keys, workload_fits
+from ledger.dispatch.candidates import (
+    ByQuota,
+    Target,
+    fill_back,
+    order_key,
+    uses_keys,
+    workload_fits,
+)
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.classical import classical_targets
 from ledger.dispatch.fair_sharing import fair_targets
-from ledger.dispatch.model import Admitted, Decision, DispatchError, Incoming, Snapshot, Victim
+from ledger.dispatch.model import (
+    Admitted,
+    Decision,
+    DispatchError,
+    FairSharingStrategy,
+    Incoming,
+    Snapshot,
+    Victim,
+)
 
-__all__ = ["IDLE", "decide"]
+__all__ = ["IDLE", "Decider", "decide"]
 
 #: the billing mode of jobs that borrow idle capacity beyond their quota and go first
 IDLE = "idle"
@@ -36,48 +51,100 @@ IDLE = "idle"
 
 def decide(snapshot: Snapshot, incoming: Incoming) -> Decision:
     """The decision for ``incoming`` given ``snapshot`` (pure: the snapshot is not changed)."""
-    tree = Tree(snapshot.quotas, snapshot.admitted)
-    quota = incoming.quota
-    tree.ancestry(quota)
-    if not tree.is_leaf(quota):
-        raise DispatchError(f"quota {quota!r} has children: only leaf quotas run jobs")
-    request = {k: v for k, v in incoming.resources.items() if v > 0}
-    if incoming.billing_mode == IDLE:
-        fits = tree.fits(quota, request, own_cap=False)
-        return Decision(incoming.job, "admit" if fits else "pending")
-    if any(v > tree.potential_available(quota, k) for k, v in request.items()):
-        return Decision(incoming.job, "pending")
-    if tree.fits(quota, request):
-        return Decision(incoming.job, "admit")
-    short = tree.keys_short(quota, request)
-    root = tree.root(quota)
-    by_quota: dict[str, list[Admitted]] = {}
-    idle: list[Admitted] = []
-    for wl in snapshot.admitted:
-        if wl.billing_mode != IDLE:
-            by_quota.setdefault(wl.quota, []).append(wl)
-        elif tree.root(wl.quota) == root and uses_keys(wl, short):
-            idle.append(wl)
-    idle.sort(key=lambda wl: order_key(quota, wl))
-    removed: list[Target] = []
-    for wl in idle:
-        tree.remove(wl.quota, wl.resources)
-        removed.append(Target(wl, "WithinQuota" if wl.quota == quota else "Reclaim"))
-        if workload_fits(tree, quota, request, allow_borrowing=True):
-            return _preempt(
-                incoming, fill_back(tree, quota, request, removed, allow_borrowing=True)
-            )
-    found = _regular(tree, snapshot, by_quota, incoming, request)
-    if not found:
-        return Decision(incoming.job, "pending")
-    for t in found:
-        tree.remove(t.workload.quota, t.workload.resources)
-    return _preempt(incoming, found + _give_back(tree, quota, request, removed))
+    return Decider(snapshot).decide(incoming)
 
 
-def _preempt(incoming: Incoming, targets: Sequence[Target]) -> Decision:
-    victims = tuple(Victim(t.workload.job, t.reason) for t in targets)
-    return Decision(incoming.job, "preempt", victims)
+class Decider:
+    """Decisions against one snapshot as it changes (a cycle: admissions, preemptions):
+    the tree and the per-quota index are built once and kept in step by :meth:`admit`
+    and :meth:`evict`, so a decision costs what its candidates cost, not the size of the
+    admitted set. :meth:`decide` leaves the state as it found it."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.fair_sharing = snapshot.fair_sharing
+        self.strategies = snapshot.strategies
+        self.tree = Tree(snapshot.quotas, ())
+        self._jobs: dict[str, Admitted] = {}
+        #: regular jobs by quota, idle jobs by the root of their tree
+        self._by_quota: dict[str, dict[str, Admitted]] = {}
+        self._idle: dict[str, dict[str, Admitted]] = {}
+        for wl in snapshot.admitted:
+            self.admit(wl)
+
+    @property
+    def admitted(self) -> tuple[Admitted, ...]:
+        return tuple(self._jobs.values())
+
+    def admit(self, wl: Admitted) -> None:
+        """Count ``wl`` as running (a job name is admitted once)."""
+        if wl.job in self._jobs:
+            raise DispatchError(f"job {wl.job!r} is admitted twice")
+        self.tree.add(wl.quota, wl.resources)
+        self._jobs[wl.job] = wl
+        if wl.billing_mode == IDLE:
+            self._idle.setdefault(self.tree.root(wl.quota), {})[wl.job] = wl
+        else:
+            self._by_quota.setdefault(wl.quota, {})[wl.job] = wl
+
+    def evict(self, job: str) -> Admitted:
+        """Stop counting ``job`` (preempted or finished); returns it."""
+        wl = self._jobs.pop(job)
+        self.tree.remove(wl.quota, wl.resources)
+        if wl.billing_mode == IDLE:
+            del self._idle[self.tree.root(wl.quota)][job]
+        else:
+            del self._by_quota[wl.quota][job]
+        return wl
+
+    def decide(self, incoming: Incoming) -> Decision:
+        tree = self.tree
+        quota = incoming.quota
+        tree.ancestry(quota)
+        if not tree.is_leaf(quota):
+            raise DispatchError(f"quota {quota!r} has children: only leaf quotas run jobs")
+        request = {k: v for k, v in incoming.resources.items() if v > 0}
+        if incoming.billing_mode == IDLE:
+            fits = tree.fits(quota, request, own_cap=False)
+            return Decision(incoming.job, "admit" if fits else "pending")
+        if any(v > tree.potential_available(quota, k) for k, v in request.items()):
+            return Decision(incoming.job, "pending")
+        if tree.fits(quota, request):
+            return Decision(incoming.job, "admit")
+        short = tree.keys_short(quota, request)
+        idle = sorted(
+            (wl for wl in self._idle.get(tree.root(quota), {}).values() if uses_keys(wl, short)),
+            key=lambda wl: order_key(quota, wl),
+        )
+        targets = self._targets(incoming, request, idle)
+        # the tree holds the targets' removal: give their usage back
+        for t in targets:
+            tree.add(t.workload.quota, t.workload.resources)
+        if not targets:
+            return Decision(incoming.job, "pending")
+        victims = tuple(Victim(t.workload.job, t.reason) for t in targets)
+        return Decision(incoming.job, "preempt", victims)
+
+    def _targets(
+        self, incoming: Incoming, request: Mapping[str, float], idle: list[Admitted]
+    ) -> list[Target]:
+        """The victims, removed from the tree (``[]``: the tree is as it was)."""
+        tree, quota = self.tree, incoming.quota
+        removed: list[Target] = []
+        for wl in idle:
+            tree.remove(wl.quota, wl.resources)
+            removed.append(Target(wl, "WithinQuota" if wl.quota == quota else "Reclaim"))
+            if workload_fits(tree, quota, request, allow_borrowing=True):
+                return fill_back(tree, quota, request, removed, allow_borrowing=True)
+        found = _regular(
+            tree, self.fair_sharing, self.strategies, self._by_quota, incoming, request
+        )
+        if not found:
+            for t in removed:
+                tree.add(t.workload.quota, t.workload.resources)
+            return []
+        for t in found:
+            tree.remove(t.workload.quota, t.workload.resources)
+        return found + _give_back(tree, quota, request, removed)
 
 
 def _give_back(
@@ -97,8 +164,9 @@ def _give_back(
 
 def _regular(
     tree: Tree,
-    snapshot: Snapshot,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    fair_sharing: bool,
+    strategies: Sequence[FairSharingStrategy],
+    by_quota: ByQuota,
     incoming: Incoming,
     request: Mapping[str, float],
 ) -> list[Target]:
@@ -107,7 +175,7 @@ def _regular(
     short = tree.keys_short(quota, request)
     policy = tree.nodes[quota].preemption
     while_borrowing = policy.borrow_within.policy != "Never" or (
-        snapshot.fair_sharing and policy.reclaim != "Never"
+        fair_sharing and policy.reclaim != "Never"
     )
     for k in sorted(short):
         v = request[k]
@@ -117,9 +185,9 @@ def _regular(
             or while_borrowing
         ):
             return []
-        if not _targets(tree, snapshot, by_quota, incoming, {k: v}, {k}):
+        if not _targets(tree, fair_sharing, strategies, by_quota, incoming, {k: v}, {k}):
             return []
-    return _targets(tree, snapshot, by_quota, incoming, request, short)
+    return _targets(tree, fair_sharing, strategies, by_quota, incoming, request, short)
 
 
 def _may_reclaim_in_hierarchy(tree: Tree, quota: str, key: str, value: float) -> bool:
@@ -138,12 +206,13 @@ def _may_reclaim_in_hierarchy(tree: Tree, quota: str, key: str, value: float) ->
 
 def _targets(
     tree: Tree,
-    snapshot: Snapshot,
-    by_quota: Mapping[str, Sequence[Admitted]],
+    fair_sharing: bool,
+    strategies: Sequence[FairSharingStrategy],
+    by_quota: ByQuota,
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],
 ) -> list[Target]:
-    if snapshot.fair_sharing:
-        return fair_targets(tree, by_quota, incoming, request, keys, snapshot.strategies)
+    if fair_sharing:
+        return fair_targets(tree, by_quota, incoming, request, keys, strategies)
     return classical_targets(tree, by_quota, incoming, request, keys)

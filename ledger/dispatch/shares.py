@@ -62,11 +62,15 @@ class Share:
         return (False, self.value)
 
 
-def share(tree: Tree, name: str, extra: Mapping[str, float] | None = None) -> Share:
-    """The DRS of ``name`` (a leaf or inner node); ``extra`` is a request added to the
-    leaf ``name`` first (the share it would have after admitting it)."""
-    weight = tree.nodes[name].weight
-    parent = tree.nodes[name].parent
+def share(
+    tree: Tree, name: str, extra: Mapping[str, float] | None = None, *, of: str | None = None
+) -> Share:
+    """The DRS of ``of`` (default ``name``; a leaf or an inner node), with ``extra`` first
+    added to the leaf ``name`` (the share it would have after admitting a request there,
+    as Kueue's fair-sharing tournament compares each ancestor of a pending workload)."""
+    node = name if of is None else of
+    weight = tree.nodes[node].weight
+    parent = tree.nodes[node].parent
     if parent is None:
         return Share(weight, 0.0)
     if extra:
@@ -75,7 +79,7 @@ def share(tree: Tree, name: str, extra: Mapping[str, float] | None = None) -> Sh
         borrowing: dict[str, float] = {}
         borrowed: set[str] = set()
         for key in tree.keys | tree.used_keys():
-            over = tree.usage(name, key) - tree.subtree(name, key)
+            over = tree.usage(node, key) - tree.subtree(node, key)
             if over > 0:
                 rname = resource_name(key)
                 borrowing[rname] = borrowing.get(rname, 0) + over
@@ -100,7 +104,8 @@ def share(tree: Tree, name: str, extra: Mapping[str, float] | None = None) -> Sh
 
 
 def dominant_resource_share(
-    tree: Tree, quota: str, extra: Mapping[str, float] | None = None
+    tree: Tree, quota: str, extra: Mapping[str, float] | None = None, *, of: str | None = None
 ) -> float:
-    """The weighted DRS of ``quota`` as one number (``inf`` when a weight-0 node borrows)."""
-    return share(tree, quota, extra).value
+    """The weighted DRS of ``quota`` (or of its ancestor ``of``) as one number, with
+    ``extra`` added to ``quota`` first (``inf`` when a weight-0 node borrows)."""
+    return share(tree, quota, extra, of=of).value

@@ -9,10 +9,8 @@ holds when every node's subtree usage is within its ``max`` and the root's withi
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,9 +25,7 @@ from ledger.dispatch import (
     decide,
     plan_cycle,
 )
-from ledger.dispatch.capacity import Tree
 from ledger.dispatch.cycle import _Cycle
-from ledger.dispatch.incremental import IncrementalTree
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)
@@ -146,7 +142,8 @@ def worlds(draw: st.DrawFn) -> CycleInput:
         )
         for leaf in leaves
     }
-    return CycleInput(tree, tuple(admitted), pending, NOW, queues=queues)
+    fair = draw(st.booleans())
+    return CycleInput(tree, tuple(admitted), pending, NOW, queues=queues, fair_sharing=fair)
 
 
 @settings(max_examples=300, deadline=None)
@@ -208,42 +205,6 @@ def test_fifo_queues_never_admit_behind_a_blocked_head(world: CycleInput) -> Non
                 assert p.job not in admitted, (quota, p.job)
             if reasons.get(p.job) in ("WaitingForQuota", "PreemptionPending"):
                 blocked = True
-
-
-@settings(max_examples=200, deadline=None)
-@given(worlds(), st.data())
-def test_the_incremental_tree_answers_as_a_fresh_tree(
-    world: CycleInput, data: st.DataObject
-) -> None:
-    lends = data.draw(
-        st.lists(st.integers(0, 3), min_size=len(world.quotas), max_size=len(world.quotas))
-    )
-    quotas = tuple(
-        replace(q, lend_limit={"gpu": min(lend, (q.min or {}).get("gpu", 0))})
-        if q.parent is not None and q.min is not None and lend
-        else q
-        for q, lend in zip(world.quotas, lends, strict=True)
-    )
-    running = list(world.admitted)
-    tree = IncrementalTree(quotas, running)
-    leaves = [q.name for q in quotas if tree.is_leaf(q.name)]
-    for step in range(data.draw(st.integers(1, 12))):
-        take_one: bool = data.draw(st.booleans())
-        if running and take_one:
-            wl = running.pop(data.draw(st.integers(0, len(running) - 1)))
-            tree.remove(wl.quota, wl.resources)
-        else:
-            wl = Admitted(
-                f"x{step}", data.draw(st.sampled_from(leaves)), 0, {"gpu": 2.0, "cpu": 1.0}, T0
-            )
-            running.append(wl)
-            tree.add(wl.quota, wl.resources)
-        fresh = Tree(quotas, running)
-        for q in quotas:
-            for k in KEYS:
-                assert tree.usage(q.name, k) == pytest.approx(fresh.usage(q.name, k))
-                assert tree.raw_usage(q.name, k) == pytest.approx(fresh.raw_usage(q.name, k))
-                assert tree.available(q.name, k) == pytest.approx(fresh.available(q.name, k))
 
 
 @settings(max_examples=300, deadline=None)

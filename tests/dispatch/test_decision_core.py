@@ -186,6 +186,9 @@ def test_a_share_of_an_inner_node_counts_what_its_subtree_borrows() -> None:
     # org uses 7 of its 4: 3 over the 10 root could lend it
     assert dominant_resource_share(tree, "org") == 300
     assert dominant_resource_share(tree, "t2") == 0
+    # as the tournament asks: org's share once t2 admits 1 more
+    assert dominant_resource_share(tree, "t2", {"gpu": 1}, of="org") == 400
+    assert dominant_resource_share(tree, "org") == 300
 
 
 # Kueue's flavor-assignment gate ---------------------------------------------------------

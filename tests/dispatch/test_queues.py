@@ -273,3 +273,21 @@ def test_with_fair_sharing_the_lower_share_goes_first() -> None:
     assert admitted(plan_cycle(replace(base, fair_sharing=True))) == ["b-more"]
     # without: priority decides between two borrowers
     assert admitted(plan_cycle(base)) == ["a-more"]
+
+
+def test_fair_sharing_compares_departments_before_their_teams() -> None:
+    # Kueue's tournament: x1's job keeps x1 within its min, but its department X would
+    # borrow more than Y with y1's job: Y's job goes first
+    tree = (
+        QuotaNode("root", min={"gpu": 16}),
+        QuotaNode("X", "root"),
+        QuotaNode("Y", "root"),
+        QuotaNode("x1", "X", {"gpu": 2}, {"gpu": 16}),
+        QuotaNode("x2", "X", {"gpu": 2}, {"gpu": 16}),
+        QuotaNode("y1", "Y", {"gpu": 4}, {"gpu": 16}),
+    )
+    busy = (running("x2-run", 6, "x2"), running("y1-run", 6, "y1"))
+    pending = (job("x-job", 2, 0, 0, "x1"), job("y-job", 1, 5, 0, "y1"))
+    base = CycleInput(tree, busy, pending, T0 + timedelta(hours=1))
+    assert admitted(plan_cycle(replace(base, fair_sharing=True))) == ["y-job", "x-job"]
+    assert admitted(plan_cycle(base)) == ["x-job", "y-job"]

@@ -35,3 +35,36 @@ def test_a_bad_scenario_is_one_line_error(tmp_path: Path) -> None:
     bad.write_text("quotas: []\nincoming: {job: x, quota: q}\n", encoding="utf-8")
     out = cli_caller()("dispatcher", "simulate", "--scenario", str(bad), ok=False)
     assert "quotas" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ("fair_sharing: {enabled: yes please}\n", "fair_sharing.enabled"),
+        (
+            "fair_sharing: {enabled: true, preemption_strategies: [Fairest]}\n",
+            "preemption_strategies[0]",
+        ),
+        ("fair_sharing: {enabled: true, preemption_strategies: []}\n", "preemption_strategies"),
+    ],
+)
+def test_bad_fair_sharing_settings_name_the_field(tmp_path: Path, extra: str, field: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        extra + "quotas: [{name: q, min: {cpu: 1}}]\n"
+        "incoming: {job: x, quota: q, created_at: '2026-01-01T00:00:00Z'}\n",
+        encoding="utf-8",
+    )
+    out = cli_caller()("dispatcher", "simulate", "--scenario", str(bad), ok=False)
+    assert field in out
+
+
+def test_a_bad_billing_mode_names_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "quotas: [{name: q, min: {cpu: 1}}]\n"
+        "incoming: {job: x, quota: q, billing_mode: free, created_at: '2026-01-01T00:00:00Z'}\n",
+        encoding="utf-8",
+    )
+    out = cli_caller()("dispatcher", "simulate", "--scenario", str(bad), ok=False)
+    assert "incoming.billing_mode" in out

@@ -3,6 +3,8 @@ on, retried until the watched state confirms them; never stored twice."""
 
 from __future__ import annotations
 
+from sqlalchemy import text
+
 from kubesim import PYTORCHJOBS, KubeSim
 from tests.dispatch_live.conftest import Live
 
@@ -23,6 +25,15 @@ def test_admit_resumes_the_job_and_the_watched_state_confirms_it(live: Live) -> 
     assert live.status(uid) == "Running"
     assert (second.stored, second.resumed, second.unconfirmed) == (0, (), 0)
     assert len(live.decisions()) == 1
+    # the job's timeline shows the decision, then the watched facts it led to
+    with live.store.engine.connect() as conn:
+        timeline = conn.execute(
+            text("SELECT type FROM job_timeline WHERE job_uid = :u ORDER BY position"),
+            {"u": uid},
+        ).scalars()
+        assert list(timeline) == ["AdmissionDecided"]  # the job's own facts: its stream
+    types = [e.type for e in live.store.read_stream(f"job/{uid}")]
+    assert types[:2] == ["JobSubmitted", "JobQueued"] and "JobAdmitted" in types
 
 
 def test_preempt_suspends_the_victim_then_admits_the_preemptor_later(live: Live) -> None:
