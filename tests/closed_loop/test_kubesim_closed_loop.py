@@ -135,3 +135,23 @@ def test_lockstep_driver_refuses_to_run_on_its_own(sim: KubeSim) -> None:
     driver.run_until(10_000)
     assert not driver.finished  # never resumed: never ends by itself
     assert driver.next_instant() is None
+
+
+def test_an_idle_victim_deleted_at_once_runs_its_full_length_after_resume(
+    sim: KubeSim, batch: client.BatchV1Api, core: client.CoreV1Api
+) -> None:
+    driver = ClosedLoopDriver(sim, Trace("t", DEFAULT_EPOCH, NODES, ROWS[:1], 1_000))
+    _suspend(batch, "a", False)
+    driver.run_until(50)
+    (pod,) = _pods(core, "a")
+    # the dispatcher's idle-mode eviction: pods deleted at once, then the job suspended
+    core.delete_namespaced_pod(pod.metadata.name, "ws-ls", grace_period_seconds=0)
+    _suspend(batch, "a", True)
+    assert _pods(core, "a") == []
+    driver.run_until(150)  # the first run's end passes: nothing finishes
+    assert driver.runs[("ws-ls", "a")].ended is None
+    _suspend(batch, "a", False)
+    driver.run_until(249)
+    assert not driver.finished
+    driver.run_until(250)
+    assert driver.finished and driver.runs[("ws-ls", "a")].starts == 2
