@@ -101,6 +101,11 @@ class ClosedLoopDriver(TraceDriver):
     def unfinished(self) -> list[str]:
         return sorted(f"{ns}/{name}" for (ns, name), r in self.runs.items() if r.ended is None)
 
+    def progress(self) -> tuple[float, int]:
+        """(virtual seconds now, the slice's end); runs delayed by the dispatcher may go on
+        past that end."""
+        return self.sim.clock.seconds(), self.end
+
     def next_instant(self) -> float | None:
         """When the next thing happens by itself: an arrival or withdrawal from the trace,
         or a timer (a run's end, a grace period's end); None when nothing is due."""
