@@ -188,15 +188,7 @@ class TraceDriver:
         self._by_job = {(i.namespace, i.job_name): i for i in trace.instances}
         self._pods: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._placed: dict[tuple[str, str], tuple[str, int, int, int]] = {}
-        self._actions: list[tuple[int, int, int]] = []
-        for index, inst in enumerate(trace.instances):
-            self._actions.append((inst.created, _CREATE, index))
-            if inst.scheduled is not None:
-                self._actions.append((inst.scheduled, _BIND, index))
-            if inst.deleted is not None:
-                late = inst.scheduled is not None and inst.deleted <= inst.scheduled
-                self._actions.append((inst.deleted, _TERMINATE_LATE if late else _TERMINATE, index))
-        self._actions.sort()
+        self._actions = sorted(self._plan_actions())
         self._next = 0
         self.applied = 0
         sim.store.listeners.append(self._observe)
@@ -216,6 +208,18 @@ class TraceDriver:
                 )
         if prime:
             self.run_until(0)
+
+    def _plan_actions(self) -> list[tuple[int, int, int]]:
+        """(second, kind, instance index) of every action the trace prescribes."""
+        actions: list[tuple[int, int, int]] = []
+        for index, inst in enumerate(self.trace.instances):
+            actions.append((inst.created, _CREATE, index))
+            if inst.scheduled is not None:
+                actions.append((inst.scheduled, _BIND, index))
+            if inst.deleted is not None:
+                late = inst.scheduled is not None and inst.deleted <= inst.scheduled
+                actions.append((inst.deleted, _TERMINATE_LATE if late else _TERMINATE, index))
+        return actions
 
     # -- progress --------------------------------------------------------------------------
 

@@ -71,8 +71,30 @@ def replay(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    closed_loop: Annotated[
+        bool,
+        typer.Option(
+            "--closed-loop",
+            help="Jobs arrive suspended; the dispatcher admits and preempts them against"
+            " --quotas, in lockstep with virtual time (--speed does not apply).",
+        ),
+    ] = False,
+    cycle: Annotated[
+        float,
+        typer.Option(
+            min=1, help="--closed-loop: seconds of virtual time between dispatcher cycles."
+        ),
+    ] = 60.0,
 ) -> None:
     """Replay a trace end to end; exit 0 once everything is stored and projected."""
+    if closed_loop and quotas is None:
+        raise typer.BadParameter(
+            "--closed-loop needs a quota tree to dispatch against", param_hint="--quotas"
+        )
+    if closed_loop and speed != "max":
+        raise typer.BadParameter(
+            "--closed-loop moves in lockstep with the dispatcher", param_hint="--speed"
+        )
     configure_logging(logging.WARNING, "%(levelname)s %(name)s %(message)s")
     summary = run_replay(
         trace,
@@ -86,6 +108,8 @@ def replay(
         yes=yes,
         limit=limit,
         partitions=partitions,
+        closed_loop=closed_loop,
+        cycle=cycle,
     )
     if as_json:
         typer.echo(json.dumps(summary.as_dict()))

@@ -21,6 +21,9 @@ REPORTS = {
     "occupancy": "dlc_ledger.cli.jobs:report_occupancy",
     "inventory": "dlc_ledger.cli.jobs:report_inventory",
     "estimates": "dlc_ledger.cli.queue:report_estimates",
+    "waits": "dlc_ledger.cli.dispatch_reports:report_waits",
+    "preemptions": "dlc_ledger.cli.dispatch_reports:report_preemptions",
+    "goodput": "dlc_ledger.cli.dispatch_reports:report_goodput",
 }
 
 report_app = typer.Typer(

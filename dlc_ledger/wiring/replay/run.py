@@ -1,7 +1,8 @@
 """``run_replay``: a replay's steps in order, from the trace to play to the projected store.
 
 Resolve the trace, open (and if asked, reset) the database, pick its replay topic, apply the
-price book and quota tree, run the pipeline, check the store against the trace, project.
+price book and quota tree, run the pipeline (or, ``closed_loop``, the pipeline in lockstep
+with the dispatcher: :mod:`~.closed_loop`), check the store against the trace, project.
 The steps live in the sibling modules (see :mod:`dlc_ledger.wiring.replay`).
 """
 
@@ -13,7 +14,13 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from dlc_ledger.wiring.replay.closed_loop import (
+    DispatcherFactory,
+    closed_loop_figures,
+    run_closed_loop,
+)
 from dlc_ledger.wiring.replay.database import replay_topic, reset_database, upgrade_if_behind
+from dlc_ledger.wiring.replay.dispatcher import default_dispatcher
 from dlc_ledger.wiring.replay.pipeline import run_pipeline
 from dlc_ledger.wiring.replay.reference_data import apply_reference_data
 from dlc_ledger.wiring.replay.verify import ReplaySummary, StoreCounts, check_store
@@ -78,6 +85,9 @@ def run_replay(
     progress: Callable[[str], None] | None = _stderr,
     progress_interval: float = 2.0,
     timeout: float = 3_600.0,
+    closed_loop: bool = False,
+    cycle: float = 60.0,
+    make_dispatcher: DispatcherFactory | None = None,
 ) -> ReplaySummary:
     """Replay ``trace`` end to end (:mod:`dlc_ledger.wiring.replay`). Raises on a stalled
     pipeline."""
@@ -86,6 +96,8 @@ def run_replay(
     say = progress or (lambda _line: None)
     started_wall = time.monotonic()
     loaded = load_replay_trace(trace, fmt, nodes=nodes, epoch=epoch, limit=limit)
+    if closed_loop and quotas is None:
+        raise ValueError("--closed-loop needs --quotas: the dispatcher decides against a tree")
     own_store = store is None
     if fresh and context.settings().database_url and store is None and not yes:
         raise ValueError(
@@ -104,22 +116,40 @@ def run_replay(
         apply_reference_data(store, quotas, pricebook, loaded.epoch, say)
         summary = ReplaySummary.expected(loaded, f"replay-{loaded.name}", topic)
         before = StoreCounts.read(store)
-        run = run_pipeline(
-            loaded,
-            store,
-            bootstrap,
-            topic,
-            partitions,
-            data_dir or context.settings().data_dir,
-            speed,
-            say,
-            progress_interval,
-            timeout,
-            cluster=summary.cluster,
-        )
-        summary.published = run.published
-        summary.ingested = run.ingested
-        summary.virtual_seconds = run.virtual_seconds
+        if closed_loop:
+            loop = run_closed_loop(
+                loaded,
+                store,
+                bootstrap,
+                topic,
+                partitions,
+                data_dir or context.settings().data_dir,
+                say,
+                progress_interval,
+                timeout,
+                cluster=summary.cluster,
+                cycle_seconds=cycle,
+                make_dispatcher=make_dispatcher or default_dispatcher,
+            )
+            summary.published, summary.ingested = loop.published, loop.ingested
+            summary.virtual_seconds = loop.virtual_seconds
+        else:
+            run = run_pipeline(
+                loaded,
+                store,
+                bootstrap,
+                topic,
+                partitions,
+                data_dir or context.settings().data_dir,
+                speed,
+                say,
+                progress_interval,
+                timeout,
+                cluster=summary.cluster,
+            )
+            summary.published = run.published
+            summary.ingested = run.ingested
+            summary.virtual_seconds = run.virtual_seconds
         check_store(summary, store, before)
         if project:
             try:
@@ -131,6 +161,8 @@ def run_replay(
                 say("projecting ...")
                 Projector(store, all_projections()).catch_up()
                 summary.projected = True
+        if closed_loop:
+            summary.closed_loop = closed_loop_figures(store, loop)
         summary.wall_seconds = time.monotonic() - started_wall
         return summary
     finally:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from dlc_ledger.wiring.replay.closed_loop import ClosedLoopFigures
 from kubesim.traces import Trace
 from ledger.events import WATCHER_SOURCE_PREFIX
 from ledger.store.postgres import PostgresEventStore
@@ -43,6 +44,7 @@ class ReplaySummary:
     wall_seconds: float = 0.0
     virtual_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    closed_loop: ClosedLoopFigures | None = None
 
     @staticmethod
     def expected(trace: Trace, cluster: str, topic: str) -> ReplaySummary:
@@ -77,6 +79,7 @@ class ReplaySummary:
             f"occupancies: {self.occupancies_started} started (trace: {self.expected_started}),"
             f" {self.occupancies_ended} ended (trace: {self.expected_ended})",
             f"dead letters: {self.dead_letters}",
+            *(self.closed_loop.lines() if self.closed_loop else []),
             *self.notes,
         ]
 

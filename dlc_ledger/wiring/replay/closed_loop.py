@@ -1,0 +1,262 @@
+"""Closed-loop replay: the trace's jobs arrive suspended and run when the dispatcher says.
+
+kubesim plays the trace in closed-loop mode (:class:`kubesim.closed_loop.ClosedLoopDriver`:
+each job created suspended, run for its trace length once resumed, its work lost when
+suspended again). This module moves virtual time in lockstep with the dispatcher, one cycle
+instant at a time:
+
+1. advance kubesim to the instant (arrivals, run ends, grace periods on the way);
+2. settle: the watcher has published everything kubesim holds, the ingest consumer has
+   stored it, the projector has projected it (the dispatcher decides from projected state);
+3. ``dispatcher.cycle(now)``: decisions stored, then acted on through the Kubernetes API
+   (resume, suspend), which kubesim applies at once at the same instant;
+4. the next instant: one ``cycle`` later when the cycle changed the cluster (its actions
+   must be watched, projected and confirmed); otherwise the next instant something happens
+   by itself (:meth:`~kubesim.closed_loop.ClosedLoopDriver.next_instant`) rounded up to the
+   cycle grid, so idle stretches (days, in openb) cost nothing. Policy timers (Balance's
+   timeout, Intelligent's aging) therefore take effect at the next such instant.
+
+The loop ends when every job has ended, or when nothing can change any more (no job due,
+no timer, the last cycle did nothing): the jobs still queued then can never be admitted
+as configured and are reported.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from kubernetes import client
+from sqlalchemy import text
+
+from kubesim import KubeSim
+from kubesim.closed_loop import ClosedLoopDriver
+from kubesim.driver import TraceDriver
+from kubesim.traces import Trace
+from ledger.store.postgres import PostgresEventStore
+
+__all__ = [
+    "ClosedLoopFigures",
+    "ClosedLoopRun",
+    "CycleRunner",
+    "DispatcherFactory",
+    "closed_loop_figures",
+    "run_closed_loop",
+]
+
+
+class CycleRunner(Protocol):
+    """The dispatcher as the loop sees it: one cycle at a given instant of cluster time."""
+
+    def cycle(self, now: datetime) -> Any: ...
+
+
+#: builds the dispatcher for a run: the store, a Kubernetes API client on kubesim, the clock
+DispatcherFactory = Callable[
+    [PostgresEventStore, client.ApiClient, Callable[[], datetime]], CycleRunner
+]
+
+
+@dataclass
+class ClosedLoopRun:
+    """What the loop did: cycles, virtual time, the jobs' ends as kubesim saw them."""
+
+    published: int
+    ingested: int
+    virtual_seconds: float
+    cycles: int
+    succeeded: int
+    failed: int
+    withdrawn: int
+    restarts: int  # runs started again after a preemption
+    unfinished: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ClosedLoopFigures:
+    """The closed loop's outcome as the store records it (``report waits | preemptions |
+    goodput`` give the same figures by quota, priority and workspace)."""
+
+    cycles: int = 0
+    jobs: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    withdrawn: int = 0
+    never_admitted: int = 0
+    admitted: int = 0  # AdmissionDecided with outcome admit
+    preemptions: int = 0  # PreemptionDecided
+    victims: int = 0
+    waits: int = 0
+    wait_p50_s: float | None = None
+    wait_p95_s: float | None = None
+    wait_max_s: float | None = None
+    gpu_hours: float = 0.0
+    good_gpu_hours: float = 0.0
+    goodput: float | None = None
+    unfinished: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        def s(v: float | None) -> str:
+            return "-" if v is None else f"{v:,.0f} s"
+
+        return [
+            f"closed loop: {self.jobs} jobs in {self.cycles} cycles: {self.succeeded} succeeded,"
+            f" {self.failed} failed, {self.withdrawn} withdrawn, {self.never_admitted}"
+            " never admitted",
+            f"admitted: {self.admitted}, preemptions: {self.preemptions} ({self.victims} victims)",
+            f"waits: {self.waits}, p50 {s(self.wait_p50_s)}, p95 {s(self.wait_p95_s)},"
+            f" max {s(self.wait_max_s)}",
+            f"goodput: {self.good_gpu_hours:,.2f} of {self.gpu_hours:,.2f} GPU-hours ended in"
+            f" success ({'-' if self.goodput is None else f'{self.goodput:.1%}'})",
+            *([f"never admitted: {', '.join(self.unfinished[:10])}"] if self.unfinished else []),
+        ]
+
+
+def _grid(seconds: float, step: float) -> float:
+    return math.ceil(seconds / step) * step
+
+
+def run_closed_loop(
+    trace: Trace,
+    store: PostgresEventStore,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    data_dir: Path,
+    say: Callable[[str], None],
+    interval: float,
+    timeout: float,
+    *,
+    cluster: str,
+    cycle_seconds: float,
+    make_dispatcher: DispatcherFactory,
+) -> ClosedLoopRun:
+    """Play ``trace`` in closed loop with the dispatcher ``make_dispatcher`` builds (module
+    docstring); returns once every job ended or nothing can change any more."""
+    from consumers.projector import Projector
+    from dlc_ledger.wiring.replay.pipeline import Pipeline
+    from projections.registry import all_projections
+
+    if cycle_seconds <= 0:
+        raise ValueError("the cycle must be a positive number of seconds")
+    projector = Projector(store, all_projections())
+
+    def make_driver(sim: KubeSim) -> TraceDriver:
+        return ClosedLoopDriver(sim, trace)
+
+    with Pipeline(
+        trace,
+        store,
+        bootstrap,
+        topic,
+        partitions,
+        data_dir,
+        say,
+        interval,
+        timeout,
+        cluster=cluster,
+        make_driver=make_driver,
+    ) as p:
+        driver = p.driver
+        assert isinstance(driver, ClosedLoopDriver) and p.watcher is not None
+        api = client.ApiClient(client.Configuration(host=p.sim.url))
+        dispatcher = make_dispatcher(store, api, p.sim.clock.now)
+        t, cycles = 0.0, 0
+        next_report = time.monotonic() + interval
+        while True:
+            driver.run_until(t)
+            p.settle(poll=0.005)
+            projector.catch_up()
+            if driver.finished:
+                break
+            if time.monotonic() > p.deadline:
+                raise RuntimeError("replay timed out while cycling")
+            rv = p.sim.store.resource_version
+            dispatcher.cycle(p.sim.clock.now())
+            cycles += 1
+            due = driver.next_instant()
+            if p.sim.store.resource_version != rv:
+                t += cycle_seconds  # it acted: watch, project and confirm one cycle later
+            elif due is None:
+                break  # nothing will ever change: what is queued can never be admitted
+            else:
+                t = max(t + cycle_seconds, _grid(due, cycle_seconds))
+            if time.monotonic() >= next_report:
+                p.report(f"cycle {cycles}")
+                next_report = time.monotonic() + interval
+        if not p.watcher.flush(60):
+            raise RuntimeError("the watcher could not persist its checkpoint")
+        p.report("done")
+        ends = [r.ended for r in driver.runs.values()]
+        return ClosedLoopRun(
+            published=p.published,
+            ingested=p.ingested,
+            virtual_seconds=p.sim.clock.seconds(),
+            cycles=cycles,
+            succeeded=ends.count("Succeeded"),
+            failed=ends.count("Failed"),
+            withdrawn=ends.count("Withdrawn"),
+            restarts=sum(r.preemptions for r in driver.runs.values()),
+            unfinished=driver.unfinished(),
+        )
+
+
+def closed_loop_figures(store: PostgresEventStore, run: ClosedLoopRun) -> ClosedLoopFigures:
+    """The run's figures from the store (after projection): decisions, waits, goodput."""
+    from projections.dispatch_reports import DecisionWindow, goodput_report, wait_intervals
+
+    with store.engine.connect() as conn:
+        counts: dict[str, int] = dict(
+            conn.execute(
+                text(
+                    "SELECT 'admitted', COUNT(*) FROM events WHERE type = 'AdmissionDecided'"
+                    " AND data->>'outcome' = 'admit'"
+                    " UNION ALL SELECT 'preemptions', COUNT(*) FROM events"
+                    " WHERE type = 'PreemptionDecided'"
+                    " UNION ALL SELECT 'victims', COALESCE(SUM(jsonb_array_length("
+                    "data->'victims')), 0) FROM events WHERE type = 'PreemptionDecided'"
+                )
+            ).all()
+        )
+        waits = sorted(
+            float(w.wait_s)
+            for w in wait_intervals(conn, DecisionWindow())
+            if w.admitted_at is not None
+        )
+        goodput = goodput_report(conn, "quota", DecisionWindow())
+    gpu = float(sum(r["gpu_hours"] for r in goodput))
+    good = float(sum(r["good_gpu_hours"] for r in goodput))
+    return ClosedLoopFigures(
+        cycles=run.cycles,
+        jobs=run.succeeded + run.failed + run.withdrawn + len(run.unfinished),
+        succeeded=run.succeeded,
+        failed=run.failed,
+        withdrawn=run.withdrawn,
+        never_admitted=len(run.unfinished),
+        admitted=int(counts.get("admitted", 0)),
+        preemptions=int(counts.get("preemptions", 0)),
+        victims=int(counts.get("victims", 0)),
+        waits=len(waits),
+        wait_p50_s=_percentile(waits, 0.5),
+        wait_p95_s=_percentile(waits, 0.95),
+        wait_max_s=waits[-1] if waits else None,
+        gpu_hours=gpu,
+        good_gpu_hours=good,
+        goodput=good / gpu if gpu else None,
+        unfinished=run.unfinished,
+    )
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    """Continuous percentile (linear interpolation), as PostgreSQL's percentile_cont."""
+    if not values:
+        return None
+    pos = q * (len(values) - 1)
+    low = math.floor(pos)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (pos - low)

@@ -1,0 +1,238 @@
+"""Closed-loop trace replay: the trace says when jobs arrive and how long they run, a
+dispatcher outside kubesim decides when they start.
+
+Open-loop replay (:class:`~kubesim.driver.TraceDriver`) binds every pod at the trace's
+scheduled second. Here each row's batch Job is created *suspended* at its creation second
+(``spec.suspend: true``, condition ``Suspended=True``, no pod) and runs only once something
+resumes it (``spec.suspend: false`` over the API): the Job controller (:mod:`kubesim.cluster`)
+spawns a pod, this driver binds it at once and lets it run for the row's run length
+(deleted - scheduled), then terminates it Succeeded or Failed as the trace says and marks the
+Job Complete or Failed. Suspended again while running (a preemption), the controller deletes
+the pod (graceful, in virtual time); the next resume starts the FULL run length again: the
+work since the last start is lost, as for a training job without checkpoints.
+
+Rows the trace never scheduled are withdrawn (pods and Job deleted) at their deletion second,
+running or not: their user gave up. Rows still running at the trace's end run their observed
+length (end - scheduled) and then succeed. Rows the trace marks pre-existing (running before
+the trace began, DLRM) are adopted: created unsuspended and bound at once, as workloads a
+dispatcher finds already admitted; they can be preempted like any other.
+
+Lockstep: nothing runs on a thread. The caller moves virtual time with :meth:`run_until`
+and acts between steps; :meth:`next_instant` says when something will next happen by itself
+(an arrival, a withdrawal, a run's end, a grace period's end), :attr:`finished` whether every
+job has ended.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kubesim.driver import _CREATE, _TERMINATE, TraceDriver
+from kubesim.objects import job_object, pod_object, terminate_pod
+from kubesim.resources import BATCH_JOBS, PODS
+from kubesim.server import KubeSim
+from kubesim.store import Object
+from kubesim.traces import Trace, TraceInstance
+
+__all__ = ["ClosedLoopDriver", "JobRun", "run_length"]
+
+log = logging.getLogger(__name__)
+
+
+def run_length(inst: TraceInstance, end: int) -> int | None:
+    """Seconds the row ran in the trace (deleted - scheduled; to ``end`` when it never
+    ended); None for a row the trace never scheduled."""
+    if inst.scheduled is None:
+        return None
+    stop = inst.deleted if inst.deleted is not None else end
+    return max(0, stop - inst.scheduled)
+
+
+def _last_second(trace: Trace) -> int:
+    """The slice's own end: its last creation, start or deletion."""
+    seconds = [0]
+    for inst in trace.instances:
+        seconds += [inst.created, inst.scheduled or 0, inst.deleted or 0]
+    return max(seconds)
+
+
+@dataclass
+class JobRun:
+    """What the closed loop did to one job: starts, preemptions, how it ended."""
+
+    starts: int = 0
+    preemptions: int = 0
+    ended: str | None = None  # "Succeeded" | "Failed" | "Withdrawn"
+    ended_at: float | None = None
+
+
+class ClosedLoopDriver(TraceDriver):
+    """Plays ``trace`` with every job created suspended; see the module docstring.
+
+    ``end`` (default: the last creation or withdrawal of the trace's rows, not the full
+    trace's end, so a ``head()`` slice ends when its jobs do) is where rows that never ended
+    stop running.
+    """
+
+    def __init__(self, sim: KubeSim, trace: Trace, *, end: int | None = None) -> None:
+        self.runs: dict[tuple[str, str], JobRun] = {
+            (i.namespace, i.job_name): JobRun() for i in trace.instances
+        }
+        self._pod_uids: dict[tuple[str, str], str] = {}
+        self.end = end if end is not None else _last_second(trace)
+        super().__init__(sim, trace, "max", prime=True)
+
+    # -- plan and progress -----------------------------------------------------------------
+
+    def _plan_actions(self) -> list[tuple[int, int, int]]:
+        actions: list[tuple[int, int, int]] = []
+        for index, inst in enumerate(self.trace.instances):
+            actions.append((inst.created, _CREATE, index))
+            if inst.scheduled is None and inst.deleted is not None:
+                actions.append((max(inst.deleted, inst.created), _TERMINATE, index))
+        return actions
+
+    @property
+    def finished(self) -> bool:
+        """Every job has ended (succeeded, failed or withdrawn)."""
+        return all(run.ended is not None for run in self.runs.values())
+
+    def unfinished(self) -> list[str]:
+        return sorted(f"{ns}/{name}" for (ns, name), r in self.runs.items() if r.ended is None)
+
+    def progress(self) -> tuple[float, int]:
+        """(virtual seconds now, the slice's end); runs delayed by the dispatcher may go on
+        past that end."""
+        return self.sim.clock.seconds(), self.end
+
+    def next_instant(self) -> float | None:
+        """When the next thing happens by itself: an arrival or withdrawal from the trace,
+        or a timer (a run's end, a grace period's end); None when nothing is due."""
+        due = [t for t in (self.next_time(), self.sim.cluster.next_timer()) if t is not None]
+        return min(due) if due else None
+
+    def run_until(self, seconds: float) -> None:
+        """Apply everything due at or before ``seconds`` (trace actions and timers in time
+        order), then set the clock there."""
+        while (t := self.next_time()) is not None and t <= seconds:
+            self.step()
+        self.sim.cluster.advance_to(max(seconds, self.sim.clock.seconds()))
+        if self.finished and self.next_time() is None:
+            self.done.set()
+
+    def run(self) -> None:
+        raise RuntimeError("a closed-loop replay moves in lockstep: call run_until()")
+
+    def _finish(self) -> None:
+        if self.finished:
+            self.done.set()
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def _apply(self, kind: int, inst: TraceInstance) -> None:
+        if kind == _CREATE:
+            self._create_suspended(inst)
+        else:
+            self._withdraw(inst)
+
+    def _create_suspended(self, inst: TraceInstance) -> None:
+        cluster = self.sim.cluster
+        now = self.sim.clock.timestamp()
+        job = job_object(
+            inst.job_name,
+            inst.namespace,
+            labels=self._labels(inst),
+            annotations=self._annotations(inst),
+            cpu_milli=inst.cpu_milli,
+            memory_mib=inst.memory_mib,
+            gpus=inst.gpus,
+            priority=inst.priority,
+            gpu_models=inst.gpu_models,
+        )
+        if inst.pre_existing:
+            job["status"] = {"active": 1, "startTime": now}
+            created = cluster.create(BATCH_JOBS, job)
+            pod = cluster.create(PODS, pod_object(inst.pod_name, created, now))
+            self._schedule_resumed(pod)
+            return
+        job["spec"]["suspend"] = True
+        job["status"] = {
+            "active": 0,
+            "conditions": [
+                {
+                    "type": "Suspended",
+                    "status": "True",
+                    "reason": "JobSuspended",
+                    "message": "Job suspended",
+                    "lastTransitionTime": now,
+                    "lastProbeTime": now,
+                }
+            ],
+        }
+        cluster.create(BATCH_JOBS, job)
+
+    def _withdraw(self, inst: TraceInstance) -> None:
+        """The user deleted a job the trace never ran: its pods at once, then the Job."""
+        key = (inst.namespace, inst.job_name)
+        run = self.runs[key]
+        if run.ended is not None:
+            return
+        store = self.sim.store
+        for pod_name in sorted(self._pods.get(key, ())):
+            if store.find(PODS, inst.namespace, pod_name) is not None:
+                store.delete(PODS, inst.namespace, pod_name)
+        if store.find(BATCH_JOBS, inst.namespace, inst.job_name) is not None:
+            store.delete(BATCH_JOBS, inst.namespace, inst.job_name)
+        self._end(run, "Withdrawn")
+
+    def _end(self, run: JobRun, how: str) -> None:
+        run.ended, run.ended_at = how, self.sim.clock.seconds()
+        if self.finished and self.next_time() is None:
+            self.done.set()
+
+    # -- the job controller's new pod ------------------------------------------------------
+
+    def _schedule_resumed(self, pod: Object) -> None:
+        """Bind a resumed job's new pod now and schedule the end of its run."""
+        meta = pod["metadata"]
+        job = (meta.get("labels") or {}).get("job-name") or ""
+        key = (meta["namespace"], job)
+        inst = self._by_job.get(key)
+        if inst is None or self.runs[key].ended is not None:
+            return
+        self._bind(pod, inst)
+        run = self.runs[key]
+        if run.starts:
+            run.preemptions += 1
+        run.starts += 1
+        length = run_length(inst, self.end)
+        if length is None:
+            return  # never scheduled in the trace: runs until withdrawn
+        uid = meta["uid"]
+        self._pod_uids[key] = uid
+        self.sim.cluster.schedule(
+            self.sim.clock.seconds() + length,
+            lambda: self._complete(inst, meta["name"], uid),
+        )
+
+    def _complete(self, inst: TraceInstance, pod_name: str, uid: str) -> None:
+        """The run's end: the pod terminates as the trace says, the Job finishes. Nothing
+        when the pod is gone or being deleted (preempted: the work is lost)."""
+        store = self.sim.store
+        with store.lock:
+            pod = store.find(PODS, inst.namespace, pod_name)
+            if pod is None or pod["metadata"]["uid"] != uid:
+                return
+            if pod["metadata"].get("deletionTimestamp"):
+                return
+            now = self.sim.clock.timestamp()
+            store.update(
+                PODS, inst.namespace, pod_name, lambda p: terminate_pod(p, now, failed=inst.failed)
+            )
+            store.delete(PODS, inst.namespace, pod_name)
+            self.sim.cluster.finish_job(inst.namespace, inst.job_name, failed=inst.failed)
+            self._end(
+                self.runs[(inst.namespace, inst.job_name)],
+                "Failed" if inst.failed else "Succeeded",
+            )

@@ -1,0 +1,266 @@
+"""What the dispatcher's decisions cost: waits, preemptions and goodput.
+
+Read from the stored decision events (``AdmissionDecided``, ``PreemptionDecided``), the
+job read model (``job_state``: names, priorities, quotas) and the billing read model's
+occupancies (``billing_occupancies``: each pod's occupied interval, its end reason, its
+quota resolved through the workspace binding):
+
+- **waits**: a wait opens when a job is submitted (``JobSubmitted``) or preempted (it is
+  named a victim in a ``PreemptionDecided``: the requeue is a new wait) and closes at the
+  next ``AdmissionDecided`` with outcome ``admit``; ``wait = admitted - queued``. p50 / p95
+  (continuous percentiles) / max per admitted quota and priority, for waits that closed in
+  ``[from, to)``; ``waiting`` counts the jobs of the group the dispatcher has decided on
+  whose wait is still open, ``withdrawn`` those deleted while waiting.
+- **preemptions**: one row per victim of each ``PreemptionDecided`` in the window: who
+  preempted whom, the reason, and what the victim lost: its occupancy since its last start
+  (the latest occupancy started at or before the decision), up to that occupancy's end (the
+  pod held its GPUs through the grace period) or, still open, the decision; as GPU-hours
+  and as cost rated at the job's own rate (:func:`ledger.rating.rate_interval`, the billing
+  code; no price book: no cost).
+- **goodput**: of the occupancies that ended in ``[from, to)``, the share of occupied
+  GPU-hours (``goodput``) and of occupied hours (``time_goodput``) whose pod ended in
+  success (``end_reason = completed``), by quota or by workspace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from sqlalchemy import Connection, text
+
+from ledger.prices import NoApplicableRate
+from ledger.rating import rate_interval
+from projections.billing_reads import load_schedule, occupancy_from_row
+from projections.pages import check_report_rows
+
+__all__ = [
+    "GOODPUT_KEYS",
+    "DecisionWindow",
+    "goodput_report",
+    "preemptions_report",
+    "wait_intervals",
+    "waits_report",
+]
+
+GOODPUT_KEYS = ("quota", "workspace")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FAR = datetime(9999, 12, 31, tzinfo=UTC)
+_HOUR_US = 3_600 * 1_000_000
+
+
+@dataclass(frozen=True)
+class DecisionWindow:
+    start: datetime | None = None  # cluster time, inclusive
+    end: datetime | None = None  # cluster time, exclusive
+
+    def params(self) -> dict[str, datetime]:
+        return {"from": self.start or _EPOCH, "to": self.end or _FAR}
+
+
+# One row per wait: the job, when it was queued (submitted, or named a victim), when it was
+# admitted (NULL: still waiting), the quota it was admitted to. ``segment`` numbers a job's
+# admissions: every queue mark belongs to the admission after it.
+_WAITS = """
+WITH marks AS (
+    SELECT data->>'job_uid' AS job_uid, occurred_at AS at, position, 0 AS admits,
+           NULL::text AS quota
+      FROM events WHERE type = 'JobSubmitted'
+    UNION ALL
+    SELECT v->>'job_uid', e.occurred_at, e.position, 0, v->>'quota'
+      FROM events e CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
+     WHERE e.type = 'PreemptionDecided'
+    UNION ALL
+    SELECT data->>'job_uid', occurred_at, position, 1, data->>'quota'
+      FROM events WHERE type = 'AdmissionDecided' AND data->>'outcome' = 'admit'
+), decided AS (
+    SELECT DISTINCT data->>'job_uid' AS job_uid FROM events WHERE type = 'AdmissionDecided'
+    UNION
+    SELECT v->>'job_uid'
+      FROM events e CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
+     WHERE e.type = 'PreemptionDecided'
+), segmented AS (
+    SELECT m.*, COALESCE(SUM(admits) OVER (
+               PARTITION BY job_uid ORDER BY at, position
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS segment
+      FROM marks m WHERE job_uid IN (SELECT job_uid FROM decided)
+), waits AS (
+    SELECT job_uid, segment,
+           MIN(at) FILTER (WHERE admits = 0) AS queued_at,
+           MIN(at) FILTER (WHERE admits = 1) AS admitted_at,
+           MIN(quota) FILTER (WHERE admits = 1) AS admitted_quota,
+           MIN(quota) FILTER (WHERE admits = 0) AS victim_quota,
+           COUNT(*) FILTER (WHERE admits = 0 AND quota IS NOT NULL) > 0 AS requeued
+      FROM segmented GROUP BY job_uid, segment
+)
+SELECT w.job_uid, j.name, j.namespace, w.queued_at, w.admitted_at, w.requeued, j.deleted_at,
+       COALESCE(w.admitted_quota, w.victim_quota, j.quota, b.quota, '-') AS quota,
+       COALESCE(j.priority, 0) AS priority,
+       EXTRACT(EPOCH FROM w.admitted_at - w.queued_at)::float8 AS wait_s
+  FROM waits w
+  LEFT JOIN job_state j ON j.job_uid = w.job_uid
+  LEFT JOIN job_workspace_quotas b ON b.workspace = j.workspace
+ WHERE w.queued_at IS NOT NULL
+"""
+
+
+def wait_intervals(conn: Connection, window: DecisionWindow = DecisionWindow()) -> list[Any]:
+    """Every wait (closed in the window, or still open), ordered by job and queue time."""
+    return list(
+        conn.execute(
+            text(
+                f"SELECT * FROM ({_WAITS}) x WHERE admitted_at IS NULL"
+                " OR (admitted_at >= :from AND admitted_at < :to)"
+                " ORDER BY job_uid, queued_at"
+            ),
+            window.params(),
+        ).all()
+    )
+
+
+def waits_report(conn: Connection, window: DecisionWindow) -> list[dict[str, Any]]:
+    """p50 / p95 / max wait (seconds) by admitted quota and priority (module docstring)."""
+    rows = conn.execute(
+        text(
+            f"""
+            SELECT quota, priority,
+                   COUNT(admitted_at) AS waits,
+                   COUNT(admitted_at) FILTER (WHERE requeued) AS requeued,
+                   COUNT(*) FILTER (WHERE admitted_at IS NULL AND deleted_at IS NULL)
+                       AS waiting,
+                   COUNT(*) FILTER (WHERE admitted_at IS NULL AND deleted_at IS NOT NULL)
+                       AS withdrawn,
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY wait_s) AS p50_s,
+                   percentile_cont(0.95) WITHIN GROUP (ORDER BY wait_s) AS p95_s,
+                   MAX(wait_s) AS max_s,
+                   AVG(wait_s) AS mean_s
+              FROM ({_WAITS}) x
+             WHERE admitted_at IS NULL OR (admitted_at >= :from AND admitted_at < :to)
+             GROUP BY quota, priority
+             ORDER BY quota, priority DESC
+            """
+        ),
+        window.params(),
+    ).mappings()
+    out = [{k: _seconds(v) if k.endswith("_s") else v for k, v in row.items()} for row in rows]
+    check_report_rows(len(out), hint="narrow --from/--to")
+    return out
+
+
+def _seconds(value: Any) -> Decimal | None:
+    return None if value is None else Decimal(str(round(float(value), 1)))
+
+
+_PREEMPTIONS = """
+SELECT e.position, e.occurred_at AS at, e.event_id,
+       e.data->>'preemptor' AS preemptor_uid, pj.name AS preemptor,
+       COALESCE(pj.quota, pb.quota, '-') AS preemptor_quota, pj.priority AS preemptor_priority,
+       v->>'job_uid' AS victim_uid, vj.name AS victim, v->>'quota' AS victim_quota,
+       vj.priority AS victim_priority, vj.billing_mode AS victim_billing_mode,
+       COALESCE(v->>'reason', e.data->>'reason') AS reason,
+       o.occupancy_id, o.job_uid, o.workspace, o.quota, o.user_name, o.flavor, o.mgpu,
+       o.cpu_milli, o.memory_mib, o.billing_mode, o.started_at,
+       COALESCE(o.ended_at, e.occurred_at) AS ended_at
+  FROM events e
+ CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
+  LEFT JOIN job_state pj ON pj.job_uid = e.data->>'preemptor'
+  LEFT JOIN job_workspace_quotas pb ON pb.workspace = pj.workspace
+  LEFT JOIN job_state vj ON vj.job_uid = v->>'job_uid'
+  LEFT JOIN LATERAL (
+        SELECT * FROM billing_occupancies bo
+         WHERE bo.job_uid = v->>'job_uid' AND bo.started_at <= e.occurred_at
+         ORDER BY bo.started_at DESC, bo.occupancy_id DESC LIMIT 1) o ON TRUE
+ WHERE e.type = 'PreemptionDecided' AND e.occurred_at >= :from AND e.occurred_at < :to
+ ORDER BY e.occurred_at, e.position, v->>'job_uid'
+"""
+
+
+def preemptions_report(conn: Connection, window: DecisionWindow) -> list[dict[str, Any]]:
+    """One row per victim of each stored preemption decision (module docstring); amounts
+    as ``lost_cost_minor`` + ``currency`` (the CLI adds the decimal and the scale)."""
+    schedule = load_schedule(conn)
+    out: list[dict[str, Any]] = []
+    for row in conn.execute(text(_PREEMPTIONS), window.params()).all():
+        lost_us = 0
+        cost: int | None = None
+        if row.occupancy_id is not None:
+            occ = occupancy_from_row(row)
+            end = occ.end or occ.start
+            lost_us = int((end - occ.start).total_seconds() * 1_000_000) * occ.mgpu // 1000
+            if schedule.currency is not None and end > occ.start:
+                try:
+                    cost = rate_interval(occ, schedule, occ.start, end).total_minor
+                except NoApplicableRate:
+                    cost = None
+        out.append(
+            {
+                "at": row.at,
+                "preemptor": row.preemptor or row.preemptor_uid,
+                "preemptor_quota": row.preemptor_quota,
+                "preemptor_priority": row.preemptor_priority,
+                "victim": row.victim or row.victim_uid,
+                "victim_quota": row.victim_quota,
+                "victim_priority": row.victim_priority,
+                "victim_billing_mode": row.victim_billing_mode,
+                "reason": row.reason,
+                "victim_started_at": row.started_at,
+                "gpu_hours_lost": Decimal(lost_us) / _HOUR_US,
+                "lost_cost_minor": cost,
+                "currency": schedule.currency if cost is not None else None,
+                "preemptor_uid": row.preemptor_uid,
+                "victim_uid": row.victim_uid,
+                "event_id": str(row.event_id),
+            }
+        )
+    check_report_rows(len(out), hint="narrow --from/--to")
+    for row_out in out:
+        row_out["gpu_hours_lost"] = round(row_out["gpu_hours_lost"], 4)
+    return out
+
+
+def goodput_report(
+    conn: Connection, by: Literal["quota", "workspace"], window: DecisionWindow
+) -> list[dict[str, Any]]:
+    """Share of occupied time that ended in success, by quota or workspace (docstring)."""
+    if by not in GOODPUT_KEYS:
+        raise ValueError(f"unknown --by {by!r}: use {' or '.join(GOODPUT_KEYS)}")
+    column = "COALESCE(quota, '-')" if by == "quota" else "workspace"
+    rows = conn.execute(
+        text(
+            f"""
+            WITH o AS (
+                SELECT {column} AS key, end_reason = 'completed' AS ok, mgpu,
+                       EXTRACT(EPOCH FROM ended_at - started_at)::numeric AS s
+                  FROM billing_occupancies
+                 WHERE ended_at IS NOT NULL AND ended_at >= :from AND ended_at < :to
+            )
+            SELECT key, COUNT(*) AS occupancies, COUNT(*) FILTER (WHERE ok) AS succeeded,
+                   SUM(s * mgpu) / 3600000 AS gpu_hours,
+                   COALESCE(SUM(s * mgpu) FILTER (WHERE ok), 0) / 3600000 AS good_gpu_hours,
+                   SUM(s) / 3600 AS hours,
+                   COALESCE(SUM(s) FILTER (WHERE ok), 0) / 3600 AS good_hours
+              FROM o GROUP BY key ORDER BY key
+            """
+        ),
+        window.params(),
+    ).all()
+    out = []
+    for row in rows:
+        gpu, good_gpu = Decimal(row.gpu_hours or 0), Decimal(row.good_gpu_hours or 0)
+        hours, good = Decimal(row.hours or 0), Decimal(row.good_hours or 0)
+        out.append(
+            {
+                by: row.key,
+                "occupancies": row.occupancies,
+                "succeeded": row.succeeded,
+                "gpu_hours": round(gpu, 4),
+                "good_gpu_hours": round(good_gpu, 4),
+                "goodput": round(good_gpu / gpu, 4) if gpu else None,
+                "hours": round(hours, 4),
+                "time_goodput": round(good / hours, 4) if hours else None,
+            }
+        )
+    check_report_rows(len(out), hint="narrow --from/--to")
+    return out
