@@ -291,6 +291,15 @@ def read_dispatch(
         and d.attempt == jobs[uid].attempt
         and any(stopping.get(v) == uid for v in d.victims)
     )
+    reserved = frozenset(
+        uid
+        for uid, d in decisions.items()
+        if d.outcome == "preempt"
+        and uid in jobs
+        and jobs[uid].pending
+        and d.attempt == jobs[uid].attempt
+        and uid not in preempting
+    )
     parked = frozenset(
         uid
         for uid, d in decisions.items()
@@ -344,6 +353,7 @@ def read_dispatch(
         parked=parked,
         blocked_workspaces=blocked_workspaces,
         preempting=preempting,
+        reserved=reserved,
         fair_sharing=config.fair_sharing,
     )
     return DispatchView(

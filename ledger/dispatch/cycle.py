@@ -69,6 +69,10 @@ class CycleInput:
     blocked_workspaces: frozenset[str] = frozenset()
     #: preemptors whose victims are still being stopped: they wait, nothing new is decided
     preempting: frozenset[str] = frozenset()
+    #: preemptors whose victims have stopped: offered first, before every queue, so the
+    #: capacity they freed is theirs (Kueue keeps a preemptor's reservation); without it a
+    #: requeued victim offered in an earlier round takes it back and the preemption repeats
+    reserved: frozenset[str] = frozenset()
     #: quotas (any node: its whole tree counts) where, since the cycle that parked, capacity
     #: was freed or the tree changed: their parked jobs are retried (Kueue requeues its
     #: inadmissible workloads on the same events); :func:`relevant_changes` computes it
@@ -273,11 +277,14 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
     for job in cycle.pending:
         if job.job in cycle.preempting:
             state.reserve(job)
+    first = _admit_reserved(state, [j for q in ordered.values() for j in q])
     runs: list[QueueRun] = []
     for quota, jobs in ordered.items():
         settings = cycle.queues.get(quota, _DEFAULT_QUEUE)
         active: list[Incoming] = []
         for job in jobs:
+            if job.job in first:
+                continue
             reason = _not_tried(state, job, settings.policy, requeued)
             if reason is None:
                 active.append(job)
@@ -295,6 +302,26 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
         _positions(state, waiting),
         frozenset(state.parked),
     )
+
+
+def _admit_reserved(state: _Cycle, ordered: list[Incoming]) -> set[str]:
+    """Admit the preemptors whose victims have stopped, if they fit, before any round
+    (priority, then queue time); one that no longer fits competes in the rounds as usual.
+    Returns the jobs admitted."""
+    cycle = state.input
+    candidates = [
+        j
+        for j in ordered
+        if j.job in cycle.reserved
+        and j.job not in cycle.preempting
+        and not (j.workspace and j.workspace in cycle.blocked_workspaces)
+    ]
+    admitted: set[str] = set()
+    for job in sorted(candidates, key=lambda j: (-j.priority, j.created_at, j.job)):
+        if state.tree.fits(job.quota, _request(job), own_cap=job.billing_mode != IDLE):
+            state.admit(job, Decision(job.job, "admit"))
+            admitted.add(job.job)
+    return admitted
 
 
 def _not_tried(

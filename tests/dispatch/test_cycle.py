@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from ledger.dispatch import Admitted, CycleInput, Incoming, Preemption, QuotaNode, plan_cycle
@@ -43,3 +44,40 @@ def test_a_blocked_workspace_gets_nothing() -> None:
     )
     assert [d.job for d in result.admissions] == ["y"]
     assert [(p.job, p.reason) for p in result.pending] == [("x", "BudgetExhausted")]
+
+
+def test_a_preemptor_whose_victims_stopped_gets_the_capacity_it_freed() -> None:
+    """The thrash the closed-loop replay showed: the preemptor sits behind a blocked head of
+    its own queue, its idle victim is requeued and offered in an earlier round."""
+    from ledger.dispatch import QueueSettings
+
+    quotas = (
+        QuotaNode("root", None, {"gpu": 8}),
+        QuotaNode("a", "root", {"gpu": 4}),
+        QuotaNode("b", "root", {"gpu": 4}),
+    )
+    running = (Admitted("r", "b", 0, {"gpu": 4}, T0),)
+    head = _job("h", "a", 6, 0, priority=9)
+    preemptor = _job("p", "a", 4, 1, priority=5)
+    victim = Incoming("v", "b", 0, {"gpu": 4}, T0 + timedelta(minutes=2), billing_mode="idle")
+    queues = {"a": QueueSettings("Priority"), "b": QueueSettings("Priority")}
+    cycle = CycleInput(
+        quotas, running, (head, preemptor, victim), T0 + timedelta(hours=1), queues=queues
+    )
+    # as queued: the idle job takes the free GPUs (admitted in a cycle, no victim in it)
+    plain = plan_cycle(cycle)
+    assert [d.job for d in plain.admissions] == ["v"] and plain.preemptions == ()
+    # the next cycle, the preemptor takes them back
+    running_v = Admitted("v", "b", 0, {"gpu": 4}, T0, billing_mode="idle")
+    taking = plan_cycle(replace(cycle, admitted=(*running, running_v), pending=(head, preemptor)))
+    assert [(d.job, [v.job for v in d.victims]) for d in taking.preemptions] == [("p", ["v"])]
+    # the victim stopped and requeued: without the reservation it would win the GPUs again
+    assert [d.job for d in plan_cycle(cycle).admissions] == ["v"]
+    # its victims gone, the preemptor's reservation holds: it is admitted first
+    kept = plan_cycle(replace(cycle, reserved=frozenset({"p"})))
+    assert [d.job for d in kept.admissions] == ["p"]
+    assert kept.preemptions == ()
+    assert {s.job: s.reason for s in kept.pending} == {
+        "h": "WaitingForQuota",
+        "v": "WaitingForQuota",
+    }
