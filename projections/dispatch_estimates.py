@@ -208,6 +208,19 @@ def _duration(medians: RuntimeMedians, job: Incoming) -> timedelta | None:
     return runtime.duration if runtime is not None else None
 
 
+def _error_figures(errors: Sequence[float]) -> dict[str, float | None]:
+    """p50/p95/mean of the absolute errors and the mean signed error, to a tenth of a second
+    (estimates and starts are cluster instants to the second); None without errors."""
+    names = ("p50_abs_error_seconds", "p95_abs_error_seconds", "mean_abs_error_seconds")
+    if not errors:
+        return dict.fromkeys((*names, "mean_error_seconds"))
+    absolute = [abs(x) for x in errors]
+    figures = (_percentile(absolute, 0.5), _percentile(absolute, 0.95), statistics.fmean(absolute))
+    out: dict[str, float | None] = {n: round(v, 1) for n, v in zip(names, figures, strict=True)}
+    out["mean_error_seconds"] = round(statistics.fmean(errors), 1)
+    return out
+
+
 def _percentile(values: Sequence[float], q: float) -> float:
     """Linear interpolation between closest ranks (PostgreSQL's percentile_cont)."""
     ordered = sorted(values)
@@ -283,16 +296,12 @@ def estimate_errors(
     order: list[str | None] = [*sorted(q for q in groups if q is not None), None]
     for group in order:
         errors = [e["error_seconds"] for e in groups[group] if e["error_seconds"] is not None]
-        absolute = [abs(x) for x in errors]
         rows.append(
             {
                 "quota": group if group is not None else "(all)",
                 "waits": len(groups[group]),
                 "estimated": len(errors),
-                "p50_abs_error_seconds": _percentile(absolute, 0.5) if errors else None,
-                "p95_abs_error_seconds": _percentile(absolute, 0.95) if errors else None,
-                "mean_abs_error_seconds": statistics.fmean(absolute) if errors else None,
-                "mean_error_seconds": statistics.fmean(errors) if errors else None,
+                **_error_figures(errors),
             }
         )
     return rows

@@ -389,7 +389,7 @@ def test_report_estimates_from_stored_decisions(
          "p95_abs_error_seconds": 600.0, "mean_abs_error_seconds": 600.0,
          "mean_error_seconds": 600.0},
         {"quota": "(all)", "waits": 4, "estimated": 3, "p50_abs_error_seconds": 100.0,
-         "p95_abs_error_seconds": 550.0, "mean_abs_error_seconds": 800 / 3,
+         "p95_abs_error_seconds": 550.0, "mean_abs_error_seconds": 266.7,
          "mean_error_seconds": 200.0},
     ]  # fmt: skip
     per_job = json.loads(cli("report", "estimates", "--per-job", "--format", "json"))
