@@ -153,6 +153,30 @@ class Tree:
                     break
                 delta = min(delta, stored)
 
+    def saved(self, leaves: Iterable[str], keys: Iterable[str]) -> list[tuple[dict[str, float], str, float | None]]:
+        """The usage of ``keys`` on every node above ``leaves`` as it is now, for
+        :meth:`restore` (exactly: no float residue of removing and adding back)."""
+        keys = list(keys)
+        seen: set[str] = set()
+        out: list[tuple[dict[str, float], str, float | None]] = []
+        for leaf in leaves:
+            for node in self._paths[leaf]:
+                if node in seen:
+                    break
+                seen.add(node)
+                for table in (self._raw[node], self._usage[node]):
+                    for k in keys:
+                        out.append((table, k, table.get(k)))
+        return out
+
+    @staticmethod
+    def restore(saved: list[tuple[dict[str, float], str, float | None]]) -> None:
+        for table, k, value in saved:
+            if value is None:
+                table.pop(k, None)
+            else:
+                table[k] = value
+
     @property
     def leaf_usage(self) -> dict[str, dict[str, float]]:
         """What each leaf's workloads request, per key."""

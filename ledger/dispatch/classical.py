@@ -20,7 +20,8 @@ incoming to borrow and not, in Kueue's order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,8 +36,13 @@ from ledger.dispatch.candidates import (
 )
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Incoming, Reason
+from ledger.dispatch.victim_index import Entry, VictimIndex
 
-__all__ = ["classical_targets"]
+__all__ = ["classical_targets", "surely_none"]
+
+#: what the bound adds to every amount it frees, so that the float residue of the index's
+#: running sums can never make it smaller than the exact sum
+_SLACK = 1e-9
 
 Variant = Literal["WithinCQ", "Hierarchical", "ReclaimWithoutBorrowing", "ReclaimWhileBorrowing"]
 
@@ -161,12 +167,234 @@ def _valid(tree: Tree, incoming: Incoming, c: _Candidate, keys: set[str], borrow
         return True
     if borrow and c.variant == "ReclaimWithoutBorrowing":
         return False
+    return not _quota_returned(tree, c, keys)
+
+
+def _quota_returned(tree: Tree, c: _Candidate, keys: set[str]) -> bool:
+    """The candidate's quota, or an ancestor below the common one, no longer borrows:
+    as removals only lower usage, no later candidate of that quota is valid either."""
     for node in tree.ancestry(c.workload.quota):
         if node == c.lca:
             break
         if tree.within_nominal(node, keys):
-            return False
-    return True
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One quota's candidates for one search: a prefix of its ordered jobs (those whose
+    priority the policy may allow), classified as they are reached."""
+
+    entries: Sequence[Entry]
+    end: int
+    lca: str | None
+    advantage: bool
+
+
+def _sources(
+    tree: Tree,
+    index: VictimIndex,
+    incoming: Incoming,
+    request: Mapping[str, float],
+    keys: set[str],
+) -> tuple[list[_Source], list[_Source], list[_Source]]:
+    """:func:`_collect`'s walk, the same quotas in the same groups, without their jobs."""
+    quota = incoming.quota
+    policy = tree.nodes[quota].preemption
+    own: list[_Source] = []
+
+    def source(leaf: str, lca: str | None, allows: str, advantage: bool) -> _Source | None:
+        jobs = index.quotas.get(leaf)
+        if jobs is None:
+            return None
+        end = jobs.allowed_end(allows, incoming.priority)
+        return _Source(jobs.ordered(), end, lca, advantage) if end else None
+
+    if policy.within_quota != "Never":
+        s = source(quota, None, policy.within_quota, False)
+        if s is not None:
+            own.append(s)
+    hierarchy: list[_Source] = []
+    priority: list[_Source] = []
+    if tree.nodes[quota].parent is not None and policy.reclaim != "Never":
+        advantage, remaining = tree.fit_in_quota(quota, request)
+        previous: str | None = None
+        for ancestor in tree.ancestry(quota)[1:]:
+            target = hierarchy if advantage else priority
+            stack = [ancestor]
+            while stack:
+                node = stack.pop()
+                for child in tree.children[node]:
+                    if child == previous or child == quota or tree.within_nominal(child, keys):
+                        continue
+                    if tree.children[child]:
+                        stack.append(child)
+                        continue
+                    s = source(child, ancestor, policy.reclaim, advantage)
+                    if s is not None:
+                        target.append(s)
+            fits, remaining = tree.fit_in_quota(ancestor, remaining)
+            advantage = advantage or fits
+            previous = ancestor
+    return hierarchy, priority, own
+
+
+def _merged(
+    tree: Tree,
+    incoming: Incoming,
+    keys: set[str],
+    sources: list[_Source],
+    returned: set[int],
+) -> Iterator[_Candidate]:
+    """The candidates of ``sources`` in Kueue's order (within one group the quota part of
+    :func:`~ledger.dispatch.candidates.order_key` is the same for all), each quota's
+    taken only as far as the search gets; a quota in ``returned`` (its candidates no
+    longer valid) is dropped."""
+    heap = [(s.entries[0][0], i, 0) for i, s in enumerate(sources)]
+    heapq.heapify(heap)
+    while heap:
+        _, i, pos = heap[0]
+        if i in returned:
+            heapq.heappop(heap)
+            continue
+        s = sources[i]
+        wl = s.entries[pos][1]
+        if pos + 1 < s.end:
+            heapq.heapreplace(heap, (s.entries[pos + 1][0], i, pos + 1))
+        else:
+            heapq.heappop(heap)
+        variant = _classify(tree, incoming, wl, keys, s.advantage)
+        if variant is not None:
+            yield _Candidate(wl, s.lca, variant), i
+
+
+def _any_candidate(tree: Tree, incoming: Incoming, keys: set[str], sources: list[_Source]) -> bool:
+    return any(
+        _classify(tree, incoming, entry[1], keys, s.advantage) is not None
+        for s in sources
+        for entry in s.entries[: s.end]
+    )
+
+
+def _lazy_targets(
+    tree: Tree,
+    index: VictimIndex,
+    incoming: Incoming,
+    request: Mapping[str, float],
+    keys: set[str],
+) -> list[Target]:
+    """:func:`classical_targets`' search with its candidates generated in order as the
+    greedy removal reaches them (same candidates, same order, same removals: the same
+    victims); what it costs is the quotas searched and the candidates it removes."""
+    hierarchy, priority, own = _sources(tree, index, incoming, request, keys)
+    forbidden, _ = _borrow_within(tree, incoming.quota)
+    quota = incoming.quota
+    under_min = all(tree.usage(quota, k) < tree.min(quota, k) for k in keys)
+    some_hierarchy = _any_candidate(tree, incoming, keys, hierarchy)
+    some_priority = _any_candidate(tree, incoming, keys, priority)
+    if (not some_hierarchy and not some_priority) or (forbidden and not under_min):
+        attempts = [True]
+    elif forbidden and not some_hierarchy:
+        attempts = [False, True]
+    else:
+        attempts = [True, False]
+    groups = [(0, hierarchy), (1, priority), (2, own)]
+    for borrow in attempts:
+        removed: list[Target] = []
+        for g, sources in groups:
+            returned: set[int] = set()
+            for c, i in _merged(tree, incoming, keys, sources, returned):
+                if c.workload.quota != quota:
+                    if borrow and c.variant == "ReclaimWithoutBorrowing":
+                        continue
+                    if _quota_returned(tree, c, keys):
+                        returned.add(i)
+                        continue
+                tree.remove(c.workload.quota, c.workload.resources)
+                removed.append(Target(c.workload, _REASONS[c.variant]))
+                if workload_fits(tree, quota, request, allow_borrowing=borrow):
+                    kept = fill_back(tree, quota, request, removed, allow_borrowing=borrow)
+                    for t in kept:
+                        tree.add(t.workload.quota, t.workload.resources)
+                    return kept
+        for t in removed:
+            tree.add(t.workload.quota, t.workload.resources)
+    return []
+
+
+def surely_none(
+    tree: Tree,
+    index: VictimIndex,
+    incoming: Incoming,
+    request: Mapping[str, float],
+    keys: set[str],
+) -> bool:
+    """True only when :func:`classical_targets` is sure to find no victims: even freeing,
+    in every quota that could hold a candidate, the most the search could ever take there
+    does not make ``request`` fit. Costs the searched quotas times their distinct
+    priorities, not their jobs.
+
+    Why it is an upper bound. Kueue's usage of a node is a function of the leaves' usage,
+    non-decreasing in each (``addUsage`` stores in the parent only what exceeds a node's
+    guarantee), and ``available`` is non-increasing in every node's usage; so removing
+    more from any leaf never turns a fit into a misfit, and a fit allowing no borrowing
+    is also a fit allowing it. The greedy removal checks the fit after removing a set
+    ``R``; per leaf ``Q``, what ``R`` frees of each requested key is at most what is
+    removed here:
+
+    - in the incoming's quota: only jobs its ``within_quota`` allows, all of them at most
+      (``LowerOrNewerEqualPriority``: all of the equal priority too);
+    - elsewhere only candidates of the subtrees the search descends into (not within
+      nominal, the incoming's ancestors aside), allowed by ``reclaim``: all of them at
+      most; and when one key is searched, a candidate of ``Q`` is removed only while
+      ``Q`` still borrows it (``candidateIsValid``; a leaf's usage is its jobs' sum), so
+      what ``Q`` frees is below its borrowing when the search started plus its last
+      removal, at most the largest job ``Q`` has had.
+
+    So if removing these amounts leaves ``request`` unfit (borrowing allowed), no set the
+    search removes fits, and it ends with no victims."""
+    quota = incoming.quota
+    policy = tree.nodes[quota].preemption
+    freed: dict[str, dict[str, float]] = {}
+    if policy.within_quota != "Never":
+        own = index.quotas.get(quota)
+        if own is not None:
+            freed[quota] = own.summed(policy.within_quota, incoming.priority)
+    if tree.nodes[quota].parent is not None and policy.reclaim != "Never":
+        path = tree.ancestry(quota)
+        single = next(iter(keys)) if len(keys) == 1 else None
+        stack = [path[-1]]
+        while stack:
+            node = stack.pop()
+            for child in tree.children[node]:
+                if child == quota:
+                    continue
+                if child not in path and tree.within_nominal(child, keys):
+                    continue
+                if tree.children[child]:
+                    stack.append(child)
+                    continue
+                jobs = index.quotas.get(child)
+                if jobs is None:
+                    continue
+                amounts = jobs.summed(policy.reclaim, incoming.priority)
+                if single is not None and single in amounts:
+                    over = tree.usage(child, single) - tree.subtree(child, single)
+                    largest = jobs.largest.get(single, 0)
+                    amounts[single] = min(amounts[single], max(0.0, over) + largest)
+                freed[child] = amounts
+    saved = tree.saved(freed, request)
+    try:
+        for leaf, amounts in freed.items():
+            tree.remove(
+                leaf,
+                {k: amounts[k] * (1 + _SLACK) + _SLACK for k in request if amounts.get(k, 0) > 0},
+            )
+        fits = workload_fits(tree, quota, request, allow_borrowing=True)
+    finally:
+        tree.restore(saved)
+    return not fits
 
 
 def classical_targets(
@@ -175,8 +403,15 @@ def classical_targets(
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],
+    index: VictimIndex | None = None,
 ) -> list[Target]:
-    """The victims for ``incoming`` (``[]``: none found); ``tree`` is left as given."""
+    """The victims for ``incoming`` (``[]``: none found); ``tree`` is left as given.
+    With ``index`` (``by_quota`` kept as a :class:`VictimIndex`), a search that
+    :func:`surely_none` rules out is skipped."""
+    if index is not None:
+        if False and surely_none(tree, index, incoming, request, keys):
+            return []
+        return _lazy_targets(tree, index, incoming, request, keys)
     hierarchy, priority, own = _collect(tree, by_quota, incoming, request, keys)
     candidates = hierarchy + priority + own
     forbidden, _ = _borrow_within(tree, incoming.quota)

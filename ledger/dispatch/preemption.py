@@ -33,6 +33,7 @@ from ledger.dispatch.candidates import (
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.classical import classical_targets
 from ledger.dispatch.fair_sharing import fair_targets
+from ledger.dispatch.victim_index import VictimIndex
 from ledger.dispatch.model import (
     Admitted,
     Decision,
@@ -58,15 +59,20 @@ class Decider:
     """Decisions against one snapshot as it changes (a cycle: admissions, preemptions):
     the tree and the per-quota index are built once and kept in step by :meth:`admit`
     and :meth:`evict`, so a decision costs what its candidates cost, not the size of the
-    admitted set. :meth:`decide` leaves the state as it found it."""
+    admitted set. :meth:`decide` leaves the state as it found it.
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    ``fast=False`` decides without the :class:`~ledger.dispatch.victim_index.VictimIndex`
+    shortcuts (Kueue's search as written, every candidate collected and sorted): the
+    same decisions, kept callable to test that they are."""
+
+    def __init__(self, snapshot: Snapshot, *, fast: bool = True) -> None:
+        self.fast = fast
         self.fair_sharing = snapshot.fair_sharing
         self.strategies = snapshot.strategies
         self.tree = Tree(snapshot.quotas, ())
         self._jobs: dict[str, Admitted] = {}
         #: regular jobs by quota, idle jobs by the root of their tree
-        self._by_quota: dict[str, dict[str, Admitted]] = {}
+        self._by_quota = VictimIndex()
         self._idle: dict[str, dict[str, Admitted]] = {}
         # counted into the tree once per leaf (the same usage as one add per workload:
         # Kueue's addUsage of non-negative amounts adds up), indexed one by one
@@ -99,7 +105,7 @@ class Decider:
         if wl.billing_mode == IDLE:
             self._idle.setdefault(self.tree.root(wl.quota), {})[wl.job] = wl
         else:
-            self._by_quota.setdefault(wl.quota, {})[wl.job] = wl
+            self._by_quota.add(wl)
 
     def evict(self, job: str) -> Admitted:
         """Stop counting ``job`` (preempted or finished); returns it."""
@@ -108,7 +114,7 @@ class Decider:
         if wl.billing_mode == IDLE:
             del self._idle[self.tree.root(wl.quota)][job]
         else:
-            del self._by_quota[wl.quota][job]
+            self._by_quota.remove(wl)
         return wl
 
     def decide(self, incoming: Incoming) -> Decision:
@@ -151,7 +157,13 @@ class Decider:
             if workload_fits(tree, quota, request, allow_borrowing=True):
                 return fill_back(tree, quota, request, removed, allow_borrowing=True)
         found = _regular(
-            tree, self.fair_sharing, self.strategies, self._by_quota, incoming, request
+            tree,
+            self.fair_sharing,
+            self.strategies,
+            self._by_quota,
+            incoming,
+            request,
+            self._by_quota if self.fast else None,
         )
         if not found:
             for t in removed:
@@ -184,6 +196,7 @@ def _regular(
     by_quota: ByQuota,
     incoming: Incoming,
     request: Mapping[str, float],
+    index: VictimIndex | None,
 ) -> list[Target]:
     """Kueue's flavor assignment in preemption mode, then ``GetTargets``."""
     quota = incoming.quota
@@ -200,9 +213,11 @@ def _regular(
             or while_borrowing
         ):
             return []
-        if not _targets(tree, fair_sharing, strategies, by_quota, incoming, {k: v}, {k}):
+        if not _targets(
+            tree, fair_sharing, strategies, by_quota, incoming, {k: v}, {k}, index
+        ):
             return []
-    return _targets(tree, fair_sharing, strategies, by_quota, incoming, request, short)
+    return _targets(tree, fair_sharing, strategies, by_quota, incoming, request, short, index)
 
 
 def _may_reclaim_in_hierarchy(tree: Tree, quota: str, key: str, value: float) -> bool:
@@ -227,7 +242,8 @@ def _targets(
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],
+    index: VictimIndex | None,
 ) -> list[Target]:
     if fair_sharing:
         return fair_targets(tree, by_quota, incoming, request, keys, strategies)
-    return classical_targets(tree, by_quota, incoming, request, keys)
+    return classical_targets(tree, by_quota, incoming, request, keys, index)

@@ -1,0 +1,133 @@
+"""The admitted (non-idle) jobs of each quota, indexed for the victim search: their
+resources summed per priority (what a preemption policy could ever allow there, in
+O(distinct priorities)), the largest job seen per key, and the jobs in Kueue's candidate
+order (priority, most recently admitted first, name), so the classical search can bound
+what it could free before collecting anything and then take candidates lazily.
+
+Kept in step by :class:`~ledger.dispatch.preemption.Decider` on every admit and evict;
+the ordered lists are built on a quota's first search and then maintained.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterator, Mapping
+
+from ledger.dispatch.model import Admitted
+
+__all__ = ["Entry", "QuotaJobs", "VictimIndex", "candidate_order"]
+
+#: one job in a quota's ordered list, behind its candidate-order key
+Entry = tuple[tuple[int, float, str], Admitted]
+
+
+
+def candidate_order(wl: Admitted) -> tuple[int, float, str]:
+    """Kueue's ``CandidatesOrdering`` within one quota (lower priority first, most recently
+    admitted first, then by name): :func:`~ledger.dispatch.candidates.order_key` without
+    its first element, which is the same for every job of a quota."""
+    return (wl.priority, -wl.admitted_at.timestamp(), wl.job)
+
+
+class QuotaJobs:
+    """One quota's jobs: by name, summed per priority, and (once asked for) ordered."""
+
+    __slots__ = ("by_name", "by_priority", "count", "largest", "_ordered")
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, Admitted] = {}
+        #: per priority: the jobs' resources summed per key
+        self.by_priority: dict[int, dict[str, float]] = {}
+        self.count: dict[int, int] = {}
+        #: per key, the largest amount any job of the quota has had: it only grows, so it
+        #: stays an upper bound of every job still here
+        self.largest: dict[str, float] = {}
+        self._ordered: list[Entry] | None = None
+
+    def add(self, wl: Admitted) -> None:
+        self.by_name[wl.job] = wl
+        sums = self.by_priority.setdefault(wl.priority, {})
+        self.count[wl.priority] = self.count.get(wl.priority, 0) + 1
+        for k, v in wl.resources.items():
+            sums[k] = sums.get(k, 0) + v
+            if v > self.largest.get(k, 0):
+                self.largest[k] = v
+        if self._ordered is not None:
+            insort(self._ordered, (candidate_order(wl), wl))
+
+    def remove(self, wl: Admitted) -> None:
+        del self.by_name[wl.job]
+        left = self.count[wl.priority] - 1
+        if left == 0:
+            # exact zero again, not the float residue of adding and subtracting
+            del self.count[wl.priority]
+            del self.by_priority[wl.priority]
+        else:
+            self.count[wl.priority] = left
+            sums = self.by_priority[wl.priority]
+            for k, v in wl.resources.items():
+                sums[k] = sums.get(k, 0) - v
+        if self._ordered is not None:
+            key = candidate_order(wl)
+            i = bisect_left(self._ordered, (key,))
+            assert self._ordered[i][0] == key
+            del self._ordered[i]
+
+    def ordered(self) -> list[Entry]:
+        """The jobs in Kueue's candidate order, each behind its key (keys are unique: they
+        end with the job's name), not to be changed."""
+        if self._ordered is None:
+            self._ordered = sorted((candidate_order(wl), wl) for wl in self.by_name.values())
+        return self._ordered
+
+    def allowed_end(self, allows: str, priority: int) -> int:
+        """How many of :meth:`ordered` (a prefix: lower priority first) have a priority a
+        preemption policy ``allows`` could accept from an incoming of ``priority``."""
+        ordered = self.ordered()
+        if allows == "Never":
+            return 0
+        if allows == "Any":
+            return len(ordered)
+        if allows == "LowerOrNewerEqualPriority":
+            return bisect_left(ordered, priority + 1, key=lambda e: e[0][0])
+        return bisect_left(ordered, priority, key=lambda e: e[0][0])
+
+    def summed(self, allows: str, priority: int) -> dict[str, float]:
+        """Per key, the resources of every job a preemption ``policy`` with an incoming of
+        ``priority`` could allow (``LowerOrNewerEqualPriority`` counts all of the equal
+        priority: an upper bound)."""
+        out: dict[str, float] = {}
+        if allows == "Never":
+            return out
+        for p, sums in self.by_priority.items():
+            if allows == "Any" or p < priority or (
+                allows == "LowerOrNewerEqualPriority" and p == priority
+            ):
+                for k, v in sums.items():
+                    out[k] = out.get(k, 0) + v
+        return out
+
+
+class VictimIndex(Mapping[str, Mapping[str, Admitted]]):
+    """Admitted non-idle jobs by quota; as a mapping, quota → jobs by name (``ByQuota``)."""
+
+    def __init__(self) -> None:
+        self.quotas: dict[str, QuotaJobs] = {}
+
+    def add(self, wl: Admitted) -> None:
+        jobs = self.quotas.get(wl.quota)
+        if jobs is None:
+            jobs = self.quotas[wl.quota] = QuotaJobs()
+        jobs.add(wl)
+
+    def remove(self, wl: Admitted) -> None:
+        self.quotas[wl.quota].remove(wl)
+
+    def __getitem__(self, quota: str) -> Mapping[str, Admitted]:
+        return self.quotas[quota].by_name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.quotas)
+
+    def __len__(self) -> int:
+        return len(self.quotas)
