@@ -23,7 +23,10 @@ from collections.abc import Iterable, Mapping
 
 from ledger.dispatch.model import Admitted, DispatchError, QuotaNode
 
-__all__ = ["Tree"]
+__all__ = ["Saved", "Tree"]
+
+#: one usage figure as it was: the table, the key, the value (None: absent)
+Saved = tuple[dict[str, float], str, float | None]
 
 
 class Tree:
@@ -153,12 +156,12 @@ class Tree:
                     break
                 delta = min(delta, stored)
 
-    def saved(self, leaves: Iterable[str], keys: Iterable[str]) -> list[tuple[dict[str, float], str, float | None]]:
+    def saved(self, leaves: Iterable[str], keys: Iterable[str]) -> list[Saved]:
         """The usage of ``keys`` on every node above ``leaves`` as it is now, for
         :meth:`restore` (exactly: no float residue of removing and adding back)."""
         keys = list(keys)
         seen: set[str] = set()
-        out: list[tuple[dict[str, float], str, float | None]] = []
+        out: list[Saved] = []
         for leaf in leaves:
             for node in self._paths[leaf]:
                 if node in seen:
@@ -170,8 +173,9 @@ class Tree:
         return out
 
     @staticmethod
-    def restore(saved: list[tuple[dict[str, float], str, float | None]]) -> None:
-        for table, k, value in saved:
+    def restore(saved: list[Saved]) -> None:
+        """Put back what :meth:`saved` saved (the first saving of a figure wins)."""
+        for table, k, value in reversed(saved):
             if value is None:
                 table.pop(k, None)
             else:

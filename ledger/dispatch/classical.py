@@ -21,6 +21,7 @@ incoming to borrow and not, in Kueue's order.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -34,7 +35,7 @@ from ledger.dispatch.candidates import (
     uses_keys,
     workload_fits,
 )
-from ledger.dispatch.capacity import Tree
+from ledger.dispatch.capacity import Saved, Tree
 from ledger.dispatch.model import Admitted, Incoming, Reason
 from ledger.dispatch.victim_index import Entry, VictimIndex
 
@@ -198,8 +199,10 @@ def _sources(
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],
+    with_priority: bool,
 ) -> tuple[list[_Source], list[_Source], list[_Source]]:
-    """:func:`_collect`'s walk, the same quotas in the same groups, without their jobs."""
+    """:func:`_collect`'s walk, the same quotas in the same groups, without their jobs
+    (the priority group left empty unless ``with_priority``)."""
     quota = incoming.quota
     policy = tree.nodes[quota].preemption
     own: list[_Source] = []
@@ -222,7 +225,7 @@ def _sources(
         previous: str | None = None
         for ancestor in tree.ancestry(quota)[1:]:
             target = hierarchy if advantage else priority
-            stack = [ancestor]
+            stack = [ancestor] if advantage or with_priority else []
             while stack:
                 node = stack.pop()
                 for child in tree.children[node]:
@@ -246,12 +249,18 @@ def _merged(
     keys: set[str],
     sources: list[_Source],
     returned: set[int],
-) -> Iterator[_Candidate]:
-    """The candidates of ``sources`` in Kueue's order (within one group the quota part of
-    :func:`~ledger.dispatch.candidates.order_key` is the same for all), each quota's
-    taken only as far as the search gets; a quota in ``returned`` (its candidates no
-    longer valid) is dropped."""
-    heap = [(s.entries[0][0], i, 0) for i, s in enumerate(sources)]
+    below: int | None = None,
+) -> Iterator[tuple[_Candidate, int]]:
+    """The candidates of ``sources`` (with the index of their source) in Kueue's order
+    (within one group the quota part of :func:`~ledger.dispatch.candidates.order_key` is
+    the same for all), each quota's taken only as far as the search gets; a quota in
+    ``returned`` (its candidates no longer valid) is dropped; with ``below``, only
+    candidates of a lower priority."""
+    ends = [
+        s.end if below is None else min(s.end, bisect_left(s.entries, below, key=_priority))
+        for s in sources
+    ]
+    heap = [(s.entries[0][0], i, 0) for i, s in enumerate(sources) if ends[i] > 0]
     heapq.heapify(heap)
     while heap:
         _, i, pos = heap[0]
@@ -260,13 +269,17 @@ def _merged(
             continue
         s = sources[i]
         wl = s.entries[pos][1]
-        if pos + 1 < s.end:
+        if pos + 1 < ends[i]:
             heapq.heapreplace(heap, (s.entries[pos + 1][0], i, pos + 1))
         else:
             heapq.heappop(heap)
         variant = _classify(tree, incoming, wl, keys, s.advantage)
         if variant is not None:
             yield _Candidate(wl, s.lca, variant), i
+
+
+def _priority(entry: Entry) -> int:
+    return entry[0][0]
 
 
 def _any_candidate(tree: Tree, incoming: Incoming, keys: set[str], sources: list[_Source]) -> bool:
@@ -287,39 +300,60 @@ def _lazy_targets(
     """:func:`classical_targets`' search with its candidates generated in order as the
     greedy removal reaches them (same candidates, same order, same removals: the same
     victims); what it costs is the quotas searched and the candidates it removes."""
-    hierarchy, priority, own = _sources(tree, index, incoming, request, keys)
     forbidden, _ = _borrow_within(tree, incoming.quota)
     quota = incoming.quota
     under_min = all(tree.usage(quota, k) < tree.min(quota, k) for k in keys)
-    some_hierarchy = _any_candidate(tree, incoming, keys, hierarchy)
-    some_priority = _any_candidate(tree, incoming, keys, priority)
-    if (not some_hierarchy and not some_priority) or (forbidden and not under_min):
+    # only borrowing is tried then, and it skips every priority candidate (all are
+    # ReclaimWithoutBorrowing when borrowing within the cohort is forbidden)
+    only_borrowing = forbidden and not under_min
+    hierarchy, priority, own = _sources(
+        tree, index, incoming, request, keys, with_priority=not only_borrowing
+    )
+    some_hierarchy = not only_borrowing and _any_candidate(tree, incoming, keys, hierarchy)
+    if only_borrowing or (
+        not some_hierarchy and not _any_candidate(tree, incoming, keys, priority)
+    ):
         attempts = [True]
     elif forbidden and not some_hierarchy:
         attempts = [False, True]
     else:
         attempts = [True, False]
-    groups = [(0, hierarchy), (1, priority), (2, own)]
+    _, threshold = _borrow_within(tree, quota)
+    # allowed to borrow, the search skips ReclaimWithoutBorrowing candidates: in the
+    # priority group, all of them when borrowing within the cohort is forbidden, else
+    # those of the incoming's priority or above, or above the threshold
+    below = incoming.priority if threshold is None else min(incoming.priority, threshold + 1)
     for borrow in attempts:
         removed: list[Target] = []
-        for g, sources in groups:
-            returned: set[int] = set()
-            for c, i in _merged(tree, incoming, keys, sources, returned):
-                if c.workload.quota != quota:
-                    if borrow and c.variant == "ReclaimWithoutBorrowing":
-                        continue
-                    if _quota_returned(tree, c, keys):
-                        returned.add(i)
-                        continue
-                tree.remove(c.workload.quota, c.workload.resources)
-                removed.append(Target(c.workload, _REASONS[c.variant]))
-                if workload_fits(tree, quota, request, allow_borrowing=borrow):
-                    kept = fill_back(tree, quota, request, removed, allow_borrowing=borrow)
-                    for t in kept:
-                        tree.add(t.workload.quota, t.workload.resources)
-                    return kept
-        for t in removed:
-            tree.add(t.workload.quota, t.workload.resources)
+        groups = [(hierarchy, None), (priority, below if borrow else None), (own, None)]
+        if borrow and forbidden:
+            groups.pop(1)
+        # only the requested keys matter to the search (its fit and validity checks), and
+        # the tree is put back exactly as it was, whatever the search removed
+        saved: list[Saved] = []
+        touched: set[str] = set()
+        try:
+            for sources, limit in groups:
+                returned: set[int] = set()
+                for c, i in _merged(tree, incoming, keys, sources, returned, limit):
+                    wl = c.workload
+                    if wl.quota != quota:
+                        if borrow and c.variant == "ReclaimWithoutBorrowing":
+                            continue
+                        if _quota_returned(tree, c, keys):
+                            returned.add(i)
+                            continue
+                    if wl.quota not in touched:
+                        touched.add(wl.quota)
+                        saved.extend(tree.saved((wl.quota,), request))
+                    tree.remove(wl.quota, {k: v for k, v in wl.resources.items() if k in request})
+                    removed.append(Target(wl, _REASONS[c.variant]))
+                    if workload_fits(tree, quota, request, allow_borrowing=borrow):
+                        return fill_back(
+                            tree, quota, request, removed, allow_borrowing=borrow, only=request
+                        )
+        finally:
+            tree.restore(saved)
     return []
 
 
