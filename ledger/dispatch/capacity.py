@@ -279,7 +279,16 @@ class Tree:
 
     def within_nominal(self, name: str, keys: Iterable[str]) -> bool:
         """Kueue's ``IsWithinNominalInResources``: not borrowing in any of ``keys``."""
-        return not any(self.borrowing_with(name, k) for k in keys)
+        # borrowing_with inlined: the victim search asks this of every node it passes
+        usage = self._usage[name]
+        cached = self._subtree
+        for k in keys:
+            subtree = cached.get((name, k))
+            if subtree is None:
+                subtree = self.subtree(name, k)
+            if subtree < usage.get(k, 0):
+                return False
+        return True
 
     def fit_in_quota(
         self, name: str, requests: Mapping[str, float]

@@ -86,6 +86,11 @@ class Decider:
             self.tree.add(quota, total)
 
     @property
+    def victim_index(self) -> VictimIndex:
+        """The admitted non-idle jobs by quota, as the victim search reads them."""
+        return self._by_quota
+
+    @property
     def admitted(self) -> tuple[Admitted, ...]:
         return tuple(self._jobs.values())
 

@@ -32,7 +32,7 @@ def candidate_order(wl: Admitted) -> tuple[int, float, str]:
 class QuotaJobs:
     """One quota's jobs: by name, summed per priority, and (once asked for) ordered."""
 
-    __slots__ = ("by_name", "by_priority", "count", "largest", "_ordered")
+    __slots__ = ("by_name", "by_priority", "count", "largest", "_ordered", "_cache")
 
     def __init__(self) -> None:
         self.by_name: dict[str, Admitted] = {}
@@ -43,8 +43,11 @@ class QuotaJobs:
         #: stays an upper bound of every job still here
         self.largest: dict[str, float] = {}
         self._ordered: list[Entry] | None = None
+        #: answers of :meth:`summed` and :meth:`allowed_end` since the last change
+        self._cache: dict[tuple[bool, str, int], object] = {}
 
     def add(self, wl: Admitted) -> None:
+        self._cache.clear()
         self.by_name[wl.job] = wl
         sums = self.by_priority.setdefault(wl.priority, {})
         self.count[wl.priority] = self.count.get(wl.priority, 0) + 1
@@ -56,6 +59,7 @@ class QuotaJobs:
             insort(self._ordered, (candidate_order(wl), wl))
 
     def remove(self, wl: Admitted) -> None:
+        self._cache.clear()
         del self.by_name[wl.job]
         left = self.count[wl.priority] - 1
         if left == 0:
@@ -83,6 +87,14 @@ class QuotaJobs:
     def allowed_end(self, allows: str, priority: int) -> int:
         """How many of :meth:`ordered` (a prefix: lower priority first) have a priority a
         preemption policy ``allows`` could accept from an incoming of ``priority``."""
+        cached = self._cache.get((False, allows, priority))
+        if isinstance(cached, int):
+            return cached
+        end = self._allowed_end(allows, priority)
+        self._cache[(False, allows, priority)] = end
+        return end
+
+    def _allowed_end(self, allows: str, priority: int) -> int:
         ordered = self.ordered()
         if allows == "Never":
             return 0
@@ -95,8 +107,12 @@ class QuotaJobs:
     def summed(self, allows: str, priority: int) -> dict[str, float]:
         """Per key, the resources of every job a preemption ``policy`` with an incoming of
         ``priority`` could allow (``LowerOrNewerEqualPriority`` counts all of the equal
-        priority: an upper bound)."""
+        priority: an upper bound; not to be changed)."""
+        cached = self._cache.get((True, allows, priority))
+        if isinstance(cached, dict):
+            return cached
         out: dict[str, float] = {}
+        self._cache[(True, allows, priority)] = out
         if allows == "Never":
             return out
         for p, sums in self.by_priority.items():
