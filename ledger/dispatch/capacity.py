@@ -125,36 +125,46 @@ class Tree:
         if not self.is_leaf(quota):
             raise DispatchError(f"quota {quota!r} has children: only leaf quotas run jobs")
         path = self._paths[quota]
+        last = len(path) - 1
+        raws, usages = self._raw, self._usage
         for k, v in resources.items():
             self._used_keys.add(k)
             for node in path:
-                raw = self._raw[node]
+                raw = raws[node]
                 raw[k] = raw.get(k, 0) + v
             # Kueue's addUsage: what exceeds a node's idle guarantee is stored in its parent
             delta = v
             for i, node in enumerate(path):
-                usage = self._usage[node]
-                local = max(0.0, self.guaranteed(node, k) - usage.get(k, 0))
-                usage[k] = usage.get(k, 0) + delta
-                if i + 1 == len(path) or delta <= local:
+                usage = usages[node]
+                used = usage.get(k, 0)
+                local = max(0.0, self._guaranteed_of(node, k) - used)
+                usage[k] = used + delta
+                if i == last or delta <= local:
                     break
                 delta -= local
 
     def remove(self, quota: str, resources: Mapping[str, float]) -> None:
         path = self._paths[quota]
+        last = len(path) - 1
+        raws, usages = self._raw, self._usage
         for k, v in resources.items():
             for node in path:
-                raw = self._raw[node]
+                raw = raws[node]
                 raw[k] = raw.get(k, 0) - v
             # Kueue's removeUsage: give back to the parent what was stored there
             delta = v
             for i, node in enumerate(path):
-                usage = self._usage[node]
-                stored = usage.get(k, 0) - self.guaranteed(node, k)
-                usage[k] = usage.get(k, 0) - delta
-                if i + 1 == len(path) or stored <= 0:
+                usage = usages[node]
+                used = usage.get(k, 0)
+                stored = used - self._guaranteed_of(node, k)
+                usage[k] = used - delta
+                if i == last or stored <= 0:
                     break
                 delta = min(delta, stored)
+
+    def _guaranteed_of(self, name: str, key: str) -> float:
+        cached = self._guaranteed.get((name, key))
+        return self.guaranteed(name, key) if cached is None else cached
 
     def saved(self, leaves: Iterable[str], keys: Iterable[str]) -> list[Saved]:
         """The usage of ``keys`` on every node above ``leaves`` as it is now, for

@@ -229,7 +229,7 @@ def _sources(
             while stack:
                 node = stack.pop()
                 for child in tree.children[node]:
-                    if child == previous or child == quota or tree.within_nominal(child, keys):
+                    if child in (previous, quota) or tree.within_nominal(child, keys):
                         continue
                     if tree.children[child]:
                         stack.append(child)

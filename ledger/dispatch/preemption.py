@@ -33,7 +33,6 @@ from ledger.dispatch.candidates import (
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.classical import classical_targets
 from ledger.dispatch.fair_sharing import fair_targets
-from ledger.dispatch.victim_index import VictimIndex
 from ledger.dispatch.model import (
     Admitted,
     Decision,
@@ -43,6 +42,7 @@ from ledger.dispatch.model import (
     Snapshot,
     Victim,
 )
+from ledger.dispatch.victim_index import VictimIndex
 
 __all__ = ["IDLE", "Decider", "decide"]
 
@@ -218,9 +218,7 @@ def _regular(
             or while_borrowing
         ):
             return []
-        if not _targets(
-            tree, fair_sharing, strategies, by_quota, incoming, {k: v}, {k}, index
-        ):
+        if not _targets(tree, fair_sharing, strategies, by_quota, incoming, {k: v}, {k}, index):
             return []
     return _targets(tree, fair_sharing, strategies, by_quota, incoming, request, short, index)
 

@@ -21,7 +21,6 @@ __all__ = ["Entry", "QuotaJobs", "VictimIndex", "candidate_order"]
 Entry = tuple[tuple[int, float, str], Admitted]
 
 
-
 def candidate_order(wl: Admitted) -> tuple[int, float, str]:
     """Kueue's ``CandidatesOrdering`` within one quota (lower priority first, most recently
     admitted first, then by name): :func:`~ledger.dispatch.candidates.order_key` without
@@ -32,7 +31,7 @@ def candidate_order(wl: Admitted) -> tuple[int, float, str]:
 class QuotaJobs:
     """One quota's jobs: by name, summed per priority, and (once asked for) ordered."""
 
-    __slots__ = ("by_name", "by_priority", "count", "largest", "_ordered", "_cache")
+    __slots__ = ("_cache", "_ordered", "by_name", "by_priority", "count", "largest")
 
     def __init__(self) -> None:
         self.by_name: dict[str, Admitted] = {}
@@ -116,8 +115,10 @@ class QuotaJobs:
         if allows == "Never":
             return out
         for p, sums in self.by_priority.items():
-            if allows == "Any" or p < priority or (
-                allows == "LowerOrNewerEqualPriority" and p == priority
+            if (
+                allows == "Any"
+                or p < priority
+                or (allows == "LowerOrNewerEqualPriority" and p == priority)
             ):
                 for k, v in sums.items():
                     out[k] = out.get(k, 0) + v

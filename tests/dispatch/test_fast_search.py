@@ -69,7 +69,9 @@ def test_the_index_kept_in_step_decides_as_the_slow_search(
         if job:
             fast.evict(job)
             rest = [wl for wl in rest if wl.job != job]
-    slow = Decider(Snapshot(snap.quotas, tuple(rest), snap.fair_sharing, snap.strategies), fast=False)
+    slow = Decider(
+        Snapshot(snap.quotas, tuple(rest), snap.fair_sharing, snap.strategies), fast=False
+    )
     assert fast.decide(inc) == slow.decide(inc)
 
 
