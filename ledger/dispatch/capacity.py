@@ -257,6 +257,28 @@ class Tree:
             from_parent = min(from_parent, stored_in_parent - used_in_parent + borrowing_limit)
         return local + from_parent
 
+    def capped(self, name: str, request: Mapping[str, float]) -> bool:
+        """Some positive amount of ``request`` exceeds what ``name``'s own ``max`` leaves
+        it (its unused guarantee plus its room to borrow), whatever the parent has: then
+        :meth:`available` is below it too (``local + min(parent, room) <= local + room``),
+        and stays so while ``name``'s own usage does not change."""
+        node = self.nodes[name]
+        if node.parent is None:
+            return False
+        for key, v in request.items():
+            cap = node.max.get(key)
+            if cap is None or v <= 0:
+                continue
+            guaranteed = self.guaranteed(name, key)
+            used = self.usage(name, key)
+            local = max(0.0, guaranteed - used)
+            borrowing_limit = cap - self.min(name, key)
+            stored_in_parent = self.subtree(name, key) - guaranteed
+            used_in_parent = max(0.0, used - guaranteed)
+            if local + (stored_in_parent - used_in_parent + borrowing_limit) < v:
+                return True
+        return False
+
     def potential_available(self, name: str, key: str) -> float:
         """Kueue's ``potentialAvailable``: the most ``name`` could use of ``key`` with no
         usage anywhere, within its borrowing limits."""

@@ -332,9 +332,16 @@ def _lazy_targets(
         # the tree is put back exactly as it was, whatever the search removed
         saved: list[Saved] = []
         touched: set[str] = set()
+        # the incoming's own max holds it back whatever other quotas free (their removals
+        # leave its usage as it is): no fit is possible before its own quota's candidates
+        # and allowed no borrowing, its own usage above its min holds it back alike
+        capped = tree.capped(quota, request) or (
+            not borrow and any(tree.borrowing_with(quota, k, v) for k, v in request.items())
+        )
         try:
             for sources, limit in groups:
                 returned: set[int] = set()
+                check = sources is own or not capped
                 for c, i in _merged(tree, incoming, keys, sources, returned, limit):
                     wl = c.workload
                     if wl.quota != quota:
@@ -348,7 +355,7 @@ def _lazy_targets(
                         saved.extend(tree.saved((wl.quota,), request))
                     tree.remove(wl.quota, {k: v for k, v in wl.resources.items() if k in request})
                     removed.append(Target(wl, _REASONS[c.variant]))
-                    if workload_fits(tree, quota, request, allow_borrowing=borrow):
+                    if check and workload_fits(tree, quota, request, allow_borrowing=borrow):
                         return fill_back(
                             tree, quota, request, removed, allow_borrowing=borrow, only=request
                         )
@@ -416,7 +423,7 @@ def surely_none(
                 if single is not None and single in amounts:
                     amounts = dict(amounts)
                     over = tree.usage(child, single) - tree.subtree(child, single)
-                    largest = jobs.largest.get(single, 0)
+                    largest = jobs.largest(single)
                     amounts[single] = min(amounts[single], max(0.0, over) + largest)
                 freed[child] = amounts
     saved = tree.saved(freed, request)

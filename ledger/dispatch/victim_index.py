@@ -29,52 +29,75 @@ def candidate_order(wl: Admitted) -> tuple[int, float, str]:
 
 
 class QuotaJobs:
-    """One quota's jobs: by name, summed per priority, and (once asked for) ordered."""
+    """One quota's jobs by name; summed per priority and ordered once first asked for
+    (building them for every quota would be a pass over the whole admitted set per cycle),
+    then kept in step."""
 
-    __slots__ = ("_cache", "_ordered", "by_name", "by_priority", "count", "largest")
+    __slots__ = ("_by_priority", "_cache", "_count", "_largest", "_ordered", "by_name")
 
     def __init__(self) -> None:
         self.by_name: dict[str, Admitted] = {}
-        #: per priority: the jobs' resources summed per key
-        self.by_priority: dict[int, dict[str, float]] = {}
-        self.count: dict[int, int] = {}
-        #: per key, the largest amount any job of the quota has had: it only grows, so it
-        #: stays an upper bound of every job still here
-        self.largest: dict[str, float] = {}
+        #: per priority: the jobs' resources summed per key (None: not built yet)
+        self._by_priority: dict[int, dict[str, float]] | None = None
+        self._count: dict[int, int] = {}
+        #: per key, the largest amount any job of the quota has had since the sums were
+        #: built: it only grows, so it stays an upper bound of every job still here
+        self._largest: dict[str, float] = {}
         self._ordered: list[Entry] | None = None
         #: answers of :meth:`summed` and :meth:`allowed_end` since the last change
         self._cache: dict[tuple[bool, str, int], object] = {}
 
     def add(self, wl: Admitted) -> None:
-        self._cache.clear()
+        if self._cache:
+            self._cache.clear()
         self.by_name[wl.job] = wl
-        sums = self.by_priority.setdefault(wl.priority, {})
-        self.count[wl.priority] = self.count.get(wl.priority, 0) + 1
-        for k, v in wl.resources.items():
-            sums[k] = sums.get(k, 0) + v
-            if v > self.largest.get(k, 0):
-                self.largest[k] = v
+        if self._by_priority is not None:
+            self._sum_in(self._by_priority, wl)
         if self._ordered is not None:
             insort(self._ordered, (candidate_order(wl), wl))
 
+    def _sum_in(self, by_priority: dict[int, dict[str, float]], wl: Admitted) -> None:
+        sums = by_priority.setdefault(wl.priority, {})
+        self._count[wl.priority] = self._count.get(wl.priority, 0) + 1
+        for k, v in wl.resources.items():
+            sums[k] = sums.get(k, 0) + v
+            if v > self._largest.get(k, 0):
+                self._largest[k] = v
+
     def remove(self, wl: Admitted) -> None:
-        self._cache.clear()
+        if self._cache:
+            self._cache.clear()
         del self.by_name[wl.job]
-        left = self.count[wl.priority] - 1
-        if left == 0:
-            # exact zero again, not the float residue of adding and subtracting
-            del self.count[wl.priority]
-            del self.by_priority[wl.priority]
-        else:
-            self.count[wl.priority] = left
-            sums = self.by_priority[wl.priority]
-            for k, v in wl.resources.items():
-                sums[k] = sums.get(k, 0) - v
+        by_priority = self._by_priority
+        if by_priority is not None:
+            left = self._count[wl.priority] - 1
+            if left == 0:
+                # exact zero again, not the float residue of adding and subtracting
+                del self._count[wl.priority]
+                del by_priority[wl.priority]
+            else:
+                self._count[wl.priority] = left
+                sums = by_priority[wl.priority]
+                for k, v in wl.resources.items():
+                    sums[k] = sums.get(k, 0) - v
         if self._ordered is not None:
             key = candidate_order(wl)
             i = bisect_left(self._ordered, (key,))
             assert self._ordered[i][0] == key
             del self._ordered[i]
+
+    def _sums(self) -> dict[int, dict[str, float]]:
+        if self._by_priority is None:
+            by_priority: dict[int, dict[str, float]] = {}
+            for wl in self.by_name.values():
+                self._sum_in(by_priority, wl)
+            self._by_priority = by_priority
+        return self._by_priority
+
+    def largest(self, key: str) -> float:
+        """At least the largest amount of ``key`` any job here requests."""
+        self._sums()
+        return self._largest.get(key, 0)
 
     def ordered(self) -> list[Entry]:
         """The jobs in Kueue's candidate order, each behind its key (keys are unique: they
@@ -114,7 +137,7 @@ class QuotaJobs:
         self._cache[(True, allows, priority)] = out
         if allows == "Never":
             return out
-        for p, sums in self.by_priority.items():
+        for p, sums in self._sums().items():
             if (
                 allows == "Any"
                 or p < priority
