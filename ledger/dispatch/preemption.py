@@ -72,16 +72,33 @@ class Decider:
         self.tree = Tree(snapshot.quotas, ())
         self._jobs: dict[str, Admitted] = {}
         #: regular jobs by quota, idle jobs by the root of their tree
-        self._by_quota = VictimIndex()
         self._idle: dict[str, dict[str, Admitted]] = {}
         # counted into the tree once per leaf (the same usage as one add per workload:
-        # Kueue's addUsage of non-negative amounts adds up), indexed one by one
+        # Kueue's addUsage of non-negative amounts adds up), indexed in one tight pass:
+        # this is per admitted job and per cycle
         totals: dict[str, dict[str, float]] = {}
+        groups: dict[str, dict[str, Admitted]] = {}
+        jobs, nodes = self._jobs, self.tree.nodes
         for wl in snapshot.admitted:
-            self._index(wl)
-            total = totals.setdefault(wl.quota, {})
+            job, quota = wl.job, wl.quota
+            if job in jobs:
+                raise DispatchError(f"job {job!r} is admitted twice")
+            if quota not in nodes:
+                raise DispatchError(f"unknown quota {quota!r}")
+            jobs[job] = wl
+            if wl.billing_mode == IDLE:
+                self._idle.setdefault(self.tree.root(quota), {})[job] = wl
+            else:
+                group = groups.get(quota)
+                if group is None:
+                    group = groups[quota] = {}
+                group[job] = wl
+            total = totals.get(quota)
+            if total is None:
+                total = totals[quota] = {}
             for k, v in wl.resources.items():
                 total[k] = total.get(k, 0) + v
+        self._by_quota = VictimIndex(groups)
         for quota, total in totals.items():
             self.tree.add(quota, total)
 

@@ -35,8 +35,8 @@ class QuotaJobs:
 
     __slots__ = ("_by_priority", "_cache", "_count", "_largest", "_ordered", "by_name")
 
-    def __init__(self) -> None:
-        self.by_name: dict[str, Admitted] = {}
+    def __init__(self, by_name: dict[str, Admitted] | None = None) -> None:
+        self.by_name: dict[str, Admitted] = {} if by_name is None else by_name
         #: per priority: the jobs' resources summed per key (None: not built yet)
         self._by_priority: dict[int, dict[str, float]] | None = None
         self._count: dict[int, int] = {}
@@ -151,8 +151,11 @@ class QuotaJobs:
 class VictimIndex(Mapping[str, Mapping[str, Admitted]]):
     """Admitted non-idle jobs by quota; as a mapping, quota → jobs by name (``ByQuota``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: Mapping[str, dict[str, Admitted]] | None = None) -> None:
+        """``jobs``: quota → jobs by name (the dicts are taken over, not copied)."""
         self.quotas: dict[str, QuotaJobs] = {}
+        for quota, by_name in (jobs or {}).items():
+            self.quotas[quota] = QuotaJobs(by_name)
 
     def add(self, wl: Admitted) -> None:
         jobs = self.quotas.get(wl.quota)
