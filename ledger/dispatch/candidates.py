@@ -87,7 +87,7 @@ def fill_back(
         resources = (
             wl.resources if only is None else {k: v for k, v in wl.resources.items() if k in only}
         )
-        tree.add(wl.quota, resources)
+        tree.add_known(wl.quota, resources)
         if workload_fits(tree, quota, request, allow_borrowing=allow_borrowing):
             kept.pop(i)
         else:

@@ -124,11 +124,17 @@ class Tree:
             raise DispatchError(f"unknown quota {quota!r}")
         if not self.is_leaf(quota):
             raise DispatchError(f"quota {quota!r} has children: only leaf quotas run jobs")
+        self.add_known(quota, resources)
+
+    def add_known(self, quota: str, resources: Mapping[str, float]) -> None:
+        """:meth:`add` for a leaf already checked (the victim search's inner loops)."""
         path = self._paths[quota]
         last = len(path) - 1
         raws, usages = self._raw, self._usage
+        used_keys = self._used_keys
         for k, v in resources.items():
-            self._used_keys.add(k)
+            if k not in used_keys:
+                used_keys.add(k)
             for node in path:
                 raw = raws[node]
                 raw[k] = raw.get(k, 0) + v
@@ -137,7 +143,10 @@ class Tree:
             for i, node in enumerate(path):
                 usage = usages[node]
                 used = usage.get(k, 0)
-                local = max(0.0, self._guaranteed_of(node, k) - used)
+                guaranteed = self._guaranteed.get((node, k))
+                if guaranteed is None:
+                    guaranteed = self.guaranteed(node, k)
+                local = max(0.0, guaranteed - used)
                 usage[k] = used + delta
                 if i == last or delta <= local:
                     break
@@ -156,15 +165,14 @@ class Tree:
             for i, node in enumerate(path):
                 usage = usages[node]
                 used = usage.get(k, 0)
-                stored = used - self._guaranteed_of(node, k)
+                guaranteed = self._guaranteed.get((node, k))
+                if guaranteed is None:
+                    guaranteed = self.guaranteed(node, k)
+                stored = used - guaranteed
                 usage[k] = used - delta
                 if i == last or stored <= 0:
                     break
                 delta = min(delta, stored)
-
-    def _guaranteed_of(self, name: str, key: str) -> float:
-        cached = self._guaranteed.get((name, key))
-        return self.guaranteed(name, key) if cached is None else cached
 
     def saved(self, leaves: Iterable[str], keys: Iterable[str]) -> list[Saved]:
         """The usage of ``keys`` on every node above ``leaves`` as it is now, for
@@ -243,16 +251,22 @@ class Tree:
         """Kueue's ``available`` (negative when over-admitted). ``own_cap=False`` ignores
         ``name``'s own ``max`` (idle jobs: only the ancestors' limits and the root stop them)."""
         node = self.nodes[name]
+        # the cached figures read directly: the victim search asks this after every removal
+        subtree = self._subtree.get((name, key))
+        if subtree is None:
+            subtree = self.subtree(name, key)
         if node.parent is None:
-            return self.subtree(name, key) - self.usage(name, key)
-        guaranteed = self.guaranteed(name, key)
-        used = self.usage(name, key)
+            return subtree - self._usage[name].get(key, 0)
+        guaranteed = self._guaranteed.get((name, key))
+        if guaranteed is None:
+            guaranteed = self.guaranteed(name, key)
+        used = self._usage[name].get(key, 0)
         local = max(0.0, guaranteed - used)
         from_parent = self.available(node.parent, key)
         cap = node.max.get(key) if own_cap else None
         if cap is not None:
-            borrowing_limit = cap - self.min(name, key)
-            stored_in_parent = self.subtree(name, key) - guaranteed
+            borrowing_limit = cap - self._min[name].get(key, 0)
+            stored_in_parent = subtree - guaranteed
             used_in_parent = max(0.0, used - guaranteed)
             from_parent = min(from_parent, stored_in_parent - used_in_parent + borrowing_limit)
         return local + from_parent

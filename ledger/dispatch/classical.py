@@ -182,15 +182,17 @@ def _quota_returned(tree: Tree, c: _Candidate, keys: set[str]) -> bool:
     return False
 
 
-@dataclass(frozen=True)
 class _Source:
     """One quota's candidates for one search: a prefix of its ordered jobs (those whose
     priority the policy may allow), classified as they are reached."""
 
-    entries: Sequence[Entry]
-    end: int
-    lca: str | None
-    advantage: bool
+    __slots__ = ("advantage", "end", "entries", "lca")
+
+    def __init__(self, entries: Sequence[Entry], end: int, lca: str | None, advantage: bool):
+        self.entries = entries
+        self.end = end
+        self.lca = lca
+        self.advantage = advantage
 
 
 def _sources(
