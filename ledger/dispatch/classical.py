@@ -298,6 +298,7 @@ def _lazy_targets(
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],
+    fill: bool = True,
 ) -> list[Target]:
     """:func:`classical_targets`' search with its candidates generated in order as the
     greedy removal reaches them (same candidates, same order, same removals: the same
@@ -358,6 +359,8 @@ def _lazy_targets(
                     tree.remove(wl.quota, {k: v for k, v in wl.resources.items() if k in request})
                     removed.append(Target(wl, _REASONS[c.variant]))
                     if check and workload_fits(tree, quota, request, allow_borrowing=borrow):
+                        if not fill:
+                            return removed
                         return fill_back(
                             tree, quota, request, removed, allow_borrowing=borrow, only=request
                         )
@@ -450,16 +453,20 @@ def classical_targets(
     index: VictimIndex | None = None,
     *,
     bound: bool = False,
+    fill: bool = True,
 ) -> list[Target]:
     """The victims for ``incoming`` (``[]``: none found); ``tree`` is left as given.
     With ``index`` (``by_quota`` kept as a :class:`VictimIndex`), the lazy search; with
     ``bound`` too, a search that :func:`surely_none` rules out is skipped first (off by
     default: on the benchmark's world it ruled out 2 of 553 searches and doubled the
-    cycle's time, the lazy search already stopping at each quota's borrowing)."""
+    cycle's time, the lazy search already stopping at each quota's borrowing). With
+    ``fill=False`` (and ``index``) only whether there are victims counts: the greedy
+    removal's set is returned as it first fits, without the fill-back that trims it
+    (which never empties it)."""
     if index is not None:
         if bound and surely_none(tree, index, incoming, request, keys):
             return []
-        return _lazy_targets(tree, index, incoming, request, keys)
+        return _lazy_targets(tree, index, incoming, request, keys, fill)
     hierarchy, priority, own = _collect(tree, by_quota, incoming, request, keys)
     candidates = hierarchy + priority + own
     forbidden, _ = _borrow_within(tree, incoming.quota)

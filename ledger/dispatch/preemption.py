@@ -235,7 +235,10 @@ def _regular(
             or while_borrowing
         ):
             return []
-        if not _targets(tree, fair_sharing, strategies, by_quota, incoming, {k: v}, {k}, index):
+        # only whether this key alone finds victims counts here
+        if not _targets(
+            tree, fair_sharing, strategies, by_quota, incoming, {k: v}, {k}, index, fill=False
+        ):
             return []
     return _targets(tree, fair_sharing, strategies, by_quota, incoming, request, short, index)
 
@@ -263,7 +266,9 @@ def _targets(
     request: Mapping[str, float],
     keys: set[str],
     index: VictimIndex | None,
+    *,
+    fill: bool = True,
 ) -> list[Target]:
     if fair_sharing:
         return fair_targets(tree, by_quota, incoming, request, keys, strategies)
-    return classical_targets(tree, by_quota, incoming, request, keys, index)
+    return classical_targets(tree, by_quota, incoming, request, keys, index, fill=fill)
