@@ -168,14 +168,15 @@ def _valid(tree: Tree, incoming: Incoming, c: _Candidate, keys: set[str], borrow
         return True
     if borrow and c.variant == "ReclaimWithoutBorrowing":
         return False
-    return not _quota_returned(tree, c, keys)
+    return not _quota_returned(tree, c.workload.quota, c.lca, keys)
 
 
-def _quota_returned(tree: Tree, c: _Candidate, keys: set[str]) -> bool:
-    """The candidate's quota, or an ancestor below the common one, no longer borrows:
-    as removals only lower usage, no later candidate of that quota is valid either."""
-    for node in tree.ancestry(c.workload.quota):
-        if node == c.lca:
+def _quota_returned(tree: Tree, quota: str, lca: str | None, keys: set[str]) -> bool:
+    """The candidate's quota, or an ancestor below the common one (``lca``), no longer
+    borrows: as removals only lower usage, no later candidate of that quota is valid
+    either."""
+    for node in tree.ancestry(quota):
+        if node == lca:
             break
         if tree.within_nominal(node, keys):
             return True
@@ -252,7 +253,7 @@ def _merged(
     sources: list[_Source],
     returned: set[int],
     below: int | None = None,
-) -> Iterator[tuple[_Candidate, int]]:
+) -> Iterator[tuple[Admitted, Variant, str | None, int]]:
     """The candidates of ``sources`` (with the index of their source) in Kueue's order
     (within one group the quota part of :func:`~ledger.dispatch.candidates.order_key` is
     the same for all), each quota's taken only as far as the search gets; a quota in
@@ -264,6 +265,12 @@ def _merged(
     ]
     heap = [(s.entries[0][0], i, 0) for i, s in enumerate(sources) if ends[i] > 0]
     heapq.heapify(heap)
+    # _classify, knowing that a source's prefix already satisfies the priority part of
+    # its policy (all but the admission time of an equal priority, for own candidates)
+    quota, priority = incoming.quota, incoming.priority
+    newer_equal = tree.nodes[quota].preemption.within_quota == "LowerOrNewerEqualPriority"
+    forbidden, threshold = _borrow_within(tree, quota)
+    contested = list(keys)
     while heap:
         _, i, pos = heap[0]
         if i in returned:
@@ -275,9 +282,28 @@ def _merged(
             heapq.heapreplace(heap, (s.entries[pos + 1][0], i, pos + 1))
         else:
             heapq.heappop(heap)
-        variant = _classify(tree, incoming, wl, keys, s.advantage)
-        if variant is not None:
-            yield _Candidate(wl, s.lca, variant), i
+        resources = wl.resources
+        for k in contested:
+            if resources.get(k, 0) > 0:
+                break
+        else:
+            continue
+        variant: Variant
+        if wl.quota == quota:
+            if newer_equal and wl.priority == priority and not incoming.created_at < wl.admitted_at:
+                continue
+            variant = "WithinCQ"
+        elif s.advantage:
+            variant = "Hierarchical"
+        elif (
+            forbidden
+            or wl.priority >= priority
+            or (threshold is not None and wl.priority > threshold)
+        ):
+            variant = "ReclaimWithoutBorrowing"
+        else:
+            variant = "ReclaimWhileBorrowing"
+        yield wl, variant, s.lca, i
 
 
 def _priority(entry: Entry) -> int:
@@ -327,7 +353,8 @@ def _lazy_targets(
     # those of the incoming's priority or above, or above the threshold
     below = incoming.priority if threshold is None else min(incoming.priority, threshold + 1)
     for borrow in attempts:
-        removed: list[Target] = []
+        # as (workload, variant): the Targets are made only for a search that fits
+        removed: list[tuple[Admitted, Variant]] = []
         groups = [(hierarchy, None), (priority, below if borrow else None), (own, None)]
         if borrow and forbidden:
             groups.pop(1)
@@ -345,24 +372,24 @@ def _lazy_targets(
             for sources, limit in groups:
                 returned: set[int] = set()
                 check = sources is own or not capped
-                for c, i in _merged(tree, incoming, keys, sources, returned, limit):
-                    wl = c.workload
+                for wl, variant, lca, i in _merged(tree, incoming, keys, sources, returned, limit):
                     if wl.quota != quota:
-                        if borrow and c.variant == "ReclaimWithoutBorrowing":
+                        if borrow and variant == "ReclaimWithoutBorrowing":
                             continue
-                        if _quota_returned(tree, c, keys):
+                        if _quota_returned(tree, wl.quota, lca, keys):
                             returned.add(i)
                             continue
                     if wl.quota not in touched:
                         touched.add(wl.quota)
                         saved.extend(tree.saved((wl.quota,), request))
                     tree.remove(wl.quota, {k: v for k, v in wl.resources.items() if k in request})
-                    removed.append(Target(wl, _REASONS[c.variant]))
+                    removed.append((wl, variant))
                     if check and workload_fits(tree, quota, request, allow_borrowing=borrow):
+                        targets = [Target(w, _REASONS[v]) for w, v in removed]
                         if not fill:
-                            return removed
+                            return targets
                         return fill_back(
-                            tree, quota, request, removed, allow_borrowing=borrow, only=request
+                            tree, quota, request, targets, allow_borrowing=borrow, only=request
                         )
         finally:
             tree.restore(saved)

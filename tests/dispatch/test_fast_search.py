@@ -5,12 +5,13 @@ and workloads; and the feasibility bound never rules out a search that finds vic
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.dispatch import Admitted, Incoming, Snapshot
+from ledger.dispatch import Admitted, BorrowWithin, Incoming, Preemption, Snapshot
 from ledger.dispatch.classical import classical_targets, surely_none
 from ledger.dispatch.preemption import Decider
 from tests.dispatch.test_properties import KEYS, T0, request, worlds
@@ -36,7 +37,42 @@ def crowded(draw: st.DrawFn) -> tuple[Snapshot, Incoming]:
     return Snapshot(snap.quotas, snap.admitted + extra, snap.fair_sharing, snap.strategies), inc
 
 
-@settings(max_examples=400, deadline=None)
+@st.composite
+def contested(draw: st.DrawFn) -> tuple[Snapshot, Incoming]:
+    """A crowded world where every quota preempts (borrowing within the cohort most of the
+    time, equal priorities often): the rarer variants and reasons come up."""
+    snap, inc = draw(crowded())
+    quotas = tuple(
+        replace(
+            q,
+            preemption=Preemption(
+                within_quota=draw(st.sampled_from(["LowerPriority", "LowerOrNewerEqualPriority"])),
+                reclaim=draw(st.sampled_from(["LowerPriority", "Any"])),
+                borrow_within=BorrowWithin(
+                    draw(st.sampled_from(["Never", "LowerPriority", "LowerPriority"])),
+                    draw(st.none() | st.integers(-1, 3)),
+                ),
+            ),
+        )
+        for q in snap.quotas
+    )
+    inc = replace(inc, priority=draw(st.integers(0, 3)))
+    return Snapshot(quotas, snap.admitted, snap.fair_sharing, snap.strategies), inc
+
+
+@settings(max_examples=1500, deadline=None)
+@given(contested())
+def test_the_fast_search_decides_as_the_slow_one_where_everything_preempts(
+    world: tuple[Snapshot, Incoming],
+) -> None:
+    """Where every quota preempts, the rare variants (equal priorities under
+    ``LowerOrNewerEqualPriority`` and ``Any``, thresholds) differ in ~1% of the examples
+    when the fast path gets them wrong: hence many examples."""
+    snap, inc = world
+    assert Decider(snap).decide(inc) == Decider(snap, fast=False).decide(inc)
+
+
+@settings(max_examples=500, deadline=None)
 @given(worlds(idle=True) | crowded())
 def test_the_fast_search_decides_as_the_slow_one(world: tuple[Snapshot, Incoming]) -> None:
     snap, inc = world
@@ -51,7 +87,7 @@ def test_the_fast_search_decides_as_the_slow_one(world: tuple[Snapshot, Incoming
 
 
 @settings(max_examples=200, deadline=None)
-@given(crowded(), st.data())
+@given(crowded() | contested(), st.data())
 def test_the_index_kept_in_step_decides_as_the_slow_search(
     world: tuple[Snapshot, Incoming], data: st.DataObject
 ) -> None:
