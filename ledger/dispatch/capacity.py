@@ -19,14 +19,20 @@ usage is kept per node as workloads are added and removed (Kueue's ``addUsage`` 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from ledger.dispatch.model import Admitted, DispatchError, QuotaNode
 
-__all__ = ["Saved", "Tree"]
+__all__ = ["Checkpoint", "Tree"]
 
-#: one usage figure as it was: the table, the key, the value (None: absent)
-Saved = tuple[dict[str, float], str, float | None]
+
+class Checkpoint:
+    """A tree's usage figures as they were (table, key, value; None: absent)."""
+
+    __slots__ = ("figures",)
+
+    def __init__(self) -> None:
+        self.figures: list[tuple[dict[str, float], str, float | None]] = []
 
 
 class Tree:
@@ -174,12 +180,17 @@ class Tree:
                     break
                 delta = min(delta, stored)
 
-    def saved(self, leaves: Iterable[str], keys: Iterable[str]) -> list[Saved]:
-        """The usage of ``keys`` on every node above ``leaves`` as it is now, for
-        :meth:`restore` (exactly: no float residue of removing and adding back)."""
+    def checkpoint(self) -> Checkpoint:
+        """A point to come back to exactly with :meth:`restore`, after :meth:`save` has
+        recorded every figure about to change (no float residue of adding back)."""
+        return Checkpoint()
+
+    def save(self, checkpoint: Checkpoint, leaves: Iterable[str], keys: Iterable[str]) -> None:
+        """Record in ``checkpoint`` the usage of ``keys`` on every node above ``leaves``
+        as it is now (a figure recorded twice: the first recording wins)."""
         keys = list(keys)
         seen: set[str] = set()
-        out: list[Saved] = []
+        out = checkpoint.figures
         for leaf in leaves:
             for node in self._paths[leaf]:
                 if node in seen:
@@ -188,16 +199,31 @@ class Tree:
                 for table in (self._raw[node], self._usage[node]):
                     for k in keys:
                         out.append((table, k, table.get(k)))
-        return out
 
-    @staticmethod
-    def restore(saved: list[Saved]) -> None:
-        """Put back what :meth:`saved` saved (the first saving of a figure wins)."""
-        for table, k, value in reversed(saved):
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Put back what was saved in ``checkpoint`` (the caller changed nothing else: the
+        tree is as it was then)."""
+        for table, k, value in reversed(checkpoint.figures):
             if value is None:
                 table.pop(k, None)
             else:
                 table[k] = value
+
+    def borrowing_leaves(self, node: str, skip: str | None, keys: Collection[str]) -> list[str]:
+        """The leaves below ``node`` (not below its child ``skip``) reached through nodes
+        not within their nominal quota in ``keys``, each itself not within it (the walk of
+        Kueue's ``collectCandidatesInSubtree``)."""
+        leaves: list[str] = []
+        stack = [node]
+        while stack:
+            for child in self.children[stack.pop()]:
+                if child == skip or self.within_nominal(child, keys):
+                    continue
+                if self.children[child]:
+                    stack.append(child)
+                else:
+                    leaves.append(child)
+        return leaves
 
     @property
     def leaf_usage(self) -> dict[str, dict[str, float]]:

@@ -35,7 +35,7 @@ from ledger.dispatch.candidates import (
     uses_keys,
     workload_fits,
 )
-from ledger.dispatch.capacity import Saved, Tree
+from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Incoming, Reason
 from ledger.dispatch.victim_index import Entry, VictimIndex
 
@@ -228,18 +228,12 @@ def _sources(
         previous: str | None = None
         for ancestor in tree.ancestry(quota)[1:]:
             target = hierarchy if advantage else priority
-            stack = [ancestor] if advantage or with_priority else []
-            while stack:
-                node = stack.pop()
-                for child in tree.children[node]:
-                    if child in (previous, quota) or tree.within_nominal(child, keys):
-                        continue
-                    if tree.children[child]:
-                        stack.append(child)
-                        continue
-                    s = source(child, ancestor, policy.reclaim, advantage)
-                    if s is not None:
-                        target.append(s)
+            if advantage or with_priority:
+                for leaf in tree.borrowing_leaves(ancestor, previous, keys):
+                    if leaf != quota:
+                        s = source(leaf, ancestor, policy.reclaim, advantage)
+                        if s is not None:
+                            target.append(s)
             fits, remaining = tree.fit_in_quota(ancestor, remaining)
             advantage = advantage or fits
             previous = ancestor
@@ -360,7 +354,7 @@ def _lazy_targets(
             groups.pop(1)
         # only the requested keys matter to the search (its fit and validity checks), and
         # the tree is put back exactly as it was, whatever the search removed
-        saved: list[Saved] = []
+        checkpoint = tree.checkpoint()
         touched: set[str] = set()
         # the incoming's own max holds it back whatever other quotas free (their removals
         # leave its usage as it is): no fit is possible before its own quota's candidates
@@ -381,7 +375,7 @@ def _lazy_targets(
                             continue
                     if wl.quota not in touched:
                         touched.add(wl.quota)
-                        saved.extend(tree.saved((wl.quota,), request))
+                        tree.save(checkpoint, (wl.quota,), request)
                     tree.remove(wl.quota, {k: v for k, v in wl.resources.items() if k in request})
                     removed.append((wl, variant))
                     if check and workload_fits(tree, quota, request, allow_borrowing=borrow):
@@ -392,7 +386,7 @@ def _lazy_targets(
                             tree, quota, request, targets, allow_borrowing=borrow, only=request
                         )
         finally:
-            tree.restore(saved)
+            tree.restore(checkpoint)
     return []
 
 
@@ -458,7 +452,8 @@ def surely_none(
                     largest = jobs.largest(single)
                     amounts[single] = min(amounts[single], max(0.0, over) + largest)
                 freed[child] = amounts
-    saved = tree.saved(freed, request)
+    checkpoint = tree.checkpoint()
+    tree.save(checkpoint, freed, request)
     try:
         for leaf, amounts in freed.items():
             tree.remove(
@@ -467,7 +462,7 @@ def surely_none(
             )
         fits = workload_fits(tree, quota, request, allow_borrowing=True)
     finally:
-        tree.restore(saved)
+        tree.restore(checkpoint)
     return not fits
 
 
