@@ -27,11 +27,14 @@ __all__ = ["Checkpoint", "Tree"]
 
 
 class Checkpoint:
-    """A tree's usage figures as they were (table, key, value; None: absent)."""
+    """A tree's usage figures of some keys as they were (table, key, value; None:
+    absent), and the nodes recorded."""
 
-    __slots__ = ("figures",)
+    __slots__ = ("figures", "keys", "nodes")
 
-    def __init__(self) -> None:
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.keys = list(keys)
+        self.nodes: set[str] = set()
         self.figures: list[tuple[dict[str, float], str, float | None]] = []
 
 
@@ -180,16 +183,16 @@ class Tree:
                     break
                 delta = min(delta, stored)
 
-    def checkpoint(self) -> Checkpoint:
+    def checkpoint(self, keys: Iterable[str]) -> Checkpoint:
         """A point to come back to exactly with :meth:`restore`, after :meth:`save` has
         recorded every figure about to change (no float residue of adding back)."""
-        return Checkpoint()
+        return Checkpoint(keys)
 
-    def save(self, checkpoint: Checkpoint, leaves: Iterable[str], keys: Iterable[str]) -> None:
-        """Record in ``checkpoint`` the usage of ``keys`` on every node above ``leaves``
-        as it is now (a figure recorded twice: the first recording wins)."""
-        keys = list(keys)
-        seen: set[str] = set()
+    def save(self, checkpoint: Checkpoint, leaves: Iterable[str]) -> None:
+        """Record in ``checkpoint`` the usage of its keys on every node above ``leaves``
+        as it is now, unless recorded already (the first recording is the one kept)."""
+        keys = checkpoint.keys
+        seen = checkpoint.nodes
         out = checkpoint.figures
         for leaf in leaves:
             for node in self._paths[leaf]:

@@ -229,11 +229,15 @@ def _sources(
         for ancestor in tree.ancestry(quota)[1:]:
             target = hierarchy if advantage else priority
             if advantage or with_priority:
+                # source() inlined: this runs for every borrowing quota of every search
+                quotas, allows, p = index.quotas, policy.reclaim, incoming.priority
                 for leaf in tree.borrowing_leaves(ancestor, previous, keys):
-                    if leaf != quota:
-                        s = source(leaf, ancestor, policy.reclaim, advantage)
-                        if s is not None:
-                            target.append(s)
+                    jobs = quotas.get(leaf)
+                    if jobs is None or leaf == quota:
+                        continue
+                    end = jobs.allowed_end(allows, p)
+                    if end:
+                        target.append(_Source(jobs.ordered(), end, ancestor, advantage))
             fits, remaining = tree.fit_in_quota(ancestor, remaining)
             advantage = advantage or fits
             previous = ancestor
@@ -354,7 +358,7 @@ def _lazy_targets(
             groups.pop(1)
         # only the requested keys matter to the search (its fit and validity checks), and
         # the tree is put back exactly as it was, whatever the search removed
-        checkpoint = tree.checkpoint()
+        checkpoint = tree.checkpoint(request)
         touched: set[str] = set()
         # the incoming's own max holds it back whatever other quotas free (their removals
         # leave its usage as it is): no fit is possible before its own quota's candidates
@@ -375,7 +379,7 @@ def _lazy_targets(
                             continue
                     if wl.quota not in touched:
                         touched.add(wl.quota)
-                        tree.save(checkpoint, (wl.quota,), request)
+                        tree.save(checkpoint, (wl.quota,))
                     tree.remove(wl.quota, {k: v for k, v in wl.resources.items() if k in request})
                     removed.append((wl, variant))
                     if check and workload_fits(tree, quota, request, allow_borrowing=borrow):
@@ -452,8 +456,8 @@ def surely_none(
                     largest = jobs.largest(single)
                     amounts[single] = min(amounts[single], max(0.0, over) + largest)
                 freed[child] = amounts
-    checkpoint = tree.checkpoint()
-    tree.save(checkpoint, freed, request)
+    checkpoint = tree.checkpoint(request)
+    tree.save(checkpoint, freed)
     try:
         for leaf, amounts in freed.items():
             tree.remove(
