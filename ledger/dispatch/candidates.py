@@ -4,7 +4,7 @@ fill-back that trims a victim set to a near-minimal one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from ledger.dispatch.capacity import Tree
@@ -75,16 +75,21 @@ def fill_back(
     targets: list[Target],
     *,
     allow_borrowing: bool,
+    only: Collection[str] | None = None,
 ) -> list[Target]:
     """Kueue's ``fillBackWorkloads``: with every target removed from ``tree``, give back
     each one but the last (newest removal first) whose return still lets the incoming
-    fit. The kept targets stay removed from ``tree``."""
+    fit. The kept targets stay removed from ``tree``. With ``only``, just those keys of
+    the targets' resources were removed, and only they are given back."""
     kept = list(targets)
     for i in range(len(kept) - 2, -1, -1):
         wl = kept[i].workload
-        tree.add(wl.quota, wl.resources)
+        resources = (
+            wl.resources if only is None else {k: v for k, v in wl.resources.items() if k in only}
+        )
+        tree.add_known(wl.quota, resources)
         if workload_fits(tree, quota, request, allow_borrowing=allow_borrowing):
             kept.pop(i)
         else:
-            tree.remove(wl.quota, wl.resources)
+            tree.remove(wl.quota, resources)
     return kept

@@ -19,11 +19,23 @@ usage is kept per node as workloads are added and removed (Kueue's ``addUsage`` 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from ledger.dispatch.model import Admitted, DispatchError, QuotaNode
 
-__all__ = ["Tree"]
+__all__ = ["Checkpoint", "Tree"]
+
+
+class Checkpoint:
+    """A tree's usage figures of some keys as they were (table, key, value; None:
+    absent), and the nodes recorded."""
+
+    __slots__ = ("figures", "keys", "nodes")
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.keys = list(keys)
+        self.nodes: set[str] = set()
+        self.figures: list[tuple[dict[str, float], str, float | None]] = []
 
 
 class Tree:
@@ -121,37 +133,100 @@ class Tree:
             raise DispatchError(f"unknown quota {quota!r}")
         if not self.is_leaf(quota):
             raise DispatchError(f"quota {quota!r} has children: only leaf quotas run jobs")
+        self.add_known(quota, resources)
+
+    def add_known(self, quota: str, resources: Mapping[str, float]) -> None:
+        """:meth:`add` for a leaf already checked (the victim search's inner loops)."""
         path = self._paths[quota]
+        last = len(path) - 1
+        raws, usages = self._raw, self._usage
+        used_keys = self._used_keys
         for k, v in resources.items():
-            self._used_keys.add(k)
+            if k not in used_keys:
+                used_keys.add(k)
             for node in path:
-                raw = self._raw[node]
+                raw = raws[node]
                 raw[k] = raw.get(k, 0) + v
             # Kueue's addUsage: what exceeds a node's idle guarantee is stored in its parent
             delta = v
             for i, node in enumerate(path):
-                usage = self._usage[node]
-                local = max(0.0, self.guaranteed(node, k) - usage.get(k, 0))
-                usage[k] = usage.get(k, 0) + delta
-                if i + 1 == len(path) or delta <= local:
+                usage = usages[node]
+                used = usage.get(k, 0)
+                guaranteed = self._guaranteed.get((node, k))
+                if guaranteed is None:
+                    guaranteed = self.guaranteed(node, k)
+                local = max(0.0, guaranteed - used)
+                usage[k] = used + delta
+                if i == last or delta <= local:
                     break
                 delta -= local
 
     def remove(self, quota: str, resources: Mapping[str, float]) -> None:
         path = self._paths[quota]
+        last = len(path) - 1
+        raws, usages = self._raw, self._usage
         for k, v in resources.items():
             for node in path:
-                raw = self._raw[node]
+                raw = raws[node]
                 raw[k] = raw.get(k, 0) - v
             # Kueue's removeUsage: give back to the parent what was stored there
             delta = v
             for i, node in enumerate(path):
-                usage = self._usage[node]
-                stored = usage.get(k, 0) - self.guaranteed(node, k)
-                usage[k] = usage.get(k, 0) - delta
-                if i + 1 == len(path) or stored <= 0:
+                usage = usages[node]
+                used = usage.get(k, 0)
+                guaranteed = self._guaranteed.get((node, k))
+                if guaranteed is None:
+                    guaranteed = self.guaranteed(node, k)
+                stored = used - guaranteed
+                usage[k] = used - delta
+                if i == last or stored <= 0:
                     break
                 delta = min(delta, stored)
+
+    def checkpoint(self, keys: Iterable[str]) -> Checkpoint:
+        """A point to come back to exactly with :meth:`restore`, after :meth:`save` has
+        recorded every figure about to change (no float residue of adding back)."""
+        return Checkpoint(keys)
+
+    def save(self, checkpoint: Checkpoint, leaves: Iterable[str]) -> None:
+        """Record in ``checkpoint`` the usage of its keys on every node above ``leaves``
+        as it is now, unless recorded already (the first recording is the one kept)."""
+        keys = checkpoint.keys
+        seen = checkpoint.nodes
+        out = checkpoint.figures
+        for leaf in leaves:
+            for node in self._paths[leaf]:
+                if node in seen:
+                    break
+                seen.add(node)
+                for table in (self._raw[node], self._usage[node]):
+                    for k in keys:
+                        out.append((table, k, table.get(k)))
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Put back what was saved in ``checkpoint`` (the caller changed nothing else: the
+        tree is as it was then)."""
+        for table, k, value in reversed(checkpoint.figures):
+            if value is None:
+                table.pop(k, None)
+            else:
+                table[k] = value
+
+    def borrowing_leaves(self, node: str, skip: str | None, keys: Collection[str]) -> list[str]:
+        """The leaves below ``node`` (not below its child ``skip``) reached through nodes
+        not within their nominal quota in ``keys``, each itself not within it (the walk of
+        Kueue's ``collectCandidatesInSubtree``)."""
+        leaves: list[str] = []
+        stack = [node]
+        while stack:
+            for child in self.children[stack.pop()]:
+                if child == skip or self.within_nominal(child, keys):
+                    continue
+                if self.children[child]:
+                    stack.append(child)
+                else:
+                    leaves.append(child)
+        return leaves
 
     @property
     def leaf_usage(self) -> dict[str, dict[str, float]]:
@@ -205,19 +280,47 @@ class Tree:
         """Kueue's ``available`` (negative when over-admitted). ``own_cap=False`` ignores
         ``name``'s own ``max`` (idle jobs: only the ancestors' limits and the root stop them)."""
         node = self.nodes[name]
+        # the cached figures read directly: the victim search asks this after every removal
+        subtree = self._subtree.get((name, key))
+        if subtree is None:
+            subtree = self.subtree(name, key)
         if node.parent is None:
-            return self.subtree(name, key) - self.usage(name, key)
-        guaranteed = self.guaranteed(name, key)
-        used = self.usage(name, key)
+            return subtree - self._usage[name].get(key, 0)
+        guaranteed = self._guaranteed.get((name, key))
+        if guaranteed is None:
+            guaranteed = self.guaranteed(name, key)
+        used = self._usage[name].get(key, 0)
         local = max(0.0, guaranteed - used)
         from_parent = self.available(node.parent, key)
         cap = node.max.get(key) if own_cap else None
         if cap is not None:
-            borrowing_limit = cap - self.min(name, key)
-            stored_in_parent = self.subtree(name, key) - guaranteed
+            borrowing_limit = cap - self._min[name].get(key, 0)
+            stored_in_parent = subtree - guaranteed
             used_in_parent = max(0.0, used - guaranteed)
             from_parent = min(from_parent, stored_in_parent - used_in_parent + borrowing_limit)
         return local + from_parent
+
+    def capped(self, name: str, request: Mapping[str, float]) -> bool:
+        """Some positive amount of ``request`` exceeds what ``name``'s own ``max`` leaves
+        it (its unused guarantee plus its room to borrow), whatever the parent has: then
+        :meth:`available` is below it too (``local + min(parent, room) <= local + room``),
+        and stays so while ``name``'s own usage does not change."""
+        node = self.nodes[name]
+        if node.parent is None:
+            return False
+        for key, v in request.items():
+            cap = node.max.get(key)
+            if cap is None or v <= 0:
+                continue
+            guaranteed = self.guaranteed(name, key)
+            used = self.usage(name, key)
+            local = max(0.0, guaranteed - used)
+            borrowing_limit = cap - self.min(name, key)
+            stored_in_parent = self.subtree(name, key) - guaranteed
+            used_in_parent = max(0.0, used - guaranteed)
+            if local + (stored_in_parent - used_in_parent + borrowing_limit) < v:
+                return True
+        return False
 
     def potential_available(self, name: str, key: str) -> float:
         """Kueue's ``potentialAvailable``: the most ``name`` could use of ``key`` with no
@@ -251,7 +354,16 @@ class Tree:
 
     def within_nominal(self, name: str, keys: Iterable[str]) -> bool:
         """Kueue's ``IsWithinNominalInResources``: not borrowing in any of ``keys``."""
-        return not any(self.borrowing_with(name, k) for k in keys)
+        # borrowing_with inlined: the victim search asks this of every node it passes
+        usage = self._usage[name]
+        cached = self._subtree
+        for k in keys:
+            subtree = cached.get((name, k))
+            if subtree is None:
+                subtree = self.subtree(name, k)
+            if subtree < usage.get(k, 0):
+                return False
+        return True
 
     def fit_in_quota(
         self, name: str, requests: Mapping[str, float]

@@ -42,6 +42,7 @@ from ledger.dispatch.model import (
     Snapshot,
     Victim,
 )
+from ledger.dispatch.victim_index import VictimIndex
 
 __all__ = ["IDLE", "Decider", "decide"]
 
@@ -58,26 +59,53 @@ class Decider:
     """Decisions against one snapshot as it changes (a cycle: admissions, preemptions):
     the tree and the per-quota index are built once and kept in step by :meth:`admit`
     and :meth:`evict`, so a decision costs what its candidates cost, not the size of the
-    admitted set. :meth:`decide` leaves the state as it found it."""
+    admitted set. :meth:`decide` leaves the state as it found it.
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    ``fast=False`` decides without the :class:`~ledger.dispatch.victim_index.VictimIndex`
+    shortcuts (Kueue's search as written, every candidate collected and sorted): the
+    same decisions, kept callable to test that they are."""
+
+    def __init__(self, snapshot: Snapshot, *, fast: bool = True) -> None:
+        self.fast = fast
         self.fair_sharing = snapshot.fair_sharing
         self.strategies = snapshot.strategies
         self.tree = Tree(snapshot.quotas, ())
         self._jobs: dict[str, Admitted] = {}
         #: regular jobs by quota, idle jobs by the root of their tree
-        self._by_quota: dict[str, dict[str, Admitted]] = {}
         self._idle: dict[str, dict[str, Admitted]] = {}
         # counted into the tree once per leaf (the same usage as one add per workload:
-        # Kueue's addUsage of non-negative amounts adds up), indexed one by one
+        # Kueue's addUsage of non-negative amounts adds up), indexed in one tight pass:
+        # this is per admitted job and per cycle
         totals: dict[str, dict[str, float]] = {}
+        groups: dict[str, dict[str, Admitted]] = {}
+        jobs, nodes = self._jobs, self.tree.nodes
         for wl in snapshot.admitted:
-            self._index(wl)
-            total = totals.setdefault(wl.quota, {})
+            job, quota = wl.job, wl.quota
+            if job in jobs:
+                raise DispatchError(f"job {job!r} is admitted twice")
+            if quota not in nodes:
+                raise DispatchError(f"unknown quota {quota!r}")
+            jobs[job] = wl
+            if wl.billing_mode == IDLE:
+                self._idle.setdefault(self.tree.root(quota), {})[job] = wl
+            else:
+                group = groups.get(quota)
+                if group is None:
+                    group = groups[quota] = {}
+                group[job] = wl
+            total = totals.get(quota)
+            if total is None:
+                total = totals[quota] = {}
             for k, v in wl.resources.items():
                 total[k] = total.get(k, 0) + v
+        self._by_quota = VictimIndex(groups)
         for quota, total in totals.items():
             self.tree.add(quota, total)
+
+    @property
+    def victim_index(self) -> VictimIndex:
+        """The admitted non-idle jobs by quota, as the victim search reads them."""
+        return self._by_quota
 
     @property
     def admitted(self) -> tuple[Admitted, ...]:
@@ -99,7 +127,7 @@ class Decider:
         if wl.billing_mode == IDLE:
             self._idle.setdefault(self.tree.root(wl.quota), {})[wl.job] = wl
         else:
-            self._by_quota.setdefault(wl.quota, {})[wl.job] = wl
+            self._by_quota.add(wl)
 
     def evict(self, job: str) -> Admitted:
         """Stop counting ``job`` (preempted or finished); returns it."""
@@ -108,7 +136,7 @@ class Decider:
         if wl.billing_mode == IDLE:
             del self._idle[self.tree.root(wl.quota)][job]
         else:
-            del self._by_quota[wl.quota][job]
+            self._by_quota.remove(wl)
         return wl
 
     def decide(self, incoming: Incoming) -> Decision:
@@ -151,7 +179,13 @@ class Decider:
             if workload_fits(tree, quota, request, allow_borrowing=True):
                 return fill_back(tree, quota, request, removed, allow_borrowing=True)
         found = _regular(
-            tree, self.fair_sharing, self.strategies, self._by_quota, incoming, request
+            tree,
+            self.fair_sharing,
+            self.strategies,
+            self._by_quota,
+            incoming,
+            request,
+            self._by_quota if self.fast else None,
         )
         if not found:
             for t in removed:
@@ -184,6 +218,7 @@ def _regular(
     by_quota: ByQuota,
     incoming: Incoming,
     request: Mapping[str, float],
+    index: VictimIndex | None,
 ) -> list[Target]:
     """Kueue's flavor assignment in preemption mode, then ``GetTargets``."""
     quota = incoming.quota
@@ -200,9 +235,12 @@ def _regular(
             or while_borrowing
         ):
             return []
-        if not _targets(tree, fair_sharing, strategies, by_quota, incoming, {k: v}, {k}):
+        # only whether this key alone finds victims counts here
+        if not _targets(
+            tree, fair_sharing, strategies, by_quota, incoming, {k: v}, {k}, index, fill=False
+        ):
             return []
-    return _targets(tree, fair_sharing, strategies, by_quota, incoming, request, short)
+    return _targets(tree, fair_sharing, strategies, by_quota, incoming, request, short, index)
 
 
 def _may_reclaim_in_hierarchy(tree: Tree, quota: str, key: str, value: float) -> bool:
@@ -227,7 +265,10 @@ def _targets(
     incoming: Incoming,
     request: Mapping[str, float],
     keys: set[str],
+    index: VictimIndex | None,
+    *,
+    fill: bool = True,
 ) -> list[Target]:
     if fair_sharing:
         return fair_targets(tree, by_quota, incoming, request, keys, strategies)
-    return classical_targets(tree, by_quota, incoming, request, keys)
+    return classical_targets(tree, by_quota, incoming, request, keys, index, fill=fill)
