@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from ledger.money import plain_decimal, precise_decimal, round_precise
+from ledger.money import plain_decimal, precise_decimal
 from ledger.prices import NoApplicableRate
 from ledger.rating import Occupancy, rate_interval
 from ledger.store.base import RecordedEvent
@@ -73,7 +73,7 @@ def _lost_cost(conn: Connection, lost: list[dict[str, Any]]) -> dict[str, Any]:
     schedule = load_schedule(conn)
     if schedule.currency is None or not lost:
         return out
-    precise = 0
+    precise = minor = 0
     for r in lost:
         occ = Occupancy(
             occupancy_id=r["occupancy_id"],
@@ -90,11 +90,14 @@ def _lost_cost(conn: Connection, lost: list[dict[str, Any]]) -> dict[str, Any]:
             user=r["user"] or "unknown",
         )
         try:
-            precise += rate_interval(occ, schedule, occ.start, r["until"]).total_precise
+            rated = rate_interval(occ, schedule, occ.start, r["until"])
         except NoApplicableRate:
             return out
+        # each line rounded, as billing posts it and as `report preemptions` sums it
+        minor += rated.total_minor
+        precise += rated.total_precise
     out["currency"] = schedule.currency
-    out["lost_cost_minor"] = round_precise(precise)
+    out["lost_cost_minor"] = minor
     out["lost_cost_minor_precise"] = Decimal(plain_decimal(precise_decimal(precise)))
     return out
 
