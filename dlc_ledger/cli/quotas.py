@@ -12,12 +12,20 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from dlc_ledger.cli.options import CLUSTER, check_window, parse_instant, require_known
+from dlc_ledger.cli.amounts import currency_scales, with_amounts
+from dlc_ledger.cli.options import (
+    CLUSTER,
+    check_window,
+    parse_instant,
+    parse_optional_instant,
+    require_known,
+)
 from dlc_ledger.cli.tables import (
     DocumentFormat,
     DocumentFormatOption,
@@ -27,6 +35,7 @@ from dlc_ledger.cli.tables import (
     render_table,
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
+from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.quotas import (
     apply_quota_file,
     catch_up_quotas,
@@ -38,7 +47,9 @@ from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
 from ledger.quotas import resource_unit
 from ledger.usage_boards import NUMBERS
+from projections.finance_reports import ReportWindow
 from projections.names import quota_flavors, quota_names
+from projections.quota_nodes import NodeFlavor, QuotaNodes, quota_nodes_at
 from projections.quota_reads import (
     STEPS,
     series_points,
@@ -291,3 +302,65 @@ def quota_history_report(
     if step == "change":
         out = [{**o, "deleted": r.deleted} for o, r in zip(out, rows, strict=True)]
     emit_rows(out, fmt)
+
+
+@quotas_app.command("tree")
+def tree_command(
+    at: Annotated[
+        str | None, typer.Option("--at", help=f"Instant (default: latest): {CLUSTER}.")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--from", help=f"GPU-hours and cost window start (inclusive): {CLUSTER}."),
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--to", help=f"Window end (exclusive): {CLUSTER}.")
+    ] = None,
+    fmt: RowFormatOption = RowFormat.table,
+) -> None:
+    """Every quota node (leaves and inner nodes) x flavor: min, max, used, borrowed, lent,
+    lendable now, queued demand, pending jobs; with --from/--to, each node's GPU-hours and
+    cost over the window (its subtree's leaves summed)."""
+    instant = parse_instant(at, option="--at") if at else None
+    window = None
+    if since is not None or until is not None:
+        window = ReportWindow(
+            start=parse_optional_instant(since, option="--from"),
+            end=parse_optional_instant(until, option="--to"),
+        )
+        check_window(window.start, window.end)
+    store = context.open_store()
+    catch_up_quotas(store)
+    if window is not None:
+        sync_billing(store)
+    with store.transaction() as uow:
+        nodes = quota_nodes_at(uow.connection, instant, window)
+        scale_of = currency_scales(uow.connection)
+    rows = [_node_row(nodes, f, fmt) for f in nodes.flavors]
+    emit_rows(with_amounts(rows, str(fmt), scale_of), fmt)
+
+
+_NODE_KEYS = ("quota", "parent", "flavor", "min", "max", "used", "borrowed", "lent", "lendable",
+              "queued", "pending_jobs", "running_jobs", "over_admitted")  # fmt: skip
+
+
+def _node_row(nodes: QuotaNodes, flavor: NodeFlavor, fmt: RowFormat) -> dict[str, Any]:
+    figures = flavor.as_json()
+    row: dict[str, Any] = {"parent": nodes.parents.get(flavor.usage.quota), **figures}
+    row = {k: row[k] for k in _NODE_KEYS}
+    row["unit"] = resource_unit(flavor.usage.flavor) if flavor.usage.flavor else ""
+    if fmt is not RowFormat.table:
+        row["at"] = format_timestamp(flavor.usage.at)
+    if nodes.totals is not None:
+        totals = nodes.totals.get(flavor.usage.quota)
+        row["gpu_hours"] = totals.gpu_hours if totals else Decimal(0)
+        costs = dict(totals.cost_minor) if totals else {}
+        if len(costs) > 1:
+            raise ValueError(
+                f"quota {flavor.usage.quota!r} has cost in several currencies "
+                f"({', '.join(costs)}): use report cost --group-by quota"
+            )
+        currency, minor = next(iter(costs.items()), (None, None))
+        row["cost_minor"] = minor
+        row["currency"] = currency
+    return row

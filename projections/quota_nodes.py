@@ -1,0 +1,143 @@
+"""Quota figures at every node of the tree, leaves and inner nodes alike: the quota
+tree read of the API and the dashboard (``dlc-ledger quotas tree``).
+
+Nothing is computed twice: the per node x flavor usage (min, max, used, borrowed,
+lent, queued demand, job counts) is :func:`projections.quota_reads.usage_at`, whose
+arithmetic (:mod:`ledger.quotas.usage`) already covers inner nodes; GPU-hours and
+cost over a window are :func:`projections.finance_reports.usage_report` and
+``cost_report`` grouped by quota (the leaves that ran the occupancies), each inner
+node summing its subtree. Added here is only ``lendable`` (:func:`lendable`): what a
+node could still lend now, its unused ``min`` not lent outside its subtree yet, within
+its ``lend_limit`` (the part the lending rule offers first); a root lends to nobody.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection
+
+from ledger.events import QuotaSpec
+from ledger.quotas import topological_order
+from ledger.usage_boards import Key
+from projections.finance_reports import ReportWindow, cost_report, usage_report
+from projections.quota_reads import UsageRow, quota_tree, usage_at
+
+__all__ = ["NodeFlavor", "NodeTotals", "QuotaNodes", "lendable", "quota_nodes_at"]
+
+_MGPU_SECONDS_PER_GPU_HOUR = Decimal(1000 * 3600)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFlavor:
+    """One node x flavor at an instant: the usage row and what it could still lend."""
+
+    usage: UsageRow
+    lendable: int
+
+    def as_json(self) -> dict[str, Any]:
+        out = self.usage.as_json()
+        out["lendable"] = self.lendable
+        out["pending_jobs"] = self.usage.queued_jobs
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTotals:
+    """One node over a window: GPU-hours and cost (minor units per currency) of the
+    occupancies its subtree's leaves ran."""
+
+    quota: str
+    mgpu_seconds: int = 0
+    cost_minor: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def gpu_hours(self) -> Decimal:
+        return Decimal(self.mgpu_seconds) / _MGPU_SECONDS_PER_GPU_HOUR
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaNodes:
+    """The tree's figures: per node x flavor at ``at``, per node over the window."""
+
+    at: datetime | None
+    parents: Mapping[str, str | None]
+    flavors: list[NodeFlavor]
+    totals: Mapping[str, NodeTotals] | None = None
+
+
+def lendable(rows: Sequence[UsageRow], specs: Mapping[str, QuotaSpec]) -> dict[Key, int]:
+    """What each node x flavor of ``rows`` (every node of the tree at one instant) could
+    still lend: its unused ``min`` less what it lends outside its subtree already, and no
+    more than its ``lend_limit`` allows beyond that; 0 at a root and off the tree.
+
+    A row's ``lent`` also counts what an inner node supplies to its own children (from
+    its pool, or passed down from above), which its ``used`` holds already: that part is
+    the children's borrowing less their shares lent to one another
+    (:mod:`ledger.quotas.usage`), so it is taken out, children first.
+    """
+    by_key = {(r.quota, r.flavor): r for r in rows}
+    children: dict[str, list[str]] = defaultdict(list)
+    for name, spec in specs.items():
+        if spec.parent is not None:
+            children[spec.parent].append(name)
+    out: dict[Key, int] = {}
+    lent_out: dict[Key, int] = {}
+    for name in reversed(topological_order(specs)):  # children before parents
+        spec = specs[name]
+        for flavor in sorted({f for (q, f) in by_key if q == name}):
+            row = by_key[(name, flavor)]
+            kids = [by_key[(k, flavor)] for k in children[name] if (k, flavor) in by_key]
+            down = sum(k.borrowed for k in kids) - sum(lent_out[(k.quota, flavor)] for k in kids)
+            lent_out[(name, flavor)] = up = row.lent - down
+            if spec.parent is None:
+                out[(name, flavor)] = 0
+                continue
+            free = max(0, max(0, row.min - (row.used - row.borrowed)) - up)
+            limit = spec.lend_limit.get(flavor)
+            out[(name, flavor)] = free if limit is None else max(0, min(free, limit - up))
+    return out
+
+
+def quota_nodes_at(
+    conn: Connection, at: datetime | None = None, window: ReportWindow | None = None
+) -> QuotaNodes:
+    """Every node x flavor at ``at`` (latest when None), tree order; with ``window``,
+    each node's GPU-hours and cost over it (the billing read model must be current)."""
+    tree = quota_tree(conn)
+    specs = tree.specs
+    rows = usage_at(conn, at)
+    free = lendable(rows, specs)
+    flavors = [NodeFlavor(r, free.get((r.quota, r.flavor), 0)) for r in rows]
+    stamp = rows[0].at if rows else at
+    parents = {name: specs[name].parent for name in topological_order(specs)}
+    totals = None if window is None else _window_totals(conn, specs, window)
+    return QuotaNodes(stamp, parents, flavors, totals)
+
+
+def _window_totals(
+    conn: Connection, specs: Mapping[str, QuotaSpec], window: ReportWindow
+) -> dict[str, NodeTotals]:
+    mgpu: dict[str, int] = defaultdict(int)
+    for row in usage_report(conn, ["quota"], window):
+        mgpu[row["quota"] or ""] += int(row["mgpu_seconds"])
+    cost: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in cost_report(conn, ["quota"], window, source="rated"):
+        cost[row["quota"] or ""][row["currency"]] += int(row["cost_minor"])
+    # a node that cost nothing shows 0 in the window's currency, not a missing amount
+    currencies = sorted({c for per in cost.values() for c in per})
+    out: dict[str, NodeTotals] = {}
+    for name in reversed(topological_order(specs)):  # children before parents
+        kids = [c for c, s in specs.items() if s.parent == name]
+        seconds = mgpu.get(name, 0) + sum(out[c].mgpu_seconds for c in kids)
+        money = {currency: 0 for currency in currencies} | dict(cost.get(name, {}))
+        for c in kids:
+            for currency, minor in out[c].cost_minor.items():
+                money[currency] = money.get(currency, 0) + minor
+        out[name] = NodeTotals(name, seconds, dict(sorted(money.items())))
+    return {name: out[name] for name in topological_order(specs)}

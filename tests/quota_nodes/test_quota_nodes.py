@@ -1,0 +1,116 @@
+"""Quota figures at every node of the demo's 3-level tree (issue 28: cohort-level usage,
+lendable now and pending per subtree), from events through the projections on real
+PostgreSQL and through ``quotas tree``, against figures computed by hand.
+
+The demo tree in gpu/any (mGPU): openb 80000 > online 40000 (pool 4000) > ls 32000,
+guaranteed 4000 (lend_limit 2000); openb > offline 20000 (pool 4000) > burstable 16000
+(max 48000), be 0 (max 40000). From 01:00 to 03:00: ls runs 40000 (borrows 8000),
+burstable 10000, be 6000 (borrows it all); a job of 3000 waits on be.
+
+Lending, by the rules of ledger/quotas/usage.py: online's children borrow 8000: its pool
+lends 4000, guaranteed its lendable 2000 then 2000 beyond it (4000). offline's borrow
+6000: its pool 4000, burstable 2000. Lendable now: burstable 16000 - 10000 unused, 2000
+lent: 4000; offline 20000 - 16000 unused, nothing lent outside: 4000; guaranteed lent
+all its 4000: 0; a root lends to nobody: 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from decimal import Decimal
+
+from dlc_ledger.services.prices import publish_price_book
+from ledger.store.postgres import PostgresEventStore
+from projections.quota_nodes import quota_nodes_at
+from tests.billing_e2e.helpers import at as instant
+from tests.billing_e2e.helpers import book_yaml
+from tests.clis import CliCall
+from tests.demo_files import DEMO_QUOTAS as DEMO
+from tests.quotas.helpers import at, occ_ended, occ_started, submitted
+
+HOUR = 3600
+FIGURES = ("min", "max", "used", "borrowed", "lent", "lendable", "queued", "pending_jobs",
+           "running_jobs")  # fmt: skip
+#: gpu/any at 02:00, by hand (module docstring)
+EXPECTED = {
+    "openb": (80000, 80000, 56000, 0, 0, 0, 3000, 1, 3),
+    "online": (40000, 80000, 40000, 0, 4000, 0, 0, 0, 1),
+    "ls": (32000, 80000, 40000, 8000, 0, 0, 0, 0, 1),
+    "guaranteed": (4000, 80000, 0, 0, 4000, 0, 0, 0, 0),
+    "offline": (20000, 80000, 16000, 0, 4000, 4000, 3000, 1, 2),
+    "burstable": (16000, 48000, 10000, 0, 2000, 4000, 0, 0, 1),
+    "be": (0, 40000, 6000, 6000, 0, 0, 3000, 1, 1),
+}
+#: GPU-hours over 11-01 (2 h each) and their cost at 2.40 per GPU-hour, in cents
+GPU_HOURS = {"openb": 112, "online": 80, "ls": 80, "guaranteed": 0, "offline": 32,
+             "burstable": 20, "be": 12}  # fmt: skip
+
+
+def _history(store: PostgresEventStore, cli: CliCall) -> None:
+    cli("quotas", "apply", str(DEMO), "--at", "2026-11-01")
+    publish_price_book(store, book_yaml("b1", "2026-10-01T00:00:00Z"), at=instant("2026-10-01"))
+    store.append(
+        [
+            occ_started("p1", "j1", "ws-ls", at(HOUR), mgpu=40000, cpu=0, memory=0),
+            occ_started("p2", "j2", "ws-burstable", at(HOUR), mgpu=10000, cpu=0, memory=0),
+            occ_started("p3", "j3", "ws-be", at(HOUR), mgpu=6000, cpu=0, memory=0),
+            submitted("q1", "ws-be", at(HOUR), mgpu=3000, cpu=0, memory=0),
+            *(occ_ended(f"p{i}", f"j{i}", at(3 * HOUR)) for i in (1, 2, 3)),
+        ]
+    )
+
+
+def test_every_node_by_hand_through_the_read_function(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    _history(store, cli)
+    cli("report", "quota-usage")  # brings the quota projection up to date
+    with store.engine.connect() as conn:
+        nodes = quota_nodes_at(conn, at(2 * HOUR))
+    got = {
+        f.usage.quota: tuple(f.as_json()[n] for n in FIGURES)
+        for f in nodes.flavors
+        if f.usage.flavor == "gpu/any"
+    }
+    assert got == EXPECTED
+    # inner nodes are sums of their children; lent equals borrowed over the tree
+    for inner, kids in (("online", ("ls", "guaranteed")), ("offline", ("burstable", "be"))):
+        assert got[inner][2] == sum(got[k][2] for k in kids)
+        assert got[inner][6] == sum(got[k][6] for k in kids)
+    assert sum(v[3] for v in got.values()) == sum(v[4] for v in got.values()) == 14000
+    assert nodes.parents == {"openb": None, "online": "openb", "ls": "online",
+                             "guaranteed": "online", "offline": "openb",
+                             "burstable": "offline", "be": "offline"}  # fmt: skip
+    with store.engine.connect() as conn:
+        later = quota_nodes_at(conn, at(4 * HOUR))
+    idle = {f.usage.quota: f.lendable for f in later.flavors if f.usage.flavor == "gpu/any"}
+    # nothing runs: every non-root node could lend its whole min, within its lend_limit
+    assert idle == {"openb": 0, "online": 40000, "ls": 32000, "guaranteed": 2000,
+                    "offline": 20000, "burstable": 16000, "be": 0}  # fmt: skip
+
+
+def test_the_tree_through_the_cli_with_gpu_hours_and_cost(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    _history(store, cli)
+    window = ("--from", "2026-11-01", "--to", "2026-11-02")
+    rows = json.loads(cli("quotas", "tree", "--at", "2026-11-01T02:00Z", *window,
+                          "--format", "json"))  # fmt: skip
+    gpu = {r["quota"]: r for r in rows if r["flavor"] == "gpu/any"}
+    assert {q: tuple(r[n] for n in FIGURES) for q, r in gpu.items()} == EXPECTED
+    assert list(gpu) == ["openb", "offline", "be", "burstable", "online", "guaranteed", "ls"]
+    for quota, hours in GPU_HOURS.items():
+        r = gpu[quota]
+        assert Decimal(str(r["gpu_hours"])) == hours, quota
+        assert r["cost_minor"] == hours * 240 and r["currency"] == "USD", quota
+        assert r["cost"] == f"{Decimal(hours * 240) / 100:.2f}", quota
+        assert r["at"] == "2026-11-01T02:00:00Z" and r["unit"] == "mGPU"
+    table = cli("quotas", "tree", "--at", "2026-11-01T02:00Z", *window)
+    assert "lendable" in table.splitlines()[0] and "268.80" in table  # openb: 112 h x 2.40
+    out = cli("quotas", "tree", "--at", "2026-11-01T02:00Z", "--format", "csv")
+    by_csv = {r["quota"]: r for r in csv.DictReader(io.StringIO(out)) if r["flavor"] == "gpu/any"}
+    assert by_csv["burstable"]["lendable"] == "4000" and "gpu_hours" not in by_csv["burstable"]
+    refused = cli("quotas", "tree", "--from", "2026-11-02", "--to", "2026-11-01", ok=False)
+    assert "--from" in refused or "--to" in refused
