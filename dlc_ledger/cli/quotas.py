@@ -364,3 +364,30 @@ def _node_row(nodes: QuotaNodes, flavor: NodeFlavor, fmt: RowFormat) -> dict[str
         row["cost_minor"] = minor
         row["currency"] = currency
     return row
+
+
+def quota_series_report(
+    quota: Annotated[str, typer.Argument(help="The quota node (a leaf or an inner node).")],
+    since: Annotated[str, typer.Option("--from", help=f"Window start: {CLUSTER}.")],
+    until: Annotated[str, typer.Option("--to", help=f"Window end (inclusive): {CLUSTER}.")],
+    step: Annotated[str, typer.Option("--step", help="hour or day.")] = "hour",
+    fmt: RowFormatOption = RowFormat.table,
+) -> None:
+    """One quota node's usage per flavor at each step's start over a window (a chart's
+    series): min, max, used, borrowed, lent, queued demand, pending and running jobs."""
+    if step not in STEPS:
+        raise ValueError(f"--step {step!r}: use hour or day")
+    start = parse_instant(since, option="--from")
+    end = parse_instant(until, option="--to")
+    check_window(start, end, inclusive=True)
+    store = context.open_store()
+    catch_up_quotas(store)
+    with store.engine.connect() as conn:
+        require_known("quota", quota, quota_names(conn), option="QUOTA")
+        rows = usage_series(conn, series_points(conn, step, start, end), step, quota=quota)
+    out = []
+    for r in rows:
+        row = {"at": format_timestamp(r.at), **_usage_json(r.as_json())}
+        row["pending_jobs"] = row.pop("queued_jobs")
+        out.append(row)
+    emit_rows(out, fmt)

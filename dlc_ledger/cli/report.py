@@ -18,6 +18,7 @@ REPORTS = {
     "cost": "dlc_ledger.cli.finance:report_cost",
     "quota-usage": "dlc_ledger.cli.quotas:quota_usage_report",
     "quota-history": "dlc_ledger.cli.quotas:quota_history_report",
+    "quota-series": "dlc_ledger.cli.quotas:quota_series_report",
     "occupancy": "dlc_ledger.cli.jobs:report_occupancy",
     "inventory": "dlc_ledger.cli.jobs:report_inventory",
     "estimates": "dlc_ledger.cli.queue:report_estimates",

@@ -114,3 +114,29 @@ def test_the_tree_through_the_cli_with_gpu_hours_and_cost(
     assert by_csv["burstable"]["lendable"] == "4000" and "gpu_hours" not in by_csv["burstable"]
     refused = cli("quotas", "tree", "--from", "2026-11-02", "--to", "2026-11-01", ok=False)
     assert "--from" in refused or "--to" in refused
+
+
+def test_an_inner_node_series_at_each_step(store: PostgresEventStore, cli: CliCall) -> None:
+    _history(store, cli)
+    out = cli("report", "quota-series", "offline", "--from", "2026-11-01T00:30Z",
+              "--to", "2026-11-01T03:00Z", "--step", "hour", "--format", "csv")  # fmt: skip
+    rows = [r for r in csv.DictReader(io.StringIO(out)) if r["flavor"] == "gpu/any"]
+    figures = ("used", "borrowed", "lent", "queued", "pending_jobs")
+    assert [(r["at"], *(int(r[n]) for n in figures)) for r in rows] == [
+        ("2026-11-01T00:00:00Z", 0, 0, 0, 0, 0),  # the step holding --from
+        ("2026-11-01T01:00:00Z", 16000, 0, 4000, 3000, 1),
+        ("2026-11-01T02:00:00Z", 16000, 0, 4000, 3000, 1),
+        # [start, end): the pods ended at 03:00; their jobs did not end, so they queue
+        # again (a job queues between pods): 10000 + 6000 + the waiting 3000
+        ("2026-11-01T03:00:00Z", 0, 0, 0, 19000, 3),
+    ]
+    assert {r["quota"] for r in csv.DictReader(io.StringIO(out))} == {"offline"}
+    table = cli("report", "quota-series", "offline", "--from", "2026-11-01",
+                "--to", "2026-11-02", "--step", "day")  # fmt: skip
+    assert "2026-11-01T00:00:00Z" in table and "2026-11-02T00:00:00Z" in table
+    unknown = cli("report", "quota-series", "nope", "--from", "2026-11-01",
+                  "--to", "2026-11-02", ok=False)  # fmt: skip
+    assert "nope" in unknown and "offline" in unknown
+    bad_step = cli("report", "quota-series", "offline", "--from", "2026-11-01",
+                   "--to", "2026-11-02", "--step", "minute", ok=False)  # fmt: skip
+    assert "--step 'minute'" in bad_step
