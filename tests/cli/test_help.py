@@ -38,8 +38,8 @@ def test_the_cli_has_the_documented_commands() -> None:
                  "invoices", "report", "queue"):  # fmt: skip
         assert name in tops
     reports = {path[1] for path in COMMANDS_FOUND if len(path) == 2 and path[0] == "report"}
-    assert reports == {"usage", "cost", "quota-usage", "quota-history", "occupancy", "inventory",
-                       "waits", "preemptions", "goodput", "estimates"}  # fmt: skip
+    assert reports == {"usage", "cost", "quota-usage", "quota-history", "quota-series", "occupancy",
+                       "inventory", "waits", "preemptions", "goodput", "estimates"}  # fmt: skip
 
 
 @pytest.mark.parametrize("path", COMMANDS_FOUND, ids=lambda p: " ".join(p) or "dlc-ledger")
