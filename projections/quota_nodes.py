@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from sqlalchemy import Connection
@@ -31,6 +31,7 @@ from projections.quota_reads import UsageRow, quota_tree, usage_at
 __all__ = ["NodeFlavor", "NodeTotals", "QuotaNodes", "lendable", "quota_nodes_at"]
 
 _MGPU_SECONDS_PER_GPU_HOUR = Decimal(1000 * 3600)
+_GPU_HOURS_STEP = Decimal("0.000001")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,9 @@ class NodeTotals:
 
     @property
     def gpu_hours(self) -> Decimal:
-        return Decimal(self.mgpu_seconds) / _MGPU_SECONDS_PER_GPU_HOUR
+        """To the micro-GPU-hour, half-even (``mgpu_seconds`` is the exact figure)."""
+        hours = Decimal(self.mgpu_seconds) / _MGPU_SECONDS_PER_GPU_HOUR
+        return hours.quantize(_GPU_HOURS_STEP, ROUND_HALF_EVEN).normalize() + 0
 
 
 @dataclass(frozen=True, slots=True)

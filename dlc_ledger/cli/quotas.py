@@ -353,6 +353,7 @@ def _node_row(nodes: QuotaNodes, flavor: NodeFlavor, fmt: RowFormat) -> dict[str
         row["at"] = format_timestamp(flavor.usage.at)
     if nodes.totals is not None:
         totals = nodes.totals.get(flavor.usage.quota)
+        row["mgpu_seconds"] = totals.mgpu_seconds if totals else 0
         row["gpu_hours"] = totals.gpu_hours if totals else Decimal(0)
         costs = dict(totals.cost_minor) if totals else {}
         if len(costs) > 1:

@@ -104,6 +104,7 @@ def test_the_tree_through_the_cli_with_gpu_hours_and_cost(
     for quota, hours in GPU_HOURS.items():
         r = gpu[quota]
         assert Decimal(str(r["gpu_hours"])) == hours, quota
+        assert r["mgpu_seconds"] == hours * 1000 * HOUR, quota
         assert r["cost_minor"] == hours * 240 and r["currency"] == "USD", quota
         assert r["cost"] == f"{Decimal(hours * 240) / 100:.2f}", quota
         assert r["at"] == "2026-11-01T02:00:00Z" and r["unit"] == "mGPU"
