@@ -26,7 +26,7 @@ from ledger.events import QuotaSpec
 from ledger.quotas import topological_order
 from ledger.usage_boards import Key
 from projections.finance_reports import ReportWindow, cost_report, usage_report
-from projections.quota_reads import UsageRow, quota_tree, usage_at
+from projections.quota_reads import UsageRow, specs_at, usage_at
 
 __all__ = ["NodeFlavor", "NodeTotals", "QuotaNodes", "lendable", "quota_nodes_at"]
 
@@ -112,8 +112,7 @@ def quota_nodes_at(
 ) -> QuotaNodes:
     """Every node x flavor at ``at`` (latest when None), tree order; with ``window``,
     each node's GPU-hours and cost over it (the billing read model must be current)."""
-    tree = quota_tree(conn)
-    specs = tree.specs
+    specs = specs_at(conn, at)
     rows = usage_at(conn, at)
     free = lendable(rows, specs)
     flavors = [NodeFlavor(r, free.get((r.quota, r.flavor), 0)) for r in rows]

@@ -34,6 +34,7 @@ __all__ = [
     "UsageRow",
     "quota_tree",
     "series_points",
+    "specs_at",
     "usage_at",
     "usage_history",
     "usage_series",
@@ -104,7 +105,7 @@ def usage_at(
 
     The latest rows carry the instant of the latest change as ``at``.
     """
-    specs = _specs_at(conn, at)
+    specs = specs_at(conn, at)
     board = UsageBoard(specs)
     if at is None:
         raw = conn.execute(text(f"SELECT quota, flavor, {_RAW_COLS} FROM quota_own_usage"))
@@ -148,7 +149,7 @@ def usage_history(
     (:func:`_recorded`); ``quota`` only filters the output (lending involves the whole
     tree).
     """
-    board = UsageBoard(_specs_at(conn, since) if since is not None else {})
+    board = UsageBoard(specs_at(conn, since) if since is not None else {})
     recorded = _recorded(conn, flavor)
     wanted = None if recorded is None else frozenset(recorded)
     out: list[UsageRow] = []
@@ -252,7 +253,7 @@ def usage_series(
     if not points:
         return []
     _, table, column = STEPS[step]
-    board = UsageBoard(_specs_at(conn, points[0]))
+    board = UsageBoard(specs_at(conn, points[0]))
     recorded = _recorded(conn, flavor)
     for row in _raw_at(conn, points[0], recorded):
         board.add(row[0], row[1], row[2:])
@@ -447,7 +448,7 @@ def _raw_at(
     )
 
 
-def _specs_at(conn: Connection, at: datetime | None) -> dict[str, QuotaSpec]:
+def specs_at(conn: Connection, at: datetime | None) -> dict[str, QuotaSpec]:
     """The tree in force at ``at`` (latest when None): each quota's last spec by cluster
     time (a quota whose last change deleted it is absent)."""
     only = " WHERE at <= :at" if at is not None else ""

@@ -20,6 +20,7 @@ import csv
 import io
 import json
 from decimal import Decimal
+from pathlib import Path
 
 from dlc_ledger.services.prices import publish_price_book
 from ledger.store.postgres import PostgresEventStore
@@ -63,9 +64,20 @@ def _history(store: PostgresEventStore, cli: CliCall) -> None:
 
 
 def test_every_node_by_hand_through_the_read_function(
-    store: PostgresEventStore, cli: CliCall
+    store: PostgresEventStore, cli: CliCall, tmp_path: Path
 ) -> None:
     _history(store, cli)
+    # a later tree change (at 05:00 offline's pool grows, guaranteed lends more) leaves
+    # the figures at 02:00 alone: they are read under the tree in force then
+    bigger = tmp_path / "bigger.yaml"
+    bigger.write_text(
+        DEMO.read_text()
+        .replace("min: {gpu/any: 20000, cpu: 300000", "min: {gpu/any: 30000, cpu: 300000")
+        .replace("lend_limit: {gpu/any: 2000}", "lend_limit: {gpu/any: 3000}")
+    )
+    assert "changed quota offline" in cli(
+        "quotas", "apply", str(bigger), "--at", "2026-11-01T05:00Z"
+    )
     cli("report", "quota-usage")  # brings the quota projection up to date
     with store.engine.connect() as conn:
         nodes = quota_nodes_at(conn, at(2 * HOUR))
@@ -89,6 +101,10 @@ def test_every_node_by_hand_through_the_read_function(
     # nothing runs: every non-root node could lend its whole min, within its lend_limit
     assert idle == {"openb": 0, "online": 40000, "ls": 32000, "guaranteed": 2000,
                     "offline": 20000, "burstable": 16000, "be": 0}  # fmt: skip
+    with store.engine.connect() as conn:
+        grown = quota_nodes_at(conn, at(6 * HOUR))
+    lendable = {f.usage.quota: f.lendable for f in grown.flavors if f.usage.flavor == "gpu/any"}
+    assert (lendable["offline"], lendable["guaranteed"]) == (30000, 3000)
 
 
 def test_the_tree_through_the_cli_with_gpu_hours_and_cost(
