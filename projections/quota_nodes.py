@@ -16,22 +16,26 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from sqlalchemy import Connection
 
+from ledger.dispatch import Admitted
+from ledger.dispatch.capacity import Tree
+from ledger.dispatch.trees import dispatch_config
 from ledger.events import QuotaSpec
-from ledger.quotas import topological_order
+from ledger.quotas import QuotaTree, topological_order
 from ledger.usage_boards import Key
 from projections.finance_reports import ReportWindow, cost_report, usage_report
 from projections.quota_reads import UsageRow, specs_at, usage_at
 
-__all__ = ["NodeFlavor", "NodeTotals", "QuotaNodes", "lendable", "quota_nodes_at"]
+__all__ = ["NodeFlavor", "NodeTotals", "QuotaNodes", "available", "lendable", "quota_nodes_at"]
 
 _MGPU_SECONDS_PER_GPU_HOUR = Decimal(1000 * 3600)
 _GPU_HOURS_STEP = Decimal("0.000001")
+_NO_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)  # admission times play no part here
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +44,13 @@ class NodeFlavor:
 
     usage: UsageRow
     lendable: int
+    #: what one more job could be admitted with here, by the dispatcher's arithmetic
+    available: int = 0
 
     def as_json(self) -> dict[str, Any]:
         out = self.usage.as_json()
         out["lendable"] = self.lendable
+        out["available"] = self.available
         out["pending_jobs"] = self.usage.queued_jobs
         return out
 
@@ -107,6 +114,29 @@ def lendable(rows: Sequence[UsageRow], specs: Mapping[str, QuotaSpec]) -> dict[K
     return out
 
 
+def available(rows: Sequence[UsageRow], specs: Mapping[str, QuotaSpec]) -> dict[Key, int]:
+    """Kueue's ``available`` per node x flavor of ``rows`` (every node at one instant):
+    the dispatcher's capacity arithmetic (:class:`ledger.dispatch.capacity.Tree`) over the
+    leaves' usage, so a node's figure is what one more job in its subtree could get now
+    (guarantees held back by ``lend_limit`` and caps by ``max`` included; negative when
+    over-admitted)."""
+    config = dispatch_config(QuotaTree(specs=dict(specs)))
+    leaves = frozenset(specs) - {s.parent for s in specs.values() if s.parent is not None}
+    tree = Tree(
+        config.quotas,
+        [
+            Admitted(f"{r.quota}/{r.flavor}", r.quota, 0, {r.flavor: r.used}, _NO_INSTANT)
+            for r in rows
+            if r.quota in leaves and r.used
+        ],
+    )
+    return {
+        (r.quota, r.flavor): round(tree.available(r.quota, r.flavor))
+        for r in rows
+        if r.quota in specs
+    }
+
+
 def quota_nodes_at(
     conn: Connection, at: datetime | None = None, window: ReportWindow | None = None
 ) -> QuotaNodes:
@@ -115,7 +145,11 @@ def quota_nodes_at(
     specs = specs_at(conn, at)
     rows = usage_at(conn, at)
     free = lendable(rows, specs)
-    flavors = [NodeFlavor(r, free.get((r.quota, r.flavor), 0)) for r in rows]
+    room = available(rows, specs)
+    flavors = [
+        NodeFlavor(r, free.get((r.quota, r.flavor), 0), room.get((r.quota, r.flavor), 0))
+        for r in rows
+    ]
     stamp = rows[0].at if rows else at
     parents = {name: specs[name].parent for name in topological_order(specs)}
     totals = None if window is None else _window_totals(conn, specs, window)

@@ -341,7 +341,7 @@ def tree_command(
 
 
 _NODE_KEYS = ("quota", "parent", "flavor", "min", "max", "used", "borrowed", "lent", "lendable",
-              "queued", "pending_jobs", "running_jobs", "over_admitted")  # fmt: skip
+              "available", "queued", "pending_jobs", "running_jobs", "over_admitted")  # fmt: skip
 
 
 def _node_row(nodes: QuotaNodes, flavor: NodeFlavor, fmt: RowFormat) -> dict[str, Any]:

@@ -12,6 +12,10 @@ lends 4000, guaranteed its lendable 2000 then 2000 beyond it (4000). offline's b
 6000: its pool 4000, burstable 2000. Lendable now: burstable 16000 - 10000 unused, 2000
 lent: 4000; offline 20000 - 16000 unused, nothing lent outside: 4000; guaranteed lent
 all its 4000: 0; a root lends to nobody: 0.
+
+Available (the dispatcher's Kueue arithmetic, ledger/dispatch/capacity.py): guaranteed
+holds back 4000 - 2000 = 2000 (its lend_limit), so openb's subtree quota is 20000 + 38000
++ 20000 = 78000, and 56000 used leaves 22000 to any node; guaranteed adds its idle 2000.
 """
 
 from __future__ import annotations
@@ -33,16 +37,16 @@ from tests.quotas.helpers import at, occ_ended, occ_started, submitted
 
 HOUR = 3600
 FIGURES = ("min", "max", "used", "borrowed", "lent", "lendable", "queued", "pending_jobs",
-           "running_jobs")  # fmt: skip
+           "running_jobs", "available")  # fmt: skip
 #: gpu/any at 02:00, by hand (module docstring)
 EXPECTED = {
-    "openb": (80000, 80000, 56000, 0, 0, 0, 3000, 1, 3),
-    "online": (40000, 80000, 40000, 0, 4000, 0, 0, 0, 1),
-    "ls": (32000, 80000, 40000, 8000, 0, 0, 0, 0, 1),
-    "guaranteed": (4000, 80000, 0, 0, 4000, 0, 0, 0, 0),
-    "offline": (20000, 80000, 16000, 0, 4000, 4000, 3000, 1, 2),
-    "burstable": (16000, 48000, 10000, 0, 2000, 4000, 0, 0, 1),
-    "be": (0, 40000, 6000, 6000, 0, 0, 3000, 1, 1),
+    "openb": (80000, 80000, 56000, 0, 0, 0, 3000, 1, 3, 22000),
+    "online": (40000, 80000, 40000, 0, 4000, 0, 0, 0, 1, 22000),
+    "ls": (32000, 80000, 40000, 8000, 0, 0, 0, 0, 1, 22000),
+    "guaranteed": (4000, 80000, 0, 0, 4000, 0, 0, 0, 0, 24000),
+    "offline": (20000, 80000, 16000, 0, 4000, 4000, 3000, 1, 2, 22000),
+    "burstable": (16000, 48000, 10000, 0, 2000, 4000, 0, 0, 1, 22000),
+    "be": (0, 40000, 6000, 6000, 0, 0, 3000, 1, 1, 22000),
 }
 #: GPU-hours over 11-01 (2 h each) and their cost at 2.40 per GPU-hour, in cents
 GPU_HOURS = {"openb": 112, "online": 80, "ls": 80, "guaranteed": 0, "offline": 32,
