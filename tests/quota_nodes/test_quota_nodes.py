@@ -161,3 +161,9 @@ def test_an_inner_node_series_at_each_step(store: PostgresEventStore, cli: CliCa
     bad_step = cli("report", "quota-series", "offline", "--from", "2026-11-01",
                    "--to", "2026-11-02", "--step", "minute", ok=False)  # fmt: skip
     assert "--step 'minute'" in bad_step
+
+
+def test_an_empty_store_has_an_empty_tree(cli: CliCall) -> None:
+    assert json.loads(cli("quotas", "tree", "--format", "json")) == []
+    window = ("--from", "2026-11-01", "--to", "2026-11-02", "--format", "json")
+    assert json.loads(cli("quotas", "tree", *window)) == []
