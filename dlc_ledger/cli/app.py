@@ -37,6 +37,7 @@ COMMANDS = {
     "dispatcher": "dlc_ledger.cli.dispatcher:dispatcher_app",
     "queue": "dlc_ledger.cli.queue:queue_app",
     "dispatch": "dlc_ledger.cli.dispatch:dispatch",
+    "tokens": "dlc_ledger.cli.tokens:tokens_app",
 }
 
 app = typer.Typer(
