@@ -38,6 +38,7 @@ COMMANDS = {
     "queue": "dlc_ledger.cli.queue:queue_app",
     "dispatch": "dlc_ledger.cli.dispatch:dispatch",
     "tokens": "dlc_ledger.cli.tokens:tokens_app",
+    "api": "dlc_ledger.cli.api:api_app",
 }
 
 app = typer.Typer(
