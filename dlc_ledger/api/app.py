@@ -7,24 +7,27 @@ two are independent layers, so it names the factory by string).
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 
-from dlc_ledger.api import jobs, whoami
+from dlc_ledger.api import events, jobs, whoami
 from dlc_ledger.api.problems import install_problem_handlers
 from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["ACCESS_LOG", "app_from_environment", "create_app"]
+__all__ = ["ACCESS_LOG", "app_from_environment", "create_app", "openapi_document"]
 
 ACCESS_LOG = logging.getLogger("dlc_ledger.api.access")
 VERSION = "1"
 
 
-def create_app(store: PostgresEventStore) -> FastAPI:
+def create_app(store: PostgresEventStore | None) -> FastAPI:
+    """The app reading ``store`` (None: no requests, only its OpenAPI document)."""
     app = FastAPI(
         title="DLC Ledger API",
         version=VERSION,
@@ -34,6 +37,7 @@ def create_app(store: PostgresEventStore) -> FastAPI:
     install_problem_handlers(app)
     app.include_router(whoami.router)
     app.include_router(jobs.router)
+    app.include_router(events.router)
 
     @app.middleware("http")
     async def access_log(
@@ -63,3 +67,12 @@ def create_app(store: PostgresEventStore) -> FastAPI:
 def app_from_environment() -> FastAPI:
     """The app on the configured database (``DATABASE_URL``, else the embedded one)."""
     return create_app(context.open_store())
+
+
+def openapi_document() -> str:
+    """The OpenAPI document as committed in docs/openapi.json (stable key order)."""
+    return json.dumps(create_app(None).openapi(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":  # python -m dlc_ledger.api.app > docs/openapi.json
+    sys.stdout.write(openapi_document())

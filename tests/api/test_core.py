@@ -92,3 +92,22 @@ def test_every_request_logs_one_access_line_naming_the_principal(
     assert len(lines) == 2
     assert lines[0].startswith("lead-b(tok_") and " GET /v1/jobs 200 " in lines[0]
     assert lines[1].startswith("- GET /v1/jobs 401 ")
+
+
+def test_events_by_id_and_by_stream(client: TestClient, tokens: dict[str, str]) -> None:
+    headers = bearer(tokens["auditor"])
+    first = client.get("/v1/streams/job/a-1/events", params={"limit": 1}, headers=headers)
+    assert first.status_code == 200, first.text
+    page = first.json()
+    assert [e["type"] for e in page["items"]] == ["JobSubmitted"]
+    assert page["next_cursor"] == "1"
+    rest = client.get(
+        "/v1/streams/job/a-1/events", params={"cursor": page["next_cursor"]}, headers=headers
+    ).json()
+    assert [e["type"] for e in rest["items"]] == ["JobStarted"] and rest["next_cursor"] is None
+    event_id = page["items"][0]["event_id"]
+    one = client.get(f"/v1/events/{event_id}", headers=headers).json()
+    assert one == page["items"][0] and one["data"]["workspace"] == "ws-a"
+    assert client.get("/v1/events/not-a-uuid", headers=headers).status_code == 422
+    gone = client.get("/v1/events/00000000-0000-0000-0000-000000000000", headers=headers)
+    assert gone.status_code == 404
