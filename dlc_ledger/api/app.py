@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 
-from dlc_ledger.api import events, jobs, whoami
+from dlc_ledger.api import events, jobs, reports, whoami
 from dlc_ledger.api.problems import install_problem_handlers
 from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
@@ -38,6 +38,7 @@ def create_app(store: PostgresEventStore | None) -> FastAPI:
     app.include_router(whoami.router)
     app.include_router(jobs.router)
     app.include_router(events.router)
+    app.include_router(reports.router)
 
     @app.middleware("http")
     async def access_log(

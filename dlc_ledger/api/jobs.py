@@ -15,8 +15,10 @@ from pydantic import BaseModel
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
+from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest, NotFound
+from projections.billing_reads import currency_scales
 from projections.jobs import find_job, job_detail, list_jobs
 
 __all__ = ["JobPage", "router"]
@@ -71,4 +73,6 @@ def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> dict[str
         except ValueError as exc:
             raise NotFound(str(exc)) from None
         detail: dict[str, Any] = job_detail(uow, found)
+        scale_of = currency_scales(uow.connection)
+    detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
     return detail

@@ -10,10 +10,13 @@ from fastapi.testclient import TestClient
 
 from consumers.projector import Projector
 from dlc_ledger.api.app import create_app
+from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.tokens import create_token
-from ledger.events import JobStarted, JobSubmitted
+from dlc_ledger.services.yaml_files import load_price_book
+from ledger.events import JobStarted, JobSubmitted, OccupancyEnded, OccupancyStarted
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import all_projections
+from tests.demo_files import DEMO_PRICE_BOOK
 from tests.projections.builders import Narrator, at, replica
 
 #: (uid, workspace): ws-b's jobs must never reach a ws-a token
@@ -50,6 +53,37 @@ def seed_jobs(store: PostgresEventStore) -> None:
             source="api/alice",
         )
         n.tell(JobStarted(job_uid=uid), f"job/{uid}", at(i + 10))
+        # one GPU for an hour each: 2.40 USD at the demo price book's public rate
+        pod = f"pod-{uid}"
+        n.tell(
+            OccupancyStarted(
+                occupancy_id=pod,
+                job_uid=uid,
+                pod_uid=pod,
+                pod_name=pod,
+                node="node-1",
+                flavor="gpu/any",
+                mgpu=1000,
+                cpu_milli=0,
+                memory_mib=0,
+                workspace=workspace,
+                started_at=at(3600 * i),
+            ),
+            f"job/{uid}",
+            at(3600 * i),
+        )
+        n.tell(
+            OccupancyEnded(
+                occupancy_id=pod,
+                job_uid=uid,
+                pod_uid=pod,
+                ended_at=at(3600 * (i + 1)),
+                reason="completed",
+            ),
+            f"job/{uid}",
+            at(3600 * (i + 1)),
+        )
+    publish_price_book(store, load_price_book(DEMO_PRICE_BOOK), at=at(0))
     store.append(n.events)
     Projector(store, all_projections()).catch_up()
 

@@ -1,5 +1,5 @@
 """Every route of docs/openapi.json, for every role: no token → 401, workspace A's token never
-sees workspace B's jobs or events, the global roles see everything, the auditor writes
+sees workspace B's jobs, events or costs, the global roles see everything, the auditor writes
 nothing. A route added to the document without an entry here fails the test."""
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
         "/v1/jobs/{uid}": ["/v1/jobs/b-1", "/v1/jobs/train-b-1"],
         "/v1/events/{event_id}": [f"/v1/events/{event_id}"],
         "/v1/streams/{stream}/events": ["/v1/streams/job/b-1/events"],
+        "/v1/usage": ["/v1/usage", "/v1/usage?group_by=workspace,job"],
+        "/v1/cost": [
+            "/v1/cost?source=rated",
+            "/v1/cost?group_by=job&source=rated",
+            "/v1/cost?group_by=workspace,month&net_credits=true&source=rated",
+        ],
     }
 
 

@@ -77,7 +77,15 @@ def test_one_job_with_its_timeline(client: TestClient, tokens: dict[str, str]) -
     assert response.status_code == 200, response.text
     job = response.json()
     assert job["job_uid"] == "a-1" and job["workspace"] == "ws-a"
-    assert [e["type"] for e in job["timeline"]] == ["JobSubmitted", "JobStarted"]
+    assert [e["type"] for e in job["timeline"]] == [
+        "JobSubmitted",
+        "OccupancyStarted",
+        "JobStarted",
+        "OccupancyEnded",
+    ]
+    assert job["occupied"][0]["mgpu_seconds"] == 3600 * 1000
+    (cost,) = job["cost"]
+    assert (cost["rated_minor"], cost["rated_display"], cost["scale"]) == (240, "2.40 USD", 2)
     unknown = client.get("/v1/jobs/zz", headers=bearer(tokens["auditor"]))
     assert unknown.status_code == 404 and "no job" in unknown.json()["detail"]
 
@@ -104,10 +112,56 @@ def test_events_by_id_and_by_stream(client: TestClient, tokens: dict[str, str]) 
     rest = client.get(
         "/v1/streams/job/a-1/events", params={"cursor": page["next_cursor"]}, headers=headers
     ).json()
-    assert [e["type"] for e in rest["items"]] == ["JobStarted"] and rest["next_cursor"] is None
+    assert [e["type"] for e in rest["items"]] == [
+        "JobStarted",
+        "OccupancyStarted",
+        "OccupancyEnded",
+    ]
+    assert rest["next_cursor"] is None
     event_id = page["items"][0]["event_id"]
     one = client.get(f"/v1/events/{event_id}", headers=headers).json()
     assert one == page["items"][0] and one["data"]["workspace"] == "ws-a"
     assert client.get("/v1/events/not-a-uuid", headers=headers).status_code == 422
     gone = client.get("/v1/events/00000000-0000-0000-0000-000000000000", headers=headers)
     assert gone.status_code == 404
+
+
+def test_usage_and_cost_as_the_report_groups_them(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    headers = bearer(tokens["finance"])
+    usage = client.get("/v1/usage", params={"group_by": "workspace"}, headers=headers)
+    assert usage.status_code == 200, usage.text
+    assert [(r["workspace"], r["mgpu_seconds"]) for r in usage.json()["items"]] == [
+        ("ws-a", 2 * 3600 * 1000),
+        ("ws-b", 3600 * 1000),
+        ("ws-c", 3600 * 1000),
+    ]
+    cost = client.get(
+        "/v1/cost", params={"group_by": "workspace,job", "source": "rated"}, headers=headers
+    )
+    assert cost.status_code == 200, cost.text
+    a1 = cost.json()["items"][0]
+    assert (a1["workspace"], a1["job"], a1["cost_minor"], a1["currency"]) == (
+        "ws-a",
+        "a-1",
+        240,
+        "USD",
+    )
+    assert (a1["scale"], a1["cost_display"], a1["cost_minor_precise"]) == (2, "2.40 USD", "240")
+    bad = client.get("/v1/cost", params={"group_by": "planet"}, headers=headers)
+    assert bad.status_code == 400 and "planet" in bad.json()["detail"]
+    bad_source = client.get("/v1/cost", params={"source": "guess"}, headers=headers)
+    assert bad_source.status_code == 422
+
+
+def test_a_workspace_token_gets_its_own_totals_only(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    headers = bearer(tokens["lead-ac"])
+    cost = client.get(
+        "/v1/cost", params={"group_by": "month", "source": "rated"}, headers=headers
+    ).json()
+    assert [(r["month"], r["cost_minor"]) for r in cost["items"]] == [("2026-11", 3 * 240)]
+    usage = client.get("/v1/usage", params={"group_by": "flavor"}, headers=headers).json()
+    assert usage["items"][0]["mgpu_seconds"] == 3 * 3600 * 1000
