@@ -7,6 +7,7 @@ import logging
 import pytest
 from fastapi.testclient import TestClient
 
+from dlc_ledger.api.app import create_app
 from dlc_ledger.services.tokens import revoke
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer
@@ -165,3 +166,22 @@ def test_a_workspace_token_gets_its_own_totals_only(
     assert [(r["month"], r["cost_minor"]) for r in cost["items"]] == [("2026-11", 3 * 240)]
     usage = client.get("/v1/usage", params={"group_by": "flavor"}, headers=headers).json()
     assert usage["items"][0]["mgpu_seconds"] == 3 * 3600 * 1000
+
+
+def test_an_unreachable_database_is_a_bare_500_problem() -> None:
+    broken = PostgresEventStore("postgresql+psycopg://postgres@127.0.0.1:1/nowhere")
+    try:
+        with TestClient(create_app(broken), raise_server_exceptions=False) as test_client:
+            response = test_client.get("/v1/whoami", headers=bearer("dlct_" + "x" * 43))
+    finally:
+        broken.close()
+    assert response.status_code == 500
+    assert response.headers["content-type"] == PROBLEM
+    assert response.json()["detail"] == "internal error; see the server log"
+    assert "127.0.0.1" not in response.text and "psycopg" not in response.text
+
+
+def test_a_garbled_cursor_is_a_400(client: TestClient, tokens: dict[str, str]) -> None:
+    response = client.get("/v1/jobs", params={"cursor": "%%%"}, headers=bearer(tokens["admin"]))
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == PROBLEM
