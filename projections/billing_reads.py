@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, text
 
 from ledger.events import PriceBookPublished, SpotPriceChanged
+from ledger.money import default_scale
 from ledger.prices import PriceSchedule
 from ledger.rating import Occupancy
 
-__all__ = ["load_schedule", "occupancy_from_row"]
+__all__ = ["ScaleOf", "currency_scales", "load_schedule", "occupancy_from_row"]
+
+#: currency -> its scale (minor-unit exponent)
+ScaleOf = Callable[[str], int]
 
 
 def load_schedule(conn: Connection, *, recorded_by: datetime | None = None) -> PriceSchedule:
@@ -46,3 +51,16 @@ def occupancy_from_row(row: Any) -> Occupancy:
         start=start,
         end=None if end is None else max(end, start),
     )
+
+
+def currency_scales(conn: Connection) -> ScaleOf:
+    """The scale each currency is billed at: the price schedule's for its currency, else
+    the ISO 4217 exponent."""
+    schedule = load_schedule(conn)
+
+    def scale_of(currency: str) -> int:
+        if schedule.currency == currency and schedule.scale is not None:
+            return schedule.scale
+        return default_scale(currency)
+
+    return scale_of

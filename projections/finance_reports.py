@@ -94,6 +94,9 @@ class ReportWindow:
     start: datetime | None = None  # cluster time, inclusive
     end: datetime | None = None  # cluster time, exclusive; None: the cluster clock
     as_of: datetime | None = None  # store time: recorded_at <= as_of
+    # a reader's scope (an API token's workspace roles), applied in each query's WHERE;
+    # None: every workspace
+    workspaces: tuple[str, ...] | None = None
 
 
 def cluster_clock(conn: Connection, as_of: datetime | None = None) -> datetime | None:
@@ -109,6 +112,10 @@ def cluster_clock(conn: Connection, as_of: datetime | None = None) -> datetime |
         {"t": as_of},
     ).scalar_one()
     return value  # type: ignore[no-any-return]
+
+
+def _scope(window: ReportWindow) -> list[str] | None:
+    return None if window.workspaces is None else sorted(window.workspaces)
 
 
 def _end(conn: Connection, window: ReportWindow) -> datetime:
@@ -134,6 +141,7 @@ SELECT occupancy_id, job_uid, workspace, quota, user_name, flavor, mgpu, cpu_mil
  WHERE started_at IS NOT NULL AND started_at < :to
    AND (CAST(:as_of AS timestamptz) IS NULL OR start_recorded_at <= :as_of)
 """
+_IN_SCOPE = " AND (CAST(:workspaces AS text[]) IS NULL OR workspace = ANY(:workspaces))"
 
 
 def usage_report(
@@ -163,7 +171,7 @@ def usage_report(
     cols = _keys(group_by)
     select_keys = ", ".join(keys_sql)
     sql = f"""
-WITH o AS ({_OCCUPANCIES}),
+WITH o AS ({_OCCUPANCIES}{_IN_SCOPE}),
 c AS (
   SELECT o.*, GREATEST(started_at, :from) AS a, LEAST(COALESCE(ended_at, :to), :to) AS b FROM o
 ),
@@ -185,7 +193,13 @@ SELECT {cols + ", " if cols else ""}
  LIMIT :cap
 """
     conn.execute(text("SET LOCAL TimeZone = 'UTC'"))
-    params = {"from": start, "to": end, "as_of": window.as_of, "cap": MAX_REPORT_ROWS + 1}
+    params = {
+        "from": start,
+        "to": end,
+        "as_of": window.as_of,
+        "cap": MAX_REPORT_ROWS + 1,
+        "workspaces": _scope(window),
+    }
     rows = conn.execute(text(sql), params).all()
     check_report_rows(len(rows), hint=_TOO_MANY)
     out = []
@@ -274,6 +288,9 @@ def _net_of_credits(
         where.append("c.recorded_at <= :as_of")
         params["as_of"] = window.as_of
     where += _months_within(window, "i.period", params)
+    if window.workspaces is not None:
+        where.append("i.workspace = ANY(:workspaces)")
+        params["workspaces"] = _scope(window)
     columns = {"workspace": "i.workspace", "month": "i.period"}
     keys = [f"{columns[k]} AS {_q(k)}" for k in group_by]
     group = ", ".join([*(columns[k] for k in group_by), "c.currency"])
@@ -325,6 +342,9 @@ def _ledger_cost(
         where.append("recorded_at <= :as_of AND usage_period IS NOT NULL")
         params["as_of"] = window.as_of
     where += _months_within(window, "usage_period", params)
+    if window.workspaces is not None:
+        where.append("workspace = ANY(:workspaces)")
+        params["workspaces"] = _scope(window)
     group = ", ".join([*(_q(k) for k in group_by), "currency"])
     sql = (
         f"SELECT {', '.join([*keys, 'currency'])}, sum(amount_minor) AS cost "
@@ -369,8 +389,8 @@ def _rated_cost(
         return []
     periods = calendar_days() if "day" in group_by else calendar_months()
     rows = conn.execute(
-        text(_OCCUPANCIES + " AND (ended_at IS NULL OR ended_at > :from)"),
-        {"from": start, "to": end, "as_of": window.as_of},
+        text(_OCCUPANCIES + _IN_SCOPE + " AND (ended_at IS NULL OR ended_at > :from)"),
+        {"from": start, "to": end, "as_of": window.as_of, "workspaces": _scope(window)},
     ).all()
     sums: dict[tuple[Any, ...], int] = {}
     for row in rows:

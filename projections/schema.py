@@ -8,6 +8,7 @@ declared anywhere else would escape the drift test (``tests/store/test_schema_dr
 
 from __future__ import annotations
 
+import projections.access_tokens
 import projections.billing_tables
 import projections.budgets
 import projections.dispatch_decisions

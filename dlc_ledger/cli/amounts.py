@@ -11,35 +11,17 @@ the minor units.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection
-
-from ledger.money import default_scale, from_minor
-from projections.billing_reads import load_schedule
+from ledger.money import from_minor
+from projections.billing_reads import ScaleOf, currency_scales
 
 __all__ = ["ScaleOf", "currency_scales", "with_amounts"]
 
-#: currency -> its scale (minor-unit exponent)
-ScaleOf = Callable[[str], int]
-
 _SUFFIX = "_minor"
 _PRECISE = "_minor_precise"
-
-
-def currency_scales(conn: Connection) -> ScaleOf:
-    """The scale each currency is billed at: the price schedule's for its currency, else
-    the ISO 4217 exponent."""
-    schedule = load_schedule(conn)
-
-    def scale_of(currency: str) -> int:
-        if schedule.currency == currency and schedule.scale is not None:
-            return schedule.scale
-        return default_scale(currency)
-
-    return scale_of
 
 
 def with_amounts(

@@ -37,6 +37,8 @@ COMMANDS = {
     "dispatcher": "dlc_ledger.cli.dispatcher:dispatcher_app",
     "queue": "dlc_ledger.cli.queue:queue_app",
     "dispatch": "dlc_ledger.cli.dispatch:dispatch",
+    "tokens": "dlc_ledger.cli.tokens:tokens_app",
+    "api": "dlc_ledger.cli.api:api_app",
 }
 
 app = typer.Typer(

@@ -3,7 +3,7 @@ a job found by uid or name, its detail, and its timeline with late arrivals flag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -131,12 +131,14 @@ def list_jobs(
     limit: int = 50,
     at: datetime | None = None,
     cursor: str | None = None,
+    workspaces: Collection[str] | None = None,
 ) -> JobPage:
     """Jobs, newest submission first, filtered, one page; JSON-ready dicts.
 
     ``at`` (cluster time): only jobs that existed then, with their status, running time
     and end as of that instant (``status`` filters on it). Pages are keyed on
     (submission, uid), so a page never repeats or skips a job while new ones arrive.
+    ``workspaces``: a caller's scope (an API token's workspace roles), in the WHERE.
     """
     if status is not None and status not in STATUSES:
         raise ValueError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
@@ -145,6 +147,8 @@ def list_jobs(
     query = job_state.select()
     if workspace is not None:
         query = query.where(job_state.c.workspace == workspace)
+    if workspaces is not None:
+        query = query.where(job_state.c.workspace.in_(sorted(workspaces)))
     if user is not None:
         query = query.where(job_state.c.user == user)
     if status is not None and at is None:
@@ -177,14 +181,18 @@ def list_jobs(
     return JobPage(jobs, None)
 
 
-def find_job(conn: Connection, ref: str) -> str:
-    """The uid of job ``ref`` (a uid, or a name that only one job carries)."""
-    if conn.execute(job_state.select().where(job_state.c.job_uid == ref)).first():
+def find_job(conn: Connection, ref: str, *, workspaces: Collection[str] | None = None) -> str:
+    """The uid of job ``ref`` (a uid, or a name that only one job carries); with
+    ``workspaces`` (a caller's scope) a job outside them is not found."""
+    jobs = job_state.select()
+    if workspaces is not None:
+        jobs = jobs.where(job_state.c.workspace.in_(sorted(workspaces)))
+    if conn.execute(jobs.where(job_state.c.job_uid == ref)).first():
         return ref
     uids = [
         row.job_uid
         for row in conn.execute(
-            job_state.select().where(job_state.c.name == ref).order_by(job_state.c.submitted_at)
+            jobs.where(job_state.c.name == ref).order_by(job_state.c.submitted_at)
         )
     ]
     if not uids:

@@ -96,6 +96,6 @@ def test_db_status_names_the_branches(database_url: str) -> None:
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith("revision: ")
-    assert "(the heads of 6 independent migration branches" in first and "up to date" in first
-    labels = [line.split()[0] for line in done.stdout.splitlines()[1:7]]
-    assert labels == ["billing", "budgets", "dispatch", "jobs", "quotas", "watchers"]
+    assert "(the heads of 7 independent migration branches" in first and "up to date" in first
+    labels = [line.split()[0] for line in done.stdout.splitlines()[1:8]]
+    assert labels == ["billing", "budgets", "dispatch", "jobs", "quotas", "tokens", "watchers"]

@@ -1,0 +1,79 @@
+"""The API's app factory: routes, problem handlers and the access log on one store.
+
+:func:`create_app` takes the store (tests pass theirs); :func:`app_from_environment` is
+what ``dlc-ledger api serve`` gives uvicorn (the CLI cannot import this package: the
+two are independent layers, so it names the factory by string).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
+
+from dlc_ledger.api import events, jobs, reports, whoami
+from dlc_ledger.api.problems import install_problem_handlers
+from dlc_ledger.wiring import context
+from ledger.store.postgres import PostgresEventStore
+
+__all__ = ["ACCESS_LOG", "app_from_environment", "create_app", "openapi_document"]
+
+ACCESS_LOG = logging.getLogger("dlc_ledger.api.access")
+VERSION = "1"
+
+
+def create_app(store: PostgresEventStore | None) -> FastAPI:
+    """The app reading ``store`` (None: no requests, only its OpenAPI document)."""
+    app = FastAPI(
+        title="DLC Ledger API",
+        version=VERSION,
+        description="Read API over the ledger's projections and store (docs/api.md).",
+    )
+    app.state.store = store
+    install_problem_handlers(app)
+    app.include_router(whoami.router)
+    app.include_router(jobs.router)
+    app.include_router(events.router)
+    app.include_router(reports.router)
+
+    @app.middleware("http")
+    async def access_log(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            principal = getattr(request.state, "principal", None)
+            who = f"{principal.name}({principal.token_id})" if principal else "-"
+            ACCESS_LOG.info(
+                "%s %s %s %d %.1fms",
+                who,
+                request.method,
+                request.url.path,
+                status,
+                (time.perf_counter() - started) * 1000,
+            )
+
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app on the configured database (``DATABASE_URL``, else the embedded one)."""
+    return create_app(context.open_store())
+
+
+def openapi_document() -> str:
+    """The OpenAPI document as committed in docs/openapi.json (stable key order)."""
+    return json.dumps(create_app(None).openapi(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":  # python -m dlc_ledger.api.app > docs/openapi.json
+    sys.stdout.write(openapi_document())

@@ -1,0 +1,62 @@
+"""``/v1/events/{id}`` and ``/v1/streams/{stream}/events``: the stored facts, as recorded.
+
+Workspace-scoped tokens read only their workspaces' streams (scope in the SQL, see
+:mod:`projections.event_reads`); anything else reads as 404 / an empty page.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
+
+from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.problems import PROBLEM_RESPONSES
+from dlc_ledger.services.errors import NotFound
+from projections.event_reads import event_by_id, stream_events
+
+__all__ = ["EventPage", "router"]
+
+router = APIRouter(prefix="/v1", tags=["events"], responses=PROBLEM_RESPONSES)
+
+
+class EventPage(BaseModel):
+    items: list[dict[str, Any]]
+    next_cursor: str | None = None
+
+
+@router.get("/events/{event_id}", summary="One stored event by its id")
+def get_event(request: Request, principal: CurrentPrincipal, event_id: UUID) -> dict[str, Any]:
+    with request.app.state.store.engine.connect() as conn:
+        found = event_by_id(conn, event_id, workspaces=principal.scope)
+    if found is None:
+        raise NotFound(f"no event with id {event_id}")
+    return found
+
+
+@router.get(
+    "/streams/{stream:path}/events",
+    response_model=EventPage,
+    summary="A stream's events in version order, a page at a time",
+)
+def get_stream_events(
+    request: Request,
+    principal: CurrentPrincipal,
+    stream: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[
+        str | None, Query(pattern=r"^[0-9]+$", description="next_cursor of the previous page.")
+    ] = None,
+) -> EventPage:
+    with request.app.state.store.engine.connect() as conn:
+        page = stream_events(
+            conn,
+            stream,
+            after=int(cursor) if cursor else 0,
+            limit=limit,
+            workspaces=principal.scope,
+        )
+    following = None if page.next_after is None else str(page.next_after)
+    return EventPage(items=page.events, next_cursor=following)

@@ -1,0 +1,78 @@
+"""``/v1/jobs``: the jobs read model, as ``dlc-ledger jobs list|show`` reads it.
+
+A workspace-scoped token passes its workspaces into the query (``list_jobs`` /
+``find_job``), so a job outside them is neither listed nor found (404, not 403: its
+existence is not disclosed).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
+
+from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.problems import PROBLEM_RESPONSES
+from dlc_ledger.api.reports import money_fields
+from dlc_ledger.services.billing import sync_billing
+from dlc_ledger.services.errors import InvalidRequest, NotFound
+from projections.billing_reads import currency_scales
+from projections.jobs import find_job, job_detail, list_jobs
+
+__all__ = ["JobPage", "router"]
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
+
+
+class JobPage(BaseModel):
+    items: list[dict[str, Any]]
+    next_cursor: str | None = None
+
+
+@router.get("", response_model=JobPage, summary="Jobs, newest submission first, a page")
+def get_jobs(
+    request: Request,
+    principal: CurrentPrincipal,
+    workspace: str | None = None,
+    status: str | None = None,
+    user: str | None = None,
+    at: Annotated[
+        datetime | None, Query(description="Jobs as they were then (ISO 8601, with zone).")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    cursor: str | None = None,
+) -> JobPage:
+    if at is not None and at.tzinfo is None:
+        raise InvalidRequest("at: give a time zone (e.g. Z)")
+    with request.app.state.store.engine.connect() as conn:
+        try:
+            page = list_jobs(
+                conn,
+                workspace=workspace,
+                status=status,
+                user=user,
+                limit=limit,
+                at=at,
+                cursor=cursor,
+                workspaces=principal.scope,
+            )
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+    return JobPage(items=page.jobs, next_cursor=page.next_cursor)
+
+
+@router.get("/{uid}", summary="One job: state, occupied resources, cost and its timeline")
+def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> dict[str, Any]:
+    store = request.app.state.store
+    sync_billing(store)  # the job's cost is read from the billing projection
+    with store.snapshot() as uow:
+        try:
+            found = find_job(uow.connection, uid, workspaces=principal.scope)
+        except ValueError as exc:
+            raise NotFound(str(exc)) from None
+        detail: dict[str, Any] = job_detail(uow, found)
+        scale_of = currency_scales(uow.connection)
+    detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
+    return detail

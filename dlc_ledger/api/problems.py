@@ -1,0 +1,89 @@
+"""Errors as RFC 9457 problem details (``application/problem+json``), one shape for all.
+
+Every error a route can answer with goes through here: HTTP errors (401, 403, 404),
+request validation (422), a use case's refusal (404 for NotFound, 409 for Conflict, 400
+for the rest) and anything unexpected (500, without internals in the body).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+
+from dlc_ledger.services.errors import Conflict, NotFound, UseCaseError
+
+__all__ = ["PROBLEM_RESPONSES", "Problem", "install_problem_handlers", "problem_response"]
+
+_LOG = logging.getLogger("dlc_ledger.api")
+_MEDIA = "application/problem+json"
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+
+
+#: the ``responses=`` every route declares, so the OpenAPI document names the shape
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem, "content": {_MEDIA: {}}, "description": HTTPStatus(code).phrase}
+    for code in (401, 403, 404, 422, 500)
+}
+
+
+def problem_response(
+    request: Request, status: int, detail: str | None, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    body = Problem(
+        title=HTTPStatus(status).phrase, status=status, detail=detail, instance=request.url.path
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True),
+        status_code=status,
+        media_type=_MEDIA,
+        headers=dict(headers) if headers else None,
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else None
+    return problem_response(request, exc.status_code, detail, exc.headers)
+
+
+async def _invalid(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ()))
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return problem_response(request, 422, "; ".join(parts))
+
+
+async def _refused(request: Request, exc: Exception) -> JSONResponse:
+    status = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 400
+    return problem_response(request, status, str(exc).strip().splitlines()[0])
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    _LOG.exception("unexpected error on %s %s", request.method, request.url.path)
+    return problem_response(request, 500, "internal error; see the server log")
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(UseCaseError, _refused)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,139 @@
+"""``/v1/usage`` and ``/v1/cost``: ``dlc-ledger report usage|cost`` over HTTP.
+
+The same read functions, group-bys and window (:mod:`projections.finance_reports`); a
+workspace-scoped token's workspaces go into the report's SQL (``ReportWindow``). Money:
+each ``<name>_minor`` integer stays, with the row's ``currency`` and ``scale``, a
+``<name>_display`` string for people (``1,267.21 USD``) and ``<name>_minor_precise`` as
+a decimal string (sub-minor precision, as posted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
+
+from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.problems import PROBLEM_RESPONSES
+from dlc_ledger.services.billing import sync_billing
+from dlc_ledger.services.errors import InvalidRequest
+from dlc_ledger.services.tokens import Principal
+from ledger.money import from_minor
+from projections.billing_reads import ScaleOf, currency_scales
+from projections.finance_reports import (
+    GROUP_KEYS,
+    ReportWindow,
+    cost_report,
+    parse_group_by,
+    usage_report,
+)
+
+__all__ = ["CostSource", "ReportRows", "money_fields", "router"]
+
+router = APIRouter(prefix="/v1", tags=["reports"], responses=PROBLEM_RESPONSES)
+
+_GROUP = Query(alias="group_by", description=f"Comma-separated, of: {', '.join(GROUP_KEYS)}.")
+_FROM = Query(alias="from", description="Window start, inclusive (ISO 8601 with zone).")
+_TO = Query(alias="to", description="Window end, exclusive; default the cluster clock.")
+_AS_OF = Query(alias="as_of", description="Only what was recorded by then (store time).")
+
+
+class CostSource(StrEnum):
+    auto = "auto"
+    ledger = "ledger"
+    rated = "rated"
+
+
+class ReportRows(BaseModel):
+    items: list[dict[str, Any]]
+
+
+def _window(
+    principal: Principal,
+    start: datetime | None,
+    end: datetime | None,
+    as_of: datetime | None,
+) -> ReportWindow:
+    for name, value in (("from", start), ("to", end), ("as_of", as_of)):
+        if value is not None and value.tzinfo is None:
+            raise InvalidRequest(f"{name}: give a time zone (e.g. Z)")
+    if start is not None and end is not None and end <= start:
+        raise InvalidRequest("to must be after from")
+    scope = principal.scope
+    return ReportWindow(
+        start=start,
+        end=end,
+        as_of=as_of,
+        workspaces=None if scope is None else tuple(sorted(scope)),
+    )
+
+
+def _keys(group_by: str) -> tuple[str, ...]:
+    try:
+        return parse_group_by(group_by)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
+def money_fields(row: Mapping[str, Any], scale_of: ScaleOf) -> dict[str, Any]:
+    """``row`` with its amounts as minor units + currency + scale + a display string."""
+    currency = row.get("currency")
+    out = {k: str(v) if isinstance(v, Decimal) else v for k, v in row.items()}
+    if currency is None:
+        return out
+    scale = scale_of(currency)
+    out["scale"] = scale
+    for key, value in row.items():
+        if key.endswith("_minor") and isinstance(value, int):
+            amount = from_minor(value, scale)
+            out[key[: -len("_minor")] + "_display"] = f"{amount:,.{scale}f} {currency}"
+    return out
+
+
+@router.get("/usage", response_model=ReportRows, summary="Occupied usage, grouped")
+def get_usage(
+    request: Request,
+    principal: CurrentPrincipal,
+    group_by: Annotated[str, _GROUP] = "workspace",
+    start: Annotated[datetime | None, _FROM] = None,
+    end: Annotated[datetime | None, _TO] = None,
+    as_of: Annotated[datetime | None, _AS_OF] = None,
+) -> ReportRows:
+    keys = _keys(group_by)
+    window = _window(principal, start, end, as_of)
+    store = request.app.state.store
+    sync_billing(store)
+    with store.transaction() as uow:
+        rows = usage_report(uow.connection, keys, window)
+    return ReportRows(items=rows)
+
+
+@router.get("/cost", response_model=ReportRows, summary="Cost, grouped (ledger or rated)")
+def get_cost(
+    request: Request,
+    principal: CurrentPrincipal,
+    group_by: Annotated[str, _GROUP] = "workspace",
+    start: Annotated[datetime | None, _FROM] = None,
+    end: Annotated[datetime | None, _TO] = None,
+    as_of: Annotated[datetime | None, _AS_OF] = None,
+    source: CostSource = CostSource.auto,
+    net_credits: bool = False,
+) -> ReportRows:
+    keys = _keys(group_by)
+    window = _window(principal, start, end, as_of)
+    store = request.app.state.store
+    sync_billing(store)
+    with store.transaction() as uow:
+        try:
+            rows = cost_report(
+                uow.connection, keys, window, source=source.value, net_credits=net_credits
+            )
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        scale_of = currency_scales(uow.connection)
+    return ReportRows(items=[money_fields(row, scale_of) for row in rows])

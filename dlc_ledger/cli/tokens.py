@@ -1,0 +1,69 @@
+"""``dlc-ledger tokens create|list|revoke``: bearer tokens for the HTTP API.
+
+``create`` prints the secret once (stdout, nothing else there, so a script can capture
+it); only its sha256 is stored. ``list`` never shows secrets. Roles: docs/api.md.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
+from dlc_ledger.services.tokens import create_token, list_tokens, revoke
+from dlc_ledger.wiring import context
+from ledger.canonical import format_timestamp
+
+__all__ = ["tokens_app"]
+
+tokens_app = typer.Typer(
+    help="API bearer tokens: create (shown once), list, revoke.", no_args_is_help=True
+)
+
+
+@tokens_app.command("create")
+def create(
+    role: Annotated[
+        list[str],
+        typer.Option(
+            "--role",
+            help="admin, finance, auditor or workspace:<id>; repeat for several.",
+        ),
+    ],
+    name: Annotated[str | None, typer.Option("--name", help="A label for the token.")] = None,
+) -> None:
+    """Create a token and print its secret (the only time it is shown)."""
+    store = context.open_store()
+    created = create_token(store.engine, role, name=name, created_by=context.local_principal())
+    typer.echo(
+        f"token {created.token.token_id} ({', '.join(created.token.roles)}); "
+        "the secret is shown only now:",
+        err=True,
+    )
+    typer.echo(created.secret)
+
+
+@tokens_app.command("list")
+def list_(fmt: FormatOption = RowFormat.table) -> None:
+    """Every token with its roles and state; never a secret."""
+    store = context.open_store()
+    rows = [
+        {
+            "token_id": t.token_id,
+            "name": t.name,
+            "roles": " ".join(t.roles),
+            "created_at": format_timestamp(t.created_at),
+            "created_by": t.created_by,
+            "revoked_at": format_timestamp(t.revoked_at) if t.revoked_at else "",
+        }
+        for t in list_tokens(store.engine)
+    ]
+    emit_rows(rows, fmt)
+
+
+@tokens_app.command("revoke")
+def revoke_(token_id: Annotated[str, typer.Argument(help="The token's id (tok_…).")]) -> None:
+    """Revoke a token: requests with it get 401 from then on."""
+    store = context.open_store()
+    typer.echo("revoked" if revoke(store.engine, token_id) else "already revoked")

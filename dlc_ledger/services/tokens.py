@@ -1,0 +1,146 @@
+"""API tokens and roles as use cases: create (the secret shown once), list, revoke, and
+turn a presented bearer secret into a :class:`Principal`.
+
+Roles: ``admin``, ``finance``, ``auditor`` and ``workspace:<id>`` (repeatable). A
+principal with only workspace roles is *scoped*: every read passes its workspaces to the
+SQL. Only the sha256 of a secret is stored: the secret has 256 random bits, so a plain
+hash is enough (no password stretching needed) and lookup is one indexed equality.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine
+
+from dlc_ledger.services.errors import InvalidRequest, NotFound
+from projections.access_tokens import (
+    StoredToken,
+    insert_token,
+    revoke_token,
+    stored_tokens,
+    token_by_hash,
+)
+
+__all__ = [
+    "GLOBAL_ROLES",
+    "CreatedToken",
+    "Principal",
+    "authenticate",
+    "create_token",
+    "list_tokens",
+    "parse_roles",
+    "revoke",
+]
+
+GLOBAL_ROLES = ("admin", "finance", "auditor")
+_WORKSPACE = "workspace:"
+_SECRET_PREFIX = "dlct_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts for: the token's name and id, and what its roles allow."""
+
+    token_id: str
+    name: str
+    roles: tuple[str, ...]
+
+    @property
+    def workspaces(self) -> frozenset[str]:
+        return frozenset(r[len(_WORKSPACE) :] for r in self.roles if r.startswith(_WORKSPACE))
+
+    @property
+    def scope(self) -> frozenset[str] | None:
+        """The workspaces reads are limited to; None: every workspace (a global role)."""
+        if any(r in GLOBAL_ROLES for r in self.roles):
+            return None
+        return self.workspaces
+
+    @property
+    def can_write(self) -> bool:
+        return "admin" in self.roles
+
+
+@dataclass(frozen=True)
+class CreatedToken:
+    token: StoredToken
+    secret: str  # shown to the user once, never stored
+
+
+def parse_roles(roles: Iterable[str]) -> tuple[str, ...]:
+    """The roles, checked and deduplicated in their order; at least one."""
+    parsed: list[str] = []
+    for role in roles:
+        role = role.strip()
+        if role.startswith(_WORKSPACE):
+            if not role[len(_WORKSPACE) :].strip():
+                raise InvalidRequest(f"role {role!r} names no workspace (workspace:<id>)")
+        elif role not in GLOBAL_ROLES:
+            raise InvalidRequest(
+                f"unknown role {role!r}; one of {', '.join(GLOBAL_ROLES)}, workspace:<id>"
+            )
+        if role not in parsed:
+            parsed.append(role)
+    if not parsed:
+        raise InvalidRequest("a token needs at least one role")
+    return tuple(parsed)
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_token(
+    engine: Engine,
+    roles: Iterable[str],
+    *,
+    name: str | None,
+    created_by: str,
+    now: datetime | None = None,
+) -> CreatedToken:
+    checked = parse_roles(roles)
+    token_id = "tok_" + secrets.token_hex(6)
+    secret = _SECRET_PREFIX + secrets.token_urlsafe(32)
+    at = now or datetime.now(UTC)
+    with engine.begin() as conn:
+        insert_token(
+            conn,
+            token_id=token_id,
+            name=name or token_id,
+            secret_sha256=_hash(secret),
+            roles=checked,
+            created_at=at,
+            created_by=created_by,
+        )
+    stored = StoredToken(token_id, name or token_id, checked, at, created_by, None)
+    return CreatedToken(stored, secret)
+
+
+def list_tokens(engine: Engine) -> list[StoredToken]:
+    with engine.connect() as conn:
+        return stored_tokens(conn)
+
+
+def revoke(engine: Engine, token_id: str, *, now: datetime | None = None) -> bool:
+    """Revoke ``token_id``; False if it was revoked already. Unknown ids are refused."""
+    with engine.begin() as conn:
+        done = revoke_token(conn, token_id, now or datetime.now(UTC))
+    if done is None:
+        raise NotFound(f"no token with id {token_id!r}")
+    return done
+
+
+def authenticate(engine: Engine, secret: str) -> Principal | None:
+    """The principal of a live token with this secret, or None (unknown or revoked)."""
+    if not secret.startswith(_SECRET_PREFIX):
+        return None
+    with engine.connect() as conn:
+        token = token_by_hash(conn, _hash(secret))
+    if token is None:
+        return None
+    return Principal(token.token_id, token.name, token.roles)
