@@ -13,13 +13,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from consumers.metrics import serve_metrics
 from tests.dispatch_live.conftest import live, recorder, sim
 
-__all__ = ["Scrape", "live", "metrics_url", "recorder", "scrape", "sim"]
+__all__ = ["Scrape", "free_port", "live", "metrics_url", "recorder", "scrape", "sim"]
 
 #: (family name, labels as sorted pairs) -> value, for every sample of a scrape
 Scrape = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def metrics_url() -> str:
-    port = _free_port()
+    port = free_port()
     assert serve_metrics(port)
     return f"http://127.0.0.1:{port}/metrics"
 
