@@ -1,5 +1,5 @@
-"""The dispatcher's metrics after known cycles, scraped over HTTP: Kueue-named quota
-gauges, pending workloads, admission waits, decisions by outcome, decision latency."""
+"""The dispatcher's and the watcher's metrics after known work, scraped over HTTP: Kueue-named
+quota gauges, pending workloads, admission waits, decisions by outcome, facts emitted."""
 
 from __future__ import annotations
 
@@ -59,3 +59,14 @@ def test_borrowing_shows_as_borrowed_and_lent(live: Live, metrics_url: str) -> N
     assert _value(found, "dlc_quota_borrowed_resources", quota="team-b", **gpu) == 1000
     assert _value(found, "dlc_quota_lent_resources", quota="team-a", **gpu) == 1000
     assert _value(found, "dlc_quota_borrowed_resources", quota="root", **gpu) == 0
+
+
+def test_the_watcher_counts_the_facts_it_emits(live: Live, metrics_url: str) -> None:
+    def submitted(found: Scrape) -> float:
+        return _value(found, "dlc_watcher_events_total", type="JobSubmitted")
+
+    before = submitted(scrape(metrics_url))
+    live.submit("a1", "ws-a", 1)
+    live.submit("a2", "ws-a", 1)
+    live.project()  # settles the watcher
+    assert submitted(scrape(metrics_url)) - before == 2
