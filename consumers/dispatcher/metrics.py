@@ -56,7 +56,7 @@ QUOTA_MAX = Gauge(
 )
 QUOTA_BORROWED = Gauge(
     "dlc_quota_borrowed_resources",
-    "Usage above the quota's min, borrowed from its cohort (kueue_cluster_queue_borrowing)",
+    "Usage above the quota's min, borrowed from its cohort",
     ["quota", "resource"],
 )
 QUOTA_LENT = Gauge(
