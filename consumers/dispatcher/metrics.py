@@ -122,12 +122,18 @@ def _record_quotas(cycle: CycleInput) -> None:
                 QUOTA_NOMINAL.labels(node.name, key).set(minimum[key])
             if key in node.max:
                 QUOTA_MAX.labels(node.name, key).set(node.max[key])
+    # siblings' borrowing = the parent's children's total minus the node's own
+    children_borrowed: dict[str | None, dict[str, float]] = {}
+    for node in cycle.quotas:
+        total = children_borrowed.setdefault(node.parent, {})
+        for key, qty in borrowed[node.name].items():
+            total[key] = total.get(key, 0) + qty
     for node in cycle.quotas:
         minimum = node.min or {}
-        siblings = [q.name for q in cycle.quotas if q.parent == node.parent and q is not node]
         for key, guaranteed in minimum.items():
             idle = max(0.0, guaranteed - used[node.name].get(key, 0))
-            taken = sum(borrowed[s].get(key, 0) for s in siblings)
+            own = borrowed[node.name].get(key, 0)
+            taken = max(0.0, children_borrowed[node.parent].get(key, 0) - own)
             QUOTA_LENT.labels(node.name, key).set(min(idle, taken) if node.parent else 0)
 
 
