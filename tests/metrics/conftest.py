@@ -12,8 +12,20 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from consumers.metrics import serve_metrics
 from tests.dispatch_live.conftest import live, recorder, sim
+from tests.kafka.conftest import bootstrap, broker, topic
 
-__all__ = ["Scrape", "free_port", "live", "metrics_url", "recorder", "scrape", "sim"]
+__all__ = [
+    "Scrape",
+    "bootstrap",
+    "broker",
+    "free_port",
+    "live",
+    "metrics_url",
+    "recorder",
+    "scrape",
+    "sim",
+    "topic",
+]
 
 #: (family name, labels as sorted pairs) -> value, for every sample of a scrape
 Scrape = dict[tuple[str, tuple[tuple[str, str], ...]], float]
