@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from consumers.projector_metrics import record_status
 from ledger.store.base import EventStore
 from projections.base import Projection
 from projections.steps import advance_on, checkpoint_name
@@ -178,7 +179,9 @@ class Projector:
         # listening before the first catch-up: an append committed in between still wakes it
         with self.store.appends() as appended:
             while not stop.is_set():
-                if self.catch_up() == 0:
+                covered = self.catch_up()
+                record_status(covered, self.status())
+                if covered == 0:
                     appended.wait(poll_interval)
 
 

@@ -17,6 +17,7 @@ subscription ``quota``-mode job).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,7 @@ from typing import Protocol
 
 from sqlalchemy import Connection
 
+from consumers.dispatcher import metrics
 from consumers.dispatcher.actuator import ActuationError, Actuator, JobRef
 from consumers.dispatcher.decisions import (
     Figures,
@@ -166,7 +168,9 @@ class Dispatcher:
             else frozenset(q.name for q in view.cycle.quotas if q.parent is None)
         )
         view = replace(view, cycle=replace(view.cycle, requeue=requeue))
+        started = time.perf_counter()
         result = plan_cycle(view.cycle)
+        metrics.record_cycle(view.cycle, result, time.perf_counter() - started)
         events = self._decisions(view, result, now)
         stored = self._store(events)
 

@@ -28,6 +28,7 @@ from consumers.watchers.listwatch import (
     WatchedResource,
     WatchSettings,
 )
+from consumers.watchers.metrics import record_emitted
 from consumers.watchers.publisher import Marker, Outbox, PublisherLoop
 from consumers.watchers.tracker import ClusterTracker
 from ledger.envelopes import Envelope
@@ -256,6 +257,7 @@ class Watcher:
     def _emit(self, out: list[Envelope]) -> None:
         if out:
             self.stats.emitted += len(out)
+            record_emitted(out)
             self.outbox.put(out)
 
     def _repair(self, candidates: list[Envelope], queued: list[Envelope]) -> list[Envelope]:

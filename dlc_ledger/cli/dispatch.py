@@ -47,6 +47,9 @@ def dispatch(
     kube_context: Annotated[
         str | None, typer.Option("--context", help="kubeconfig context.")
     ] = None,
+    metrics_port: Annotated[
+        int, typer.Option(help="Serve Prometheus /metrics on this port, 0 = off.")
+    ] = 0,
 ) -> None:
     """Admit, preempt and resume jobs from projected state (Kueue semantics); decisions are
     stored as events first, then acted on."""
@@ -55,6 +58,7 @@ def dispatch(
     from consumers.budgets import StoreBudgetGate
     from consumers.dispatcher import CycleOutcome, Dispatcher, LeaseBusy, run_dispatcher
     from consumers.dispatcher.kube_actuator import KubeActuator
+    from consumers.metrics import serve_metrics
     from consumers.projector import catch_up_to_read
     from dlc_ledger.cli.watch import kube_configuration
     from dlc_ledger.wiring import context
@@ -87,6 +91,9 @@ def dispatch(
         typer.echo(outcome.summary())
         sys.stdout.flush()
 
+    if metrics_port == 0:
+        metrics_port = context.settings().metrics_port
+    serve_metrics(metrics_port)
     log.info("dispatching on %s", configuration.host)
     try:
         run_dispatcher(

@@ -90,8 +90,15 @@ def serve_cmd(
     grace_hours: float = typer.Option(
         DEFAULT_GRACE.total_seconds() / 3600, "--grace-hours", min=0, help="(>= 0)"
     ),
+    metrics_port: int = typer.Option(
+        0, "--metrics-port", help="Serve Prometheus /metrics on this port, 0 = off."
+    ),
 ) -> None:
     """Run the rater and ticks under APScheduler on the wall clock until interrupted."""
+    from consumers.metrics import serve_metrics
+    from dlc_ledger.wiring import context
+
+    serve_metrics(metrics_port or context.settings().metrics_port)
     store = open_store()
     stop = threading.Event()
     try:

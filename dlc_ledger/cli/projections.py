@@ -25,6 +25,7 @@ from typing import Annotated
 import typer
 
 from consumers.lanes import LaneFailed, catch_up_lanes, follow_lanes, plan_lanes
+from consumers.metrics import serve_metrics
 from consumers.projector import DEFAULT_PAGE, Projector
 from dlc_ledger.cli.tables import render_table
 from dlc_ledger.services.projections import (
@@ -62,8 +63,15 @@ def project(
         int,
         typer.Option("--workers", min=1, help="Processes to spread the projections over (lanes)."),
     ] = 1,
+    metrics_port: Annotated[
+        int,
+        typer.Option(help="With --follow and one worker: serve Prometheus /metrics, 0 = off."),
+    ] = 0,
 ) -> None:
     """Bring projections up to date with the event store (once, or live with --follow)."""
+    if metrics_port and (workers > 1 or not follow):
+        # lanes are child processes whose metrics this process cannot serve
+        raise typer.BadParameter("needs --follow and --workers 1", param_hint="--metrics-port")
     store = context.open_store()
     if not follow and workers == 1:
         _print_caught_up(catch_up(store, name, page_size=page_size))
@@ -72,6 +80,7 @@ def project(
     if workers > 1:
         _in_lanes(projector, follow, workers, poll_interval)
         return
+    serve_metrics(metrics_port)
     # installed before the first page, so a signal at any moment ends cleanly
     with _stopped_by_signals() as stop:
         _print_caught_up(timed(projector.catch_up))

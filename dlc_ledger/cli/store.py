@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -101,10 +102,18 @@ def db_stop() -> None:
 
 def verify(
     batch: Annotated[int, typer.Option(min=1, help="Rows read per query.")] = 10_000,
+    metrics_file: Annotated[
+        Path | None,
+        typer.Option(help="Also write the result as Prometheus gauges (textfile collector)."),
+    ] = None,
 ) -> None:
     """Recompute the hash chain; exit 0 if intact, 1 naming the first broken position."""
     store = context.open_store()
     result = store.verify(batch=batch)
+    if metrics_file is not None:
+        from consumers.verify_metrics import write_verification
+
+        write_verification(metrics_file, ok=result.ok, checked=result.checked)
     if result.ok:
         typer.echo(f"chain intact: {result.checked} events verified")
         return

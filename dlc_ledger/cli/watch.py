@@ -64,8 +64,12 @@ def watch(
     ] = None,
     resync_seconds: Annotated[float, typer.Option(help="Periodic relist (drift repair).")] = 600.0,
     buffer: Annotated[int, typer.Option(help="Events buffered before back-pressure.")] = 50_000,
+    metrics_port: Annotated[
+        int, typer.Option(help="Serve Prometheus /metrics on this port, 0 = off.")
+    ] = 0,
 ) -> None:
     """Watch the cluster and publish its facts to Kafka until SIGTERM / Ctrl-C."""
+    from consumers.metrics import serve_metrics
     from consumers.producer import EventPublisher
     from dlc_ledger.wiring import context
     from dlc_ledger.wiring.signals import stop_on_signals
@@ -91,6 +95,7 @@ def watch(
         settings=WatchSettings(label_selector=label_selector, resync_seconds=resync_seconds),
         buffer_events=buffer,
     )
+    serve_metrics(metrics_port or context.settings().metrics_port)
     watcher.start()
     log.info("watching %s as cluster %r", configuration.host, cluster)
     try:

@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
 
+from consumers.billing_metrics import record_tick
 from consumers.billing_rater import RateResult, rate, transaction_envelope
 from consumers.projector import catch_up_to_read
 from ledger.envelopes import make_envelope
@@ -185,6 +186,7 @@ def build_scheduler(
 
     def job() -> None:
         result = tick(store, clock(), grace=grace)
+        record_tick(result.rated.posted, result.rated.unrateable, len(result.invoices))
         if on_tick is not None:
             on_tick(result)
 
