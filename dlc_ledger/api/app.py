@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 
 from dlc_ledger.api import events, jobs, reports, whoami
+from dlc_ledger.api.metrics import metrics_app, observe
 from dlc_ledger.api.problems import install_problem_handlers
 from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
@@ -39,6 +40,7 @@ def create_app(store: PostgresEventStore | None) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(events.router)
     app.include_router(reports.router)
+    app.mount("/metrics", metrics_app())
 
     @app.middleware("http")
     async def access_log(
@@ -51,6 +53,8 @@ def create_app(store: PostgresEventStore | None) -> FastAPI:
             status = response.status_code
             return response
         finally:
+            elapsed = time.perf_counter() - started
+            observe(request, status, elapsed)
             principal = getattr(request.state, "principal", None)
             who = f"{principal.name}({principal.token_id})" if principal else "-"
             ACCESS_LOG.info(
@@ -59,7 +63,7 @@ def create_app(store: PostgresEventStore | None) -> FastAPI:
                 request.method,
                 request.url.path,
                 status,
-                (time.perf_counter() - started) * 1000,
+                elapsed * 1000,
             )
 
     return app

@@ -185,3 +185,27 @@ def test_a_garbled_cursor_is_a_400(client: TestClient, tokens: dict[str, str]) -
     response = client.get("/v1/jobs", params={"cursor": "%%%"}, headers=bearer(tokens["admin"]))
     assert response.status_code == 400, response.text
     assert response.headers["content-type"] == PROBLEM
+
+
+def test_metrics_count_requests_by_route_template(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def requests_to(route: str) -> float:
+        text = client.get("/metrics/").text
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "dlc_api_requests"
+            for sample in family.samples
+            if sample.name == "dlc_api_requests_total"
+            and sample.labels == {"route": route, "method": "GET", "status": "2xx"}
+        )
+
+    before = requests_to("/v1/jobs/{uid}")
+    assert client.get("/v1/jobs/a-1", headers=bearer(tokens["admin"])).status_code == 200
+    assert client.get("/v1/jobs/a-2", headers=bearer(tokens["admin"])).status_code == 200
+    assert requests_to("/v1/jobs/{uid}") == before + 2
+    text = client.get("/metrics/").text
+    assert "dlc_api_request_seconds_bucket" in text and "/v1/jobs/a-1" not in text
