@@ -29,7 +29,7 @@ import logging
 from dataclasses import dataclass
 
 from kubesim.driver import _CREATE, _TERMINATE, TraceDriver
-from kubesim.objects import job_object, pod_object, terminate_pod
+from kubesim.objects import pod_object, terminate_pod
 from kubesim.resources import BATCH_JOBS, PODS
 from kubesim.server import KubeSim
 from kubesim.store import Object
@@ -139,17 +139,7 @@ class ClosedLoopDriver(TraceDriver):
     def _create_suspended(self, inst: TraceInstance) -> None:
         cluster = self.sim.cluster
         now = self.sim.clock.timestamp()
-        job = job_object(
-            inst.job_name,
-            inst.namespace,
-            labels=self._labels(inst),
-            annotations=self._annotations(inst),
-            cpu_milli=inst.cpu_milli,
-            memory_mib=inst.memory_mib,
-            gpus=inst.gpus,
-            priority=inst.priority,
-            gpu_models=inst.gpu_models,
-        )
+        job = self._job_object(inst)
         if inst.pre_existing:
             job["status"] = {"active": 1, "startTime": now}
             created = cluster.create(BATCH_JOBS, job)

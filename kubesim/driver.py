@@ -338,10 +338,9 @@ class TraceDriver:
         else:
             self._terminate(inst)
 
-    def _create(self, inst: TraceInstance) -> None:
-        cluster = self.sim.cluster
-        now = self.sim.clock.timestamp()
-        job = job_object(
+    def _job_object(self, inst: TraceInstance) -> Object:
+        """The batch Job a trace row becomes (open and closed loop alike)."""
+        return job_object(
             inst.job_name,
             inst.namespace,
             labels=self._labels(inst),
@@ -352,6 +351,11 @@ class TraceDriver:
             priority=inst.priority,
             gpu_models=inst.gpu_models,
         )
+
+    def _create(self, inst: TraceInstance) -> None:
+        cluster = self.sim.cluster
+        now = self.sim.clock.timestamp()
+        job = self._job_object(inst)
         job["status"] = {"active": 1, "startTime": now}
         created = cluster.create(BATCH_JOBS, job)
         cluster.create(PODS, pod_object(inst.pod_name, created, now))
