@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
-from dlc_ledger.cli.options import CLUSTER, parse_instant
+from dlc_ledger.cli.options import CLUSTER, EffectiveAtOption, parse_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.services.budgets import (
     apply_budget_file,
@@ -53,14 +53,7 @@ def apply(
         bool,
         typer.Option("--dry-run", help="Print the events that would be appended, append none."),
     ] = False,
-    at: Annotated[
-        str | None,
-        typer.Option(
-            "--effective-at",
-            "--at",
-            help=f"When the change takes effect (default now), e.g. a replay's epoch: {CLUSTER}.",
-        ),
-    ] = None,
+    at: EffectiveAtOption = None,
 ) -> None:
     """Make the budgets match FILE: append only the differences (idempotent)."""
     try:

@@ -28,6 +28,7 @@ __all__ = [
     "MAX_PAGE",
     "STORE",
     "CursorOption",
+    "EffectiveAtOption",
     "LimitOption",
     "check_window",
     "parse_instant",
@@ -50,6 +51,16 @@ LimitOption = Annotated[
 CursorOption = Annotated[
     str | None,
     typer.Option("--cursor", help="Continue after the page that printed this cursor."),
+]
+
+#: ``--effective-at`` of the commands that apply a document (quotas, budgets).
+EffectiveAtOption = Annotated[
+    str | None,
+    typer.Option(
+        "--effective-at",
+        "--at",
+        help=f"When the change takes effect (default now), e.g. a replay's epoch: {CLUSTER}.",
+    ),
 ]
 
 

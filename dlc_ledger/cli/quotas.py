@@ -21,6 +21,7 @@ import typer
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import (
     CLUSTER,
+    EffectiveAtOption,
     check_window,
     parse_instant,
     parse_optional_instant,
@@ -82,14 +83,7 @@ def apply(
             "(default: keep them).",
         ),
     ] = False,
-    at: Annotated[
-        str | None,
-        typer.Option(
-            "--effective-at",
-            "--at",
-            help=f"When the change takes effect (default now), e.g. a replay's epoch: {CLUSTER}.",
-        ),
-    ] = None,
+    at: EffectiveAtOption = None,
 ) -> None:
     """Make the quota tree match FILE: append only the differences (idempotent)."""
     try:
