@@ -39,6 +39,7 @@ COMMANDS = {
     "dispatch": "dlc_ledger.cli.dispatch:dispatch",
     "tokens": "dlc_ledger.cli.tokens:tokens_app",
     "api": "dlc_ledger.cli.api:api_app",
+    "up": "dlc_ledger.cli.up:up",
 }
 
 app = typer.Typer(

@@ -60,8 +60,8 @@ def dispatch(
     from consumers.dispatcher.kube_actuator import KubeActuator
     from consumers.metrics import serve_metrics
     from consumers.projector import catch_up_to_read
-    from dlc_ledger.cli.watch import kube_configuration
     from dlc_ledger.wiring import context
+    from dlc_ledger.wiring.kube import kube_configuration
     from dlc_ledger.wiring.signals import stop_on_signals
     from projections.budgets import BudgetsProjection
     from projections.dispatch_decisions import DispatchDecisionsProjection

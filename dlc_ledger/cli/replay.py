@@ -14,7 +14,7 @@ from dlc_ledger.cli.options import CLUSTER, parse_instant
 from dlc_ledger.wiring.logs import configure_logging
 from dlc_ledger.wiring.replay import run_replay
 
-__all__ = ["replay", "trace_format"]
+__all__ = ["TraceFormat", "parse_speed", "replay", "trace_format"]
 
 
 class TraceFormat(StrEnum):
@@ -22,7 +22,7 @@ class TraceFormat(StrEnum):
     dlrm = "dlrm"
 
 
-def _speed(value: str) -> float | str:
+def parse_speed(value: str) -> float | str:
     if value == "max":
         return "max"
     try:
@@ -101,7 +101,7 @@ def replay(
         trace_format(trace, fmt).value,
         nodes=nodes,
         epoch=None if epoch is None else parse_instant(epoch, option="--epoch"),
-        speed=_speed(speed),  # type: ignore[arg-type]
+        speed=parse_speed(speed),  # type: ignore[arg-type]
         quotas=quotas,
         pricebook=pricebook,
         fresh=fresh,

@@ -13,38 +13,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from kubernetes import client, config
 
 from consumers.watchers.listwatch import DEFAULT_RESOURCES, WatchSettings, resource_named
 from consumers.watchers.runner import Watcher
+from dlc_ledger.wiring.kube import kube_configuration
 from dlc_ledger.wiring.logs import configure_logging
 
-__all__ = ["kube_configuration", "watch"]
+__all__ = ["watch"]
 
 log = logging.getLogger(__name__)
 
 _ALL = ",".join(res.name for res in DEFAULT_RESOURCES)
-
-
-def kube_configuration(
-    server: str | None = None, kubeconfig: Path | None = None, kube_context: str | None = None
-) -> client.Configuration:
-    """A client configuration: ``server`` URL, else kubeconfig, else in-cluster."""
-    configuration = client.Configuration()
-    if server:
-        configuration.host = server
-        return configuration
-    try:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig) if kubeconfig else None,
-            context=kube_context,
-            client_configuration=configuration,
-        )
-    except (config.ConfigException, FileNotFoundError, TypeError):
-        if kubeconfig is not None:
-            raise
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return configuration
 
 
 def watch(

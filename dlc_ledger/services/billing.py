@@ -210,10 +210,16 @@ def serve(
     interval: timedelta = timedelta(minutes=1),
     grace: timedelta = DEFAULT_GRACE,
     on_tick: Callable[[TickResult], None] | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> None:
-    """Run the billing scheduler on the wall clock until ``stop`` is set."""
+    """Run the billing scheduler until ``stop`` is set, on ``clock`` (default: the wall
+    clock; ``dlc-ledger up`` on a replayed cluster passes the cluster time observed)."""
     scheduler = build_scheduler(
-        store, lambda: datetime.now(UTC), interval=interval, grace=grace, on_tick=on_tick
+        store,
+        clock or (lambda: datetime.now(UTC)),
+        interval=interval,
+        grace=grace,
+        on_tick=on_tick,
     )
     scheduler.start()  # type: ignore[attr-defined]
     try:

@@ -1,0 +1,296 @@
+"""``dlc-ledger up``: every component of the service in one process, until Ctrl-C.
+
+The order is the data's: the database (embedded when ``DATABASE_URL`` is unset, migrated
+when behind), the broker (embedded Tansu when ``KAFKA_BOOTSTRAP`` is unset), the cluster side
+(kubesim replaying a trace when no kubeconfig is given, else the watchers on that cluster)
+with the ingest consumer, then the projector, billing, the dispatcher and the API with its
+dashboard. Each part is the runner its own command uses (:mod:`~dlc_ledger.wiring.
+components`) on a thread under a :class:`~dlc_ledger.wiring.supervisor.Supervisor`: a part
+that fails stops the service, and the error names it.
+
+Once everything serves, an admin token named ``up-admin`` is created (a secret is stored
+hashed, so one cannot be shown again: each run makes its own) and the earlier runs'
+``up-admin`` tokens are revoked, so they do not pile up; the run revokes its own when it
+stops. The embedded database and broker are left running, as every other command leaves
+them (``dlc-ledger db stop`` / ``broker stop`` end them).
+
+With kubesim the dispatcher runs by default: open-loop replay creates jobs unsuspended (the
+trace says when they start), so it admits nothing, but it exports the quota gauges
+(``dlc_quota_*``) every cycle and would act on any job created suspended. On a real cluster
+it acts on that cluster, so it runs only when asked (``--dispatch``).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from kubernetes import client
+
+from dlc_ledger.wiring import context
+from dlc_ledger.wiring.components import (
+    ReplayParts,
+    api_component,
+    billing_component,
+    dispatcher_component,
+    ingest_component,
+    projector_component,
+    replay_component,
+    watcher_component,
+)
+from dlc_ledger.wiring.supervisor import Supervisor
+from kubesim.driver import Speed
+from ledger.store.postgres import PostgresEventStore
+
+__all__ = ["TOKEN_NAME", "Running", "UpPlan", "run_up"]
+
+#: the name of the admin token each run creates (and the next run revokes)
+TOKEN_NAME = "up-admin"
+
+
+@dataclass(frozen=True)
+class UpPlan:
+    """What to run; the CLI's options, checked."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    replay: bool = True
+    trace: str = "openb"
+    fmt: str = "openb"
+    speed: Speed = 3600.0
+    limit: int | None = None
+    quotas: Path | None = None  # None with a replay: the demo quota tree
+    pricebook: Path | None = None  # None with a replay: the demo price book
+    kubeconfig: Path | None = None
+    kube_context: str | None = None
+    dispatch: bool | None = None  # None: on with kubesim, off on a real cluster
+    dispatch_interval: float = 10.0
+    billing_interval: float = 60.0
+
+    @property
+    def on_kubesim(self) -> bool:
+        return self.kubeconfig is None and self.replay
+
+    @property
+    def runs_dispatcher(self) -> bool:
+        if self.dispatch is None:
+            return self.on_kubesim
+        return self.dispatch
+
+
+@dataclass
+class Running:
+    """What ``up`` prints once every part serves."""
+
+    base_url: str
+    token: str
+    token_id: str
+    components: list[str]
+    kubesim_url: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"dlc-ledger up: running {', '.join(self.components)} (Ctrl-C stops them)",
+            f"  dashboard: {self.base_url}/",
+            f"  api:       {self.base_url}/v1 (docs: {self.base_url}/docs)",
+            f"  metrics:   {self.base_url}/metrics (every component: they share this process)",
+        ]
+        if self.kubesim_url:
+            lines.append(f"  kubesim:   {self.kubesim_url}")
+        lines += [
+            f"  token:     {self.token}",
+            f"             (admin, {TOKEN_NAME} {self.token_id}; revoked when up stops)",
+            f'  try:       curl -H "Authorization: Bearer {self.token}" {self.base_url}/v1/whoami',
+        ]
+        return lines + [f"  note: {note}" for note in self.notes]
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The API's socket, bound now: ``--port 0`` gets its port before the URL is printed,
+    and a port in use is an error before anything else starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _bootstrap() -> str:
+    """The broker: the embedded one (started if needed) or ``KAFKA_BOOTSTRAP``, which must
+    answer within seconds (a typo fails fast, with the address)."""
+    from dlc_ledger.wiring.broker import wait_for_kafka
+
+    bootstrap = context.kafka_bootstrap()
+    if context.settings().kafka_bootstrap and not context.settings().kafka_client_options():
+        wait_for_kafka(bootstrap, timeout=10.0)
+    return bootstrap
+
+
+def _observed_clock(epoch: datetime) -> Callable[[PostgresEventStore], datetime]:
+    """Billing's "now" on a replayed cluster: the latest cluster time the store has seen
+    (the wall clock lies months away from a replay's history), the epoch before any."""
+    from dlc_ledger.services.clocks import observed_cluster_time
+
+    return lambda store: observed_cluster_time(store) or epoch
+
+
+def _admin_token(store: PostgresEventStore) -> tuple[str, str]:
+    """A new ``up-admin`` token; the earlier runs' ones revoked first."""
+    from dlc_ledger.services.tokens import create_token, list_tokens, revoke
+
+    for old in list_tokens(store.engine):
+        if old.name == TOKEN_NAME and old.revoked_at is None:
+            revoke(store.engine, old.token_id)
+    created = create_token(
+        store.engine, ["admin"], name=TOKEN_NAME, created_by=context.local_principal()
+    )
+    return created.secret, created.token.token_id
+
+
+def run_up(
+    plan: UpPlan,
+    stop: threading.Event,
+    on_ready: Callable[[Running], None],
+    say: Callable[[str], None] = _stderr,
+) -> None:
+    """Run every part until ``stop`` is set (a signal); raises
+    :class:`~dlc_ledger.wiring.supervisor.ComponentFailed` when one fails."""
+    from dlc_ledger.wiring.kube import kube_configuration
+    from dlc_ledger.wiring.replay.database import replay_topic, upgrade_if_behind
+    from dlc_ledger.wiring.replay.reference_data import apply_reference_data
+
+    listener = _listen(plan.host, plan.port)
+    store: PostgresEventStore | None = None
+    supervisor = Supervisor(stop)
+    token_id: str | None = None
+    try:
+        # like replay (a dev tool), up brings a database that is behind up to date
+        store = context.open_store(create=True, check=False)
+        upgrade_if_behind(store)
+        url = context.database_url(announce=False)
+        cfg = context.settings()
+        notes: list[str] = []
+        parts = ReplayParts()
+        billing_clock: Callable[[PostgresEventStore], datetime] | None = None
+        if plan.on_kubesim:
+            from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS
+            from dlc_ledger.wiring.replay import load_replay_trace
+
+            trace = load_replay_trace(plan.trace, plan.fmt, limit=plan.limit)
+            bootstrap = _bootstrap()
+            topic = replay_topic(store, bootstrap, cfg.partitions)
+            from importlib.resources import as_file
+
+            with (
+                as_file(DEMO_QUOTAS) as demo_quotas,
+                as_file(DEMO_PRICE_BOOK) as demo_prices,
+            ):
+                apply_reference_data(
+                    store,
+                    plan.quotas or demo_quotas,
+                    plan.pricebook or demo_prices,
+                    trace.epoch,
+                    say,
+                )
+            supervisor.start(
+                replay_component(
+                    trace,
+                    url,
+                    bootstrap,
+                    topic,
+                    cfg.partitions,
+                    cfg.data_dir,
+                    plan.speed,
+                    f"replay-{trace.name}",
+                    say,
+                    parts,
+                )
+            )
+            billing_clock = _observed_clock(trace.epoch)
+        elif plan.kubeconfig is not None:
+            configuration = kube_configuration(None, plan.kubeconfig, plan.kube_context)
+            bootstrap = _bootstrap()
+            options = cfg.kafka_client_options()
+            supervisor.start(ingest_component(url, bootstrap, cfg.topic, options))
+            supervisor.start(
+                watcher_component(
+                    configuration, url, bootstrap, cfg.topic, cfg.cluster, cfg.data_dir, options
+                )
+            )
+        else:
+            # serving what is stored: nothing new arrives, so no broker and no ingest
+            from kubesim.clock import DEFAULT_EPOCH
+
+            billing_clock = _observed_clock(DEFAULT_EPOCH)
+            notes.append("--no-replay: serving the stored data (no cluster, no ingest)")
+        supervisor.start(projector_component(url))
+        supervisor.start(
+            billing_component(url, timedelta(seconds=plan.billing_interval), billing_clock)
+        )
+        if plan.runs_dispatcher and (plan.on_kubesim or plan.kubeconfig is not None):
+
+            def configuration_now() -> client.Configuration:
+                if parts.sim is not None:
+                    return kube_configuration(parts.sim.url)
+                return kube_configuration(None, plan.kubeconfig, plan.kube_context)
+
+            def sim_clock() -> Callable[[], datetime]:
+                assert parts.sim is not None
+                return parts.sim.clock.now
+
+            supervisor.start(
+                dispatcher_component(
+                    url,
+                    configuration_now,
+                    sim_clock if plan.on_kubesim else None,
+                    plan.dispatch_interval,
+                )
+            )
+        elif plan.dispatch:
+            notes.append("--dispatch ignored: --no-replay has no cluster to act on")
+        supervisor.start(api_component(listener))
+        secret, token_id = _admin_token(store)
+        on_ready(
+            Running(
+                base_url=_url(listener),
+                token=secret,
+                token_id=token_id,
+                components=[c.name for c in supervisor.components],
+                kubesim_url=parts.sim.url if parts.sim is not None else None,
+                notes=notes,
+            )
+        )
+        supervisor.wait()
+    finally:
+        stuck = supervisor.shutdown()
+        if stuck:
+            say(f"did not stop within {supervisor.join_timeout:.0f} s: {', '.join(stuck)}")
+        listener.close()
+        if store is not None:
+            if token_id is not None:
+                from dlc_ledger.services.tokens import revoke
+
+                try:
+                    revoke(store.engine, token_id)
+                except Exception as exc:  # the database gone: the next run revokes it
+                    say(f"could not revoke {TOKEN_NAME} {token_id}: {exc}")
+            store.close()
