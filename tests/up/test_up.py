@@ -1,0 +1,265 @@
+"""``dlc-ledger up`` as a user runs it: a real process on a fresh database with the embedded
+broker and kubesim replaying a small slice of openb fast, read through its printed URL and
+token, then stopped with Ctrl-C (SIGINT to its process group, as a terminal sends it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import text
+
+from dlc_ledger.wiring.broker import EmbeddedBroker, free_port
+from ledger.store.engines import make_engine
+from tests.databases import TemplateDatabases
+
+
+@dataclass
+class Up:
+    proc: subprocess.Popen[str]
+    url: str
+    token: str
+    printed: list[str]
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read().decode()
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read().decode() or "null")
+    if response.headers.get_content_type() == "application/json":
+        return status, json.loads(body)
+    return status, body
+
+
+def _group_processes(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid`` (from /proc: psutil is no dependency)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+@contextmanager
+def running_up(env: dict[str, str], *args: str) -> Iterator[Up]:
+    """``dlc-ledger up ARGS`` in its own process group, until it printed its token."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlc_ledger", "up", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own group: what Ctrl-C reaches, and what must end
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    errors: list[str] = []
+
+    def read(stream: Any, into: Any) -> None:
+        for line in stream:
+            into(line)
+        if into == lines.put:
+            lines.put(None)
+
+    threading.Thread(target=read, args=(proc.stdout, lines.put), daemon=True).start()
+    threading.Thread(target=read, args=(proc.stderr, errors.append), daemon=True).start()
+    printed: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not any("token:" in line for line in printed):
+            left = deadline - time.monotonic()
+            assert left > 0, f"no token printed within 60 s: {printed} {''.join(errors)[-3000:]}"
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            assert line is not None, f"up exited {proc.wait()}: {''.join(errors)[-3000:]}"
+            printed.append(line)
+        url = re.search(r"api:\s+(http://\S+)/v1", "".join(printed))
+        token = re.search(r"token:\s+(dlct_\S+)", "".join(printed))
+        assert url and token, printed
+        yield Up(proc, url.group(1), token.group(1), printed)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _interrupt(up: Up) -> float:
+    """Ctrl-C; the seconds until ``up`` exited (0 required), and nothing of it left."""
+    started = time.monotonic()
+    os.killpg(up.proc.pid, signal.SIGINT)
+    code = up.proc.wait(timeout=30)
+    took = time.monotonic() - started
+    assert code == 0
+    assert _group_processes(up.proc.pid) == []
+    return took
+
+
+def _scrape(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(url, timeout=10) as response:  # follows /metrics -> /metrics/
+        body = response.read().decode()
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    return totals
+
+
+def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
+    databases: TemplateDatabases, tmp_path: Path
+) -> None:
+    url = databases.empty()  # up migrates it itself
+    env = {**os.environ, "DATABASE_URL": url, "DLC_DATA_DIR": str(tmp_path)}
+    env.pop("KAFKA_BOOTSTRAP", None)  # the embedded broker
+    env.pop("KUBECONFIG", None)  # kubesim
+    try:
+        with running_up(
+            env, "--limit", "60", "--speed", "200000", "--billing-interval", "1",
+            "--dispatch-interval", "0.5",
+        ) as up:  # fmt: skip
+            printed = "".join(up.printed)
+            for part in ("kubesim, watcher and ingest", "projector", "billing", "dispatcher"):
+                assert part in printed
+            assert f"dashboard: {up.url}/" in printed
+            assert re.search(r"kubesim:\s+http://127\.0\.0\.1:\d+", printed)
+
+            status, me = _get(f"{up.url}/v1/whoami", up.token)
+            assert status == 200 and me["name"] == "up-admin" and me["roles"] == ["admin"]
+            assert _get(f"{up.url}/v1/whoami")[0] == 401
+
+            # ingest -> store -> projection, live: jobs appear while up runs
+            deadline = time.monotonic() + 45
+            jobs: list[dict[str, Any]] = []
+            while not jobs:
+                assert time.monotonic() < deadline, "no job projected within 45 s"
+                status, page = _get(f"{up.url}/v1/jobs?limit=50", up.token)
+                assert status == 200
+                jobs = page["items"]
+                time.sleep(0.5)
+            assert all(job["name"].startswith("openb-pod-") for job in jobs)
+
+            metrics = _scrape(f"{up.url}/metrics")
+            # one registry: every component's figures on the API's /metrics
+            assert metrics["dlc_ingest_events_total"] > 0
+            assert metrics["dlc_watcher_events_total"] > 0
+            assert "dlc_projector_positions_total" in metrics
+            assert metrics.get("dlc_api_requests_total", 0) > 0
+            deadline = time.monotonic() + 20
+            while "dlc_quota_resource_usage" not in metrics:  # the dispatcher's first cycle
+                assert time.monotonic() < deadline, sorted(metrics)
+                time.sleep(0.5)
+                metrics = _scrape(f"{up.url}/metrics")
+            assert _interrupt(up) < 20
+            first_token = up.token
+
+        # the run's token was revoked when it stopped
+        engine = make_engine(url)
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT revoked_at IS NOT NULL FROM api_tokens WHERE name = 'up-admin'")
+            ).all()
+        engine.dispose()
+        assert rows == [(True,)]
+
+        # --no-replay serves what is stored: no broker, no cluster
+        with running_up(env, "--no-replay") as again:
+            assert "kubesim" not in "".join(again.printed)
+            status, page = _get(f"{again.url}/v1/jobs?limit=50", again.token)
+            assert status == 200 and page["items"]
+            assert _get(f"{again.url}/v1/whoami", first_token)[0] == 401
+            assert _interrupt(again) < 20
+    finally:
+        EmbeddedBroker(tmp_path / "broker").stop()
+        databases.drop(url)
+
+
+def _run_up(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "dlc_ledger", "up", "--port", "0", *args],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    return done, time.monotonic() - started
+
+
+def test_an_unreachable_database_stops_up_at_once_with_a_clear_error(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgresql://root@127.0.0.1:{free_port()}/nowhere",
+        "DLC_DATA_DIR": str(tmp_path),
+    }
+    done, took = _run_up(env)
+    assert done.returncode == 1, done.stderr
+    assert "dlc-ledger: error: database unreachable" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert took < 20
+
+
+def test_an_unreachable_broker_stops_up_with_its_address(database_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DLC_DATA_DIR": str(tmp_path),
+        "KAFKA_BOOTSTRAP": f"127.0.0.1:{port}",
+    }
+    done, took = _run_up(env, "--limit", "5")
+    assert done.returncode == 1, done.stderr
+    assert f"no Kafka broker answered at 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert took < 25
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(database_url: str, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "DATABASE_URL": database_url, "DLC_DATA_DIR": str(tmp_path)}
+        done = subprocess.run(
+            [sys.executable, "-m", "dlc_ledger", "up", "--port", str(port), "--no-replay"],
+            capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+@pytest.mark.parametrize("bad", [["--speed", "0"], ["--trace", "x.csv"], ["--port", "70000"]])
+def test_bad_options_are_usage_errors(bad: list[str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dlc_ledger", "up", *bad],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "DLC_DATA_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
