@@ -12,8 +12,10 @@ show`` and ``invoices show``. Running it again adds nothing.
 
 from __future__ import annotations
 
+import sys
 from decimal import Decimal
 from importlib.resources import as_file
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -90,6 +92,29 @@ def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
         _print_reports(store)
     finally:
         store.close()
+    _print_dashboard_hint()
+
+
+def _program() -> str:
+    """How the user called this program (``./dev demo`` runs ``.venv/bin/dlc-ledger``, which
+    may not be on PATH): the printed commands then work as they are pasted."""
+    called = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if called is not None and called.name == "dlc-ledger":
+        return str(called)
+    return "dlc-ledger"
+
+
+def _print_dashboard_hint() -> None:
+    program = _program()
+    _heading("Dashboard and API on this data")
+    typer.echo(f"  {program} up --no-replay")
+    typer.echo(
+        "prints the dashboard's URL and an admin token and serves them until Ctrl-C "
+        "(same DATABASE_URL / DLC_DATA_DIR as this run). The API alone:"
+    )
+    typer.echo(f"  {program} tokens create --role admin --name me   # prints the token once")
+    typer.echo(f"  {program} api serve --port 8000")
+    typer.echo('  curl -H "Authorization: Bearer <token>" http://127.0.0.1:8000/v1/whoami')
 
 
 def _print_reports(store: Any) -> None:

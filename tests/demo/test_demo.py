@@ -11,12 +11,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from dlc_ledger.wiring.broker import EmbeddedBroker
+from dlc_ledger.wiring.broker import EmbeddedBroker, free_port
 from tests.databases import TemplateDatabases
+from tests.up.processes import get, interrupt, running_up
 
 
 @pytest.mark.slow
@@ -45,6 +47,7 @@ def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: 
         # usage reaches the leaf quotas the demo tree binds the workspaces to
         assert re.search(r"^ls\s+[\d,]+\.\d\s+32\s+\d+%$", out, re.MULTILINE), out
         assert "<- ledger transaction" in out
+        _open_the_dashboard_as_the_demo_says(out, env)
 
         second = subprocess.run(
             [sys.executable, "-m", "dlc_ledger", "demo"],
@@ -62,3 +65,45 @@ def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: 
     finally:
         EmbeddedBroker(tmp_path / "broker").stop()
         databases.drop(url)
+
+
+def _printed(out: str, pattern: str) -> list[str]:
+    """The arguments of the command the demo printed (``dlc-ledger`` dropped)."""
+    found = re.search(rf"^  dlc-ledger ({pattern}[^#\n]*)", out, re.MULTILINE)
+    assert found, out[-2000:]
+    return found.group(1).split()
+
+
+def _open_the_dashboard_as_the_demo_says(out: str, env: dict[str, str]) -> None:
+    """The commands the demo ends with work on the data it made."""
+    with running_up(env, *_printed(out, "up "), "--port", "0") as up:
+        status, page = get(f"{up.url}/v1/jobs?limit=5", up.token)
+        assert status == 200 and len(page["items"]) == 5
+        interrupt(up)
+
+    created = subprocess.run(
+        [sys.executable, "-m", "dlc_ledger", *_printed(out, "tokens create ")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    serve = _printed(out, "api serve ")
+    port = str(free_port())
+    serve[serve.index("--port") + 1] = port  # 8000 may be taken on a shared machine
+    api = subprocess.Popen(
+        [sys.executable, "-m", "dlc_ledger", *serve],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status, me = get(f"http://127.0.0.1:{port}/v1/whoami", token)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "api serve did not answer within 60 s"
+                time.sleep(0.5)
+        assert status == 200 and me["name"] == "me"
+    finally:
+        api.terminate()
+        api.wait(30)

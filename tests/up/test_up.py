@@ -4,20 +4,13 @@ token, then stopped with Ctrl-C (SIGINT to its process group, as a terminal send
 
 from __future__ import annotations
 
-import json
 import os
-import queue
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,100 +21,7 @@ from sqlalchemy import text
 from dlc_ledger.wiring.broker import EmbeddedBroker, free_port
 from ledger.store.engines import make_engine
 from tests.databases import TemplateDatabases
-
-
-@dataclass
-class Up:
-    proc: subprocess.Popen[str]
-    url: str
-    token: str
-    printed: list[str]
-
-
-def _get(url: str, token: str | None = None) -> tuple[int, Any]:
-    request = urllib.request.Request(url)
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            body = response.read().decode()
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read().decode() or "null")
-    if response.headers.get_content_type() == "application/json":
-        return status, json.loads(body)
-    return status, body
-
-
-def _group_processes(pgid: int) -> list[int]:
-    """Live processes of process group ``pgid`` (from /proc: psutil is no dependency)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(int(entry.name))
-    return found
-
-
-@contextmanager
-def running_up(env: dict[str, str], *args: str) -> Iterator[Up]:
-    """``dlc-ledger up ARGS`` in its own process group, until it printed its token."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dlc_ledger", "up", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,  # its own group: what Ctrl-C reaches, and what must end
-    )
-    lines: queue.Queue[str | None] = queue.Queue()
-    errors: list[str] = []
-
-    def read(stream: Any, into: Any) -> None:
-        for line in stream:
-            into(line)
-        if into == lines.put:
-            lines.put(None)
-
-    threading.Thread(target=read, args=(proc.stdout, lines.put), daemon=True).start()
-    threading.Thread(target=read, args=(proc.stderr, errors.append), daemon=True).start()
-    printed: list[str] = []
-    try:
-        deadline = time.monotonic() + 60
-        while not any("token:" in line for line in printed):
-            left = deadline - time.monotonic()
-            assert left > 0, f"no token printed within 60 s: {printed} {''.join(errors)[-3000:]}"
-            try:
-                line = lines.get(timeout=left)
-            except queue.Empty:
-                continue
-            assert line is not None, f"up exited {proc.wait()}: {''.join(errors)[-3000:]}"
-            printed.append(line)
-        url = re.search(r"api:\s+(http://\S+)/v1", "".join(printed))
-        token = re.search(r"token:\s+(dlct_\S+)", "".join(printed))
-        assert url and token, printed
-        yield Up(proc, url.group(1), token.group(1), printed)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _interrupt(up: Up) -> float:
-    """Ctrl-C; the seconds until ``up`` exited (0 required), and nothing of it left."""
-    started = time.monotonic()
-    os.killpg(up.proc.pid, signal.SIGINT)
-    code = up.proc.wait(timeout=30)
-    took = time.monotonic() - started
-    assert code == 0
-    assert _group_processes(up.proc.pid) == []
-    return took
+from tests.up.processes import get, interrupt, running_up
 
 
 def _scrape(url: str) -> dict[str, float]:
@@ -143,8 +43,8 @@ def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
     env.pop("KUBECONFIG", None)  # kubesim
     try:
         with running_up(
-            env, "--limit", "60", "--speed", "200000", "--billing-interval", "1",
-            "--dispatch-interval", "0.5",
+            env, "up", "--port", "0", "--limit", "60", "--speed", "200000",
+            "--billing-interval", "1", "--dispatch-interval", "0.5",
         ) as up:  # fmt: skip
             printed = "".join(up.printed)
             for part in ("kubesim, watcher and ingest", "projector", "billing", "dispatcher"):
@@ -152,16 +52,16 @@ def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
             assert f"dashboard: {up.url}/" in printed
             assert re.search(r"kubesim:\s+http://127\.0\.0\.1:\d+", printed)
 
-            status, me = _get(f"{up.url}/v1/whoami", up.token)
+            status, me = get(f"{up.url}/v1/whoami", up.token)
             assert status == 200 and me["name"] == "up-admin" and me["roles"] == ["admin"]
-            assert _get(f"{up.url}/v1/whoami")[0] == 401
+            assert get(f"{up.url}/v1/whoami")[0] == 401
 
             # ingest -> store -> projection, live: jobs appear while up runs
             deadline = time.monotonic() + 45
             jobs: list[dict[str, Any]] = []
             while not jobs:
                 assert time.monotonic() < deadline, "no job projected within 45 s"
-                status, page = _get(f"{up.url}/v1/jobs?limit=50", up.token)
+                status, page = get(f"{up.url}/v1/jobs?limit=50", up.token)
                 assert status == 200
                 jobs = page["items"]
                 time.sleep(0.5)
@@ -178,7 +78,7 @@ def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
                 assert time.monotonic() < deadline, sorted(metrics)
                 time.sleep(0.5)
                 metrics = _scrape(f"{up.url}/metrics")
-            assert _interrupt(up) < 20
+            assert interrupt(up) < 20
             first_token = up.token
 
         # the run's token was revoked when it stopped
@@ -191,12 +91,12 @@ def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
         assert rows == [(True,)]
 
         # --no-replay serves what is stored: no broker, no cluster
-        with running_up(env, "--no-replay") as again:
+        with running_up(env, "up", "--port", "0", "--no-replay") as again:
             assert "kubesim" not in "".join(again.printed)
-            status, page = _get(f"{again.url}/v1/jobs?limit=50", again.token)
+            status, page = get(f"{again.url}/v1/jobs?limit=50", again.token)
             assert status == 200 and page["items"]
-            assert _get(f"{again.url}/v1/whoami", first_token)[0] == 401
-            assert _interrupt(again) < 20
+            assert get(f"{again.url}/v1/whoami", first_token)[0] == 401
+            assert interrupt(again) < 20
     finally:
         EmbeddedBroker(tmp_path / "broker").stop()
         databases.drop(url)
