@@ -189,6 +189,7 @@ def run_up(
         url = context.database_url(announce=False)
         cfg = context.settings()
         notes: list[str] = []
+        replaying = ""
         parts = ReplayParts()
         billing_clock: Callable[[PostgresEventStore], datetime] | None = None
         if plan.on_kubesim:
@@ -196,6 +197,8 @@ def run_up(
             from dlc_ledger.wiring.replay import load_replay_trace
 
             trace = load_replay_trace(plan.trace, plan.fmt, limit=plan.limit)
+            pace = "as fast as ingest keeps up" if plan.speed == "max" else f"{plan.speed:g}x"
+            replaying = f"replaying {trace.name}, {len(trace.instances):,} pods, {pace}"
             bootstrap = _bootstrap()
             topic = replay_topic(store, bootstrap, cfg.partitions)
             from importlib.resources import as_file
@@ -275,7 +278,7 @@ def run_up(
                 token=secret,
                 token_id=token_id,
                 components=[c.name for c in supervisor.components],
-                kubesim_url=parts.sim.url if parts.sim is not None else None,
+                kubesim_url=None if parts.sim is None else f"{parts.sim.url} ({replaying})",
                 notes=notes,
             )
         )
