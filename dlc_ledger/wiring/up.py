@@ -136,12 +136,13 @@ def _url(sock: socket.socket) -> str:
 
 def _bootstrap() -> str:
     """The broker: the embedded one (started if needed) or ``KAFKA_BOOTSTRAP``, which must
-    answer within seconds (a typo fails fast, with the address)."""
+    answer within 5 s (a typo fails fast, with the address; with SASL / TLS options the
+    consumers' own errors tell)."""
     from dlc_ledger.wiring.broker import wait_for_kafka
 
     bootstrap = context.kafka_bootstrap()
     if context.settings().kafka_bootstrap and not context.settings().kafka_client_options():
-        wait_for_kafka(bootstrap, timeout=10.0)
+        wait_for_kafka(bootstrap, timeout=5.0)
     return bootstrap
 
 
