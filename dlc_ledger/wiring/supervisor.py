@@ -47,7 +47,7 @@ class Component:
     ``may_finish``: returning before ``stop`` is normal (a trace that has been played)."""
 
     name: str
-    run: Callable[[threading.Event, threading.Event], None]
+    run: Callable[[threading.Event, threading.Event], object]
     halt: Callable[[], None] | None = None
     may_finish: bool = False
     ready: threading.Event = field(default_factory=threading.Event)

@@ -78,9 +78,11 @@ class UpPlan:
 
     @property
     def runs_dispatcher(self) -> bool:
-        if self.dispatch is None:
-            return self.on_kubesim
-        return self.dispatch
+        """On kubesim unless ``--no-dispatch``; on a real cluster only with ``--dispatch``;
+        never without a cluster (``--no-replay``): there is nothing to act on."""
+        if not self.on_kubesim and self.kubeconfig is None:
+            return False
+        return self.on_kubesim if self.dispatch is None else self.dispatch
 
 
 @dataclass
@@ -250,7 +252,7 @@ def run_up(
         supervisor.start(
             billing_component(url, timedelta(seconds=plan.billing_interval), billing_clock)
         )
-        if plan.runs_dispatcher and (plan.on_kubesim or plan.kubeconfig is not None):
+        if plan.runs_dispatcher:
 
             def configuration_now() -> client.Configuration:
                 if parts.sim is not None:

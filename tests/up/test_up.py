@@ -104,6 +104,39 @@ def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
         databases.drop(url)
 
 
+def test_up_watches_the_cluster_a_kubeconfig_names(database_url: str, tmp_path: Path) -> None:
+    """With a kubeconfig (here one for a kubesim of its own, as for any cluster) up runs
+    the watchers and the ingest group on it, and the dispatcher only when asked."""
+    kubeconfig = tmp_path / "kubeconfig.yaml"
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "kubesim", "--trace", "openb", "--limit", "20",
+         "--speed", "200000", "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    env = {**os.environ, "DATABASE_URL": database_url, "DLC_DATA_DIR": str(tmp_path)}
+    env.pop("KAFKA_BOOTSTRAP", None)
+    try:
+        assert sim.stdout is not None
+        while not kubeconfig.exists() or "kubeconfig written" not in sim.stdout.readline():
+            assert sim.poll() is None, "kubesim exited"
+        with running_up(
+            env, "up", "--port", "0", "--kubeconfig", str(kubeconfig), "--dispatch",
+            "--dispatch-interval", "0.5",
+        ) as up:  # fmt: skip
+            printed = "".join(up.printed)
+            assert "running ingest, watcher, projector, billing, dispatcher, api" in printed
+            assert "kubesim:" not in printed  # nothing of its own: the cluster is given
+            deadline = time.monotonic() + 45
+            while not get(f"{up.url}/v1/jobs?limit=5", up.token)[1]["items"]:
+                assert time.monotonic() < deadline, "no job projected within 45 s"
+                time.sleep(0.5)
+            assert interrupt(up) < 20
+    finally:
+        sim.terminate()
+        sim.wait(10)
+        EmbeddedBroker(tmp_path / "broker").stop()
+
+
 def _run_up(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     done = subprocess.run(
