@@ -73,7 +73,7 @@ class Supervisor:
         with self._lock:
             if self._failure is None and not self.stop.is_set():
                 self._failure = ComponentFailed(name, cause)
-                log.error("%s", self._failure)
+                log.info("%s: stopping the other components", self._failure)
         self.stop.set()
 
     def _body(self, component: Component) -> None:

@@ -298,5 +298,6 @@ def run_up(
                 try:
                     revoke(store.engine, token_id)
                 except Exception as exc:  # the database gone: the next run revokes it
-                    say(f"could not revoke {TOKEN_NAME} {token_id}: {exc}")
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc
+                    say(f"could not revoke {TOKEN_NAME} {token_id}: {first}")
             store.close()

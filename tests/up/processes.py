@@ -29,6 +29,14 @@ class Up:
     url: str
     token: str
     printed: list[str]
+    errors: list[str]  # stderr lines, as they come
+    stderr_reader: threading.Thread
+
+    def stderr(self) -> str:
+        """All of stderr, once the process has exited."""
+        self.proc.wait(30)
+        self.stderr_reader.join(10)
+        return "".join(self.errors)
 
 
 def get(url: str, token: str | None = None) -> tuple[int, Any]:
@@ -83,7 +91,8 @@ def running_up(env: dict[str, str], *args: str) -> Iterator[Up]:
             lines.put(None)
 
     threading.Thread(target=read, args=(proc.stdout, lines.put), daemon=True).start()
-    threading.Thread(target=read, args=(proc.stderr, errors.append), daemon=True).start()
+    stderr_reader = threading.Thread(target=read, args=(proc.stderr, errors.append), daemon=True)
+    stderr_reader.start()
     printed: list[str] = []
     try:
         deadline = time.monotonic() + 60
@@ -99,17 +108,18 @@ def running_up(env: dict[str, str], *args: str) -> Iterator[Up]:
         url = re.search(r"api:\s+(http://\S+)/v1", "".join(printed))
         token = re.search(r"token:\s+(dlct_\S+)", "".join(printed))
         assert url and token, printed
-        yield Up(proc, url.group(1), token.group(1), printed)
+        yield Up(proc, url.group(1), token.group(1), printed, errors, stderr_reader)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
 
-def interrupt(up: Up) -> float:
-    """Ctrl-C; the seconds until ``up`` exited (0 required), and nothing of it left."""
+def interrupt(up: Up, signum: int = signal.SIGINT) -> float:
+    """Ctrl-C (or ``signum``: SIGTERM as a service manager stops it); the seconds until
+    ``up`` exited (0 required), and nothing of it left."""
     started = time.monotonic()
-    os.killpg(up.proc.pid, signal.SIGINT)
+    os.killpg(up.proc.pid, signum)
     code = up.proc.wait(timeout=30)
     took = time.monotonic() - started
     assert code == 0

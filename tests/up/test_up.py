@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from dlc_ledger.wiring import context
 from dlc_ledger.wiring.broker import EmbeddedBroker, free_port
 from ledger.store.engines import make_engine
 from tests.databases import TemplateDatabases
-from tests.up.processes import get, interrupt, running_up
+from tests.up.processes import get, group_processes, interrupt, running_up
 
 
 def _scrape(url: str) -> dict[str, float]:
@@ -98,7 +99,7 @@ def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
             status, page = get(f"{again.url}/v1/jobs?limit=50", again.token)
             assert status == 200 and page["items"]
             assert get(f"{again.url}/v1/whoami", first_token)[0] == 401
-            assert interrupt(again) < 20
+            assert interrupt(again, signal.SIGTERM) < 20
     finally:
         EmbeddedBroker(tmp_path / "broker").stop()
         databases.drop(url)
@@ -135,6 +136,22 @@ def test_up_watches_the_cluster_a_kubeconfig_names(database_url: str, tmp_path: 
         sim.terminate()
         sim.wait(10)
         EmbeddedBroker(tmp_path / "broker").stop()
+
+
+def test_a_part_that_dies_stops_up_and_is_named(
+    databases: TemplateDatabases, tmp_path: Path
+) -> None:
+    url = databases.clone()
+    env = {**os.environ, "DATABASE_URL": url, "DLC_DATA_DIR": str(tmp_path)}
+    with running_up(env, "up", "--port", "0", "--no-replay") as up:
+        started = time.monotonic()
+        databases.drop(url)  # WITH (FORCE): every connection of up is cut
+        assert up.proc.wait(timeout=30) == 1
+        assert time.monotonic() - started < 20
+    errors = up.stderr()
+    assert re.search(r"dlc-ledger: error: (projector|billing|api) failed: ", errors), errors
+    assert "Traceback" not in errors
+    assert group_processes(up.proc.pid) == []
 
 
 def _run_up(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
