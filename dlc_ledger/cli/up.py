@@ -7,6 +7,7 @@ Options in, the URLs and the admin token out; the composition is
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from pathlib import Path
 from typing import Annotated
@@ -25,8 +26,6 @@ def _print_ready(running: Running) -> None:
     for line in running.lines():
         typer.echo(line)
     # a script (or a test) reads the URL and token as soon as they are printed
-    import sys
-
     sys.stdout.flush()
 
 
@@ -119,6 +118,6 @@ def up(
         billing_interval=billing_interval,
     )
     stop = threading.Event()
-    stop_on_signals(stop)
+    stop_on_signals(stop, second_exits=True)
     run_up(plan, stop, _print_ready)
     typer.echo("dlc-ledger up: stopped")

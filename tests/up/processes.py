@@ -122,6 +122,7 @@ def interrupt(up: Up, signum: int = signal.SIGINT) -> float:
     os.killpg(up.proc.pid, signum)
     code = up.proc.wait(timeout=30)
     took = time.monotonic() - started
+    assert "stopping (Ctrl-C again to quit at once)" in up.stderr()
     assert code == 0
     assert group_processes(up.proc.pid) == []
     return took
