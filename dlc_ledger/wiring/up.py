@@ -169,6 +169,110 @@ def _admin_token(store: PostgresEventStore) -> tuple[str, str]:
     return created.secret, created.token.token_id
 
 
+@dataclass
+class _ClusterSide:
+    """What the cluster side left for the rest: kubesim (if any), billing's clock, notes."""
+
+    parts: ReplayParts = field(default_factory=ReplayParts)
+    replaying: str = ""
+    billing_clock: Callable[[PostgresEventStore], datetime] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _start_cluster_side(
+    plan: UpPlan,
+    store: PostgresEventStore,
+    url: str,
+    supervisor: Supervisor,
+    say: Callable[[str], None],
+) -> _ClusterSide:
+    """kubesim replaying with its watcher and ingest; or the watchers and ingest on the
+    kubeconfig's cluster; or (``--no-replay``) nothing: no broker either."""
+    from dlc_ledger.wiring.kube import kube_configuration
+    from dlc_ledger.wiring.replay import load_replay_trace
+    from dlc_ledger.wiring.replay.database import replay_topic
+    from kubesim.clock import DEFAULT_EPOCH
+
+    cfg = context.settings()
+    side = _ClusterSide()
+    if plan.kubeconfig is not None:
+        configuration = kube_configuration(None, plan.kubeconfig, plan.kube_context)
+        bootstrap = _bootstrap()
+        options = cfg.kafka_client_options()
+        supervisor.start(ingest_component(url, bootstrap, cfg.topic, options))
+        supervisor.start(
+            watcher_component(
+                configuration, url, bootstrap, cfg.topic, cfg.cluster, cfg.data_dir, options
+            )
+        )
+        return side  # billing on the wall clock, as `billing serve`
+    if not plan.replay:
+        side.billing_clock = _observed_clock(DEFAULT_EPOCH)
+        side.notes.append("--no-replay: serving the stored data (no cluster, no ingest)")
+        return side
+    trace = load_replay_trace(plan.trace, plan.fmt, limit=plan.limit)
+    pace = "as fast as ingest keeps up" if plan.speed == "max" else f"{plan.speed:g}x"
+    side.replaying = f"replaying {trace.name}, {len(trace.instances):,} pods, {pace}"
+    bootstrap = _bootstrap()
+    topic = replay_topic(store, bootstrap, cfg.partitions)
+    _apply_reference_data(plan, store, trace.epoch, say)
+    supervisor.start(
+        replay_component(
+            trace,
+            url,
+            bootstrap,
+            topic,
+            cfg.partitions,
+            cfg.data_dir,
+            plan.speed,
+            f"replay-{trace.name}",  # as `replay` names it: the same cluster's facts
+            say,
+            side.parts,
+        )
+    )
+    side.billing_clock = _observed_clock(trace.epoch)
+    return side
+
+
+def _apply_reference_data(
+    plan: UpPlan, store: PostgresEventStore, epoch: datetime, say: Callable[[str], None]
+) -> None:
+    """The price book and quota tree (the demo's unless given) at the trace's start."""
+    from importlib.resources import as_file
+
+    from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS
+    from dlc_ledger.wiring.replay.reference_data import apply_reference_data
+
+    with as_file(DEMO_QUOTAS) as demo_quotas, as_file(DEMO_PRICE_BOOK) as demo_prices:
+        apply_reference_data(
+            store, plan.quotas or demo_quotas, plan.pricebook or demo_prices, epoch, say
+        )
+
+
+def _start_dispatcher(plan: UpPlan, url: str, parts: ReplayParts, supervisor: Supervisor) -> None:
+    """The dispatcher on kubesim (its URL and virtual clock) or on the kubeconfig's cluster
+    (the wall clock)."""
+    from dlc_ledger.wiring.kube import kube_configuration
+
+    def configuration() -> client.Configuration:
+        if parts.sim is not None:
+            return kube_configuration(parts.sim.url)
+        return kube_configuration(None, plan.kubeconfig, plan.kube_context)
+
+    def sim_clock() -> Callable[[], datetime]:
+        assert parts.sim is not None
+        return parts.sim.clock.now
+
+    supervisor.start(
+        dispatcher_component(
+            url,
+            configuration,
+            sim_clock if parts.sim is not None else None,
+            plan.dispatch_interval,
+        )
+    )
+
+
 def run_up(
     plan: UpPlan,
     stop: threading.Event,
@@ -177,9 +281,7 @@ def run_up(
 ) -> None:
     """Run every part until ``stop`` is set (a signal); raises
     :class:`~dlc_ledger.wiring.supervisor.ComponentFailed` when one fails."""
-    from dlc_ledger.wiring.kube import kube_configuration
-    from dlc_ledger.wiring.replay.database import replay_topic, upgrade_if_behind
-    from dlc_ledger.wiring.replay.reference_data import apply_reference_data
+    from dlc_ledger.wiring.replay.database import upgrade_if_behind
 
     listener = _listen(plan.host, plan.port)
     store: PostgresEventStore | None = None
@@ -190,99 +292,26 @@ def run_up(
         store = context.open_store(create=True, check=False)
         upgrade_if_behind(store)
         url = context.database_url(announce=False)
-        cfg = context.settings()
-        notes: list[str] = []
-        replaying = ""
-        parts = ReplayParts()
-        billing_clock: Callable[[PostgresEventStore], datetime] | None = None
-        if plan.on_kubesim:
-            from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS
-            from dlc_ledger.wiring.replay import load_replay_trace
-
-            trace = load_replay_trace(plan.trace, plan.fmt, limit=plan.limit)
-            pace = "as fast as ingest keeps up" if plan.speed == "max" else f"{plan.speed:g}x"
-            replaying = f"replaying {trace.name}, {len(trace.instances):,} pods, {pace}"
-            bootstrap = _bootstrap()
-            topic = replay_topic(store, bootstrap, cfg.partitions)
-            from importlib.resources import as_file
-
-            with (
-                as_file(DEMO_QUOTAS) as demo_quotas,
-                as_file(DEMO_PRICE_BOOK) as demo_prices,
-            ):
-                apply_reference_data(
-                    store,
-                    plan.quotas or demo_quotas,
-                    plan.pricebook or demo_prices,
-                    trace.epoch,
-                    say,
-                )
-            supervisor.start(
-                replay_component(
-                    trace,
-                    url,
-                    bootstrap,
-                    topic,
-                    cfg.partitions,
-                    cfg.data_dir,
-                    plan.speed,
-                    f"replay-{trace.name}",
-                    say,
-                    parts,
-                )
-            )
-            billing_clock = _observed_clock(trace.epoch)
-        elif plan.kubeconfig is not None:
-            configuration = kube_configuration(None, plan.kubeconfig, plan.kube_context)
-            bootstrap = _bootstrap()
-            options = cfg.kafka_client_options()
-            supervisor.start(ingest_component(url, bootstrap, cfg.topic, options))
-            supervisor.start(
-                watcher_component(
-                    configuration, url, bootstrap, cfg.topic, cfg.cluster, cfg.data_dir, options
-                )
-            )
-        else:
-            # serving what is stored: nothing new arrives, so no broker and no ingest
-            from kubesim.clock import DEFAULT_EPOCH
-
-            billing_clock = _observed_clock(DEFAULT_EPOCH)
-            notes.append("--no-replay: serving the stored data (no cluster, no ingest)")
+        side = _start_cluster_side(plan, store, url, supervisor, say)
         supervisor.start(projector_component(url))
         supervisor.start(
-            billing_component(url, timedelta(seconds=plan.billing_interval), billing_clock)
+            billing_component(url, timedelta(seconds=plan.billing_interval), side.billing_clock)
         )
         if plan.runs_dispatcher:
-
-            def configuration_now() -> client.Configuration:
-                if parts.sim is not None:
-                    return kube_configuration(parts.sim.url)
-                return kube_configuration(None, plan.kubeconfig, plan.kube_context)
-
-            def sim_clock() -> Callable[[], datetime]:
-                assert parts.sim is not None
-                return parts.sim.clock.now
-
-            supervisor.start(
-                dispatcher_component(
-                    url,
-                    configuration_now,
-                    sim_clock if plan.on_kubesim else None,
-                    plan.dispatch_interval,
-                )
-            )
+            _start_dispatcher(plan, url, side.parts, supervisor)
         elif plan.dispatch:
-            notes.append("--dispatch ignored: --no-replay has no cluster to act on")
+            side.notes.append("--dispatch ignored: --no-replay has no cluster to act on")
         supervisor.start(api_component(listener))
         secret, token_id = _admin_token(store)
+        sim = side.parts.sim
         on_ready(
             Running(
                 base_url=_url(listener),
                 token=secret,
                 token_id=token_id,
                 components=[c.name for c in supervisor.components],
-                kubesim_url=None if parts.sim is None else f"{parts.sim.url} ({replaying})",
-                notes=notes,
+                kubesim_url=None if sim is None else f"{sim.url} ({side.replaying})",
+                notes=side.notes,
             )
         )
         supervisor.wait()
