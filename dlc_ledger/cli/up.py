@@ -57,11 +57,15 @@ def up(
     ] = None,
     quotas: Annotated[
         Path | None,
-        typer.Option(help="Quota tree applied at the trace's start (default: the demo's)."),
+        typer.Option(
+            help="Replay: the quota tree applied at the trace's start (default: the demo's)."
+        ),
     ] = None,
     pricebook: Annotated[
         Path | None,
-        typer.Option(help="Price book published at the trace's start (default: the demo's)."),
+        typer.Option(
+            help="Replay: the price book published at the trace's start (default: the demo's)."
+        ),
     ] = None,
     kubeconfig: Annotated[
         Path | None,
