@@ -23,8 +23,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fastapi.testclient import TestClient
 
-from dlc_ledger.api.app import create_app
-from dlc_ledger.services.oidc import OidcConfig, OidcVerifier, looks_like_jwt
+from dlc_ledger.api.app import app_from_environment, create_app
+from dlc_ledger.services.oidc import KeysUnavailable, OidcConfig, OidcVerifier, looks_like_jwt
+from dlc_ledger.wiring import context
 from dlc_ledger.wiring.settings import Settings
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer, seed_jobs
@@ -323,3 +324,32 @@ def test_settings_take_all_of_issuer_audience_and_jwks_or_none(
     assert Settings().oidc() == OidcConfig(
         ISSUER, AUDIENCE, "https://idp.example.test/certs", roles_claim="groups"
     )
+
+
+def test_api_serve_wiring_reads_the_oidc_settings(
+    store: PostgresEventStore,
+    database_url: str,
+    jwks_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``app_from_environment`` (what ``api serve`` runs) with ``DLC_OIDC_*`` set."""
+    seed_jobs(store)
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("DLC_OIDC_ISSUER", ISSUER)
+    monkeypatch.setenv("DLC_OIDC_AUDIENCE", AUDIENCE)
+    monkeypatch.setenv("DLC_OIDC_JWKS", str(jwks_file))
+    monkeypatch.setenv("DLC_OIDC_NAME_CLAIM", "preferred_username")
+    context.settings.cache_clear()
+    try:
+        app = app_from_environment()
+        with TestClient(app, raise_server_exceptions=False) as client:
+            me = client.get("/v1/whoami", headers=bearer(make_jwt(roles=["auditor"])))
+            assert me.status_code == 200, me.text
+            assert me.json()["name"] == "alice@example.test"
+        app.state.store.close()
+        monkeypatch.setenv("DLC_OIDC_JWKS", str(jwks_file.with_name("gone.json")))
+        context.settings.cache_clear()
+        with pytest.raises(KeysUnavailable, match=r"gone\.json"):
+            app_from_environment()
+    finally:
+        context.settings.cache_clear()
