@@ -13,9 +13,10 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 
 from dlc_ledger.api import events, jobs, reports, whoami
+from dlc_ledger.api.guards import reject_nul_characters
 from dlc_ledger.api.metrics import metrics_app, observe
 from dlc_ledger.api.problems import install_problem_handlers
 from dlc_ledger.services.oidc import OidcVerifier
@@ -35,6 +36,7 @@ def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = Non
         title="DLC Ledger API",
         version=VERSION,
         description="Read API over the ledger's projections and store (docs/api.md).",
+        dependencies=[Depends(reject_nul_characters)],
     )
     app.state.store = store
     app.state.oidc = oidc
