@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from projections.jobs import STATUSES
+
 __all__ = [
     "CostRow",
     "CostRows",
@@ -57,7 +59,7 @@ class Job(_Strict):
     priority: int | None
     billing_mode: str | None
     replicas: list[dict[str, Any]]
-    status: str
+    status: str = Field(json_schema_extra={"enum": list(STATUSES)})
     status_since: Timestamp
     entered: dict[str, Timestamp] = Field(description="Status -> when the job first entered it.")
     submitted_at: Timestamp | None
