@@ -13,11 +13,13 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 
 from dlc_ledger.api import events, jobs, reports, whoami
+from dlc_ledger.api.guards import reject_nul_characters
 from dlc_ledger.api.metrics import metrics_app, observe
 from dlc_ledger.api.problems import install_problem_handlers
+from dlc_ledger.services.oidc import OidcVerifier
 from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
 
@@ -27,14 +29,17 @@ ACCESS_LOG = logging.getLogger("dlc_ledger.api.access")
 VERSION = "1"
 
 
-def create_app(store: PostgresEventStore | None) -> FastAPI:
-    """The app reading ``store`` (None: no requests, only its OpenAPI document)."""
+def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = None) -> FastAPI:
+    """The app reading ``store`` (None: no requests, only its OpenAPI document); ``oidc``
+    verifies OIDC bearer JWTs (None: only the ledger's own tokens are accepted)."""
     app = FastAPI(
         title="DLC Ledger API",
         version=VERSION,
         description="Read API over the ledger's projections and store (docs/api.md).",
+        dependencies=[Depends(reject_nul_characters)],
     )
     app.state.store = store
+    app.state.oidc = oidc
     install_problem_handlers(app)
     app.include_router(whoami.router)
     app.include_router(jobs.router)
@@ -70,8 +75,11 @@ def create_app(store: PostgresEventStore | None) -> FastAPI:
 
 
 def app_from_environment() -> FastAPI:
-    """The app on the configured database (``DATABASE_URL``, else the embedded one)."""
-    return create_app(context.open_store())
+    """The app on the configured database (``DATABASE_URL``, else the embedded one), with
+    OIDC JWTs accepted when ``DLC_OIDC_*`` are set."""
+    oidc = context.settings().oidc()
+    verifier = None if oidc is None else OidcVerifier(oidc)  # a bad JWKS file fails here
+    return create_app(context.open_store(), verifier)
 
 
 def openapi_document() -> str:

@@ -1,9 +1,11 @@
-"""Bearer-token authentication: the request's :class:`Principal`, or a 401 problem.
+"""Bearer authentication: the request's :class:`Principal`, or a 401/403 problem.
 
-The token is looked up on every request (one indexed equality on its sha256), so a
-revocation takes effect at once. Every route so far only reads, which every role may;
-workspace scoping is passed into the SQL by each route (``principal.scope``), never
-applied to results afterwards.
+Two kinds of bearer value: our own API tokens (``dlct_…``), looked up on every request
+(one indexed equality on its sha256, so a revocation takes effect at once), and, when the
+server is configured for it, OIDC JWTs verified by :mod:`dlc_ledger.services.oidc`
+against the identity provider's keys and mapped to the same roles. Every route so far
+only reads, which every role may; workspace scoping is passed into the SQL by each route
+(``principal.scope``), never applied to results afterwards.
 """
 
 from __future__ import annotations
@@ -13,12 +15,42 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from dlc_ledger.services.oidc import (
+    InvalidJwt,
+    KeysUnavailable,
+    OidcVerifier,
+    RolesRefused,
+    looks_like_jwt,
+)
 from dlc_ledger.services.tokens import Principal, authenticate
 
 __all__ = ["CurrentPrincipal", "current_principal"]
 
-_bearer = HTTPBearer(auto_error=False, description="A token from `dlc-ledger tokens create`.")
+_bearer = HTTPBearer(
+    auto_error=False,
+    description=(
+        "A token from `dlc-ledger tokens create`, or an OIDC JWT when the server has "
+        "DLC_OIDC_ISSUER, DLC_OIDC_AUDIENCE and DLC_OIDC_JWKS (docs/api.md)."
+    ),
+)
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
+# RFC 6750 §3.1: a presented token that is refused is an "invalid_token"
+_INVALID = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+
+
+def _from_jwt(verifier: OidcVerifier | None, token: str) -> Principal:
+    if verifier is None:
+        raise HTTPException(
+            401, "OIDC JWTs are not accepted by this server (no DLC_OIDC_* settings)", _INVALID
+        )
+    try:
+        return verifier.verify(token)
+    except InvalidJwt as exc:
+        raise HTTPException(401, str(exc), _INVALID) from None
+    except RolesRefused as exc:
+        raise HTTPException(403, str(exc)) from None
+    except KeysUnavailable as exc:
+        raise HTTPException(503, str(exc)) from None
 
 
 def current_principal(
@@ -27,9 +59,14 @@ def current_principal(
 ) -> Principal:
     if credentials is None:
         raise HTTPException(401, "a bearer token is required", headers=_CHALLENGE)
-    principal = authenticate(request.app.state.store.engine, credentials.credentials)
-    if principal is None:
-        raise HTTPException(401, "unknown or revoked token", headers=_CHALLENGE)
+    presented = credentials.credentials
+    if looks_like_jwt(presented):
+        principal = _from_jwt(request.app.state.oidc, presented)
+    else:
+        found = authenticate(request.app.state.store.engine, presented)
+        if found is None:
+            raise HTTPException(401, "unknown or revoked token", headers=_CHALLENGE)
+        principal = found
     request.state.principal = principal  # for the access log
     return principal
 

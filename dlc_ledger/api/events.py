@@ -6,34 +6,30 @@ Workspace-scoped tokens read only their workspaces' streams (scope in the SQL, s
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel
 
 from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.models import Event, EventPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import NotFound
 from projections.event_reads import event_by_id, stream_events
 
-__all__ = ["EventPage", "router"]
+__all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["events"], responses=PROBLEM_RESPONSES)
+_MAX_VERSION = 2**31 - 1
 
 
-class EventPage(BaseModel):
-    items: list[dict[str, Any]]
-    next_cursor: str | None = None
-
-
-@router.get("/events/{event_id}", summary="One stored event by its id")
-def get_event(request: Request, principal: CurrentPrincipal, event_id: UUID) -> dict[str, Any]:
+@router.get("/events/{event_id}", response_model=Event, summary="One stored event by its id")
+def get_event(request: Request, principal: CurrentPrincipal, event_id: UUID) -> Event:
     with request.app.state.store.engine.connect() as conn:
         found = event_by_id(conn, event_id, workspaces=principal.scope)
     if found is None:
         raise NotFound(f"no event with id {event_id}")
-    return found
+    return Event.model_validate(found)
 
 
 @router.get(
@@ -50,11 +46,14 @@ def get_stream_events(
         str | None, Query(pattern=r"^[0-9]+$", description="next_cursor of the previous page.")
     ] = None,
 ) -> EventPage:
+    # a cursor past the largest version a stream can hold (a 32-bit column) is simply past
+    # its end: an empty page, not an out-of-range error from the database
+    after = min(int(cursor), _MAX_VERSION) if cursor else 0
     with request.app.state.store.engine.connect() as conn:
         page = stream_events(
             conn,
             stream,
-            after=int(cursor) if cursor else 0,
+            after=after,
             limit=limit,
             workspaces=principal.scope,
         )

@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel
 
 from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.models import JobDetail, JobPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.billing import sync_billing
@@ -21,17 +21,17 @@ from dlc_ledger.services.errors import InvalidRequest, NotFound
 from projections.billing_reads import currency_scales
 from projections.jobs import find_job, job_detail, list_jobs
 
-__all__ = ["JobPage", "router"]
+__all__ = ["router"]
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
 
 
-class JobPage(BaseModel):
-    items: list[dict[str, Any]]
-    next_cursor: str | None = None
-
-
-@router.get("", response_model=JobPage, summary="Jobs, newest submission first, a page")
+@router.get(
+    "",
+    response_model=JobPage,
+    response_model_exclude_unset=True,
+    summary="Jobs, newest submission first, a page",
+)
 def get_jobs(
     request: Request,
     principal: CurrentPrincipal,
@@ -63,8 +63,13 @@ def get_jobs(
     return JobPage(items=page.jobs, next_cursor=page.next_cursor)
 
 
-@router.get("/{uid}", summary="One job: state, occupied resources, cost and its timeline")
-def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> dict[str, Any]:
+@router.get(
+    "/{uid}",
+    response_model=JobDetail,
+    response_model_exclude_unset=True,
+    summary="One job: state, occupied resources, cost and its timeline",
+)
+def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> JobDetail:
     store = request.app.state.store
     sync_billing(store)  # the job's cost is read from the billing projection
     with store.snapshot() as uow:
@@ -75,4 +80,4 @@ def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> dict[str
         detail: dict[str, Any] = job_detail(uow, found)
         scale_of = currency_scales(uow.connection)
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
-    return detail
+    return JobDetail.model_validate(detail)

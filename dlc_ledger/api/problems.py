@@ -1,8 +1,9 @@
 """Errors as RFC 9457 problem details (``application/problem+json``), one shape for all.
 
-Every error a route can answer with goes through here: HTTP errors (401, 403, 404),
-request validation (422), a use case's refusal (404 for NotFound, 409 for Conflict, 400
-for the rest) and anything unexpected (500, without internals in the body).
+Every error a route can answer with goes through here: HTTP errors (401, 403, 404, and
+503 when the OIDC key set cannot be fetched), request validation (422), a use case's
+refusal (404 for NotFound, 409 for Conflict, 400 for the rest) and anything unexpected
+(500, without internals in the body).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Problem(BaseModel):
 #: the ``responses=`` every route declares, so the OpenAPI document names the shape
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": Problem, "content": {_MEDIA: {}}, "description": HTTPStatus(code).phrase}
-    for code in (401, 403, 404, 422, 500)
+    for code in (400, 401, 403, 404, 422, 500, 503)
 }
 
 

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
 from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.models import CostRows, UsageRows
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest
@@ -50,6 +51,8 @@ class CostSource(StrEnum):
 
 
 class ReportRows(BaseModel):
+    """Rows of a report whose columns are not modelled (yet): prefer a model in models.py."""
+
     items: list[dict[str, Any]]
 
 
@@ -95,7 +98,12 @@ def money_fields(row: Mapping[str, Any], scale_of: ScaleOf) -> dict[str, Any]:
     return out
 
 
-@router.get("/usage", response_model=ReportRows, summary="Occupied usage, grouped")
+@router.get(
+    "/usage",
+    response_model=UsageRows,
+    response_model_exclude_unset=True,
+    summary="Occupied usage, grouped",
+)
 def get_usage(
     request: Request,
     principal: CurrentPrincipal,
@@ -103,17 +111,22 @@ def get_usage(
     start: Annotated[datetime | None, _FROM] = None,
     end: Annotated[datetime | None, _TO] = None,
     as_of: Annotated[datetime | None, _AS_OF] = None,
-) -> ReportRows:
+) -> UsageRows:
     keys = _keys(group_by)
     window = _window(principal, start, end, as_of)
     store = request.app.state.store
     sync_billing(store)
     with store.transaction() as uow:
         rows = usage_report(uow.connection, keys, window)
-    return ReportRows(items=rows)
+    return UsageRows(items=rows)
 
 
-@router.get("/cost", response_model=ReportRows, summary="Cost, grouped (ledger or rated)")
+@router.get(
+    "/cost",
+    response_model=CostRows,
+    response_model_exclude_unset=True,
+    summary="Cost, grouped (ledger or rated)",
+)
 def get_cost(
     request: Request,
     principal: CurrentPrincipal,
@@ -123,7 +136,7 @@ def get_cost(
     as_of: Annotated[datetime | None, _AS_OF] = None,
     source: CostSource = CostSource.auto,
     net_credits: bool = False,
-) -> ReportRows:
+) -> CostRows:
     keys = _keys(group_by)
     window = _window(principal, start, end, as_of)
     store = request.app.state.store
@@ -136,4 +149,4 @@ def get_cost(
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
         scale_of = currency_scales(uow.connection)
-    return ReportRows(items=[money_fields(row, scale_of) for row in rows])
+    return CostRows(items=[money_fields(row, scale_of) for row in rows])

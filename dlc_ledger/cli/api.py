@@ -25,7 +25,10 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.", min=1, max=65535)] = 8000,
 ) -> None:
-    """Serve the /v1 API (bearer tokens from `dlc-ledger tokens create`) until Ctrl-C."""
+    """Serve the /v1 API (bearer tokens from `dlc-ledger tokens create`) until Ctrl-C.
+
+    With DLC_OIDC_ISSUER, DLC_OIDC_AUDIENCE and DLC_OIDC_JWKS set, OIDC JWTs too (docs/api.md).
+    """
     import uvicorn
 
     configure_logging(logging.INFO, "%(asctime)s %(levelname)s %(name)s %(message)s")

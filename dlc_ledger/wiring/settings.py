@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +21,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from dlc_ledger.services.oidc import OidcConfig
 from ledger.prices import DEFAULT_MAX_RATE
 
 __all__ = ["Settings", "load_settings"]
@@ -53,6 +54,26 @@ class Settings(BaseSettings):
     kafka_sasl_username: str | None = None
     kafka_sasl_password: str | None = None
     kafka_ssl_cafile: str | None = None
+    # OIDC bearer JWTs on the API (docs/api.md "OIDC"): all of issuer, audience and JWKS,
+    # or none (then only `dlct_` tokens are accepted)
+    oidc_issuer: str | None = None
+    oidc_audience: str | None = None
+    oidc_jwks: str | None = None  # a file path or an http(s) URL
+    oidc_roles_claim: str = Field(default="roles", min_length=1)
+    oidc_name_claim: str = Field(default="sub", min_length=1)
+    oidc_leeway_seconds: float = Field(default=30.0, ge=0, le=300)
+
+    @model_validator(mode="after")
+    def _oidc_all_or_nothing(self) -> Settings:
+        given = {
+            "DLC_OIDC_ISSUER": self.oidc_issuer,
+            "DLC_OIDC_AUDIENCE": self.oidc_audience,
+            "DLC_OIDC_JWKS": self.oidc_jwks,
+        }
+        missing = [name for name, value in given.items() if not value]
+        if 0 < len(missing) < len(given):
+            raise ValueError(f"OIDC is half configured: set {', '.join(missing)} as well")
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -81,6 +102,19 @@ class Settings(BaseSettings):
             "ssl_cafile": self.kafka_ssl_cafile,
         }
         return {k: v for k, v in options.items() if v is not None}
+
+    def oidc(self) -> OidcConfig | None:
+        """The OIDC settings, or None when OIDC is not configured."""
+        if not (self.oidc_issuer and self.oidc_audience and self.oidc_jwks):
+            return None
+        return OidcConfig(
+            issuer=self.oidc_issuer,
+            audience=self.oidc_audience,
+            jwks=self.oidc_jwks,
+            roles_claim=self.oidc_roles_claim,
+            name_claim=self.oidc_name_claim,
+            leeway_seconds=self.oidc_leeway_seconds,
+        )
 
 
 def load_settings() -> Settings:

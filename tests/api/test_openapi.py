@@ -23,6 +23,6 @@ def test_every_operation_needs_a_bearer_token_and_answers_problems() -> None:
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             assert operation["security"] == [{"HTTPBearer": []}], (method, path)
-            for code in ("401", "403", "404", "422", "500"):
+            for code in ("400", "401", "403", "404", "422", "500", "503"):
                 content = operation["responses"][code]["content"]
                 assert "application/problem+json" in content, (method, path, code)

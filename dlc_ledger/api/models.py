@@ -1,0 +1,187 @@
+"""Response models of the jobs, events and report routes, so the OpenAPI document states
+every field a client reads (and schemathesis can hold each response to it).
+
+The read functions return JSON-ready dicts (shared with the CLI's ``--format json``);
+these models only describe and check them: a route that starts returning a field not
+declared here fails its tests rather than drifting silently from the document. Fields a
+row carries only sometimes (``at`` on an as-at listing, a group key not grouped by, the
+credit columns of ``net_credits``) are optional and the routes leave them out when unset
+(``response_model_exclude_unset``), so the bodies are exactly what the read functions
+produced.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from projections.jobs import STATUSES
+
+__all__ = [
+    "CostRow",
+    "CostRows",
+    "Event",
+    "EventPage",
+    "Job",
+    "JobCost",
+    "JobDetail",
+    "JobPage",
+    "Occupied",
+    "TimelineEntry",
+    "UsageRow",
+    "UsageRows",
+]
+
+Timestamp = Annotated[
+    str, Field(json_schema_extra={"format": "date-time"}, examples=["2026-11-01T00:00:00Z"])
+]
+#: an amount at full precision in minor units, as a decimal string (never a float)
+PreciseMinor = Annotated[str, Field(pattern=r"^-?[0-9]+(\.[0-9]+)?$", examples=["240.5"])]
+Number = int | float  # int where the figure is whole: an int stays an int in the body
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Job(_Strict):
+    """A job as ``jobs list`` shows it (the jobs read model)."""
+
+    job_uid: str
+    name: str | None
+    namespace: str | None
+    kind: str | None
+    framework: str | None
+    workspace: str | None
+    quota: str | None
+    user: str | None
+    priority: int | None
+    billing_mode: str | None
+    replicas: list[dict[str, Any]]
+    status: str = Field(json_schema_extra={"enum": list(STATUSES)})
+    status_since: Timestamp
+    entered: dict[str, Timestamp] = Field(description="Status -> when the job first entered it.")
+    submitted_at: Timestamp | None
+    ended_at: Timestamp | None
+    deleted_at: Timestamp | None
+    restarts: int
+    preemptions: int
+    goodput: Number | None
+    running_seconds: Number
+    open_occupancies: int
+    at: Timestamp | None = Field(
+        default=None, description="Only on a listing with ?at=: the instant shown."
+    )
+
+
+class JobPage(_Strict):
+    items: list[Job]
+    next_cursor: str | None = None
+
+
+class Occupied(_Strict):
+    """Resource-seconds of the job's closed occupancies, per flavor."""
+
+    flavor: str | None
+    mgpu_seconds: Number
+    cpu_milli_seconds: Number
+    memory_mib_seconds: Number
+    occupancies: int
+
+
+class TimelineEntry(_Strict):
+    position: int
+    occurred_at: Timestamp
+    type: str
+    summary: str
+    source: str
+    by: str | None
+    reason: str | None
+    stream: str
+    event_id: str
+    late: bool = Field(description="Recorded after a later fact about the job.")
+
+
+class JobCost(_Strict):
+    """Cost per flavor x billing mode: posted to the ledger, and rated now."""
+
+    flavor: str
+    billing_mode: str
+    currency: str
+    posted_minor: int
+    posted_minor_precise: PreciseMinor
+    rated_minor: int | None
+    rated_minor_precise: PreciseMinor | None
+    scale: int
+    posted_display: str
+    rated_display: str | None = None
+
+
+class JobDetail(Job):
+    occupied: list[Occupied]
+    timeline: list[TimelineEntry]
+    cost: list[JobCost]
+
+
+class Event(_Strict):
+    """A stored event as recorded."""
+
+    position: int
+    event_id: str
+    stream: str
+    version: int
+    type: str
+    schema_version: int
+    occurred_at: Timestamp
+    observed_at: Timestamp
+    recorded_at: Timestamp
+    source: str
+    causation_id: str | None
+    correlation_id: str | None
+    data: dict[str, Any]
+    hash: str = Field(pattern=r"^[0-9a-f]{64}$", description="The chain hash, hex.")
+
+
+class EventPage(_Strict):
+    items: list[Event]
+    next_cursor: str | None = None
+
+
+class _Grouped(_Strict):
+    """The group keys: present when grouped by, absent otherwise."""
+
+    workspace: str | None = None
+    quota: str | None = None
+    user: str | None = None
+    flavor: str | None = None
+    billing_mode: str | None = None
+    day: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
+    month: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}$")
+    job: str | None = None
+
+
+class UsageRow(_Grouped):
+    mgpu_seconds: Number
+    cpu_milli_seconds: Number
+    memory_mib_seconds: Number
+
+
+class UsageRows(_Strict):
+    items: list[UsageRow]
+
+
+class CostRow(_Grouped):
+    cost_minor: int
+    cost_minor_precise: PreciseMinor
+    credited_minor: int | None = Field(default=None, description="With net_credits only.")
+    net_minor: int | None = Field(default=None, description="With net_credits only.")
+    currency: str
+    scale: int
+    cost_display: str
+    credited_display: str | None = None
+    net_display: str | None = None
+
+
+class CostRows(_Strict):
+    items: list[CostRow]
