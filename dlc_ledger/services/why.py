@@ -7,13 +7,14 @@ caller names an instant: in a replay the cluster's clock is months from the wall
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
 
 from consumers.projector import catch_up_to_read
+from dlc_ledger.services.errors import NotFound
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import BillingProjection
 from projections.budgets import BudgetsProjection, exhausted_workspaces
@@ -23,6 +24,7 @@ from projections.dispatch_explain import explain_job
 from projections.dispatch_queue import QueuePage, queue_listing
 from projections.jobs import JobsProjection, find_job
 from projections.occupancy import OccupancyProjection
+from projections.quota_scope import quota_in_scope
 from projections.quotas import QuotaProjection
 
 __all__ = ["Exhausted", "estimates_report", "queue_page", "why_job"]
@@ -62,12 +64,14 @@ def why_job(
     *,
     at: datetime | None = None,
     exhausted: Exhausted = exhausted_workspaces,
+    workspaces: Collection[str] | None = None,
 ) -> dict[str, Any]:
-    """Why job ``ref`` (a uid, or a name only one job has) is pending, was preempted, or runs."""
+    """Why job ``ref`` (a uid, or a name only one job has) is pending, was preempted, or
+    runs; ``workspaces`` (a caller's scope): a job outside them is not found."""
     _catch_up(store)
     with store.snapshot() as uow:
         conn = uow.connection
-        uid = find_job(conn, ref)
+        uid = find_job(conn, ref, workspaces=workspaces)
         now = _now(conn, at)
         return explain_job(uow, uid, now, blocked_workspaces=exhausted(conn, now))
 
@@ -80,11 +84,15 @@ def queue_page(
     limit: int = 50,
     cursor: str | None = None,
     exhausted: Exhausted = exhausted_workspaces,
+    workspaces: Collection[str] | None = None,
 ) -> QueuePage:
-    """One page of ``quota``'s pending queue (its subtree's, for an inner quota) in order."""
+    """One page of ``quota``'s pending queue (its subtree's, for an inner quota) in order;
+    ``workspaces`` (a caller's scope): a quota outside their subtree is not found."""
     _catch_up(store)
     with store.snapshot() as uow:
         conn = uow.connection
+        if not quota_in_scope(conn, quota, workspaces):
+            raise NotFound(f"no quota {quota!r}")
         now = _now(conn, at)
         return queue_listing(
             conn, quota, now, limit=limit, cursor=cursor, blocked_workspaces=exhausted(conn, now)
