@@ -1,13 +1,16 @@
 """A ``workspace:<id>`` token's quota subtree, in SQL: the reads that return quota rows
 narrow them with it inside their own queries.
 
-The subtree is the quota nodes the workspaces are bound to (``quota_workspaces``) and
-every descendant of them in the current tree (``quota_nodes.parent``), one recursive
-CTE. It is decided on the current tree, as access is decided now: a node moved out of
-the subtree is not shown at past instants either. Ancestors are outside it (a team lead
-sees their own nodes, not the cohort's); figures that need them (``available``,
-lending) are computed over the whole tree by the reads and only the subtree's rows
-leave (:mod:`projections.quota_nodes`).
+Workspaces are bound to leaf quotas (``quota_workspaces``; the tree's rules allow no
+other). A leaf is the token's when it, or an ancestor, is bound to one of its
+workspaces; a node is in the token's subtree when every leaf under it is the token's:
+its bound leaves, and each inner node made only of them (a team lead whose workspaces
+fill a whole branch sees the branch's node too, with its lending and pending figures).
+A node with a leaf of anyone else under it (``root``, a shared cohort) is outside. One
+recursive CTE over the current tree (``quota_nodes.parent``), as access is decided
+now: a node moved out of the subtree is not shown at past instants either. Figures
+that need the nodes outside it (``available``, lending) are computed over the whole
+tree by the reads, and only the subtree's rows leave (:mod:`projections.quota_nodes`).
 """
 
 from __future__ import annotations
@@ -21,12 +24,16 @@ __all__ = ["SUBTREE", "quota_in_scope", "quota_subtree", "subtree_condition"]
 
 #: the subtree's quota ids, as a subquery; binds ``:scope_workspaces`` (text[])
 SUBTREE = (
-    "WITH RECURSIVE subtree(quota_id) AS ("
-    "SELECT quota FROM quota_workspaces "
-    "WHERE workspace = ANY(CAST(:scope_workspaces AS text[])) "
-    "UNION "
-    "SELECT n.quota_id FROM quota_nodes n JOIN subtree s ON n.parent = s.quota_id"
-    ") SELECT quota_id FROM subtree"
+    "WITH RECURSIVE below(top, quota_id) AS ("
+    "SELECT quota_id, quota_id FROM quota_nodes "
+    "UNION ALL "
+    "SELECT b.top, n.quota_id FROM quota_nodes n JOIN below b ON n.parent = b.quota_id"
+    "), owned AS ("
+    "SELECT b.quota_id FROM below b WHERE b.top IN (SELECT quota FROM quota_workspaces "
+    "WHERE workspace = ANY(CAST(:scope_workspaces AS text[])))"
+    ") SELECT b.top FROM below b "
+    "WHERE NOT EXISTS (SELECT 1 FROM quota_nodes c WHERE c.parent = b.quota_id) "
+    "GROUP BY b.top HAVING bool_and(b.quota_id IN (SELECT quota_id FROM owned))"
 )
 
 
