@@ -211,3 +211,21 @@ def tokens(store: PostgresEventStore) -> dict[str, str]:
 
 def bearer(secret: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
+
+
+def same_as_cli(api: object, cli: object) -> bool:
+    """Whether an API value equals the CLI's JSON of it, on the keys both have (money is
+    ``*_display`` in the API, a decimal ``<name>`` in the CLI) and with the CLI's
+    ``+00:00`` instants written ``Z``."""
+
+    def norm(value: object) -> object:
+        if isinstance(value, str) and value.endswith("+00:00"):
+            return value[: -len("+00:00")] + "Z"
+        return value
+
+    if isinstance(api, dict) and isinstance(cli, dict):
+        shared = set(api) & set(cli)
+        return (bool(shared) or api == cli) and all(same_as_cli(api[k], cli[k]) for k in shared)
+    if isinstance(api, list) and isinstance(cli, list):
+        return len(api) == len(cli) and all(same_as_cli(a, c) for a, c in zip(api, cli))
+    return norm(api) == norm(cli)
