@@ -72,7 +72,7 @@ def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> dict[str
             found = find_job(uow.connection, uid, workspaces=principal.scope)
         except ValueError as exc:
             raise NotFound(str(exc)) from None
-        detail: dict[str, Any] = job_detail(uow, found)
+        detail: dict[str, Any] = job_detail(uow, found, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
     return detail

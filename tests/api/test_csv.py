@@ -46,9 +46,7 @@ def test_csv_holds_the_json_items(
 ) -> None:
     name, params = LISTS[route]
     headers = bearer(tokens["admin"])
-    items = dispatched.get(route, params={**params, "limit": 1000}, headers=headers).json()[
-        "items"
-    ]
+    items = dispatched.get(route, params={**params, "limit": 1000}, headers=headers).json()["items"]
     assert items, route
     for asked in ({"params": {**params, "format": "csv"}, "headers": headers},
                   {"params": params, "headers": {**headers, "Accept": "text/csv"}}):  # fmt: skip
@@ -96,9 +94,7 @@ def test_a_csv_page_links_to_the_next(dispatched: TestClient, tokens: dict[str, 
     assert seen == ["ws-a", "ws-b", "ws-c"]
 
 
-def test_a_scoped_csv_holds_the_scoped_rows(
-    dispatched: TestClient, tokens: dict[str, str]
-) -> None:
+def test_a_scoped_csv_holds_the_scoped_rows(dispatched: TestClient, tokens: dict[str, str]) -> None:
     response = dispatched.get("/v1/quotas/tree?format=csv", headers=bearer(tokens["lead-a"]))
     rows = _rows(response.text)
     # the subtree's node, under a parent it may name but not read
