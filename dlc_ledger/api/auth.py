@@ -3,13 +3,15 @@
 Two kinds of bearer value: our own API tokens (``dlct_…``), looked up on every request
 (one indexed equality on its sha256, so a revocation takes effect at once), and, when the
 server is configured for it, OIDC JWTs verified by :mod:`dlc_ledger.services.oidc`
-against the identity provider's keys and mapped to the same roles. Every route so far
-only reads, which every role may; workspace scoping is passed into the SQL by each route
-(``principal.scope``), never applied to results afterwards.
+against the identity provider's keys and mapped to the same roles. Most routes only read
+what every role may read, narrowed for a workspace token by its scope, which each route
+passes into the SQL (``principal.scope``). A route only some roles may use at all (chain
+verification) declares them with :func:`require_roles`: anyone else gets a 403 problem.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -24,7 +26,7 @@ from dlc_ledger.services.oidc import (
 )
 from dlc_ledger.services.tokens import Principal, authenticate
 
-__all__ = ["CurrentPrincipal", "current_principal"]
+__all__ = ["CurrentPrincipal", "current_principal", "require_roles"]
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -72,3 +74,16 @@ def current_principal(
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+
+
+def require_roles(*roles: str) -> Callable[[Principal], Principal]:
+    """A dependency admitting only principals holding one of ``roles`` (else 403):
+    ``principal: Annotated[Principal, Depends(require_roles("admin", "auditor"))]``."""
+    allowed = frozenset(roles)
+
+    def check(principal: CurrentPrincipal) -> Principal:
+        if allowed.isdisjoint(principal.roles):
+            raise HTTPException(403, f"this route needs the role {' or '.join(sorted(allowed))}")
+        return principal
+
+    return check

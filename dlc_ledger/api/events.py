@@ -6,12 +6,14 @@ Workspace-scoped tokens read only their workspaces' streams (scope in the SQL, s
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
+from dlc_ledger.api.listing import listing
 from dlc_ledger.api.models import Event, EventPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import NotFound
@@ -35,6 +37,7 @@ def get_event(request: Request, principal: CurrentPrincipal, event_id: UUID) -> 
 @router.get(
     "/streams/{stream:path}/events",
     response_model=EventPage,
+    responses=CSV_RESPONSES,
     summary="A stream's events in version order, a page at a time",
 )
 def get_stream_events(
@@ -45,7 +48,8 @@ def get_stream_events(
     cursor: Annotated[
         str | None, Query(pattern=r"^[0-9]+$", description="next_cursor of the previous page.")
     ] = None,
-) -> EventPage:
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
     # a cursor past the largest version a stream can hold (a 32-bit column) is simply past
     # its end: an empty page, not an out-of-range error from the database
     after = min(int(cursor), _MAX_VERSION) if cursor else 0
@@ -58,4 +62,4 @@ def get_stream_events(
             workspaces=principal.scope,
         )
     following = None if page.next_after is None else str(page.next_after)
-    return EventPage(items=page.events, next_cursor=following)
+    return listing(request, page.events, following, name="stream-events", fmt=fmt)

@@ -10,9 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
+from dlc_ledger.api.listing import listing
 from dlc_ledger.api.models import JobDetail, JobPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
@@ -30,6 +32,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES
     "",
     response_model=JobPage,
     response_model_exclude_unset=True,
+    responses=CSV_RESPONSES,
     summary="Jobs, newest submission first, a page",
 )
 def get_jobs(
@@ -43,7 +46,8 @@ def get_jobs(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     cursor: str | None = None,
-) -> JobPage:
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
     if at is not None and at.tzinfo is None:
         raise InvalidRequest("at: give a time zone (e.g. Z)")
     with request.app.state.store.engine.connect() as conn:
@@ -60,7 +64,7 @@ def get_jobs(
             )
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
-    return JobPage(items=page.jobs, next_cursor=page.next_cursor)
+    return listing(request, page.jobs, page.next_cursor, name="jobs", fmt=fmt)
 
 
 @router.get(
@@ -77,7 +81,7 @@ def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> JobDetai
             found = find_job(uow.connection, uid, workspaces=principal.scope)
         except ValueError as exc:
             raise NotFound(str(exc)) from None
-        detail: dict[str, Any] = job_detail(uow, found)
+        detail: dict[str, Any] = job_detail(uow, found, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
     return JobDetail.model_validate(detail)

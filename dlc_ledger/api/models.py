@@ -169,6 +169,7 @@ class UsageRow(_Grouped):
 
 class UsageRows(_Strict):
     items: list[UsageRow]
+    next_cursor: str | None = None
 
 
 class CostRow(_Grouped):
@@ -185,3 +186,4 @@ class CostRow(_Grouped):
 
 class CostRows(_Strict):
     items: list[CostRow]
+    next_cursor: str | None = None

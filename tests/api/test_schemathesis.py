@@ -32,11 +32,13 @@ from schemathesis import checks
 from sqlalchemy import text
 
 from dlc_ledger.api.app import create_app, openapi_document
+from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.tokens import create_token
 from ledger.store.postgres import PostgresEventStore
 from projections.finance_reports import GROUP_KEYS
-from tests.api.conftest import bearer, seed_jobs
+from tests.api.conftest import QUOTA_TREE, bearer, seed_dispatch, seed_jobs
 from tests.databases import TemplateDatabases
+from tests.projections.builders import EPOCH
 
 CHECKS = [
     checks.not_a_server_error,
@@ -93,12 +95,17 @@ def seeded(databases: TemplateDatabases) -> Iterator[tuple[FastAPI, dict[str, st
     url = databases.clone()
     store = PostgresEventStore(url)
     try:
+        apply_quota_file(store, QUOTA_TREE, principal="api/test", at=EPOCH)
         seed_jobs(store)
+        seed_dispatch(store)
         secret = create_token(store.engine, ["admin"], name="schemathesis", created_by="test")
         with store.engine.connect() as conn:
             event_ids = conn.execute(text("SELECT event_id::text FROM events LIMIT 3")).scalars()
             SEEDED_PATHS["event_id"] = list(event_ids)
-        SEEDED_PATHS["uid"] = ["a-1", "b-1", "train-c-1"]
+            invoices = conn.execute(text("SELECT invoice_id FROM billing_invoices")).scalars()
+            SEEDED_PATHS["invoice_id"] = list(invoices)
+        SEEDED_PATHS["uid"] = ["a-1", "b-1", "a-9", "train-c-1"]
+        SEEDED_PATHS["quota"] = ["q-ws-a", "root", "team-c"]
         SEEDED_PATHS["stream"] = ["job/a-1", "job/b-1"]
         yield create_app(store), bearer(secret.secret)
     finally:
