@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 
 from dlc_ledger.api import events, jobs, reports, whoami
+from dlc_ledger.api.dashboard_mount import mount_dashboard
 from dlc_ledger.api.metrics import metrics_app, observe
 from dlc_ledger.api.problems import install_problem_handlers
 from dlc_ledger.wiring import context
@@ -41,6 +42,7 @@ def create_app(store: PostgresEventStore | None) -> FastAPI:
     app.include_router(events.router)
     app.include_router(reports.router)
     app.mount("/metrics", metrics_app())
+    mount_dashboard(app)
 
     @app.middleware("http")
     async def access_log(

@@ -1,0 +1,48 @@
+// #/cost: the top jobs by cost over a window (links to their pages) and the cost by
+// workspace and month, as /v1/cost reports them.
+
+import { getJson } from "../api.js";
+import { columnsOf, fromInput, h, section, table, timeField } from "../dom.js";
+
+const TOP = 20;
+
+function controls(params, go) {
+  const form = h("form", { class: "controls", "aria-label": "Cost window" },
+    timeField("c-from", "From", params.from), timeField("c-to", "to", params.to),
+    h("button", { type: "submit" }, "Show"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    go({ from: fromInput(form.elements["c-from"].value), to: fromInput(form.elements["c-to"].value) });
+  });
+  return form;
+}
+
+/** Rows by cost, highest first (minor units compared exactly; ties by job). */
+export function topByCost(rows, n = TOP) {
+  return [...rows].sort((a, b) => {
+    const diff = BigInt(b.cost_minor ?? 0) - BigInt(a.cost_minor ?? 0);
+    return diff > 0n ? 1 : diff < 0n ? -1 : String(a.job).localeCompare(String(b.job));
+  }).slice(0, n);
+}
+
+export async function costView({ params, go }) {
+  const window = { from: params.from, to: params.to };
+  const [byJob, byWorkspace] = await Promise.all([
+    getJson("v1/cost", { ...window, group_by: "job" }),
+    getJson("v1/cost", { ...window, group_by: "workspace,month" }),
+  ]);
+  const top = topByCost(byJob.items);
+  const hidden = (key) => key.endsWith("_minor") || key.endsWith("_precise") || key === "scale";
+  const topColumns = columnsOf(top).filter((c) => !hidden(c.key)).map((c) =>
+    c.key === "job" ? { ...c, render: (r) => h("a", { href: `#/job/${encodeURIComponent(r.job)}` }, r.job) }
+      : c.key.endsWith("_display") ? { ...c, numeric: true } : c);
+  const wsColumns = columnsOf(byWorkspace.items).filter((c) => !hidden(c.key)).map((c) =>
+    c.key.endsWith("_display") ? { ...c, numeric: true } : c);
+  return section("Cost", controls(params, go),
+    h("h3", {}, `Top ${TOP} jobs by cost`),
+    table({ id: "top-jobs", caption: `The ${top.length} costliest of ${byJob.items.length} jobs`, columns: topColumns, rows: top,
+      csv: { path: "v1/cost", params: { ...window, group_by: "job" }, filename: "cost-by-job.csv", label: "Download CSV (all jobs)" } }),
+    h("h3", {}, "Cost by workspace and month"),
+    table({ id: "cost-ws-month", caption: "Cost by workspace and month", columns: wsColumns, rows: byWorkspace.items,
+      csv: { path: "v1/cost", params: { ...window, group_by: "workspace,month" }, filename: "cost-by-workspace-month.csv" } }));
+}
