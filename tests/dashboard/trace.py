@@ -14,6 +14,8 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 from consumers.projector import Projector
+from dlc_ledger.services.billing import tick
+from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.wiring.replay import ReplaySummary, run_replay
 from kubesim.traces import OPENB_PODS_CSV
 from ledger.events import JobQueued, JobSubmitted, ReplicaSpec
@@ -65,9 +67,18 @@ def _submit_pending(store: PostgresEventStore) -> None:
     Projector(store, all_projections()).catch_up()
 
 
+def _bill(store: PostgresEventStore) -> None:
+    """The billing tick at the trace's end, as ``dlc-ledger demo`` runs it: the ledger's
+    cost (the cost views' default source) is posted."""
+    end = observed_cluster_time(store)
+    assert end is not None
+    tick(store, end)
+    Projector(store, all_projections()).catch_up()
+
+
 def replay_slice(store: PostgresEventStore, bootstrap: str, work: Path) -> ReplaySummary:
     """Replay the slice closed-loop into ``store`` (through the broker at ``bootstrap``),
-    then add the pending job."""
+    bill it, then add the pending job."""
     resources = files("dlc_ledger.resources")
     with (
         as_file(resources / "quotas" / "closed-loop.yaml") as tree,
@@ -86,5 +97,6 @@ def replay_slice(store: PostgresEventStore, bootstrap: str, work: Path) -> Repla
             progress=None,
             timeout=300,
         )
+    _bill(store)
     _submit_pending(store)
     return summary

@@ -75,7 +75,7 @@ export function selectField(id, label, options, selected) {
 }
 
 /** A button that saves the server's CSV of a route (with the viewer's token). */
-export function csvButton(path, params, filename, label = "Download CSV") {
+export function csvButton(path, params, filename, label = "Download CSV", tableId = null) {
   const button = h("button", { type: "button", class: "csv" }, label);
   button.addEventListener("click", async () => {
     button.disabled = true;
@@ -88,7 +88,16 @@ export function csvButton(path, params, filename, label = "Download CSV") {
     }
   });
   button.dataset.csv = path;
+  if (tableId) button.dataset.table = tableId;
   return button;
+}
+
+/** A cell's text: nested objects (a request, a figure) as "key=value" pairs. */
+export function text(value) {
+  if (value === null || value === undefined || value === "") return "–";
+  if (Array.isArray(value)) return value.map(text).join("; ");
+  if (typeof value === "object") return Object.entries(value).map(([k, v]) => `${k}=${text(v)}`).join(", ");
+  return String(value);
 }
 
 /**
@@ -101,7 +110,7 @@ export function table({ caption, columns, rows, footer, csv, id, empty = "Nothin
   const body = h("tbody");
   for (const row of rows) {
     body.append(h("tr", {}, columns.map((c, i) => {
-      const content = c.render ? c.render(row) : c.numeric ? num(row[c.key]) : row[c.key] ?? "–";
+      const content = c.render ? c.render(row) : c.numeric ? num(row[c.key]) : text(row[c.key]);
       const attrs = { class: c.numeric ? "n" : "", "data-key": c.key };
       return i === 0 ? h("th", { ...attrs, scope: "row" }, content) : h("td", attrs, content);
     })));
@@ -115,10 +124,12 @@ export function table({ caption, columns, rows, footer, csv, id, empty = "Nothin
       return i === 0 ? h("th", { ...attrs, scope: "row" }, content) : h("td", attrs, content);
     }))));
   }
+  if (rows.length === 0) {
+    return h("div", { class: "table-wrap", id }, h("p", { class: "caption" }, caption), h("p", { class: "empty" }, empty));
+  }
   const tbl = h("table", { id }, parts);
   const tools = h("div", { class: "table-tools" },
-    csv ? csvButton(csv.path, csv.params, csv.filename, csv.label) : null,
-    rows.length === 0 ? h("p", { class: "empty" }, empty) : null);
+    csv ? csvButton(csv.path, csv.params, csv.filename, csv.label, id) : null);
   return h("div", { class: "table-wrap" }, tools, h("div", { class: "scroll" }, tbl));
 }
 

@@ -2,17 +2,20 @@
 // workspace and month, as /v1/cost reports them.
 
 import { getJson } from "../api.js";
-import { columnsOf, fromInput, h, section, table, timeField } from "../dom.js";
+import { columnsOf, fromInput, h, section, selectField, table, timeField } from "../dom.js";
 
 const TOP = 20;
 
 function controls(params, go) {
   const form = h("form", { class: "controls", "aria-label": "Cost window" },
     timeField("c-from", "From", params.from), timeField("c-to", "to", params.to),
+    selectField("c-source", "Source", [["auto", "auto (ledger where it can)"], ["ledger", "ledger (posted)"],
+      ["rated", "rated (to the second)"]], params.source || "auto"),
     h("button", { type: "submit" }, "Show"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    go({ from: fromInput(form.elements["c-from"].value), to: fromInput(form.elements["c-to"].value) });
+    const e = form.elements;
+    go({ from: fromInput(e["c-from"].value), to: fromInput(e["c-to"].value), source: e["c-source"].value === "auto" ? "" : e["c-source"].value });
   });
   return form;
 }
@@ -26,10 +29,10 @@ export function topByCost(rows, n = TOP) {
 }
 
 export async function costView({ params, go }) {
-  const window = { from: params.from, to: params.to };
+  const query = { from: params.from, to: params.to, source: params.source };
   const [byJob, byWorkspace] = await Promise.all([
-    getJson("v1/cost", { ...window, group_by: "job" }),
-    getJson("v1/cost", { ...window, group_by: "workspace,month" }),
+    getJson("v1/cost", { ...query, group_by: "job" }),
+    getJson("v1/cost", { ...query, group_by: "workspace,month" }),
   ]);
   const top = topByCost(byJob.items);
   const hidden = (key) => key.endsWith("_minor") || key.endsWith("_precise") || key === "scale";
@@ -41,8 +44,8 @@ export async function costView({ params, go }) {
   return section("Cost", controls(params, go),
     h("h3", {}, `Top ${TOP} jobs by cost`),
     table({ id: "top-jobs", caption: `The ${top.length} costliest of ${byJob.items.length} jobs`, columns: topColumns, rows: top,
-      csv: { path: "v1/cost", params: { ...window, group_by: "job" }, filename: "cost-by-job.csv", label: "Download CSV (all jobs)" } }),
+      csv: { path: "v1/cost", params: { ...query, group_by: "job" }, filename: "cost-by-job.csv", label: "Download CSV (all jobs)" } }),
     h("h3", {}, "Cost by workspace and month"),
     table({ id: "cost-ws-month", caption: "Cost by workspace and month", columns: wsColumns, rows: byWorkspace.items,
-      csv: { path: "v1/cost", params: { ...window, group_by: "workspace,month" }, filename: "cost-by-workspace-month.csv" } }));
+      csv: { path: "v1/cost", params: { ...query, group_by: "workspace,month" }, filename: "cost-by-workspace-month.csv" } }));
 }

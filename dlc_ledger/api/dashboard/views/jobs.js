@@ -53,6 +53,12 @@ function facts(job) {
     [h("dt", {}, k.replaceAll("_", " ")), h("dd", {}, k.endsWith("_at") || k.endsWith("_since") ? when(job[k]) : String(job[k] ?? "–"))]));
 }
 
+function estimateText(estimate) {
+  if (!estimate) return "unknown (no estimate)";
+  if (!estimate.start) return `never (${estimate.basis})`;
+  return `${when(estimate.start)} (${estimate.basis})`;
+}
+
 function whyPart(why) {
   const p = why.pending ?? {};
   const rows = [
@@ -61,17 +67,16 @@ function whyPart(why) {
     ["queue position", p.position != null ? `${p.position} of ${p.queue_length}` : null],
     ["position in the cohort", p.cohort_position != null ? `${p.cohort_position} of ${p.cohort_length}` : null],
     ["waited", p.waited_seconds != null ? `${Math.round(p.waited_seconds)} s since ${when(p.queued_at)}` : null],
-    ["estimated start", p.estimate?.start ? when(p.estimate.start) : p.estimate === null ? "unknown" : null],
+    ["estimated start", "estimate" in p ? estimateText(p.estimate) : null],
   ].filter(([, v]) => v !== undefined && v !== null && v !== "");
-  const figures = (p.figures ?? []).map(flat);
-  const preemptions = (why.preemptions ?? []).map(flat);
+  const figures = (p.figures ?? []);
+  const preemptions = (why.preemptions ?? []);
   return h("section", { "aria-label": "Why", id: "why" }, h("h3", {}, `Why: ${why.answer}`),
     h("dl", { class: "facts" }, rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-key": k }, String(v))])),
     figures.length ? table({ caption: "What the job needs against what the quotas have", columns: columnsOf(figures), rows: figures }) : null,
     preemptions.length ? table({ caption: "Preemptions of this job", columns: columnsOf(preemptions), rows: preemptions }) : null);
 }
 
-const flat = (row) => Object.fromEntries(Object.entries(row).map(([k, v]) => [k, v !== null && typeof v === "object" ? JSON.stringify(v) : v]));
 
 export async function jobView({ path }) {
   const uid = decodeURIComponent(path[1] ?? "");
@@ -85,10 +90,10 @@ export async function jobView({ path }) {
     if (!(error instanceof ApiError) || error.status === 401) throw error;
     parts.push(h("p", { class: "warn" }, `Why it is ${job.status}: ${error.message}`));
   }
-  const timeline = (job.timeline ?? []).map(flat);
+  const timeline = (job.timeline ?? []);
   parts.push(
     table({ caption: "Occupied resources (closed occupancies)", columns: columnsOf(job.occupied ?? []), rows: job.occupied ?? [] }),
-    table({ caption: "Cost", columns: columnsOf(job.cost ?? []), rows: (job.cost ?? []).map(flat) }),
+    table({ caption: "Cost", columns: columnsOf(job.cost ?? []), rows: (job.cost ?? []) }),
     table({
       id: "timeline", caption: "Audit timeline (cluster time)", rows: timeline,
       columns: columnsOf(timeline).map((c) => (c.key === "occurred_at" ? { ...c, render: (r) => when(r.occurred_at) } : c)),

@@ -2,7 +2,7 @@
 // its depth per flavor from the tree, and the waits report over a window.
 
 import { getJson } from "../api.js";
-import { columnsOf, fromInput, h, num, section, selectField, table, timeField } from "../dom.js";
+import { columnsOf, fromInput, h, section, selectField, table, timeField } from "../dom.js";
 
 function jobLink(uid) {
   return h("a", { href: `#/job/${encodeURIComponent(uid)}` }, uid);
@@ -57,6 +57,5 @@ export async function queuesView({ path, params, go }) {
     rows: waits.items,
     csv: { path: "v1/waits", params: windowParams, filename: "waits.csv" },
   }));
-  return section(`Queues and waits${quota ? `: ${quota}` : ""}`, ...parts,
-    h("p", { class: "note" }, `${num(tree.items.reduce((s, r) => s + (r.parent ? 0 : r.pending_jobs), 0))} jobs pending in the whole tree.`));
+  return section(`Queues and waits${quota ? `: ${quota}` : ""}`, ...parts);
 }

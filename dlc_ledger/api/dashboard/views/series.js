@@ -31,14 +31,15 @@ function controls(quotas, quota, params, go) {
 function chart(rows, flavor, width) {
   const xs = rows.map((r) => Date.parse(r.at) / 1000);
   const data = [xs, ...LINES.map(([key]) => rows.map((r) => r[key]))];
-  const holder = h("figure", { class: "chart", "aria-label": `Usage of ${flavor} over time` });
+  const plot = h("div", { class: "plot", "aria-hidden": "true" });
+  const holder = h("figure", { class: "chart", "aria-label": `Usage of ${flavor} over time` }, plot);
   const opts = {
     width, height: 260, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
     series: [{ label: "time (UTC)" }, ...LINES.map(([label, stroke]) => ({ label, stroke, width: 2 }))],
     axes: [{}, { label: rows[0]?.unit ?? "" }],
   };
   // drawn once the figure is in the page (uPlot measures its container)
-  requestAnimationFrame(() => new uPlot(opts, data, holder));
+  requestAnimationFrame(() => new uPlot(opts, data, plot));
   holder.append(h("figcaption", {}, `${flavor}: used, min, max, borrowed, lent and queued at each step (the table below holds the same figures).`));
   return holder;
 }
