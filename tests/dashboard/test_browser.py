@@ -27,6 +27,8 @@ from tests.dashboard.trace import PENDING_JOB
 
 __all__ = ["bootstrap", "broker"]  # the fixtures the module-scoped replay uses
 
+#: what the page prints for an absent figure (an en dash)
+NONE = "\u2013"
 FIGURES = ("min", "max", "used", "borrowed", "lent", "lendable", "available",
            "over_admitted", "queued", "pending_jobs", "running_jobs")  # fmt: skip
 
@@ -35,9 +37,9 @@ FIGURES = ("min", "max", "used", "borrowed", "lent", "lendable", "available",
 
 
 def shown(value: Any) -> str:
-    """A figure as the page prints it (dom.js ``num``): grouped thousands, "–" for none."""
+    """A figure as the page prints it (dom.js ``num``): grouped thousands, NONE for none."""
     if value is None or value == "":
-        return "–"
+        return NONE
     if isinstance(value, int):
         return f"{value:,}"
     whole, _, frac = str(value).partition(".")
@@ -113,7 +115,8 @@ def table_rows(page: Page, selector: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = page.eval_on_selector_all(
         selector,
         """rows => rows.map(r => ({
-            cells: Object.fromEntries([...r.children].map(c => [c.dataset.key, c.textContent.trim()])),
+            cells: Object.fromEntries([...r.children]
+                .map(c => [c.dataset.key, c.textContent.trim()])),
             segments: Object.fromEntries([...r.querySelectorAll('.seg')]
                 .map(s => [s.dataset.segment, Number(s.dataset.value)])),
         }))""",
@@ -161,7 +164,7 @@ def test_quota_bars_figures_and_totals_are_the_apis(watched: Watched, served: Se
             for key in FIGURES:
                 assert row["cells"][key] == shown(api[key]), (flavor, api["quota"], key)
             assert row["cells"]["gpu_hours"] == shown(api["gpu_hours"])
-            assert row["cells"]["cost_display"] == (api.get("cost_display") or "–")
+            assert row["cells"]["cost_display"] == (api.get("cost_display") or NONE)
             expected = {k: v for k, v in segments(api).items() if v > 0}
             assert row["segments"] == expected, (flavor, api["quota"])
             # the bar is the node's usage: its used parts add up to the API's used
@@ -194,7 +197,8 @@ def test_a_job_from_the_jobs_table_and_from_top_jobs_to_its_timeline(
     detail = served.api.get(f"v1/jobs/{job['job_uid']}").json()
     expect(page.locator("main h2")).to_have_text(f"Job {detail['name']}")
     types = page.eval_on_selector_all(
-        "#timeline tbody tr", "rows => rows.map(r => r.querySelector('[data-key=type]').textContent)"
+        "#timeline tbody tr",
+        "rows => rows.map(r => r.querySelector('[data-key=type]').textContent)",
     )
     assert types == [t["type"] for t in detail["timeline"]] and len(types) >= 3
     shot(page, "job-timeline")
@@ -246,7 +250,9 @@ def test_the_pending_job_says_why_and_where_it_queues(watched: Watched, served: 
 def test_usage_series_chart_with_its_table(watched: Watched, served: Served) -> None:
     at = preemption_instant(served)
     params = {"from": iso(at - timedelta(days=2)), "to": iso(at), "step": "hour"}
-    page = sign_in(watched, served, "#/series/openb?" + "&".join(f"{k}={v}" for k, v in params.items()))
+    page = sign_in(
+        watched, served, "#/series/openb?" + "&".join(f"{k}={v}" for k, v in params.items())
+    )
     settled(page, "series")
     items: list[dict[str, Any]] = []
     cursor = None
@@ -310,7 +316,9 @@ def test_the_main_controls_are_reached_with_tab(watched: Watched, served: Served
                     "button:Show", "button:Download CSV"):  # fmt: skip
         assert control in reached, (control, reached)
     assert "none" not in outlines, list(zip(reached, outlines, strict=True))
-    assert reached.index("a:Quota tree") < reached.index("input:q-at") < reached.index("button:Show")
+    assert (
+        reached.index("a:Quota tree") < reached.index("input:q-at") < reached.index("button:Show")
+    )
     # a view is opened from the keyboard alone
     page.locator('nav a[href="#/jobs"]').focus()
     page.keyboard.press("Enter")
