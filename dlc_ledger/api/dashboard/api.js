@@ -87,6 +87,9 @@ function nextLink(response) {
  *  (the `Link: rel="next"` pages appended without their header row, at most `maxPages`). */
 export async function downloadCsv(path, params, filename, maxPages = 50) {
   let response = await request(path, { limit: 1000, ...params, format: "csv" }, "text/csv");
+  if (!(response.headers.get("Content-Type") ?? "").startsWith("text/csv")) {
+    throw new ApiError(response.status, { title: "No CSV", detail: `${path} did not answer CSV` }, path);
+  }
   const chunks = [await response.text()];
   for (let next = nextLink(response), page = 1; next && page < maxPages; page += 1) {
     const target = new URL(next, new URL(path, document.baseURI));
