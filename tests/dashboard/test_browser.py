@@ -244,6 +244,18 @@ def test_the_pending_job_says_why_and_where_it_queues(watched: Watched, served: 
     expect(page.locator('#why [data-key="reason"]')).to_contain_text(pending["reason"])
     expect(page.locator('#why [data-key="estimated start"]')).to_be_visible()
     shot(page, "job-pending")
+
+    # the slice's preemption, from the queues view to the victim's page: by whom, why
+    page.go_back()
+    settled(page, "queues")
+    (preemption,) = served.api.get("v1/preemptions").json()["items"]
+    page.click(f'#preemptions a[href="#/job/{preemption["victim_uid"]}"]')
+    settled(page, "job")
+    victim = served.api.get(f"v1/jobs/{preemption['victim_uid']}/why").json()
+    assert len(victim["preemptions"]) == 1
+    rows = page.locator("#why table tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(preemption["preemptor"])
     stayed_clean(watched, served)
 
 
@@ -290,6 +302,22 @@ def test_csv_download_is_the_servers(watched: Watched, served: Served) -> None:
     api = served.api.get("v1/quotas/tree").json()["items"]
     assert [(r["quota"], r["flavor"], r["used"]) for r in rows] == [
         (r["quota"], r["flavor"], str(r["used"])) for r in api
+    ]
+
+    # the cost by workspace and month, as the server writes it
+    page.click('nav a[href="#/cost"]')
+    settled(page, "cost")
+    with page.expect_download() as info:
+        page.click('button.csv[data-table="cost-ws-month"]')
+    target = ARTIFACTS / info.value.suggested_filename
+    info.value.save_as(target)
+    server = served.api.get(
+        "v1/cost", params={"group_by": "workspace,month", "format": "csv", "limit": 1000}
+    )
+    assert target.read_bytes().decode() == server.text
+    by_month = served.api.get("v1/cost", params={"group_by": "workspace,month"}).json()["items"]
+    assert [r["cost_display"] for r in csv.DictReader(io.StringIO(server.text))] == [
+        r["cost_display"] for r in by_month
     ]
     stayed_clean(watched, served)
 

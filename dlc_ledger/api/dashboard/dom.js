@@ -92,11 +92,15 @@ export function csvButton(path, params, filename, label = "Download CSV", tableI
   return button;
 }
 
+const ISO_INSTANT = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$/;
+const DECIMAL = /^-?\d+(\.\d+)?$/;
+
 /** A cell's text: nested objects (a request, a figure) as "key=value" pairs. */
 export function text(value) {
   if (value === null || value === undefined || value === "") return "–";
   if (Array.isArray(value)) return value.map(text).join("; ");
   if (typeof value === "object") return Object.entries(value).map(([k, v]) => `${k}=${text(v)}`).join(", ");
+  if (typeof value === "string" && ISO_INSTANT.test(value)) return when(value);
   return String(value);
 }
 
@@ -140,7 +144,10 @@ export function columnsOf(rows, numericKeys = []) {
   return keys.map((key) => ({
     key,
     label: key.replaceAll("_", " "),
-    numeric: numericKeys.includes(key) || rows.some((r) => typeof r[key] === "number"),
+    // numbers, and decimal strings (seconds, GPU-hours: exact, as the API sends them)
+    numeric: numericKeys.includes(key) || (rows.some((r) => r[key] !== null && r[key] !== undefined) &&
+      rows.every((r) => r[key] === null || r[key] === undefined || typeof r[key] === "number" ||
+        (typeof r[key] === "string" && DECIMAL.test(r[key])))),
   }));
 }
 

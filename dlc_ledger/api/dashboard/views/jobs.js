@@ -10,8 +10,9 @@ const STATUSES = ["", "Creating", "Queuing", "Admitted", "Running", "Restarting"
 const LIST_COLUMNS = ["job_uid", "name", "workspace", "quota", "user", "status", "priority",
   "submitted_at", "running_seconds"];
 
-function jobLink(uid) {
-  return h("a", { href: `#/job/${encodeURIComponent(uid)}` }, uid);
+function jobLink(uid, at) {
+  const query = at ? `?at=${encodeURIComponent(at)}` : "";
+  return h("a", { href: `#/job/${encodeURIComponent(uid)}${query}` }, uid);
 }
 
 function filters(params, go) {
@@ -33,7 +34,7 @@ export async function jobsView({ params, go }) {
   const page = await getJson("v1/jobs", query);
   const columns = LIST_COLUMNS.map((key) => ({
     key, label: key.replaceAll("_", " "), numeric: key === "priority" || key === "running_seconds",
-    render: key === "job_uid" ? (r) => jobLink(r.job_uid) : key.endsWith("_at") ? (r) => when(r[key]) : undefined,
+    render: key === "job_uid" ? (r) => jobLink(r.job_uid, params.at) : key.endsWith("_at") ? (r) => when(r[key]) : undefined,
   }));
   const pager = h("nav", { class: "pager", "aria-label": "Pages" },
     params.cursor ? h("button", { type: "button", onclick: () => history.back() }, "Previous page") : null,
@@ -71,19 +72,20 @@ function whyPart(why) {
   ].filter(([, v]) => v !== undefined && v !== null && v !== "");
   const figures = (p.figures ?? []);
   const preemptions = (why.preemptions ?? []);
-  return h("section", { "aria-label": "Why", id: "why" }, h("h3", {}, `Why: ${why.answer}`),
+  const instant = why.now ? ` (at ${when(why.now)})` : "";
+  return h("section", { "aria-label": "Why", id: "why" }, h("h3", {}, `Why: ${why.answer}${instant}`),
     h("dl", { class: "facts" }, rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-key": k }, String(v))])),
     figures.length ? table({ caption: "What the job needs against what the quotas have", columns: columnsOf(figures), rows: figures }) : null,
     preemptions.length ? table({ caption: "Preemptions of this job", columns: columnsOf(preemptions), rows: preemptions }) : null);
 }
 
 
-export async function jobView({ path }) {
+export async function jobView({ path, params }) {
   const uid = decodeURIComponent(path[1] ?? "");
   const job = await getJson(`v1/jobs/${encodeURIComponent(uid)}`);
   const parts = [facts(job)];
   try {
-    const why = await getJson(`v1/jobs/${encodeURIComponent(uid)}/why`);
+    const why = await getJson(`v1/jobs/${encodeURIComponent(uid)}/why`, { at: params.at });
     // a finished job's answer is its admission: shown only when it was preempted on the way
     if (why.answer !== "finished" || (why.preemptions ?? []).length) parts.push(whyPart(why));
   } catch (error) {
