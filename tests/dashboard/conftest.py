@@ -31,18 +31,26 @@ from tests.dashboard.trace import replay_slice
 from tests.databases import TemplateDatabases
 from tests.replay.conftest import bootstrap, broker
 
-__all__ = ["ARTIFACTS", "CHROMIUM", "Served", "Watched", "bootstrap", "broker"]
+__all__ = [
+    "ARTIFACTS",
+    "CHROMIUM",
+    "Served",
+    "Watched",
+    "bootstrap",
+    "broker",
+    "require_chromium",
+]
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: screenshots, kept by CI as artefacts (gitignored)
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
 
-if not Path(CHROMIUM).exists() and not os.environ.get("CI"):
-    # in CI (CI set) the test runs and fails without chromium: .ci/run installs it
-    pytest.skip(
-        "no chromium on this machine (apt-get install chromium); CI installs it and runs this",
-        allow_module_level=True,
-    )
+
+def require_chromium() -> None:
+    """Skip (with the reason) where no chromium exists, except in CI (``CI`` set), where
+    the browser test must run: there it fails at launch instead (.ci/run installs it)."""
+    if not Path(CHROMIUM).exists() and not os.environ.get("CI"):
+        pytest.skip("no chromium on this machine (apt-get install chromium); CI runs this")
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,7 @@ def _start(app: object) -> tuple[uvicorn.Server, threading.Thread, int]:
 def served(
     databases: TemplateDatabases, bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
+    require_chromium()  # before the replay: no minute spent for a skipped test
     url = databases.clone()
     store = PostgresEventStore(url)
     try:
@@ -107,6 +116,7 @@ def served(
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    require_chromium()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM)
