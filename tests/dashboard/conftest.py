@@ -60,6 +60,8 @@ class Served:
 
     base: str
     token: str
+    #: a team lead's token: workspace ws-burstable only (its quota subtree, its jobs)
+    lead_token: str
     store: PostgresEventStore
     api: httpx.Client
 
@@ -100,12 +102,15 @@ def served(
         assert summary.ok and summary.dead_letters == 0, summary.lines()
         print(f"\nreplayed the dashboard's slice in {time.monotonic() - started:.1f} s")
         token = create_token(store.engine, ["admin"], name="dash-admin", created_by="test").secret
+        lead = create_token(
+            store.engine, ["workspace:ws-burstable"], name="dash-lead", created_by="test"
+        ).secret
         server, thread, port = _start(create_app(store))
         base = f"http://127.0.0.1:{port}/"
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=base, headers=headers, timeout=60) as api:
             try:
-                yield Served(base, token, store, api)
+                yield Served(base, token, lead, store, api)
             finally:
                 server.should_exit = True
                 thread.join(timeout=30)

@@ -81,12 +81,14 @@ def preemption_instant(served: Served) -> datetime:
 # --- the page --------------------------------------------------------------------------
 
 
-def sign_in(w: Watched, served: Served, route: str = "#/quotas") -> Page:
+def sign_in(
+    w: Watched, served: Served, route: str = "#/quotas", *, token: str | None = None
+) -> Page:
     page = w.page
     page.goto(served.base + route)
-    page.fill("#token", served.token)
+    page.fill("#token", token or served.token)
     page.click("form.sign-in button[type=submit]")
-    expect(page.locator("#whoami")).to_contain_text("dash-admin")
+    expect(page.locator("#whoami")).to_contain_text("dash-lead" if token else "dash-admin")
     return page
 
 
@@ -206,7 +208,7 @@ def test_a_job_from_the_jobs_table_and_from_top_jobs_to_its_timeline(
     # the costliest job, from the cost view's top 20
     page.click('nav a[href="#/cost"]')
     settled(page, "cost")
-    by_job = served.api.get("v1/cost", params={"group_by": "job"}).json()["items"]
+    by_job = served.api.get("v1/cost", params={"group_by": "workspace,job"}).json()["items"]
     top = sorted(by_job, key=lambda r: (-r["cost_minor"], r["job"]))[:20]
     shown_top = page.eval_on_selector_all(
         "#top-jobs tbody tr",
@@ -220,6 +222,12 @@ def test_a_job_from_the_jobs_table_and_from_top_jobs_to_its_timeline(
         "rows => rows.map(r => r.querySelector('[data-key=cost_display]').textContent)",
     )
     assert months == [r["cost_display"] for r in by_month] and months
+    (currency,) = {r["currency"] for r in by_month}
+    scale = by_month[0]["scale"]
+    total = sum(r["cost_minor"] for r in by_month) / Decimal(10) ** scale
+    expect(page.locator('#cost-ws-month tfoot [data-key="cost_display"]')).to_have_text(
+        f"{total:,.{scale}f} {currency}"
+    )
     shot(page, "cost")
     page.click(f'#top-jobs a[href="#/job/{top[0]["job"]}"]')
     settled(page, "job")
@@ -281,6 +289,32 @@ def test_usage_series_chart_with_its_table(watched: Watched, served: Served) -> 
     first = [r for r in items if r["flavor"] == items[0]["flavor"]]
     expect(rows).to_have_count(len(first))
     shot(page, "usage-series")
+    stayed_clean(watched, served)
+
+
+def test_a_team_leads_token_sees_its_subtree_and_jobs_only(
+    watched: Watched, served: Served
+) -> None:
+    lead = {"Authorization": f"Bearer {served.lead_token}"}
+    page = sign_in(watched, served, token=served.lead_token)
+    expect(page.locator("#whoami")).to_contain_text("workspaces ws-burstable")
+    settled(page, "quotas")
+    tree = served.api.get("v1/quotas/tree", headers=lead).json()["items"]
+    everything = served.api.get("v1/quotas/tree").json()["items"]
+    assert 0 < len(tree) < len(everything)
+    shown_quotas = page.eval_on_selector_all(
+        "main table tbody tr",
+        "rows => rows.map(r => r.querySelector('[data-key=quota]').textContent)",
+    )
+    assert shown_quotas == [r["quota"] for r in tree]
+    page.click('nav a[href="#/cost"]')
+    settled(page, "cost")
+    workspaces = page.eval_on_selector_all(
+        "#top-jobs tbody tr",
+        "rows => rows.map(r => r.querySelector('[data-key=workspace]').textContent)",
+    )
+    assert workspaces and set(workspaces) == {"ws-burstable"}
+    shot(page, "team-lead-cost")
     stayed_clean(watched, served)
 
 

@@ -143,7 +143,7 @@ export function columnsOf(rows, numericKeys = []) {
   for (const row of rows) for (const key of Object.keys(row)) if (!keys.includes(key)) keys.push(key);
   return keys.map((key) => ({
     key,
-    label: key.replaceAll("_", " "),
+    label: key.replace(/_display$/, "").replaceAll("_", " "),
     // numbers, and decimal strings (seconds, GPU-hours: exact, as the API sends them)
     numeric: numericKeys.includes(key) || (rows.some((r) => r[key] !== null && r[key] !== undefined) &&
       rows.every((r) => r[key] === null || r[key] === undefined || typeof r[key] === "number" ||

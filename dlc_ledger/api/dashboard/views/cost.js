@@ -3,6 +3,7 @@
 
 import { getJson } from "../api.js";
 import { columnsOf, fromInput, h, section, selectField, table, timeField } from "../dom.js";
+import { money } from "../numbers.js";
 
 const TOP = 20;
 
@@ -20,6 +21,14 @@ function controls(params, go) {
   return form;
 }
 
+/** The rows' cost added in minor units (one currency; else no total). */
+function total(rows, label) {
+  const currencies = new Set(rows.map((r) => r.currency));
+  if (rows.length === 0 || currencies.size !== 1) return undefined;
+  const sum = rows.reduce((s, r) => s + BigInt(r.cost_minor), 0n);
+  return { [label]: "Total", cost_display: money(sum, rows[0].scale, rows[0].currency) };
+}
+
 /** Rows by cost, highest first (minor units compared exactly; ties by job). */
 export function topByCost(rows, n = TOP) {
   return [...rows].sort((a, b) => {
@@ -31,11 +40,11 @@ export function topByCost(rows, n = TOP) {
 export async function costView({ params, go }) {
   const query = { from: params.from, to: params.to, source: params.source };
   const [byJob, byWorkspace] = await Promise.all([
-    getJson("v1/cost", { ...query, group_by: "job" }),
+    getJson("v1/cost", { ...query, group_by: "workspace,job" }),
     getJson("v1/cost", { ...query, group_by: "workspace,month" }),
   ]);
   const top = topByCost(byJob.items);
-  const hidden = (key) => key.endsWith("_minor") || key.endsWith("_precise") || key === "scale";
+  const hidden = (key) => key.endsWith("_minor") || key.endsWith("_precise") || key === "scale" || key === "currency";
   const topColumns = columnsOf(top).filter((c) => !hidden(c.key)).map((c) =>
     c.key === "job" ? { ...c, render: (r) => h("a", { href: `#/job/${encodeURIComponent(r.job)}` }, r.job) }
       : c.key.endsWith("_display") ? { ...c, numeric: true } : c);
@@ -44,8 +53,9 @@ export async function costView({ params, go }) {
   return section("Cost", controls(params, go),
     h("h3", {}, `Top ${TOP} jobs by cost`),
     table({ id: "top-jobs", caption: `The ${top.length} costliest of ${byJob.items.length} jobs`, columns: topColumns, rows: top,
-      csv: { path: "v1/cost", params: { ...query, group_by: "job" }, filename: "cost-by-job.csv", label: "Download CSV (all jobs)" } }),
+      csv: { path: "v1/cost", params: { ...query, group_by: "workspace,job" }, filename: "cost-by-job.csv", label: "Download CSV (all jobs)" } }),
     h("h3", {}, "Cost by workspace and month"),
     table({ id: "cost-ws-month", caption: "Cost by workspace and month", columns: wsColumns, rows: byWorkspace.items,
+      footer: total(byWorkspace.items, "workspace"),
       csv: { path: "v1/cost", params: { ...query, group_by: "workspace,month" }, filename: "cost-by-workspace-month.csv" } }));
 }
