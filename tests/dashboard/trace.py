@@ -62,7 +62,12 @@ def _submit_pending(store: PostgresEventStore) -> None:
         now,
         source="kube-watcher/dashboard-test",
     )
-    n.tell(JobQueued(job_uid=PENDING_JOB), f"job/{PENDING_JOB}", now)
+    n.tell(
+        JobQueued(job_uid=PENDING_JOB),
+        f"job/{PENDING_JOB}",
+        now,
+        source="kube-watcher/dashboard-test",
+    )
     store.append(n.events)
     Projector(store, all_projections()).catch_up()
 

@@ -56,7 +56,7 @@ function facts(job) {
 
 function estimateText(estimate) {
   if (!estimate) return "unknown (no estimate)";
-  if (!estimate.start) return `never (${estimate.basis})`;
+  if (!estimate.start) return estimate.basis === "never" ? "never, as configured" : `unknown (${estimate.basis})`;
   return `${when(estimate.start)} (${estimate.basis})`;
 }
 

@@ -36,7 +36,7 @@ function chart(rows, flavor, width) {
   const opts = {
     width, height: 260, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
     series: [{ label: "time (UTC)" }, ...LINES.map(([label, stroke]) => ({ label, stroke, width: 2 }))],
-    axes: [{}, { label: rows[0]?.unit ?? "" }],
+    axes: [{}, { label: rows[0]?.unit ?? "", size: 80, labelSize: 20 }],
   };
   // drawn once the figure is in the page (uPlot measures its container)
   requestAnimationFrame(() => new uPlot(opts, data, plot));
