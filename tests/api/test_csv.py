@@ -54,7 +54,7 @@ def test_csv_holds_the_json_items(
     assert items, route
     for asked in ({"params": {**params, "format": "csv"}, "headers": headers},
                   {"params": params, "headers": {**headers, "Accept": "text/csv"}}):  # fmt: skip
-        response = dispatched.get(route, **asked)  # type: ignore[arg-type]
+        response = dispatched.get(route, **asked)
         assert response.status_code == 200, response.text
         assert response.headers["content-type"] == "text/csv; charset=utf-8"
         assert response.headers["content-disposition"] == f'attachment; filename="{name}.csv"'
