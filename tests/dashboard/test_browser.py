@@ -318,6 +318,15 @@ def test_a_team_leads_token_sees_its_subtree_and_jobs_only(
         "rows => rows.map(r => r.querySelector('[data-key=quota]').textContent)",
     )
     assert shown_quotas == [r["quota"] for r in tree]
+    # the totals are the subtree's top nodes' (their parent is not the lead's to see)
+    names = {r["quota"] for r in tree}
+    for flavor in sorted({r["flavor"] for r in tree}):
+        tops = [r for r in tree if r["flavor"] == flavor and r["parent"] not in names]
+        assert tops and all(r["parent"] is not None for r in tops)
+        (foot,) = table_rows(page, f"#tree-{slug(flavor)} tfoot tr")
+        assert foot["cells"]["quota"] == f"Total ({', '.join(r['quota'] for r in tops)})"
+        for key in FIGURES:
+            assert foot["cells"][key] == shown(sum(r[key] for r in tops)), (flavor, key)
     page.click('nav a[href="#/cost"]')
     settled(page, "cost")
     workspaces = page.eval_on_selector_all(

@@ -11,15 +11,18 @@ const FIGURES = ["min", "max", "used", "borrowed", "lent", "lendable", "availabl
   "over_admitted", "queued", "pending_jobs", "running_jobs"];
 
 function depths(items) {
+  // depth below the top node shown (a scoped token sees a subtree, not the root)
   const parents = new Map(items.map((r) => [r.quota, r.parent]));
-  const depth = (q, seen = 0) => (parents.get(q) && seen < 32 ? 1 + depth(parents.get(q), seen + 1) : 0);
+  const depth = (q, seen = 0) => (parents.has(parents.get(q)) && seen < 32 ? 1 + depth(parents.get(q), seen + 1) : 0);
   return new Map(items.map((r) => [r.quota, depth(r.quota)]));
 }
 
-/** The roots' sums per figure (the whole tree: an inner node's figures hold its subtree). */
+/** The top nodes' sums per figure (an inner node's figures hold its subtree): the roots,
+ *  or for a token scoped to a subtree, the nodes whose parent it does not see. */
 export function rootTotals(rows) {
-  const roots = rows.filter((r) => !r.parent);
-  const totals = { quota: `Total (${roots.length} root${roots.length === 1 ? "" : "s"})` };
+  const shown = new Set(rows.map((r) => r.quota));
+  const roots = rows.filter((r) => !r.parent || !shown.has(r.parent));
+  const totals = { quota: `Total (${roots.map((r) => r.quota).join(", ")})` };
   for (const key of FIGURES) totals[key] = roots.reduce((sum, r) => sum + (r[key] ?? 0), 0);
   if (roots.some((r) => "gpu_hours" in r)) {
     totals.gpu_hours = addDecimals(roots.map((r) => r.gpu_hours));
