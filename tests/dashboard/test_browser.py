@@ -57,6 +57,27 @@ def segments(row: dict[str, Any]) -> dict[str, int]:
     return {"within": within, "borrowed": borrowed, "over": over, "lent": lent, "free": free}
 
 
+def every(
+    served: Served,
+    path: str,
+    params: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every item of a list route, page after page; and its first page (``at``...)."""
+    query: dict[str, Any] = {**(params or {}), "limit": 1000}
+    items: list[dict[str, Any]] = []
+    first: dict[str, Any] | None = None
+    while True:
+        answer = served.api.get(path, params=query, headers=headers)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        first = first or body
+        items += body["items"]
+        if not body.get("next_cursor"):
+            return items, first
+        query["cursor"] = body["next_cursor"]
+
+
 def iso(at: datetime) -> str:
     return at.isoformat().replace("+00:00", "Z")
 
@@ -164,13 +185,13 @@ def test_quota_bars_figures_and_totals_are_the_apis(watched: Watched, served: Se
     params = {"at": iso(at), "from": iso(start), "to": iso(end)}
     page = sign_in(watched, served, "#/quotas?" + "&".join(f"{k}={v}" for k, v in params.items()))
     settled(page, "quotas")
-    tree = served.api.get("v1/quotas/tree", params=params).json()
+    nodes, tree = every(served, "v1/quotas/tree", params)
     assert datetime.fromisoformat(tree["at"].replace("Z", "+00:00")) == at
     expect(page.locator("main h2")).to_contain_text(at.strftime("%Y-%m-%d %H:%M:%S"))
-    flavors = sorted({r["flavor"] for r in tree["items"]})
+    flavors = sorted({r["flavor"] for r in nodes})
     borrowing = 0
     for flavor in flavors:
-        api_rows = [r for r in tree["items"] if r["flavor"] == flavor]
+        api_rows = [r for r in nodes if r["flavor"] == flavor]
         rows = table_rows(page, f"#tree-{slug(flavor)} tbody tr")
         assert [r["cells"]["quota"] for r in rows] == [r["quota"] for r in api_rows]
         for row, api in zip(rows, api_rows, strict=True):
@@ -219,7 +240,7 @@ def test_a_job_from_the_jobs_table_and_from_top_jobs_to_its_timeline(
     # the costliest job, from the cost view's top 20
     page.click('nav a[href="#/cost"]')
     settled(page, "cost")
-    by_job = served.api.get("v1/cost", params={"group_by": "workspace,job"}).json()["items"]
+    by_job, _ = every(served, "v1/cost", {"group_by": "workspace,job"})
     top = sorted(by_job, key=lambda r: (-r["cost_minor"], r["job"]))[:20]
     shown_top = page.eval_on_selector_all(
         "#top-jobs tbody tr",
@@ -227,7 +248,7 @@ def test_a_job_from_the_jobs_table_and_from_top_jobs_to_its_timeline(
         " r.querySelector('[data-key=cost_display]').textContent])",
     )
     assert shown_top == [[r["job"], r["cost_display"]] for r in top]
-    by_month = served.api.get("v1/cost", params={"group_by": "workspace,month"}).json()["items"]
+    by_month, _ = every(served, "v1/cost", {"group_by": "workspace,month"})
     months = page.eval_on_selector_all(
         "#cost-ws-month tbody tr",
         "rows => rows.map(r => r.querySelector('[data-key=cost_display]').textContent)",
@@ -267,7 +288,7 @@ def test_the_pending_job_says_why_and_where_it_queues(watched: Watched, served: 
     # the slice's preemption, from the queues view to the victim's page: by whom, why
     page.go_back()
     settled(page, "queues")
-    (preemption,) = served.api.get("v1/preemptions").json()["items"]
+    (preemption,), _ = every(served, "v1/preemptions")
     page.click(f'#preemptions a[href="#/job/{preemption["victim_uid"]}"]')
     settled(page, "job")
     victim = served.api.get(f"v1/jobs/{preemption['victim_uid']}/why").json()
@@ -285,14 +306,7 @@ def test_usage_series_chart_with_its_table(watched: Watched, served: Served) -> 
         watched, served, "#/series/openb?" + "&".join(f"{k}={v}" for k, v in params.items())
     )
     settled(page, "series")
-    items: list[dict[str, Any]] = []
-    page_params: dict[str, Any] = {**params, "limit": 1000}
-    while True:
-        body = served.api.get("v1/quotas/openb/series", params=page_params).json()
-        items += body["items"]
-        if not body["next_cursor"]:
-            break
-        page_params["cursor"] = body["next_cursor"]
+    items, _ = every(served, "v1/quotas/openb/series", params)
     flavors = sorted({r["flavor"] for r in items})
     expect(page.locator("figure.chart canvas")).to_have_count(len(flavors))
     page.locator("details summary").first.click()
@@ -310,8 +324,8 @@ def test_a_team_leads_token_sees_its_subtree_and_jobs_only(
     page = sign_in(watched, served, token=served.lead_token)
     expect(page.locator("#whoami")).to_contain_text("workspaces ws-burstable")
     settled(page, "quotas")
-    tree = served.api.get("v1/quotas/tree", headers=lead).json()["items"]
-    everything = served.api.get("v1/quotas/tree").json()["items"]
+    tree, _ = every(served, "v1/quotas/tree", headers=lead)
+    everything, _ = every(served, "v1/quotas/tree")
     assert 0 < len(tree) < len(everything)
     shown_quotas = page.eval_on_selector_all(
         "main table tbody tr",
@@ -341,7 +355,7 @@ def test_a_team_leads_token_sees_its_subtree_and_jobs_only(
 def test_csv_download_is_the_servers(watched: Watched, served: Served) -> None:
     page = sign_in(watched, served, "#/quotas")
     settled(page, "quotas")
-    flavor = served.api.get("v1/quotas/tree").json()["items"][0]["flavor"]
+    flavor = every(served, "v1/quotas/tree")[0][0]["flavor"]
     with page.expect_download() as info:
         page.click(f'button.csv[data-table="tree-{slug(flavor)}"]')
     saved = info.value
@@ -353,7 +367,7 @@ def test_csv_download_is_the_servers(watched: Watched, served: Served) -> None:
     assert server.headers["content-type"].startswith("text/csv")
     assert text == server.text  # the server's file, byte for byte, not one built in the page
     rows = list(csv.DictReader(io.StringIO(text)))
-    api = served.api.get("v1/quotas/tree").json()["items"]
+    api, _ = every(served, "v1/quotas/tree")
     assert [(r["quota"], r["flavor"], r["used"]) for r in rows] == [
         (r["quota"], r["flavor"], str(r["used"])) for r in api
     ]
@@ -369,7 +383,7 @@ def test_csv_download_is_the_servers(watched: Watched, served: Served) -> None:
         "v1/cost", params={"group_by": "workspace,month", "format": "csv", "limit": 1000}
     )
     assert target.read_bytes().decode() == server.text
-    by_month = served.api.get("v1/cost", params={"group_by": "workspace,month"}).json()["items"]
+    by_month, _ = every(served, "v1/cost", {"group_by": "workspace,month"})
     assert [r["cost_display"] for r in csv.DictReader(io.StringIO(server.text))] == [
         r["cost_display"] for r in by_month
     ]

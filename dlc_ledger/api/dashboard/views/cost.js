@@ -1,7 +1,7 @@
 // #/cost: the top jobs by cost over a window (links to their pages) and the cost by
 // workspace and month, as /v1/cost reports them.
 
-import { getJson } from "../api.js";
+import { getAll } from "../api.js";
 import { columnsOf, fromInput, h, section, selectField, table, timeField } from "../dom.js";
 import { money } from "../numbers.js";
 
@@ -40,8 +40,8 @@ export function topByCost(rows, n = TOP) {
 export async function costView({ params, go }) {
   const query = { from: params.from, to: params.to, source: params.source };
   const [byJob, byWorkspace] = await Promise.all([
-    getJson("v1/cost", { ...query, group_by: "workspace,job" }),
-    getJson("v1/cost", { ...query, group_by: "workspace,month" }),
+    getAll("v1/cost", { ...query, group_by: "workspace,job" }),
+    getAll("v1/cost", { ...query, group_by: "workspace,month" }),
   ]);
   const top = topByCost(byJob.items);
   const hidden = (key) => key.endsWith("_minor") || key.endsWith("_precise") || key === "scale" || key === "currency";

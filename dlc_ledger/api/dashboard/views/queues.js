@@ -2,7 +2,7 @@
 // for an inner node) and its depth per flavor, now or at an instant; the waits and
 // preemptions reports over a window.
 
-import { getJson } from "../api.js";
+import { getAll, getJson } from "../api.js";
 import { columnsOf, fromInput, h, section, selectField, table, timeField, when } from "../dom.js";
 
 function jobLink(uid, at) {
@@ -33,12 +33,12 @@ function linked(rows, keys, at) {
 
 export async function queuesView({ path, params, go }) {
   const at = params.at;
-  const tree = await getJson("v1/quotas/tree", { at });
-  const quotas = [...new Set(tree.items.map((r) => r.quota))];
+  const { items: nodes, body: tree } = await getAll("v1/quotas/tree", { at });
+  const quotas = [...new Set(nodes.map((r) => r.quota))];
   const quota = decodeURIComponent(path[1] ?? quotas[0] ?? "");
   const parts = [controls(quotas, quota, params, go)];
   if (quota) {
-    const depth = tree.items.filter((r) => r.quota === quota);
+    const depth = nodes.filter((r) => r.quota === quota);
     const instant = tree.at ? when(tree.at) : "now";
     parts.push(h("h3", {}, `Queue depth of ${quota} at ${instant}`), table({
       id: "queue-depth",
@@ -60,8 +60,8 @@ export async function queuesView({ path, params, go }) {
   }
   const windowParams = { from: params.from, to: params.to };
   const [waits, preemptions] = await Promise.all([
-    getJson("v1/waits", { ...windowParams, limit: 1000 }),
-    getJson("v1/preemptions", { ...windowParams, limit: 1000 }),
+    getAll("v1/waits", windowParams),
+    getAll("v1/preemptions", windowParams),
   ]);
   parts.push(h("h3", {}, "Waits"), table({
     id: "waits",

@@ -2,7 +2,7 @@
 // (tree order, indented) with the stacked bar beside the figures, and the roots' totals.
 // With a window, each node's GPU-hours and cost over it.
 
-import { getJson } from "../api.js";
+import { getAll } from "../api.js";
 import { bar, legend } from "../bars.js";
 import { fromInput, h, num, section, table, timeField, when } from "../dom.js";
 import { addDecimals, money } from "../numbers.js";
@@ -53,8 +53,7 @@ function controls(params, go) {
 
 export async function quotasView({ params, go }) {
   const query = { at: params.at, from: params.from, to: params.to };
-  const tree = await getJson("v1/quotas/tree", query);
-  const items = tree.items;
+  const { items, complete, body: tree } = await getAll("v1/quotas/tree", query);
   const depth = depths(items);
   const windowed = items.some((r) => "gpu_hours" in r);
   const flavors = [...new Set(items.map((r) => r.flavor))];
@@ -79,7 +78,11 @@ export async function quotasView({ params, go }) {
     });
   });
   const title = `Quota tree at ${tree.at ? when(tree.at) : "the latest instant"}`;
-  const windowText = windowed ? `GPU-hours and cost from ${when(params.from) || "the start"} to ${when(params.to) || "now"}.` : "Pick a window for GPU-hours and cost.";
-  return section(title, controls(params, go), legend(h), h("p", {}, windowText,
+  const windowText = windowed
+    ? `GPU-hours and cost from ${params.from ? when(params.from) : "the start"} to ${params.to ? when(params.to) : "now"}.`
+    : "Pick a window for GPU-hours and cost.";
+  return section(title, controls(params, go), legend(h),
+    complete ? null : h("p", { class: "warn" }, "Only the first 20,000 rows of the tree are shown."),
+    h("p", {}, windowText,
     ` ${num(items.length)} node × flavor rows.`), ...(tables.length ? tables : [h("p", {}, "No quota tree yet.")]));
 }

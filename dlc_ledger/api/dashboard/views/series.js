@@ -3,7 +3,7 @@
 // text alternative) and the server's CSV.
 
 import uPlot from "../vendor/uPlot.esm.js";
-import { getAll, getJson } from "../api.js";
+import { getAll } from "../api.js";
 import { fromInput, h, section, selectField, table, timeField, columnsOf } from "../dom.js";
 
 const LINES = [
@@ -45,8 +45,8 @@ function chart(rows, flavor, width) {
 }
 
 export async function seriesView({ path, params, go }) {
-  const tree = await getJson("v1/quotas/tree", {});
-  const quotas = [...new Set(tree.items.map((r) => r.quota))];
+  const { items: nodes, body: tree } = await getAll("v1/quotas/tree", {});
+  const quotas = [...new Set(nodes.map((r) => r.quota))];
   const quota = decodeURIComponent(path[1] ?? quotas[0] ?? "");
   const end = params.to || tree.at || new Date().toISOString();
   const start = params.from || new Date(Date.parse(end) - 7 * DAY).toISOString().replace(/\.\d+Z$/, "Z");
