@@ -45,7 +45,9 @@ export async function costView({ params, go }) {
   ]);
   const top = topByCost(byJob.items);
   const hidden = (key) => key.endsWith("_minor") || key.endsWith("_precise") || key === "scale" || key === "currency";
-  const topColumns = columnsOf(top).filter((c) => !hidden(c.key)).map((c) =>
+  // the job first: it names the row (<th scope="row">) and links to the job's page
+  const topColumns = columnsOf(top).filter((c) => !hidden(c.key))
+    .sort((a, b) => (b.key === "job") - (a.key === "job")).map((c) =>
     c.key === "job" ? { ...c, render: (r) => h("a", { href: `#/job/${encodeURIComponent(r.job)}` }, r.job) }
       : c.key.endsWith("_display") ? { ...c, numeric: true } : c);
   const wsColumns = columnsOf(byWorkspace.items).filter((c) => !hidden(c.key)).map((c) =>
