@@ -26,6 +26,7 @@ from dlc_ledger.api import (
     reports,
     whoami,
 )
+from dlc_ledger.api.dashboard_mount import mount_dashboard
 from dlc_ledger.api.guards import reject_nul_characters
 from dlc_ledger.api.metrics import metrics_app, observe
 from dlc_ledger.api.problems import install_problem_handlers
@@ -61,6 +62,7 @@ def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = Non
     app.include_router(inventory.router)
     app.include_router(chain.router)
     app.mount("/metrics", metrics_app())
+    mount_dashboard(app)
 
     @app.middleware("http")
     async def access_log(

@@ -61,6 +61,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "dlc_ledger/resources/pricebooks/demo-2026.yaml",
         "dlc_ledger/resources/quotas/demo.yaml",
         "migrations/alembic.ini",
+        # the dashboard served at / and its vendored chart library with its licence
+        "dlc_ledger/api/dashboard/index.html",
+        "dlc_ledger/api/dashboard/app.js",
+        "dlc_ledger/api/dashboard/views/quotas.js",
+        "dlc_ledger/api/dashboard/vendor/uPlot.esm.js",
+        "dlc_ledger/api/dashboard/vendor/uPlot.LICENSE",
     ):
         assert shipped in names, shipped
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env, timeout=300)
