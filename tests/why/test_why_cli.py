@@ -401,3 +401,31 @@ def test_report_estimates_from_stored_decisions(
     assert "the window is empty" in cli(
         "report", "estimates", "--from", _iso(10), "--to", _iso(5), ok=False
     )
+
+
+def test_the_queue_at_an_instant_lists_the_jobs_pending_then(
+    cluster: Narrator, store: PostgresEventStore, cli: CliCall
+) -> None:
+    # r2 was submitted at 3200 and admitted (its pod started) at 3300: at 3250 it waited
+    # in team-a behind w1, big and w2 (w2 queued in the same second, by uid after it)
+    before = json.loads(cli("queue", "show", "team-a", "--at", _iso(3250), "--format", "json"))
+    assert [r["job_uid"] for r in before] == ["w1", "big", "r2", "w2"]
+    r2 = next(r for r in before if r["job_uid"] == "r2")
+    assert (r2["queued_at"], r2["waited_seconds"]) == (_plain(3200), 50.0)
+    # the count agrees with the quota tree at that instant
+    tree = json.loads(cli("quotas", "tree", "--at", _iso(3250), "--format", "json"))
+    team_a = next(r for r in tree if r["quota"] == "team-a" and r["flavor"] == "gpu/any")
+    assert team_a["pending_jobs"] == len(before) == 4
+    # once admitted it is gone from the queue at that later instant
+    after = json.loads(cli("queue", "show", "team-a", "--at", _iso(3400), "--format", "json"))
+    assert [r["job_uid"] for r in after] == ["w1", "big", "w2"]
+    # b1 (submitted at 3500) did not exist at 3250: team-b held b2 alone
+    assert [r["job_uid"] for r in queue_page(store, "team-b", at=at(3250)).rows] == ["b2"]
+    # jobs why at the instant: r2 waited then, runs later
+    then = json.loads(cli("jobs", "why", "r2", "--at", _iso(3250), "--format", "json"))
+    assert (then["answer"], then["status"]) == ("pending", "Queuing")
+    assert then["pending"]["reason"] == "WaitingForQuota"
+    later = json.loads(cli("jobs", "why", "r2", "--at", _iso(3400), "--format", "json"))
+    assert later["answer"] == "running"
+    # a job not yet submitted at the instant is not explained as it is now
+    assert "did not exist" in cli("jobs", "why", "b1", "--at", _iso(3250), ok=False)
