@@ -39,6 +39,8 @@ from projections.dispatch_estimates import (
     start_estimates,
 )
 from projections.dispatch_reads import DispatchView, read_dispatch
+from projections.jobs.as_at import status_at
+from projections.jobs.fold import parse_time
 from projections.jobs.queries import timeline_rows
 from projections.jobs.tables import job_state
 from projections.preemption_losses import preemptions_of
@@ -225,26 +227,34 @@ def explain_job(
     *,
     max_steps: int = MAX_STEPS,
     blocked_workspaces: frozenset[str] = frozenset(),
+    as_at: bool = False,
 ) -> dict[str, Any]:
     """Why job ``uid`` is where it is at ``now``: pending (reason, positions, figures, start
     estimate), preempted (by whom, which rule, the state then, work lost and its cost),
     running or finished (its admission decision). ``blocked_workspaces``: those whose
-    ``stop`` budget is exhausted (as the live loop is given them)."""
+    ``stop`` budget is exhausted (as the live loop is given them). ``as_at``: ``now`` is a
+    past instant; the job, its queue and its decisions as they stood then."""
     conn: Connection = uow.connection
     row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
     if row is None:
         raise ValueError(f"no job with uid {uid!r}")
+    status, status_since = row.status, row.status_since
     events = _decision_events(uow, uid)
-    view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces)
+    if as_at:
+        then = status_at(row.transitions, now)
+        if then is None:
+            raise ValueError(f"job {uid!r} did not exist at {format_timestamp(now)}")
+        status, status_since = then[0], parse_time(then[1])
+        events = [e for e in events if e.occurred_at <= now]
+    view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at)
     known = view.jobs.get(uid)
     pending = any(p.job == uid for p in view.cycle.pending)
     preemptions = preemptions_of(conn, uid, events, now)
-    status = row.status
     doc: dict[str, Any] = {
         "job_uid": uid,
         "name": row.name,
         "status": status,
-        "status_since": row.status_since,
+        "status_since": status_since,
         "quota": (known.quota if known else None) or row.quota,
         "workspace": row.workspace,
         "priority": row.priority,

@@ -57,12 +57,14 @@ def queue_listing(
     cursor: str | None = None,
     max_steps: int = MAX_STEPS,
     blocked_workspaces: frozenset[str] = frozenset(),
+    as_at: bool = False,
 ) -> QueuePage:
     """The pending jobs of ``quota`` (a leaf) or of its whole subtree (an inner quota), in
-    the order the dispatcher would try them now (their tree's cohort order)."""
+    the order the dispatcher would try them now (their tree's cohort order). ``as_at``:
+    ``now`` is a past instant, the queue as it stood then (:func:`read_dispatch`)."""
     check_limit(limit)
     after = decode_cursor(cursor, int, str)[0] if cursor is not None else 0
-    view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces)
+    view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at)
     if quota not in {q.name for q in view.cycle.quotas}:
         names = ", ".join(sorted(q.name for q in view.cycle.quotas)) or "none"
         raise ValueError(f"unknown quota {quota!r} (quotas: {names})")

@@ -21,6 +21,10 @@ of the job's current episode whose job still waits counts the job as admitted (i
 its place while being resumed); a preemptor whose victims still occupy waits
 (``preempting``); a BestEffortFIFO head parked in its latest pending decision stays
 parked.
+
+At a past instant (``queue show --at``, ``jobs why --at``) the same rules apply to the jobs
+as they stood then (:mod:`projections.jobs.as_at`: status, since and preemptions from the
+status history; holding a pod by the occupancy read model's intervals).
 """
 
 from __future__ import annotations
@@ -37,8 +41,11 @@ from ledger.dispatch.trees import DispatchConfig, dispatch_config
 from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counted_flavor
 from projections.dispatch_decisions import dispatch_decisions
+from projections.jobs.as_at import existed_by, preemptions_at, status_at
+from projections.jobs.fold import parse_time
 from projections.jobs.tables import job_state
-from projections.quota_reads import quota_tree
+from projections.occupancy import occupancy
+from projections.quota_reads import quota_tree, specs_at
 
 __all__ = [
     "ADMITTED_STATUSES",
@@ -183,64 +190,124 @@ def _admitted_since(transitions: list[list[str]], fallback: datetime) -> datetim
     return datetime.fromisoformat(since) if since is not None else fallback
 
 
-def _jobs(conn: Connection, tree: QuotaTree, leaves: frozenset[str]) -> dict[str, DispatchJob]:
-    keys = _tree_keys(tree)
+_JOB_COLUMNS = (
+    job_state.c.job_uid,
+    job_state.c.name,
+    job_state.c.namespace,
+    job_state.c.kind,
+    job_state.c.status,
+    job_state.c.status_since,
+    job_state.c.preemptions,
+    job_state.c.quota,
+    job_state.c.workspace,
+    job_state.c.billing_mode,
+    job_state.c.priority,
+    job_state.c.replicas,
+    job_state.c.open_occupancies,
+    job_state.c.deleted_at,
+    job_state.c.transitions,
+)
+
+
+@dataclass(frozen=True)
+class _State:
+    """A job's time-dependent state, now or as it stood at an instant."""
+
+    status: str
+    since: datetime
+    #: the pending episode: the job's preemptions by then
+    attempt: int
+    occupying: bool
+    pending: bool
+    transitions: list[list[str]]
+
+
+def _state_now(row: Any) -> _State:
+    occupying = bool(row.open_occupancies) or row.status in ADMITTED_STATUSES
+    pending = row.status in PENDING_STATUSES and not row.open_occupancies and row.deleted_at is None
+    return _State(
+        row.status,
+        row.status_since,
+        int(row.preemptions),
+        occupying,
+        pending,
+        list(row.transitions or ()),
+    )
+
+
+def _rows_now(conn: Connection) -> list[tuple[Any, _State]]:
     s = job_state.c
     rows = conn.execute(
-        select(
-            s.job_uid,
-            s.name,
-            s.namespace,
-            s.kind,
-            s.status,
-            s.status_since,
-            s.preemptions,
-            s.quota,
-            s.workspace,
-            s.billing_mode,
-            s.priority,
-            s.replicas,
-            s.open_occupancies,
-            s.deleted_at,
-            s.transitions,
-        ).where(
+        select(*_JOB_COLUMNS).where(
             or_(
                 s.status.in_(sorted(PENDING_STATUSES | ADMITTED_STATUSES)),
                 s.open_occupancies != [],
             )
         )
     )
+    return [(row, _state_now(row)) for row in rows]
+
+
+def _rows_at(conn: Connection, at: datetime) -> list[tuple[Any, _State]]:
+    """The jobs as they stood at ``at`` (:mod:`projections.jobs.as_at`): their status then
+    from their status history, holding a pod then by the occupancy read model's
+    intervals, deleted then only if deleted by then."""
+    o = occupancy.c
+    holding = set(
+        conn.execute(
+            select(o.job_uid)
+            .where(o.started_at <= at, or_(o.ended_at.is_(None), o.ended_at > at))
+            .distinct()
+        ).scalars()
+    )
+    s = job_state.c
+    # a job ended by then takes no part, unless it still held a pod (a stopping job)
+    alive = or_(s.ended_at.is_(None), s.ended_at > at)
+    if holding:
+        alive = or_(alive, s.job_uid == any_(bindparam("holding", sorted(holding), ARRAY(Text))))
+    out: list[tuple[Any, _State]] = []
+    for row in conn.execute(select(*_JOB_COLUMNS).where(existed_by(at), alive)):
+        transitions = [list(t) for t in row.transitions or () if parse_time(t[1]) <= at]
+        then = status_at(transitions, at)
+        if then is None:
+            continue
+        status, since = then[0], parse_time(then[1])
+        held = row.job_uid in holding
+        deleted = row.deleted_at is not None and row.deleted_at <= at
+        occupying = held or status in ADMITTED_STATUSES
+        pending = status in PENDING_STATUSES and not held and not deleted
+        attempt = preemptions_at(transitions, at, int(row.preemptions))
+        out.append((row, _State(status, since, attempt, occupying, pending, transitions)))
+    return out
+
+
+def _jobs(
+    conn: Connection, tree: QuotaTree, leaves: frozenset[str], as_at: datetime | None
+) -> dict[str, DispatchJob]:
+    keys = _tree_keys(tree)
     jobs: dict[str, DispatchJob] = {}
-    for row in rows:
-        occupying = bool(row.open_occupancies) or row.status in ADMITTED_STATUSES
-        pending = (
-            row.status in PENDING_STATUSES and not row.open_occupancies and row.deleted_at is None
-        )
-        if not occupying and not pending:
+    for row, state in _rows_now(conn) if as_at is None else _rows_at(conn, as_at):
+        if not state.occupying and not state.pending:
             continue
         workspace = row.workspace or ""
         quota = row.quota or tree.bindings.get(workspace)
         spec = tree.specs.get(quota) if quota else None
-        since = (
-            row.status_since
-            if pending
-            else _admitted_since(list(row.transitions or ()), row.status_since)
-        )
+        since = state.since if state.pending else _admitted_since(state.transitions, state.since)
         jobs[row.job_uid] = DispatchJob(
             uid=row.job_uid,
             name=row.name or row.job_uid,
             namespace=row.namespace or "default",
             kind=row.kind or "Job",
-            status=row.status,
-            attempt=int(row.preemptions),
+            status=state.status,
+            attempt=state.attempt,
             quota=quota if quota in leaves else None,
             workspace=workspace,
             billing_mode=row.billing_mode or "public",
             priority=int(row.priority or 0),
             resources=job_resources(list(row.replicas or ()), spec, keys),
             since=since,
-            occupying=occupying,
-            pending=pending,
+            occupying=state.occupying,
+            pending=state.pending,
         )
     return jobs
 
@@ -251,15 +318,31 @@ def read_dispatch(
     *,
     blocked_workspaces: frozenset[str] = frozenset(),
     recent: Mapping[str, DecisionRecord] | None = None,
+    as_at: bool = False,
 ) -> DispatchView:
     """The cycle's input at ``now`` and what it rests on. ``recent``: decisions the caller
-    stored that the read model may not show yet (the newer by position wins)."""
-    tree = quota_tree(conn)
+    stored that the read model may not show yet (the newer by position wins).
+
+    ``as_at``: ``now`` is a past instant and the input is the one a cycle at ``now`` had:
+    the tree's specs in force then (its bindings as they are now: the read model keeps no
+    history of them), the jobs as they stood then, the decisions taken by then
+    (the read model keeps a job's latest decision only: one taken later is left out).
+    Without it the jobs are read as projected now (the live loop, and what it has
+    projected is the latest anyway)."""
+    if as_at:
+        current = quota_tree(conn)
+        tree = QuotaTree(specs=specs_at(conn, now), bindings=current.bindings)
+    else:
+        tree = quota_tree(conn)
     config = dispatch_config(tree)
     children = tree.children()
     leaves = frozenset(name for name in tree.specs if not children.get(name))
-    jobs = _jobs(conn, tree, leaves)
+    jobs = _jobs(conn, tree, leaves, now if as_at else None)
     decisions = read_decisions(conn, sorted(jobs))
+    if as_at:
+        decisions = {
+            uid: d for uid, d in decisions.items() if d.decided_at is None or d.decided_at <= now
+        }
     for uid, record in (recent or {}).items():
         known = decisions.get(uid)
         if known is None or known.position < record.position:

@@ -74,7 +74,9 @@ def why_job(
         conn = uow.connection
         uid = find_job(conn, ref, workspaces=workspaces)
         now = _now(conn, at)
-        doc = explain_job(uow, uid, now, blocked_workspaces=exhausted(conn, now))
+        doc = explain_job(
+            uow, uid, now, blocked_workspaces=exhausted(conn, now), as_at=at is not None
+        )
         if workspaces is not None:
             _unname_outsiders(conn, doc, workspaces)
         return doc
@@ -130,7 +132,13 @@ def queue_page(
             raise NotFound(f"no quota {quota!r}")
         now = _now(conn, at)
         return queue_listing(
-            conn, quota, now, limit=limit, cursor=cursor, blocked_workspaces=exhausted(conn, now)
+            conn,
+            quota,
+            now,
+            limit=limit,
+            cursor=cursor,
+            blocked_workspaces=exhausted(conn, now),
+            as_at=at is not None,
         )
 
 

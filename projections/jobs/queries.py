@@ -14,7 +14,8 @@ from sqlalchemy import Connection, and_, func, or_, select, text
 from ledger.canonical import format_timestamp
 from ledger.store.base import UnitOfWork
 from projections.finance_reports import job_cost
-from projections.jobs.fold import STATUSES, fold_order, micros, parse_time
+from projections.jobs.as_at import as_at, existed_by
+from projections.jobs.fold import STATUSES, fold_order, parse_time
 from projections.jobs.projection import JobsProjection
 from projections.jobs.tables import job_state, job_timeline
 from projections.jobs.timeline import named_jobs, summary, timeline_row
@@ -82,46 +83,6 @@ def _decode_cursor(cursor: str) -> tuple[datetime | None, str]:
         ) from exc
 
 
-def _status_at(transitions: Sequence[Sequence[str]], at: datetime) -> tuple[str, str] | None:
-    """The (status, since) in force at ``at``; None before the job existed."""
-    current = None
-    for status, since in transitions:
-        if parse_time(since) > at:
-            break
-        current = (status, since)
-    return current
-
-
-def _running_us_at(transitions: Sequence[Sequence[str]], at: datetime) -> int:
-    """Microseconds spent Running up to ``at``."""
-    total = 0
-    running_since: datetime | None = None
-    for status, since in transitions:
-        moment = min(parse_time(since), at)
-        if running_since is not None:
-            total += micros(moment - running_since)
-            running_since = None
-        if status == "Running" and moment < at:
-            running_since = moment
-    if running_since is not None:
-        total += micros(at - running_since)
-    return total
-
-
-def _as_at(job: dict[str, Any], transitions: Sequence[Sequence[str]], at: datetime) -> None:
-    """Rewrite the time-dependent fields of a listed job as they stood at ``at``."""
-    status, since = _status_at(transitions, at) or ("Creating", job["submitted_at"])
-    job["status"], job["status_since"] = status, since
-    job["entered"] = {s: t for s, t in job["entered"].items() if parse_time(t) <= at}
-    for key in ("ended_at", "deleted_at"):
-        if job[key] is not None and parse_time(job[key]) > at:
-            job[key] = None
-    if job["ended_at"] is None:
-        job["goodput"] = None
-    job["running_seconds"] = _jsonable(Decimal(_running_us_at(transitions, at)) / 1_000_000)
-    job["at"] = format_timestamp(at)
-
-
 def list_jobs(
     conn: Connection,
     *,
@@ -155,9 +116,7 @@ def list_jobs(
         query = query.where(job_state.c.status == status)
     if at is not None:
         # the first transition is the job's first fact: later ones did not exist yet
-        query = query.where(
-            text("(job_state.transitions -> 0 ->> 1)::timestamptz <= :at").bindparams(at=at)
-        )
+        query = query.where(existed_by(at))
     if cursor is not None:
         after_submitted, after_uid = _decode_cursor(cursor)
         key = after_submitted or _NEVER
@@ -171,7 +130,7 @@ def list_jobs(
     for row in conn.execution_options(yield_per=limit).execute(query):
         job = _job_dict(row)
         if at is not None:
-            _as_at(job, row.transitions, at)
+            as_at(job, row.transitions, at)
             if status is not None and job["status"] != status:
                 continue
         if len(jobs) == limit:

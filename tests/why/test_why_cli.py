@@ -406,26 +406,45 @@ def test_report_estimates_from_stored_decisions(
 def test_the_queue_at_an_instant_lists_the_jobs_pending_then(
     cluster: Narrator, store: PostgresEventStore, cli: CliCall
 ) -> None:
-    # r2 was submitted at 3200 and admitted (its pod started) at 3300: at 3250 it waited
-    # in team-a behind w1, big and w2 (w2 queued in the same second, by uid after it)
-    before = json.loads(cli("queue", "show", "team-a", "--at", _iso(3250), "--format", "json"))
-    assert [r["job_uid"] for r in before] == ["w1", "big", "r2", "w2"]
-    r2 = next(r for r in before if r["job_uid"] == "r2")
-    assert (r2["queued_at"], r2["waited_seconds"]) == (_plain(3200), 50.0)
+    # q1 (1 GPU) queued at 3700 with team-a full (r1 and r2); r1 ended at 3900 and q1 was
+    # admitted then: at 3800 it waited behind w1, big and w2, at 3950 it ran
+    n = Narrator("later")
+    _submit(n, "q1", 3700, 1000)
+    n.tell(
+        OccupancyEnded(
+            occupancy_id="pod-r1", job_uid="r1", pod_uid="pod-r1", ended_at=at(3900),
+            reason="completed",
+        ),
+        "job/r1",
+        at(3900),
+    )  # fmt: skip
+    n.tell(JobSucceeded(job_uid="r1"), "job/r1", at(3900))
+    _admit_decision(n, "q1", "team-a", 3900)
+    _run(n, "q1", 3900, 1000)
+    store.append(n.events)
+    Projector(store, all_projections()).catch_up()
+    before = json.loads(cli("queue", "show", "team-a", "--at", _iso(3800), "--format", "json"))
+    assert [r["job_uid"] for r in before] == ["w1", "big", "w2", "q1"]
+    q1 = before[-1]
+    assert (q1["queued_at"], q1["waited_seconds"], q1["reason"]) == (
+        _plain(3700), 100.0, "WaitingForQuota"
+    )  # fmt: skip
     # the count agrees with the quota tree at that instant
-    tree = json.loads(cli("quotas", "tree", "--at", _iso(3250), "--format", "json"))
+    tree = json.loads(cli("quotas", "tree", "--at", _iso(3800), "--format", "json"))
     team_a = next(r for r in tree if r["quota"] == "team-a" and r["flavor"] == "gpu/any")
     assert team_a["pending_jobs"] == len(before) == 4
-    # once admitted it is gone from the queue at that later instant
-    after = json.loads(cli("queue", "show", "team-a", "--at", _iso(3400), "--format", "json"))
+    # once admitted it is gone from the queue, at that instant as now
+    after = json.loads(cli("queue", "show", "team-a", "--at", _iso(3950), "--format", "json"))
     assert [r["job_uid"] for r in after] == ["w1", "big", "w2"]
-    # b1 (submitted at 3500) did not exist at 3250: team-b held b2 alone
-    assert [r["job_uid"] for r in queue_page(store, "team-b", at=at(3250)).rows] == ["b2"]
-    # jobs why at the instant: r2 waited then, runs later
-    then = json.loads(cli("jobs", "why", "r2", "--at", _iso(3250), "--format", "json"))
+    now = json.loads(cli("queue", "show", "team-a", "--format", "json"))
+    assert [r["job_uid"] for r in now] == ["w1", "big", "w2"]
+    # at 3250 team-b held nothing (b1, which holds it now, was submitted at 3500): b2 fitted
+    assert queue_page(store, "team-b", at=at(3250)).rows == []
+    # jobs why at the instant: q1 waited then, runs later
+    then = json.loads(cli("jobs", "why", "q1", "--at", _iso(3800), "--format", "json"))
     assert (then["answer"], then["status"]) == ("pending", "Queuing")
     assert then["pending"]["reason"] == "WaitingForQuota"
-    later = json.loads(cli("jobs", "why", "r2", "--at", _iso(3400), "--format", "json"))
-    assert later["answer"] == "running"
+    later = json.loads(cli("jobs", "why", "q1", "--at", _iso(3950), "--format", "json"))
+    assert (later["answer"], later["status"]) == ("running", "Running")
     # a job not yet submitted at the instant is not explained as it is now
     assert "did not exist" in cli("jobs", "why", "b1", "--at", _iso(3250), ok=False)
