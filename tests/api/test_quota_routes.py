@@ -150,6 +150,25 @@ def test_the_queue_in_dispatch_order(
         assert hidden.status_code == 404, (role, quota)
 
 
+def test_the_queue_at_an_instant(
+    dispatched: TestClient, tokens: dict[str, str], cli: CliCall
+) -> None:
+    # a-9 and b-9 were submitted at 4 h: at 2:30 nothing waited, at 4 h both did
+    def queue(then: str) -> list[str]:
+        response = dispatched.get(
+            "/v1/queues/root", params={"at": then}, headers=bearer(tokens["admin"])
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["now"] == then
+        expected = json.loads(cli("queue", "show", "root", "--at", then, "--format", "json"))
+        items: list[dict[str, Any]] = response.json()["items"]
+        assert same_as_cli(items, expected)
+        return [i["job_uid"] for i in items]
+
+    assert queue("2026-11-01T02:30:00Z") == []
+    assert queue("2026-11-01T04:00:00Z") == ["a-9", "b-9"]
+
+
 def test_the_tree_at_an_instant(
     dispatched: TestClient, tokens: dict[str, str], cli: CliCall
 ) -> None:
