@@ -13,7 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import ColumnElement, text
+from sqlalchemy import TextClause, text
 
 from ledger.canonical import format_timestamp
 from projections.jobs.fold import micros, parse_time
@@ -23,7 +23,7 @@ __all__ = ["as_at", "existed_by", "preemptions_at", "running_us_at", "status_at"
 Transitions = Sequence[Sequence[str]]
 
 
-def existed_by(at: datetime) -> ColumnElement[bool]:
+def existed_by(at: datetime) -> TextClause:
     """``job_state`` rows of the jobs that existed at ``at``: a job's first transition is
     its first fact, so a job whose first one is later did not exist yet."""
     return text("(job_state.transitions -> 0 ->> 1)::timestamptz <= :existed_by").bindparams(
