@@ -1,4 +1,6 @@
-"""``/v1/jobs``: the jobs read model, as ``dlc-ledger jobs list|show`` reads it.
+"""``/v1/jobs``: the jobs read model, as ``dlc-ledger jobs list|show`` reads it; a job's
+timeline also as a list of its own (``/v1/jobs/{uid}/timeline``, JSON or CSV: the
+dashboard's job page downloads it).
 
 A workspace-scoped token passes its workspaces into the query (``list_jobs`` /
 ``find_job``), so a job outside them is neither listed nor found (404, not 403: its
@@ -14,14 +16,14 @@ from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
-from dlc_ledger.api.listing import listing
-from dlc_ledger.api.models import JobDetail, JobPage
+from dlc_ledger.api.listing import CursorQuery, LimitQuery, listing, page_of
+from dlc_ledger.api.models import JobDetail, JobPage, TimelinePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest, NotFound
 from projections.billing_reads import currency_scales
-from projections.jobs import find_job, job_detail, list_jobs
+from projections.jobs import find_job, job_detail, list_jobs, timeline_entries
 
 __all__ = ["router"]
 
@@ -85,3 +87,30 @@ def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> JobDetai
         scale_of = currency_scales(uow.connection)
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
     return JobDetail.model_validate(detail)
+
+
+@router.get(
+    "/{uid}/timeline",
+    response_model=TimelinePage,
+    responses=CSV_RESPONSES,
+    summary="One job's timeline, a page: the entries of /v1/jobs/{uid}'s timeline",
+)
+def get_job_timeline(
+    request: Request,
+    principal: CurrentPrincipal,
+    uid: str,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    """Every event about the job in cluster-time order, each with its summary, source,
+    ``by``, ``reason`` and whether it arrived late: the same entries, scoped the same
+    way, as the job's ``timeline`` in ``/v1/jobs/{uid}``."""
+    with request.app.state.store.snapshot() as uow:
+        try:
+            found = find_job(uow.connection, uid, workspaces=principal.scope)
+        except ValueError as exc:
+            raise NotFound(str(exc)) from None
+        entries = timeline_entries(uow, found, workspaces=principal.scope)
+    items, following = page_of(entries, limit, cursor)
+    return listing(request, items, following, name="job-timeline", fmt=fmt)

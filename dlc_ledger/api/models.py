@@ -29,6 +29,7 @@ __all__ = [
     "JobPage",
     "Occupied",
     "TimelineEntry",
+    "TimelinePage",
     "UsageRow",
     "UsageRows",
 ]
@@ -101,6 +102,11 @@ class TimelineEntry(_Strict):
     stream: str
     event_id: str
     late: bool = Field(description="Recorded after a later fact about the job.")
+
+
+class TimelinePage(_Strict):
+    items: list[TimelineEntry]
+    next_cursor: str | None = None
 
 
 class JobCost(_Strict):

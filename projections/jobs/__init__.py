@@ -26,6 +26,7 @@ from projections.jobs.queries import (
     job_detail,
     late_flags,
     list_jobs,
+    timeline_entries,
     timeline_rows,
 )
 from projections.jobs.tables import job_state, job_timeline, job_workspace_quotas
@@ -45,5 +46,6 @@ __all__ = [
     "job_workspace_quotas",
     "late_flags",
     "list_jobs",
+    "timeline_entries",
     "timeline_rows",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "job_detail",
     "late_flags",
     "list_jobs",
+    "timeline_entries",
     "timeline_rows",
 ]
 
@@ -191,14 +192,7 @@ def job_detail(
         {"uid": uid},
     )
     detail["occupied"] = [{k: _jsonable(v) for k, v in u._mapping.items()} for u in usage]
-    rows = timeline_rows(uow, uid)
-    if workspaces is not None:
-        rows = _unname_outsiders(uow, uid, rows, workspaces)
-    detail["timeline"] = [
-        {k: _jsonable(v) for k, v in zip(_TIMELINE_COLUMNS, row, strict=True) if k != "job_uid"}
-        | {"event_id": str(row[-1]), "late": late}
-        for row, late in zip(rows, late_flags(rows), strict=True)
-    ]
+    detail["timeline"] = timeline_entries(uow, uid, workspaces=workspaces)
     # cost per flavor x billing mode, posted and rated (billing read model; precise
     # amounts as decimal strings, never floats)
     detail["cost"] = [
@@ -209,6 +203,25 @@ def job_detail(
 
 
 _TIMELINE_COLUMNS = tuple(c.name for c in job_timeline.columns)
+
+
+def timeline_entries(
+    uow: UnitOfWork, uid: str, *, workspaces: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """Job ``uid``'s timeline as ``jobs show`` and ``/v1/jobs/{uid}`` (and its
+    ``/timeline`` list) show it: JSON-ready entries in cluster-time order, each flagged
+    ``late`` or not; ``workspaces`` (a caller's scope, which the job is in): preemption
+    decisions do not name the jobs of other workspaces."""
+    rows = timeline_rows(uow, uid)
+    if workspaces is not None:
+        rows = _unname_outsiders(uow, uid, rows, workspaces)
+    return [
+        {k: _jsonable(v) for k, v in zip(_TIMELINE_COLUMNS, row, strict=True) if k != "job_uid"}
+        | {"event_id": str(row[-1]), "late": late}
+        for row, late in zip(rows, late_flags(rows), strict=True)
+    ]
+
+
 _OUTSIDER = "(a job of another workspace)"
 
 

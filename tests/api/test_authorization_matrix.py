@@ -40,6 +40,10 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
         "/v1/whoami": ["/v1/whoami"],
         "/v1/jobs": ["/v1/jobs", "/v1/jobs?workspace=ws-b", "/v1/jobs?status=Running"],
         "/v1/jobs/{uid}": ["/v1/jobs/b-1", "/v1/jobs/train-b-1"],
+        "/v1/jobs/{uid}/timeline": [
+            "/v1/jobs/b-1/timeline",
+            "/v1/jobs/train-b-1/timeline?format=csv",
+        ],
         "/v1/events/{event_id}": [f"/v1/events/{event_id}"],
         "/v1/streams/{stream}/events": ["/v1/streams/job/b-1/events"],
         "/v1/usage": ["/v1/usage", "/v1/usage?group_by=workspace,job"],
@@ -196,6 +200,13 @@ def test_a_decision_across_workspaces_names_only_the_readers_jobs(
     assert victim["by"] == "(a job of another workspace)"
     assert victim["summary"] == "chosen as preemption victim for job (a job of another workspace)"
     assert "a-2" not in str(b1)
+    # and so does the timeline's own list, in JSON and CSV
+    listed = dispatched.get("/v1/jobs/b-1/timeline", headers=bearer(tokens["lead-b"])).json()
+    assert listed["items"] == b1["timeline"] and listed["next_cursor"] is None
+    as_csv = dispatched.get(
+        "/v1/jobs/a-2/timeline?format=csv", headers=bearer(tokens["lead-a"])
+    ).text
+    assert "Reclaim" in as_csv and "b-1" not in as_csv
     # the global roles read the decision as recorded
     whole = dispatched.get("/v1/jobs/a-2", headers=bearer(tokens["auditor"])).json()
     (seen,) = [t for t in whole["timeline"] if t["type"] == "PreemptionDecided"]

@@ -236,6 +236,21 @@ def test_a_job_from_the_jobs_table_and_from_top_jobs_to_its_timeline(
     )
     assert types == [t["type"] for t in detail["timeline"]] and len(types) >= 3
     shot(page, "job-timeline")
+    # its CSV is the server's list of the same entries, byte for byte
+    with page.expect_download() as info:
+        page.click('button.csv[data-table="timeline"]')
+    assert info.value.suggested_filename == f"timeline-{job['job_uid']}.csv"
+    target = ARTIFACTS / info.value.suggested_filename
+    info.value.save_as(target)
+    route = f"v1/jobs/{job['job_uid']}/timeline"
+    server = served.api.get(route, params={"format": "csv", "limit": 1000})
+    assert server.headers["content-type"].startswith("text/csv")
+    assert target.read_bytes().decode() == server.text
+    saved = list(csv.DictReader(io.StringIO(server.text)))
+    assert [(r["type"], r["event_id"]) for r in saved] == [
+        (t["type"], t["event_id"]) for t in detail["timeline"]
+    ]
+    assert every(served, route)[0] == detail["timeline"]
 
     # the costliest job, from the cost view's top 20
     page.click('nav a[href="#/cost"]')

@@ -99,6 +99,8 @@ export async function jobView({ path, params }) {
     table({
       id: "timeline", caption: "Audit timeline (cluster time)", rows: timeline,
       columns: columnsOf(timeline).map((c) => (c.key === "occurred_at" ? { ...c, render: (r) => when(r.occurred_at) } : c)),
+      // the job's own list route: the server's CSV of the same entries, every page
+      csv: { path: `v1/jobs/${encodeURIComponent(job.job_uid)}/timeline`, params: {}, filename: `timeline-${job.job_uid}.csv` },
     }));
   return section(`Job ${job.name ?? uid}`, h("p", {}, h("a", { href: "#/jobs" }, "All jobs"), ` · uid ${uid}`), ...parts);
 }
