@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 
 import pytest
@@ -89,6 +91,29 @@ def test_one_job_with_its_timeline(client: TestClient, tokens: dict[str, str]) -
     assert (cost["rated_minor"], cost["rated_display"], cost["scale"]) == (240, "2.40 USD", 2)
     unknown = client.get("/v1/jobs/zz", headers=bearer(tokens["auditor"]))
     assert unknown.status_code == 404 and "no job" in unknown.json()["detail"]
+
+
+def test_a_jobs_timeline_as_a_list(client: TestClient, tokens: dict[str, str]) -> None:
+    headers = bearer(tokens["auditor"])
+    timeline = client.get("/v1/jobs/a-1", headers=headers).json()["timeline"]
+    # a page at a time, by uid or by name, the same entries as the job's timeline
+    first = client.get("/v1/jobs/train-a-1/timeline", params={"limit": 3}, headers=headers)
+    assert first.status_code == 200, first.text
+    rest = client.get(
+        "/v1/jobs/a-1/timeline", params={"cursor": first.json()["next_cursor"]}, headers=headers
+    ).json()
+    assert first.json()["items"] + rest["items"] == timeline and rest["next_cursor"] is None
+    # CSV: one row per entry, the columns of the JSON items
+    as_csv = client.get("/v1/jobs/a-1/timeline", params={"format": "csv"}, headers=headers)
+    assert as_csv.headers["content-type"].startswith("text/csv")
+    assert 'filename="job-timeline.csv"' in as_csv.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(as_csv.text)))
+    assert [(r["type"], r["late"]) for r in rows] == [
+        (e["type"], str(e["late"]).lower()) for e in timeline
+    ]
+    for bad, status in (("/v1/jobs/zz/timeline", 404), ("/v1/jobs/a-1/timeline?cursor=x", 400)):
+        response = client.get(bad, headers=headers)
+        assert response.status_code == status and response.headers["content-type"] == PROBLEM
 
 
 def test_every_request_logs_one_access_line_naming_the_principal(
