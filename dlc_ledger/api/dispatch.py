@@ -65,7 +65,8 @@ def get_why(
 ) -> dict[str, Any]:
     """The ``jobs why --format json`` document: pending (reason, positions, the quota
     figures that block it, estimated start), preempted (by whom, which rule, work lost
-    and its cost), running or finished (its admission). ``at``: take it as now."""
+    and its cost), running or finished (its admission). ``at``: as the job and its queue stood
+    then."""
     check_instants(at=at)
     store = request.app.state.store
     try:

@@ -146,7 +146,8 @@ def get_queue(
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     """Position in the quota and in the whole tree, priority (effective, if aged), time
-    waited, reason, request, estimated start. ``at``: take this instant as now."""
+    waited, reason, request, estimated start. ``at``: the queue as it stood then (the jobs
+    pending and admitted at that instant)."""
     check_instants(at=at)
     try:
         page = queue_page(

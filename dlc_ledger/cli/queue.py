@@ -43,8 +43,8 @@ def queue_show(
         str | None,
         typer.Option(
             "--at",
-            help="Take this instant as now (waits, aging, estimates; the state is the "
-            f"projected one). Default: the latest projected instant. {CLUSTER}.",
+            help="As at this instant: the jobs pending and admitted then, their waits, "
+            f"aging and estimates. Default: the latest projected instant. {CLUSTER}.",
         ),
     ] = None,
     limit: LimitOption = 50,
