@@ -314,6 +314,16 @@ def test_the_pending_job_says_why_and_where_it_queues(watched: Watched, served: 
     stayed_clean(watched, served)
 
 
+def test_the_queue_at_the_preemption_is_the_one_the_tree_counts(served: Served) -> None:
+    # queues as they stood then, not as projected now: every quota's queue at the slice's
+    # preemption holds as many jobs as the tree's pending_jobs there (ls waits for many)
+    params = {"at": iso(preemption_instant(served))}
+    nodes, _ = every(served, "v1/quotas/tree", params)
+    counted = {r["quota"]: r["pending_jobs"] for r in nodes if r["flavor"] == "gpu/any"}
+    listed = {q: len(every(served, f"v1/queues/{q}", params)[0]) for q in counted}
+    assert listed == counted and counted["ls"] > 1
+
+
 def test_usage_series_chart_with_its_table(watched: Watched, served: Served) -> None:
     at = preemption_instant(served)
     params = {"from": iso(at - timedelta(days=2)), "to": iso(at), "step": "hour"}
