@@ -448,3 +448,27 @@ def test_the_queue_at_an_instant_lists_the_jobs_pending_then(
     assert (later["answer"], later["status"]) == ("running", "Running")
     # a job not yet submitted at the instant is not explained as it is now
     assert "did not exist" in cli("jobs", "why", "b1", "--at", _iso(3250), ok=False)
+
+
+def test_a_preemption_read_at_instants_around_it(
+    cluster: Narrator, store: PostgresEventStore
+) -> None:
+    # v ran in team-b from 1000; hp (all of team-b) queued at 1980, the preemption was
+    # decided at 1990, v seen preempted at 1995, its pod gone at 2000 (hp admitted then),
+    # v deleted at 2100
+    def story(t: float) -> tuple[list[tuple[str, str]], str, str, str, str]:
+        queue = [(r["job_uid"], r["reason"]) for r in queue_page(store, "team-b", at=at(t)).rows]
+        v, hp = why_job(store, "v", at=at(t)), why_job(store, "hp", at=at(t))
+        return queue, v["answer"], v["status"], hp["answer"], hp["status"]
+
+    assert story(1992) == (
+        [("hp", "PreemptionPending")], "running", "Running", "pending", "Queuing"
+    )  # fmt: skip
+    assert story(1997) == (
+        [("hp", "PreemptionPending")], "preempted", "Preempted", "pending", "Queuing"
+    )  # fmt: skip
+    # its pods gone, v waits again in its next episode (its first preemption counted)
+    assert story(2050) == ([("v", "Parked")], "pending", "Preempted", "running", "Running")
+    assert "preempted before" in why_job(store, "v", at=at(2050))["summary"]
+    # deleted by then: not queued any more
+    assert story(2150) == ([], "finished", "Stopped", "running", "Running")
