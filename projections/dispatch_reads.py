@@ -329,11 +329,13 @@ def read_dispatch(
     (the read model keeps a job's latest decision only: one taken later is left out).
     Without it the jobs are read as projected now (the live loop, and what it has
     projected is the latest anyway)."""
+    tree = quota_tree(conn)
     if as_at:
-        current = quota_tree(conn)
-        tree = QuotaTree(specs=specs_at(conn, now), bindings=current.bindings)
-    else:
-        tree = quota_tree(conn)
+        # the specs then, in the current tree's order (its arrival order), as a live
+        # cycle reads them; a quota deleted since comes after
+        then = specs_at(conn, now)
+        order = [q for q in tree.specs if q in then] + sorted(set(then) - set(tree.specs))
+        tree = QuotaTree(specs={q: then[q] for q in order}, bindings=tree.bindings)
     config = dispatch_config(tree)
     children = tree.children()
     leaves = frozenset(name for name in tree.specs if not children.get(name))
