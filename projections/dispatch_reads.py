@@ -44,7 +44,7 @@ from projections.dispatch_decisions import dispatch_decisions
 from projections.jobs.as_at import existed_by, preemptions_at, status_at
 from projections.jobs.fold import parse_time
 from projections.jobs.tables import job_state
-from projections.occupancy import occupancy
+from projections.occupancy import jobs_holding_at
 from projections.quota_reads import quota_tree, specs_at
 
 __all__ = [
@@ -252,14 +252,7 @@ def _rows_at(conn: Connection, at: datetime) -> list[tuple[Any, _State]]:
     """The jobs as they stood at ``at`` (:mod:`projections.jobs.as_at`): their status then
     from their status history, holding a pod then by the occupancy read model's
     intervals, deleted then only if deleted by then."""
-    o = occupancy.c
-    holding = set(
-        conn.execute(
-            select(o.job_uid)
-            .where(o.started_at <= at, or_(o.ended_at.is_(None), o.ended_at > at))
-            .distinct()
-        ).scalars()
-    )
+    holding = jobs_holding_at(conn, at)
     s = job_state.c
     # a job ended by then takes no part, unless it still held a pod (a stopping job)
     alive = or_(s.ended_at.is_(None), s.ended_at > at)

@@ -39,7 +39,7 @@ from projections.base import Projection
 from projections.bulk import copy_table, take_rows
 from projections.pages import MAX_REPORT_ROWS, check_report_rows
 
-__all__ = ["GROUP_KEYS", "OccupancyProjection", "occupancy", "occupied_at"]
+__all__ = ["GROUP_KEYS", "OccupancyProjection", "jobs_holding_at", "occupancy", "occupied_at"]
 
 _TS = DateTime(timezone=True)
 
@@ -186,6 +186,20 @@ class OccupancyProjection(Projection):
             row.clamp()
         # every row taken out above goes back, with those the page created
         copy_table(conn, occupancy, [rows[i].row() for i in sorted(rows)])
+
+
+def jobs_holding_at(conn: Connection, at: datetime) -> set[str]:
+    """The jobs with a pod occupying at instant ``at`` (half-open intervals): one probe
+    of the ``occupancy_during`` index."""
+    return set(
+        conn.execute(
+            text(
+                "SELECT DISTINCT job_uid FROM occupancy WHERE started_at IS NOT NULL "
+                "AND tstzrange(started_at, ended_at, '[)') @> CAST(:at AS timestamptz)"
+            ),
+            {"at": at},
+        ).scalars()
+    )
 
 
 def occupied_at(conn: Connection, at: datetime, group_by: Sequence[str]) -> list[dict[str, Any]]:
