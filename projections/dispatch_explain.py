@@ -243,7 +243,10 @@ def explain_job(
     if as_at:
         then = status_at(row.transitions, now)
         if then is None:
-            raise ValueError(f"job {uid!r} did not exist at {format_timestamp(now)}")
+            first = row.transitions[0][1] if row.transitions else "later"
+            raise ValueError(
+                f"job {uid!r} did not exist at {format_timestamp(now)} (first seen {first})"
+            )
         status, status_since = then[0], parse_time(then[1])
         events = [e for e in events if e.occurred_at <= now]
     view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at)

@@ -31,6 +31,19 @@ def test_why_is_the_clis_document(
     assert (p["lost_cost_minor"], p["scale"], p["lost_cost_display"]) == (240, 2, "2.40 USD")
 
 
+def test_why_at_an_instant(dispatched: TestClient, tokens: dict[str, str], cli: CliCall) -> None:
+    # b-1 ran from 2 h (its pod; the preemption came at 2.5 h); b-9 was submitted at 4 h
+    headers = bearer(tokens["admin"])
+    then = "2026-11-01T02:15:00Z"
+    ran = dispatched.get("/v1/jobs/b-1/why", params={"at": then}, headers=headers)
+    assert ran.status_code == 200, ran.text
+    assert (ran.json()["answer"], ran.json()["now"]) == ("running", then)
+    expected = json.loads(cli("jobs", "why", "b-1", "--at", then, "--format", "json"))
+    assert same_as_cli(ran.json(), expected)
+    early = dispatched.get("/v1/jobs/b-9/why", params={"at": then}, headers=headers)
+    assert early.status_code == 400 and "did not exist" in early.json()["detail"]
+
+
 def test_why_for_a_workspace_token(dispatched: TestClient, tokens: dict[str, str]) -> None:
     for role, uid in (("lead-a", "b-1"), ("lead-a", "train-b-9"), ("lead-b", "zz")):
         hidden = dispatched.get(f"/v1/jobs/{uid}/why", headers=bearer(tokens[role]))
