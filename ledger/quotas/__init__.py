@@ -31,7 +31,15 @@ from ledger.quotas.model import (
     spec_hash,
     topological_order,
 )
-from ledger.quotas.usage import FlavorUsage, NodeUsage, UsageCalculator, allocate, compute_usage
+from ledger.quotas.usage import (
+    FlavorUsage,
+    NodeUsage,
+    UsageCalculator,
+    allocate,
+    compute_usage,
+    unused_offered,
+    within_lend_limit,
+)
 from ledger.quotas.validate import validate_tree
 
 __all__ = [
@@ -53,5 +61,7 @@ __all__ = [
     "resource_unit",
     "spec_hash",
     "topological_order",
+    "unused_offered",
     "validate_tree",
+    "within_lend_limit",
 ]

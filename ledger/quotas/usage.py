@@ -41,7 +41,15 @@ from dataclasses import dataclass
 from ledger.events import QuotaSpec
 from ledger.quotas.model import topological_order
 
-__all__ = ["FlavorUsage", "NodeUsage", "UsageCalculator", "allocate", "compute_usage"]
+__all__ = [
+    "FlavorUsage",
+    "NodeUsage",
+    "UsageCalculator",
+    "allocate",
+    "compute_usage",
+    "unused_offered",
+    "within_lend_limit",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +86,16 @@ def allocate(amount: int, weights: Mapping[str, int]) -> dict[str, int]:
     return shares
 
 
-def _lendable(unused: int, limit: int | None) -> int:
+def within_lend_limit(unused: int, limit: int | None) -> int:
     """What a node offers its siblings: its unused min, never more than its lend limit."""
     return unused if limit is None else min(unused, limit)
+
+
+def unused_offered(pool: int, offers: Iterable[int], demand: int) -> int:
+    """An inner node's unused (what it offers its own siblings, before ``lend_limit``):
+    its shared ``pool`` plus its children's ``offers`` (:func:`within_lend_limit`) less
+    their borrowing ``demand`` those supply; what cannot be supplied, it borrows."""
+    return max(0, pool + sum(offers) - demand)
 
 
 def _supply(
@@ -100,15 +115,14 @@ def _supply(
     rest = demand - from_pool
     offered: dict[str, int] = {}
     for k in kids:
-        offered[order[k]] = _lendable(unused[k], lends[k])
-    spare = pool - from_pool + sum(offered.values())
+        offered[order[k]] = within_lend_limit(unused[k], lends[k])
+    spare = unused_offered(pool, offered.values(), demand)
     shares: dict[int, int] = {}
     if rest:
         split = allocate(rest, offered)
         for k in kids:
             shares[k] = share = split[order[k]]
             rest -= share
-            spare -= share
     return from_pool, shares, rest, spare
 
 
@@ -272,7 +286,7 @@ class FlavorUsage:
         for i in range(n - 1, -1, -1):  # children before parents: nothing used yet
             if children[i]:
                 self.unused[i] = max(0, mins[i] - self.kid_mins[i]) + sum(
-                    _lendable(self.unused[k], lends[k]) for k in children[i]
+                    within_lend_limit(self.unused[k], lends[k]) for k in children[i]
                 )
         self.over = [0] * n  # at a root: its children's borrowing nobody could supply
         self.lent_down = [0] * n  # supplied to its children (shared pool + passed down)
