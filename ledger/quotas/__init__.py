@@ -37,6 +37,7 @@ from ledger.quotas.usage import (
     UsageCalculator,
     allocate,
     compute_usage,
+    lent_outside,
     unused_offered,
     within_lend_limit,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "counting_flavors",
     "diff",
     "keep_absent",
+    "lent_outside",
     "quota_tree_from_document",
     "resource_unit",
     "spec_hash",

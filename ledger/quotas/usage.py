@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ledger.events import QuotaSpec
 from ledger.quotas.model import topological_order
@@ -47,6 +48,7 @@ __all__ = [
     "UsageCalculator",
     "allocate",
     "compute_usage",
+    "lent_outside",
     "unused_offered",
     "within_lend_limit",
 ]
@@ -84,6 +86,56 @@ def allocate(amount: int, weights: Mapping[str, int]) -> dict[str, int]:
     for k in ranked[:left]:
         shares[k] += 1
     return shares
+
+
+class Lending(Protocol):
+    """What :func:`lent_outside` reads of a row (:class:`NodeUsage` and the read models')."""
+
+    @property
+    def borrowed(self) -> int: ...
+
+    @property
+    def lent(self) -> int: ...
+
+
+def lent_outside(
+    parents: Mapping[str, str | None], rows: Mapping[tuple[str, str], Lending]
+) -> dict[tuple[str, str], int]:
+    """What each node x flavor of ``rows`` (every node of a tree, one instant) lends
+    outside its subtree (its share of its siblings' borrowing; 0 at a root). A row's
+    ``lent`` also holds what an inner node supplies to its own children (from its pool,
+    or passed down from above): their ``borrowed`` less what they lend one another, taken
+    out children first."""
+    children: dict[str, list[str]] = {name: [] for name in parents}
+    for name, parent in parents.items():
+        if parent is not None:
+            children[parent].append(name)
+    flavors: dict[str, list[str]] = {}
+    for quota, flavor in rows:
+        flavors.setdefault(quota, []).append(flavor)
+    out: dict[tuple[str, str], int] = {}
+    for name in _leaves_first(parents, children):
+        for flavor in flavors.get(name, ()):
+            key = (name, flavor)
+            kids = [(k, flavor) for k in children[name] if (k, flavor) in rows]
+            down = sum(rows[k].borrowed - out[k] for k in kids)
+            out[key] = rows[key].lent - down
+    return out
+
+
+def _leaves_first(
+    parents: Mapping[str, str | None], children: Mapping[str, list[str]]
+) -> list[str]:
+    order: list[str] = []
+    stack = [(name, False) for name, parent in parents.items() if parent is None]
+    while stack:
+        name, done = stack.pop()
+        if done:
+            order.append(name)
+            continue
+        stack.append((name, True))
+        stack.extend((k, False) for k in children[name])
+    return order
 
 
 def within_lend_limit(unused: int, limit: int | None) -> int:

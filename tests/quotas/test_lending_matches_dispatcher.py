@@ -10,7 +10,6 @@ when that is positive, and no node lends outside its subtree more than its ``len
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import UTC, datetime
 
 from hypothesis import given, settings
@@ -20,7 +19,7 @@ from ledger.dispatch import Admitted
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.trees import dispatch_config
 from ledger.events import QuotaSpec
-from ledger.quotas import NodeUsage, QuotaTree, compute_usage, topological_order
+from ledger.quotas import FlavorUsage, QuotaTree, UsageCalculator, compute_usage, lent_outside
 from tests.quotas.test_usage_arithmetic import FLAVORS, trees_and_usage
 
 _T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -39,24 +38,6 @@ def _kueue(specs: dict[str, QuotaSpec], used: dict[str, dict[str, int]]) -> Tree
     )
 
 
-def lent_outside(
-    specs: dict[str, QuotaSpec], rows: dict[tuple[str, str], NodeUsage]
-) -> dict[tuple[str, str], int]:
-    """What each node lends outside its subtree: its ``lent`` less what it supplies its own
-    children (their ``borrowed`` less what they lend one another), children first."""
-    children: dict[str, list[str]] = defaultdict(list)
-    for name, spec in specs.items():
-        if spec.parent is not None:
-            children[spec.parent].append(name)
-    out: dict[tuple[str, str], int] = {}
-    for name in reversed(topological_order(specs)):
-        for flavor in FLAVORS:
-            kids = children[name]
-            down = sum(rows[(k, flavor)].borrowed - out[(k, flavor)] for k in kids)
-            out[(name, flavor)] = rows[(name, flavor)].lent - down
-    return out
-
-
 @settings(max_examples=300, deadline=None)
 @given(trees_and_usage())
 def test_borrowing_and_over_admission_are_the_dispatchers(
@@ -72,7 +53,17 @@ def test_borrowing_and_over_admission_are_the_dispatchers(
             assert row.over_admitted == max(0, -tree.available(name, flavor)), (name, flavor)
         else:
             assert row.borrowed == max(0, beyond), (name, flavor, row)
-    for (name, flavor), out in lent_outside(specs, rows).items():
+    parents = {n: s.parent for n, s in specs.items()}
+    outside = lent_outside(parents, rows)
+    calc = UsageCalculator(specs)
+    kept = FlavorUsage(calc, "cpu")  # the incremental engine keeps each node's share apart
+    for leaf in calc.leaves:
+        kept.set_leaf(calc.index[leaf], used[leaf]["cpu"], 0, 0, 0, 0)
+    kept.settle()
+    assert {n: outside[(n, "cpu")] for n in specs} == {
+        n: kept.lent_up[calc.index[n]] for n in specs
+    }
+    for (name, flavor), out in outside.items():
         assert out >= 0, (name, flavor)
         limit = specs[name].lend_limit.get(flavor)
         if specs[name].parent is None:
