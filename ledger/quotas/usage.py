@@ -22,10 +22,13 @@ Per quota node and flavor (quantities in the key's unit, see ``docs/quotas.md``)
   at a root with children, at least what its children borrow beyond what it and they
   can lend (their guarantees held back by ``lend_limit`` stay unlent).
 
-This is the dispatcher's rule (:mod:`ledger.dispatch.capacity`, Kueue's resource_node):
-a non-root node's ``borrowed`` is exactly Kueue's usage beyond its subtree quota
-(``max(0, usage - subtree)``), and a root's over-admission from lending is exactly
-``max(0, -available(root))``; both are tested with hypothesis.
+This is the dispatcher's rule (:mod:`ledger.dispatch.capacity`, Kueue's resource_node: a
+node with a lending limit keeps the rest of its quota for itself). Without idle-mode usage
+(which the dispatcher admits by another rule), exactly: a non-root node's ``borrowed`` is
+Kueue's usage beyond its subtree quota (``max(0, usage - subtree)``), a root's
+``over_admitted`` is ``max(0, -available(root))``, and what a node lends outside its
+subtree (:func:`lent_outside`) never exceeds its ``lend_limit``; tested with hypothesis
+(``tests/quotas/test_lending_matches_dispatcher.py``).
 
 Two engines share these rules: :class:`UsageCalculator` computes a whole tree per flavor from
 the leaves' usage (:func:`compute_usage`); :class:`FlavorUsage` keeps one flavor current as
