@@ -121,8 +121,9 @@ def get_preemptions(
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
-    """One row per victim; GPU-hours lost since its last start, and their cost at its
-    rate (``lost_cost_minor`` + currency + scale + ``lost_cost_display``)."""
+    """One row per victim; the GPU-hours it lost (its pods open at the decision, to their
+    ends; the figures ``/v1/jobs/{uid}/why`` shows), and their cost at its rate
+    (``lost_cost_minor`` + currency + scale + ``lost_cost_display``)."""
     window = _window(principal, start, end)
     with request.app.state.store.engine.connect() as conn:
         rows = preemptions_report(conn, window)
