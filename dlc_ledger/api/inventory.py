@@ -18,11 +18,11 @@ from dlc_ledger.api.listing import (
     AtQuery,
     CursorQuery,
     LimitQuery,
-    Listing,
     check_instants,
     listing,
     page_of,
 )
+from dlc_ledger.api.models_billing import InventoryPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import InvalidRequest
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
@@ -36,7 +36,8 @@ router = APIRouter(
 
 @router.get(
     "/inventory",
-    response_model=Listing,
+    response_model=InventoryPage,
+    response_model_exclude_unset=True,
     summary="Nodes and schedulable capacity (cordoned and removed excluded), per group",
 )
 def get_inventory(

@@ -17,7 +17,6 @@ from decimal import Decimal
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
-from pydantic import BaseModel
 
 from dlc_ledger.api.csv_responses import ListFormat, csv_response, wants_csv
 from dlc_ledger.services.errors import InvalidRequest
@@ -29,7 +28,6 @@ __all__ = [
     "CursorQuery",
     "FromQuery",
     "LimitQuery",
-    "Listing",
     "ToQuery",
     "check_instants",
     "listing",
@@ -48,13 +46,6 @@ ToQuery = Annotated[
 AtQuery = Annotated[
     datetime | None, Query(description="Instant (ISO 8601 with zone); default the latest.")
 ]
-
-
-class Listing(BaseModel):
-    """A page of a list: its items and where the next page starts (null: the last)."""
-
-    items: list[dict[str, Any]]
-    next_cursor: str | None = None
 
 
 def check_instants(
