@@ -24,7 +24,7 @@ from dlc_ledger.api.listing import (
     FromQuery,
     LimitQuery,
     ToQuery,
-    check_instants,
+    check_window,
     listing,
     page_of,
     plain,
@@ -54,7 +54,7 @@ class GoodputKey(StrEnum):
 
 
 def _window(principal: Principal, start: datetime | None, end: datetime | None) -> DecisionWindow:
-    check_instants(start=start, end=end)
+    check_window(start, end)
     scope = principal.scope
     return DecisionWindow(start, end, None if scope is None else tuple(sorted(scope)))
 
@@ -71,7 +71,6 @@ def get_why(
     """The ``jobs why --format json`` document: pending (reason, positions, the quota
     figures that block it, estimated start), preempted (by whom, which rule, work lost
     and its cost), running or finished (its admission). ``at``: take it as now."""
-    check_instants(at=at)
     store = request.app.state.store
     try:
         doc = why_job(store, uid, at=at, workspaces=principal.scope)

@@ -18,7 +18,6 @@ from dlc_ledger.api.listing import (
     AtQuery,
     CursorQuery,
     LimitQuery,
-    check_instants,
     listing,
     page_of,
 )
@@ -51,7 +50,6 @@ def get_inventory(
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
-    check_instants(at=at)
     keys = [k.strip() for k in group_by.split(",") if k.strip()]
     with request.app.state.store.engine.connect() as conn:
         try:

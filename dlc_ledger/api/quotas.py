@@ -23,7 +23,7 @@ from dlc_ledger.api.listing import (
     FromQuery,
     LimitQuery,
     ToQuery,
-    check_instants,
+    check_window,
     listing,
     page_of,
 )
@@ -70,7 +70,7 @@ def get_quota_tree(
 ) -> dict[str, Any] | Response:
     """With ``from``/``to``: each node's GPU-hours and cost over that window too (its
     subtree's leaves summed; ``to`` exclusive)."""
-    check_instants(start=start, end=end, at=at)
+    check_window(start, end)
     window = None if start is None and end is None else ReportWindow(start=start, end=end)
     store = request.app.state.store
     catch_up_quotas(store)
@@ -106,7 +106,7 @@ def get_quota_series(
 ) -> dict[str, Any] | Response:
     """Points at each step's start from the step holding ``from`` (default: the first
     change) to the one holding ``to`` (inclusive; default: the latest change)."""
-    check_instants(start=start, end=end)
+    check_window(start, end)
     store = request.app.state.store
     catch_up_quotas(store)
     with store.engine.connect() as conn:
@@ -138,7 +138,6 @@ def get_queue(
 ) -> dict[str, Any] | Response:
     """Position in the quota and in the whole tree, priority (effective, if aged), time
     waited, reason, request, estimated start. ``at``: take this instant as now."""
-    check_instants(at=at)
     try:
         page = queue_page(
             request.app.state.store,
