@@ -17,6 +17,8 @@ from typing import Literal
 from pydantic import Field
 
 from dlc_ledger.api.models import DecimalText, Number, PreciseMinor, Strict, Timestamp
+from ledger.dispatch.estimates import Basis
+from projections.jobs import STATUSES
 
 __all__ = [
     "Admission",
@@ -56,7 +58,7 @@ class Runtime(Strict):
 class StartEstimate(Strict):
     start: Timestamp | None
     in_seconds: Number | None
-    basis: Literal["now", "simulated", "never", "unknown", "budget", "horizon"]
+    basis: Basis
     steps: int = Field(description="Simulated dispatch cycles until it was decided.")
     released: int = Field(description="Running jobs released at their projected ends first.")
 
@@ -139,7 +141,7 @@ class Why(Strict):
 
     job_uid: str
     name: str | None
-    status: str
+    status: str = Field(json_schema_extra={"enum": list(STATUSES)})
     status_since: Timestamp
     quota: str | None
     workspace: str | None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from dlc_ledger.api.models import DecimalText, Number, Strict, Timestamp
+from ledger.dispatch.estimates import Basis
 
 __all__ = [
     "QueueEntry",
@@ -101,7 +102,7 @@ class QueueEntry(Strict):
     reason: str
     request: dict[str, Number] = Field(description="Flavor or resource -> quantity.")
     estimated_start: Timestamp | None
-    estimate_basis: str | None
+    estimate_basis: Basis | None
 
 
 class QueuePage(Strict):
