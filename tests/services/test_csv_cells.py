@@ -20,7 +20,8 @@ from dlc_ledger.services.csv_cells import neutralized
         ("@SUM(A1:A9)", "'@SUM(A1:A9)"),
         ("\t=1", "'\t=1"),
         ("\r=1", "'\r=1"),
-        ("-", "'-"),
+        ("--", "'--"),
+        ("=A", "'=A"),
         ("-cmd|' /C calc'!A0", "'-cmd|' /C calc'!A0"),
         # numbers are not formulas: they keep their sign and stay numbers
         ("-12", "-12"),
@@ -28,6 +29,9 @@ from dlc_ledger.services.csv_cells import neutralized
         ("-240.5", "-240.5"),
         ("-1.5E+3", "-1.5E+3"),
         ("-.5", "-.5"),
+        # a lone character cannot be a formula: "-" is the reports' "no quota"
+        ("-", "-"),
+        ("=", "="),
         # nothing to do
         ("train-a-1", "train-a-1"),
         ("a=b", "a=b"),
