@@ -11,7 +11,7 @@ left out (``response_model_exclude_unset``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -28,7 +28,7 @@ __all__ = [
     "InvoiceSummary",
 ]
 
-Period = Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", examples=["2026-11"])
+Period = Annotated[str, Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", examples=["2026-11"])]
 
 
 class InvoiceSummary(Strict):
@@ -36,7 +36,7 @@ class InvoiceSummary(Strict):
 
     invoice_id: str
     workspace: str
-    period: str = Period
+    period: Period
     status: Literal["issued", "voided"]
     currency: str
     total_minor: int
@@ -97,7 +97,7 @@ class InvoiceDetail(Strict):
 
     invoice_id: str
     workspace: str
-    period: str = Period
+    period: Period
     currency: str
     total_minor: int
     line_count: int

@@ -10,6 +10,8 @@ when unset (``response_model_exclude_unset``), so a body is what the rows held.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from dlc_ledger.api.models import DecimalText, Number, Strict, Timestamp
@@ -24,7 +26,9 @@ __all__ = [
     "SeriesPoint",
 ]
 
-_UNIT = Field(description="The flavor's unit: mGPU, milli-cores or MiB ('' without a flavor).")
+Unit = Annotated[
+    str, Field(description="The flavor's unit: mGPU, milli-cores or MiB ('' without a flavor).")
+]
 
 
 class QuotaNodeRow(Strict):
@@ -45,7 +49,7 @@ class QuotaNodeRow(Strict):
     pending_jobs: int
     running_jobs: int
     over_admitted: int
-    unit: str = _UNIT
+    unit: Unit
     at: Timestamp
     mgpu_seconds: int | None = Field(default=None, description="With from/to only.")
     gpu_hours: DecimalText | None = Field(default=None, description="With from/to only.")
@@ -77,7 +81,7 @@ class SeriesPoint(Strict):
     queued: int
     running_jobs: int
     over_admitted: int
-    unit: str = _UNIT
+    unit: Unit
     pending_jobs: int
 
 
