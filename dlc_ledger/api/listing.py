@@ -1,6 +1,7 @@
 """What every list route shares: the ``{items, next_cursor}`` body, its query parameters
 (``limit``, ``cursor``, ``format``, a window), JSON-ready values, and the paging of a
-report computed whole.
+report computed whole; and :data:`Instant`, the one type of every route's instant query
+parameters (``at``, ``from``, ``to``, ``as_of``).
 
 Values: instants as ISO 8601 UTC (``2026-11-01T00:00:00Z``), decimals as strings (no
 float rounding), nested values kept. A list read that pages in SQL (jobs, invoices)
