@@ -286,7 +286,8 @@ def explain_job(
         doc.update(_projected_end(conn, view, uid))
     doc["admission"] = _admission(events)
     doc["preemptions"] = preemptions
-    doc.setdefault("summary", _summary(doc))
+    # last in every document, whichever answer wrote it (one key order for all answers)
+    doc["summary"] = doc.pop("summary", None) or _summary(doc)
     return doc
 
 

@@ -12,11 +12,10 @@ quota resolved through the workspace binding):
   ``[from, to)``; ``waiting`` counts the jobs of the group the dispatcher has decided on
   whose wait is still open, ``withdrawn`` those deleted while waiting.
 - **preemptions**: one row per victim of each ``PreemptionDecided`` in the window: who
-  preempted whom, the reason, and what the victim lost: its occupancy since its last start
-  (the latest occupancy started at or before the decision), up to that occupancy's end (the
-  pod held its GPUs through the grace period) or, still open, the decision; as GPU-hours
-  and as cost rated at the job's own rate (:func:`ledger.rating.rate_interval`, the billing
-  code; no price book: no cost).
+  preempted whom, the reason, and what the victim lost, as GPU-hours and as cost rated at
+  the job's own rate: :func:`projections.preemption_losses.lost_work`, the computation
+  ``jobs why`` shows too (its pods open at the decision, to their ends or, still
+  releasing, to the latest projected fact; none counted twice).
 - **goodput**: of the occupancies that ended in ``[from, to)``, the share of occupied
   GPU-hours (``goodput``) and of occupied hours (``time_goodput``) whose pod ended in
   success (``end_reason = completed``), by quota or by workspace.
@@ -31,10 +30,9 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from ledger.prices import NoApplicableRate
-from ledger.rating import rate_interval
-from projections.billing_reads import load_schedule, occupancy_from_row
+from projections.dispatch_estimates import projected_now
 from projections.pages import check_report_rows
+from projections.preemption_losses import lost_work
 from projections.quota_scope import subtree_condition
 
 __all__ = [
@@ -49,7 +47,6 @@ __all__ = [
 GOODPUT_KEYS = ("quota", "workspace")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FAR = datetime(9999, 12, 31, tzinfo=UTC)
-_HOUR_US = 3_600 * 1_000_000
 
 
 @dataclass(frozen=True)
@@ -171,22 +168,23 @@ SELECT e.position, e.occurred_at AS at, e.event_id,
        v->>'job_uid' AS victim_uid, vj.name AS victim, v->>'quota' AS victim_quota,
        vj.priority AS victim_priority, vj.billing_mode AS victim_billing_mode,
        COALESCE(v->>'reason', e.data->>'reason') AS reason,
-       o.occupancy_id, o.job_uid, o.workspace, o.quota, o.user_name, o.flavor, o.mgpu,
-       o.cpu_milli, o.memory_mib, o.billing_mode, o.started_at,
-       COALESCE(o.ended_at, e.occurred_at) AS ended_at,
        {preemptor_visible} AS preemptor_visible
   FROM events e
  CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
   LEFT JOIN job_state pj ON pj.job_uid = e.data->>'preemptor'
   LEFT JOIN job_workspace_quotas pb ON pb.workspace = pj.workspace
   LEFT JOIN job_state vj ON vj.job_uid = v->>'job_uid'
-  LEFT JOIN LATERAL (
-        SELECT * FROM billing_occupancies bo
-         WHERE bo.job_uid = v->>'job_uid' AND bo.started_at <= e.occurred_at
-         ORDER BY bo.started_at DESC, bo.occupancy_id DESC LIMIT 1) o ON TRUE
  WHERE e.type = 'PreemptionDecided' AND e.occurred_at >= :from AND e.occurred_at < :to
    AND {victim_visible}
  ORDER BY e.occurred_at, e.position, v->>'job_uid'
+"""
+
+# Every earlier decision naming a victim of the window: what they lost is not lost again
+_EARLIER = """
+SELECT v->>'job_uid' AS victim_uid, e.occurred_at AS at
+  FROM events e CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
+ WHERE e.type = 'PreemptionDecided' AND e.occurred_at < :from
+   AND v->>'job_uid' = ANY(:victims)
 """
 
 
@@ -197,23 +195,21 @@ def preemptions_report(conn: Connection, window: DecisionWindow) -> list[dict[st
     Scoped (``window.workspaces``): the preemptions of victims in the caller's quota
     subtree; a preemptor outside it is not named (its name, uid, quota and priority
     read as null)."""
-    schedule = load_schedule(conn)
     victim_visible, params = window.in_subtree("v->>'quota'")
     preemptor_visible, _ = window.in_subtree("COALESCE(pj.quota, pb.quota, e.data->>'quota')")
     query = _PREEMPTIONS.format(victim_visible=victim_visible, preemptor_visible=preemptor_visible)
+    rows = conn.execute(text(query), params).all()
+    check_report_rows(len(rows), hint="narrow --from/--to")
+    victims = sorted({row.victim_uid for row in rows})
+    earlier = conn.execute(text(_EARLIER), {**params, "victims": victims}).all() if rows else []
+    losses = lost_work(
+        conn,
+        [*((r.victim_uid, r.at) for r in earlier), *((r.victim_uid, r.at) for r in rows)],
+        projected_now(conn),
+    )
     out: list[dict[str, Any]] = []
-    for row in conn.execute(text(query), params).all():
-        lost_us = 0
-        cost: int | None = None
-        if row.occupancy_id is not None:
-            occ = occupancy_from_row(row)
-            end = occ.end or occ.start
-            lost_us = int((end - occ.start).total_seconds() * 1_000_000) * occ.mgpu // 1000
-            if schedule.currency is not None and end > occ.start:
-                try:
-                    cost = rate_interval(occ, schedule, occ.start, end).total_minor
-                except NoApplicableRate:
-                    cost = None
+    for row in rows:
+        lost = losses[(row.victim_uid, row.at)]
         out.append(
             {
                 "at": row.at,
@@ -225,10 +221,10 @@ def preemptions_report(conn: Connection, window: DecisionWindow) -> list[dict[st
                 "victim_priority": row.victim_priority,
                 "victim_billing_mode": row.victim_billing_mode,
                 "reason": row.reason,
-                "victim_started_at": row.started_at,
-                "gpu_hours_lost": Decimal(lost_us) / _HOUR_US,
-                "lost_cost_minor": cost,
-                "currency": schedule.currency if cost is not None else None,
+                "victim_started_at": lost.started_at,
+                "gpu_hours_lost": round(lost.gpu_hours, 4),
+                "lost_cost_minor": lost.cost_minor,
+                "currency": lost.currency,
                 "preemptor_uid": row.preemptor_uid,
                 "victim_uid": row.victim_uid,
                 "event_id": str(row.event_id),
@@ -237,9 +233,6 @@ def preemptions_report(conn: Connection, window: DecisionWindow) -> list[dict[st
         if not row.preemptor_visible:
             for key in ("preemptor", "preemptor_quota", "preemptor_priority", "preemptor_uid"):
                 out[-1][key] = None
-    check_report_rows(len(out), hint="narrow --from/--to")
-    for row_out in out:
-        row_out["gpu_hours_lost"] = round(row_out["gpu_hours_lost"], 4)
     return out
 
 

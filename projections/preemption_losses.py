@@ -1,16 +1,24 @@
 """Why was a job preempted, and what did it lose: each preemption decision naming it as a
-victim, with the preemptor, the rule, the quota state that justified it, and the work lost
-(its pods' occupancy since their last start) rated at the job's own rate.
+victim, with the preemptor, the rule, the quota state that justified it, and the work lost.
 
-The work lost is each occupancy of the job open when the preemption was decided, from its
-start to its end (or now, while it still releases); its cost is the occupancy rated
-(:func:`ledger.rating.rate_interval`, all the resources it held, its billing mode) over the
-projected price schedule, as billing rates it.
+The work a preemption lost (:func:`lost_work`, the one computation behind ``jobs why``,
+``report preemptions`` and the API's ``/v1/jobs/{uid}/why`` and ``/v1/preemptions``): the
+victim's occupancies (its pods, ``projections.occupancy``) open when the preemption was
+decided (started at or before it, not ended before it), each from its start to its end
+(the pod held its GPUs through the grace period) or, still releasing, to ``now`` (the
+latest projected fact); an occupancy an earlier preemption of the same job already
+counted is not counted again (a decision repeated while the pod still releases loses
+nothing more). Its GPU-hours, the longest of those runs, and its cost: each occupancy
+rated (:func:`ledger.rating.rate_interval`, all the resources it held, its billing mode)
+over the projected price schedule, each line rounded as billing posts it; no price book,
+or no rate for one of them: no cost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -18,14 +26,14 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from ledger.money import plain_decimal, precise_decimal
-from ledger.prices import NoApplicableRate
+from ledger.prices import NoApplicableRate, PriceSchedule
 from ledger.rating import Occupancy, rate_interval
 from ledger.store.base import RecordedEvent
 from projections.billing_reads import load_schedule
 from projections.jobs.tables import job_state
 from projections.occupancy import occupancy
 
-__all__ = ["PREEMPTION_RULES", "preemptions_of"]
+__all__ = ["PREEMPTION_RULES", "LostWork", "lost_work", "preemptions_of"]
 
 #: what each preemption rule (a victim's reason) means, for people
 PREEMPTION_RULES: Mapping[str, str] = {
@@ -38,68 +46,129 @@ PREEMPTION_RULES: Mapping[str, str] = {
     "FairSharing": "fair sharing: its quota's share was above the preemptor's",
 }
 
+_US_PER_GPU_HOUR = Decimal(1000 * 3600 * 1_000_000)  # mGPU x microseconds
 
-def _lost_work(
-    conn: Connection, uid: str, decided_at: datetime, now: datetime
-) -> list[dict[str, Any]]:
-    """The job's occupancies open when a preemption of it was decided: the work since its
-    pods last started, lost, each as [start, its end, or now while still releasing)."""
+
+@dataclass(frozen=True, slots=True)
+class LostWork:
+    """What one preemption cost its victim (module docstring)."""
+
+    #: the lost runs, each ``[start, until)``
+    runs: tuple[Occupancy, ...] = ()
+    #: mGPU x microseconds over the runs (exact)
+    mgpu_us: int = 0
+    currency: str | None = None
+    cost_minor: int | None = None
+    cost_minor_precise: Decimal | None = None
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When the earliest lost run started."""
+        return min((r.start for r in self.runs), default=None)
+
+    @property
+    def seconds(self) -> float:
+        """The longest lost run."""
+        return max(
+            ((r.end - r.start).total_seconds() for r in self.runs if r.end is not None),
+            default=0.0,
+        )
+
+    @property
+    def gpu_hours(self) -> Decimal:
+        return Decimal(self.mgpu_us) / _US_PER_GPU_HOUR
+
+    def as_json(self) -> dict[str, Any]:
+        """The figures ``jobs why`` shows (``lost_*``)."""
+        return {
+            "lost_seconds": self.seconds,
+            "lost_gpu_hours": round(float(self.gpu_hours), 6),
+            "currency": self.currency,
+            "lost_cost_minor": self.cost_minor,
+            "lost_cost_minor_precise": self.cost_minor_precise,
+        }
+
+
+def lost_work(
+    conn: Connection, decisions: Iterable[tuple[str, datetime]], now: datetime | None
+) -> dict[tuple[str, datetime], LostWork]:
+    """The work lost by each (victim uid, decided at) of ``decisions`` (module docstring);
+    ``now`` bounds the runs still releasing (None: the decision)."""
+    by_job: dict[str, set[datetime]] = defaultdict(set)
+    for uid, at in decisions:
+        by_job[uid].add(at)
+    if not by_job:
+        return {}
     o = occupancy.c
     rows = conn.execute(
-        select(occupancy).where(
-            o.job_uid == uid,
-            o.started_at.is_not(None),
-            o.started_at <= decided_at,
-            (o.ended_at.is_(None)) | (o.ended_at >= decided_at),
-        )
+        select(occupancy)
+        .where(o.job_uid.in_(list(by_job)), o.started_at.is_not(None))
+        .order_by(o.started_at, o.occupancy_id)
     ).all()
-    return [dict(r._mapping) | {"until": r.ended_at or max(now, r.started_at)} for r in rows]
-
-
-def _lost_cost(conn: Connection, lost: list[dict[str, Any]]) -> dict[str, Any]:
-    """GPU-hours and their cost at the job's rate (its billing mode, the price book then)."""
-    mgpu_seconds = sum(
-        int(r["mgpu"] or 0) * (r["until"] - r["started_at"]).total_seconds() for r in lost
-    )
-    out: dict[str, Any] = {
-        "lost_seconds": max(
-            ((r["until"] - r["started_at"]).total_seconds() for r in lost), default=0.0
-        ),
-        "lost_gpu_hours": round(mgpu_seconds / 1000 / 3600, 6),
-        "currency": None,
-        "lost_cost_minor": None,
-        "lost_cost_minor_precise": None,
-    }
+    runs: dict[str, list[Any]] = defaultdict(list)
+    for r in rows:
+        runs[r.job_uid].append(r)
     schedule = load_schedule(conn)
+    out: dict[tuple[str, datetime], LostWork] = {}
+    for uid, instants in by_job.items():
+        counted: set[str] = set()
+        for at in sorted(instants):
+            lost = [
+                _run(r, at, now)
+                for r in runs[uid]
+                if r.occupancy_id not in counted
+                and r.started_at <= at
+                and (r.ended_at is None or r.ended_at >= at)
+            ]
+            counted.update(run.occupancy_id for run in lost)
+            out[(uid, at)] = _priced(lost, schedule)
+    return out
+
+
+def _run(r: Any, at: datetime, now: datetime | None) -> Occupancy:
+    """An occupancy row as a lost run: to its end, or while still releasing to ``now``."""
+    until = r.ended_at if r.ended_at is not None else (at if now is None else now)
+    return Occupancy(
+        occupancy_id=r.occupancy_id,
+        job_uid=r.job_uid,
+        workspace=r.workspace or "",
+        flavor=r.flavor or "gpu/any",
+        mgpu=int(r.mgpu or 0),
+        cpu_milli=int(r.cpu_milli or 0),
+        memory_mib=int(r.memory_mib or 0),
+        billing_mode=r.billing_mode or "public",
+        start=r.started_at,
+        end=max(until, r.started_at),
+        quota=r.quota,
+        user=r.user or "unknown",
+    )
+
+
+def _priced(lost: list[Occupancy], schedule: PriceSchedule) -> LostWork:
+    mgpu_us = 0
+    for run in lost:
+        span = (run.end or run.start) - run.start
+        us = (span.days * 86_400 + span.seconds) * 1_000_000 + span.microseconds
+        mgpu_us += us * run.mgpu
+    plain = LostWork(tuple(lost), mgpu_us)
     if schedule.currency is None or not lost:
-        return out
+        return plain
     precise = minor = 0
-    for r in lost:
-        occ = Occupancy(
-            occupancy_id=r["occupancy_id"],
-            job_uid=r["job_uid"],
-            workspace=r["workspace"] or "",
-            flavor=r["flavor"] or "gpu/any",
-            mgpu=int(r["mgpu"] or 0),
-            cpu_milli=int(r["cpu_milli"] or 0),
-            memory_mib=int(r["memory_mib"] or 0),
-            billing_mode=r["billing_mode"] or "public",
-            start=r["started_at"],
-            end=r["until"],
-            quota=r["quota"],
-            user=r["user"] or "unknown",
-        )
+    for run in lost:
         try:
-            rated = rate_interval(occ, schedule, occ.start, r["until"])
+            rated = rate_interval(run, schedule, run.start, run.end or run.start)
         except NoApplicableRate:
-            return out
-        # each line rounded, as billing posts it and as `report preemptions` sums it
+            return plain
+        # each line rounded, as billing posts it
         minor += rated.total_minor
         precise += rated.total_precise
-    out["currency"] = schedule.currency
-    out["lost_cost_minor"] = minor
-    out["lost_cost_minor_precise"] = Decimal(plain_decimal(precise_decimal(precise)))
-    return out
+    return LostWork(
+        tuple(lost),
+        mgpu_us,
+        schedule.currency,
+        minor,
+        Decimal(plain_decimal(precise_decimal(precise))),
+    )
 
 
 def preemptions_of(
@@ -107,14 +176,18 @@ def preemptions_of(
 ) -> list[dict[str, Any]]:
     """Each time job ``uid`` was preempted (a decision repeated by the same preemptor
     before the job ran again counts once, at the first)."""
+    named = [
+        e
+        for e in events
+        if e.type == "PreemptionDecided"
+        and e.data.get("preemptor") != uid
+        and any(v.get("job_uid") == uid for v in e.data.get("victims", ()))
+    ]
+    losses = lost_work(conn, ((uid, e.occurred_at) for e in named), now)
     out: list[dict[str, Any]] = []
-    for event in events:
+    for event in named:
         data = event.data
-        if event.type != "PreemptionDecided" or data.get("preemptor") == uid:
-            continue
-        mine = next((v for v in data.get("victims", ()) if v.get("job_uid") == uid), None)
-        if mine is None:
-            continue
+        mine = next(v for v in data.get("victims", ()) if v.get("job_uid") == uid)
         preemptor = data.get("preemptor")
         if (
             out
@@ -142,7 +215,7 @@ def preemptions_of(
                     v.get("job_uid") for v in data.get("victims", ()) if v.get("job_uid") != uid
                 ],
                 "state": data.get("state", {}),
-                **_lost_cost(conn, _lost_work(conn, uid, event.occurred_at, now)),
+                **losses[(uid, event.occurred_at)].as_json(),
             }
         )
     return out

@@ -8,7 +8,7 @@ cost over a window are :func:`projections.finance_reports.usage_report` and
 ``cost_report`` grouped by quota (the leaves that ran the occupancies), each inner
 node summing its subtree. Added here is only ``lendable`` (:func:`lendable`): what a
 node could still lend now, its unused ``min`` not lent outside its subtree yet, within
-its ``lend_limit`` (the part the lending rule offers first); a root lends to nobody.
+its ``lend_limit`` (a node never lends beyond it); a root lends to nobody.
 """
 
 from __future__ import annotations
@@ -26,7 +26,13 @@ from ledger.dispatch import Admitted
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.trees import dispatch_config
 from ledger.events import QuotaSpec
-from ledger.quotas import QuotaTree, topological_order
+from ledger.quotas import (
+    QuotaTree,
+    lent_outside,
+    topological_order,
+    unused_offered,
+    within_lend_limit,
+)
 from ledger.usage_boards import Key
 from projections.finance_reports import ReportWindow, cost_report, usage_report
 from projections.quota_reads import UsageRow, specs_at, usage_at
@@ -84,34 +90,35 @@ class QuotaNodes:
 
 def lendable(rows: Sequence[UsageRow], specs: Mapping[str, QuotaSpec]) -> dict[Key, int]:
     """What each node x flavor of ``rows`` (every node of the tree at one instant) could
-    still lend: its unused ``min`` less what it lends outside its subtree already, and no
-    more than its ``lend_limit`` allows beyond that; 0 at a root and off the tree.
+    still lend: what it offers its siblings (:mod:`ledger.quotas.usage`: a leaf's unused
+    ``min``; an inner node's unused pool plus its children's lendable unused ``min`` not
+    lent among them), within its ``lend_limit``, less what it lends outside its subtree
+    already; 0 at a root and off the tree.
 
-    A row's ``lent`` also counts what an inner node supplies to its own children (from
-    its pool, or passed down from above), which its ``used`` holds already: that part is
-    the children's borrowing less their shares lent to one another
-    (:mod:`ledger.quotas.usage`), so it is taken out, children first.
+    What it lends outside its subtree: :func:`ledger.quotas.lent_outside`.
     """
     by_key = {(r.quota, r.flavor): r for r in rows}
     children: dict[str, list[str]] = defaultdict(list)
     for name, spec in specs.items():
         if spec.parent is not None:
             children[spec.parent].append(name)
+    lent_out = lent_outside({n: s.parent for n, s in specs.items()}, by_key)
     out: dict[Key, int] = {}
-    lent_out: dict[Key, int] = {}
+    offers: dict[Key, int] = {}  # each node's unused within its lend limit
     for name in reversed(topological_order(specs)):  # children before parents
         spec = specs[name]
         for flavor in sorted({f for (q, f) in by_key if q == name}):
             row = by_key[(name, flavor)]
             kids = [by_key[(k, flavor)] for k in children[name] if (k, flavor) in by_key]
-            down = sum(k.borrowed for k in kids) - sum(lent_out[(k.quota, flavor)] for k in kids)
-            lent_out[(name, flavor)] = up = row.lent - down
-            if spec.parent is None:
-                out[(name, flavor)] = 0
-                continue
-            free = max(0, max(0, row.min - (row.used - row.borrowed)) - up)
-            limit = spec.lend_limit.get(flavor)
-            out[(name, flavor)] = free if limit is None else max(0, min(free, limit - up))
+            if kids:
+                pool = max(0, row.min - sum(k.min for k in kids))
+                demand = sum(k.borrowed for k in kids)
+                unused = unused_offered(pool, (offers[(k.quota, flavor)] for k in kids), demand)
+            else:
+                unused = max(0, row.min - (row.used - row.borrowed))
+            offer = offers[(name, flavor)] = within_lend_limit(unused, spec.lend_limit.get(flavor))
+            up = lent_out[(name, flavor)]
+            out[(name, flavor)] = 0 if spec.parent is None else max(0, offer - up)
     return out
 
 

@@ -15,6 +15,9 @@ from datetime import datetime
 from prometheus_client import Counter, Gauge, Histogram
 
 from ledger.dispatch import CycleInput, CycleResult
+from ledger.dispatch.capacity import Tree
+from ledger.events import QuotaSpec
+from ledger.quotas import compute_usage, lent_outside
 
 __all__ = [
     "ADMISSION_WAIT",
@@ -96,45 +99,49 @@ def record_cycle(cycle: CycleInput, result: CycleResult, seconds: float) -> None
 
 
 def _record_quotas(cycle: CycleInput) -> None:
-    parents = {q.name: q.parent for q in cycle.quotas}
-    used: dict[str, dict[str, float]] = {q.name: {} for q in cycle.quotas}
-    for wl in cycle.admitted:
-        name: str | None = wl.quota
-        seen: set[str] = set()
-        while name is not None and name in used and name not in seen:
-            seen.add(name)
-            for key, qty in wl.resources.items():
-                used[name][key] = used[name].get(key, 0) + qty
-            name = parents[name]
-    borrowed: dict[str, dict[str, float]] = {}
+    """The quota gauges by the reports' arithmetic (:mod:`ledger.quotas.usage`, the
+    figures of ``quotas tree``): borrowed and lent within lending limits, idle-mode jobs
+    always borrowing, lent = what a quota lends outside its subtree."""
     for gauge in (QUOTA_USAGE, QUOTA_NOMINAL, QUOTA_MAX, QUOTA_BORROWED, QUOTA_LENT):
         gauge.clear()
-    for node in cycle.quotas:
+    if not cycle.quotas:
+        return
+    tree = Tree(cycle.quotas, ())
+    specs = {
+        q.name: QuotaSpec(
+            quota_id=q.name,
+            parent=q.parent,
+            min={k: round(tree.min(q.name, k)) for k in tree.keys},
+            max={k: round(v) for k, v in q.max.items()},
+            lend_limit={k: round(v) for k, v in q.lend_limit.items()},
+        )
+        for q in cycle.quotas
+    }
+    used: dict[str, dict[str, int]] = {}
+    idle: dict[str, dict[str, int]] = {}
+    for wl in cycle.admitted:
+        if wl.quota not in specs or not tree.is_leaf(wl.quota):
+            continue  # the dispatcher admits to leaves only
+        for key, qty in wl.resources.items():
+            per = used.setdefault(wl.quota, {})
+            per[key] = per.get(key, 0) + round(qty)
+            if wl.billing_mode == "idle":
+                part = idle.setdefault(wl.quota, {})
+                part[key] = part.get(key, 0) + round(qty)
+    rows = compute_usage(specs, used, idle)
+    lent = lent_outside({q.name: q.parent for q in cycle.quotas}, rows)
+    nodes = {q.name: q for q in cycle.quotas}
+    for (quota, key), row in rows.items():
+        node = nodes[quota]
         minimum = node.min or {}
-        keys = set(used[node.name]) | set(minimum) | set(node.max)
-        borrowed[node.name] = {
-            k: max(0.0, used[node.name].get(k, 0) - minimum.get(k, 0)) for k in keys
-        }
-        for key in keys:
-            QUOTA_USAGE.labels(node.name, key).set(used[node.name].get(key, 0))
-            QUOTA_BORROWED.labels(node.name, key).set(borrowed[node.name][key])
-            if key in minimum:
-                QUOTA_NOMINAL.labels(node.name, key).set(minimum[key])
-            if key in node.max:
-                QUOTA_MAX.labels(node.name, key).set(node.max[key])
-    # siblings' borrowing = the parent's children's total minus the node's own
-    children_borrowed: dict[str | None, dict[str, float]] = {}
-    for node in cycle.quotas:
-        total = children_borrowed.setdefault(node.parent, {})
-        for key, qty in borrowed[node.name].items():
-            total[key] = total.get(key, 0) + qty
-    for node in cycle.quotas:
-        minimum = node.min or {}
-        for key, guaranteed in minimum.items():
-            idle = max(0.0, guaranteed - used[node.name].get(key, 0))
-            own = borrowed[node.name].get(key, 0)
-            taken = max(0.0, children_borrowed[node.parent].get(key, 0) - own)
-            QUOTA_LENT.labels(node.name, key).set(min(idle, taken) if node.parent else 0)
+        if row.used or key in minimum or key in node.max:
+            QUOTA_USAGE.labels(quota, key).set(row.used)
+            QUOTA_BORROWED.labels(quota, key).set(row.borrowed)
+        if key in minimum:
+            QUOTA_NOMINAL.labels(quota, key).set(minimum[key])
+            QUOTA_LENT.labels(quota, key).set(lent[(quota, key)])
+        if key in node.max:
+            QUOTA_MAX.labels(quota, key).set(node.max[key])
 
 
 def _seconds(now: datetime, then: datetime) -> float:

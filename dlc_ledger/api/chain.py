@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel
 
 from dlc_ledger.api.auth import require_roles
+from dlc_ledger.api.models import Strict
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.tokens import Principal
 
@@ -22,7 +22,7 @@ router = APIRouter(prefix="/v1/chain", tags=["chain"], responses=PROBLEM_RESPONS
 Verifier = Annotated[Principal, Depends(require_roles("admin", "auditor"))]
 
 
-class ChainVerification(BaseModel):
+class ChainVerification(Strict):
     """``ok``: every event stored when the check began hashes as recorded;
     ``first_break``: the first position that does not (null when ok)."""
 

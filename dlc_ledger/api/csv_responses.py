@@ -2,7 +2,9 @@
 
 One implementation for all of them (stdlib :mod:`csv`): the header row is the items'
 keys in the order they first appear, one row per item; a nested value (a dict or a
-list, say a queued job's ``request``) is JSON in its cell, ``null`` an empty cell.
+list, say a queued job's ``request``) is JSON in its cell, ``null`` an empty cell, and a
+text that could start a spreadsheet formula gets a leading ``'``
+(:func:`dlc_ledger.services.csv_cells.neutralized`, the CLI's rule too).
 The file is an attachment named for the route; a page continues through a ``Link:
 <…&cursor=X>; rel="next"`` header, as the JSON body's ``next_cursor`` does.
 """
@@ -17,6 +19,8 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
+
+from dlc_ledger.services.csv_cells import neutralized
 
 __all__ = [
     "CSV_MEDIA",
@@ -66,9 +70,11 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
     if isinstance(value, (Mapping, list, tuple)):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return str(value)
+        return neutralized(json.dumps(value, sort_keys=True, separators=(",", ":")))
+    return neutralized(str(value))
 
 
 def csv_text(items: Sequence[Mapping[str, Any]]) -> str:
@@ -78,7 +84,7 @@ def csv_text(items: Sequence[Mapping[str, Any]]) -> str:
         header.update(dict.fromkeys(item))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(header)
+    writer.writerow([neutralized(key) for key in header])
     for item in items:
         writer.writerow([_cell(item.get(key)) for key in header])
     return out.getvalue()

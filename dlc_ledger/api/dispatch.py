@@ -23,13 +23,13 @@ from dlc_ledger.api.listing import (
     CursorQuery,
     FromQuery,
     LimitQuery,
-    Listing,
     ToQuery,
-    check_instants,
+    check_window,
     listing,
     page_of,
     plain,
 )
+from dlc_ledger.api.models_dispatch import GoodputPage, PreemptionPage, WaitsPage, Why
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.errors import InvalidRequest, NotFound
@@ -54,12 +54,17 @@ class GoodputKey(StrEnum):
 
 
 def _window(principal: Principal, start: datetime | None, end: datetime | None) -> DecisionWindow:
-    check_instants(start=start, end=end)
+    check_window(start, end)
     scope = principal.scope
     return DecisionWindow(start, end, None if scope is None else tuple(sorted(scope)))
 
 
-@router.get("/jobs/{uid}/why", summary="Why a job is pending, was preempted, or runs")
+@router.get(
+    "/jobs/{uid}/why",
+    response_model=Why,
+    response_model_exclude_unset=True,
+    summary="Why a job is pending, was preempted, or runs",
+)
 def get_why(
     request: Request, principal: CurrentPrincipal, uid: str, at: AtQuery = None
 ) -> dict[str, Any]:
@@ -67,7 +72,6 @@ def get_why(
     figures that block it, estimated start), preempted (by whom, which rule, work lost
     and its cost), running or finished (its admission). ``at``: as the job and its queue stood
     then."""
-    check_instants(at=at)
     store = request.app.state.store
     try:
         doc = why_job(store, uid, at=at, workspaces=principal.scope)
@@ -86,7 +90,8 @@ def get_why(
 
 @router.get(
     "/waits",
-    response_model=Listing,
+    response_model=WaitsPage,
+    response_model_exclude_unset=True,
     responses=CSV_RESPONSES,
     summary="Waits from queued to admitted: count, p50/p95/max/mean by quota and priority",
 )
@@ -109,7 +114,8 @@ def get_waits(
 
 @router.get(
     "/preemptions",
-    response_model=Listing,
+    response_model=PreemptionPage,
+    response_model_exclude_unset=True,
     responses=CSV_RESPONSES,
     summary="Preemptions decided in a window: preemptor, victim, reason, work lost",
 )
@@ -122,8 +128,9 @@ def get_preemptions(
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
-    """One row per victim; GPU-hours lost since its last start, and their cost at its
-    rate (``lost_cost_minor`` + currency + scale + ``lost_cost_display``)."""
+    """One row per victim; the GPU-hours it lost (its pods open at the decision, to their
+    ends; the figures ``/v1/jobs/{uid}/why`` shows), and their cost at its rate
+    (``lost_cost_minor`` + currency + scale + ``lost_cost_display``)."""
     window = _window(principal, start, end)
     with request.app.state.store.engine.connect() as conn:
         rows = preemptions_report(conn, window)
@@ -134,7 +141,8 @@ def get_preemptions(
 
 @router.get(
     "/goodput",
-    response_model=Listing,
+    response_model=GoodputPage,
+    response_model_exclude_unset=True,
     responses=CSV_RESPONSES,
     summary="Share of occupied time that ended in success, by quota or workspace",
 )

@@ -18,11 +18,10 @@ from dlc_ledger.api.listing import (
     AtQuery,
     CursorQuery,
     LimitQuery,
-    Listing,
-    check_instants,
     listing,
     page_of,
 )
+from dlc_ledger.api.models_billing import InventoryPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import InvalidRequest
 from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
@@ -36,7 +35,8 @@ router = APIRouter(
 
 @router.get(
     "/inventory",
-    response_model=Listing,
+    response_model=InventoryPage,
+    response_model_exclude_unset=True,
     summary="Nodes and schedulable capacity (cordoned and removed excluded), per group",
 )
 def get_inventory(
@@ -50,7 +50,6 @@ def get_inventory(
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
-    check_instants(at=at)
     keys = [k.strip() for k in group_by.split(",") if k.strip()]
     with request.app.state.store.engine.connect() as conn:
         try:

@@ -16,7 +16,8 @@ from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery, csv_response, wants_csv
-from dlc_ledger.api.listing import CursorQuery, LimitQuery, Listing, listing, plain
+from dlc_ledger.api.listing import CursorQuery, LimitQuery, listing, plain
+from dlc_ledger.api.models_billing import InvoiceDetail, InvoicePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.billing import sync_billing
@@ -39,7 +40,12 @@ class InvoiceStatus(StrEnum):
     voided = "voided"
 
 
-@router.get("", response_model=Listing, summary="Invoices by period and workspace, a page")
+@router.get(
+    "",
+    response_model=InvoicePage,
+    response_model_exclude_unset=True,
+    summary="Invoices by period and workspace, a page",
+)
 def get_invoices(
     request: Request,
     principal: CurrentPrincipal,
@@ -76,7 +82,8 @@ def get_invoices(
 
 @router.get(
     "/{invoice_id}",
-    response_model=dict[str, Any],
+    response_model=InvoiceDetail,
+    response_model_exclude_unset=True,
     summary="One invoice with its lines and credit notes",
 )
 def get_invoice(

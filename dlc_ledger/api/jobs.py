@@ -9,14 +9,13 @@ existence is not disclosed).
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
-from dlc_ledger.api.listing import CursorQuery, LimitQuery, listing, page_of
+from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, page_of
 from dlc_ledger.api.models import JobDetail, JobPage, TimelinePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
@@ -44,14 +43,12 @@ def get_jobs(
     status: str | None = None,
     user: str | None = None,
     at: Annotated[
-        datetime | None, Query(description="Jobs as they were then (ISO 8601, with zone).")
+        Instant | None, Query(description="Jobs as they were then (ISO 8601, with zone).")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     cursor: str | None = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
-    if at is not None and at.tzinfo is None:
-        raise InvalidRequest("at: give a time zone (e.g. Z)")
     with request.app.state.store.engine.connect() as conn:
         try:
             page = list_jobs(

@@ -1,6 +1,7 @@
 """What every list route shares: the ``{items, next_cursor}`` body, its query parameters
 (``limit``, ``cursor``, ``format``, a window), JSON-ready values, and the paging of a
-report computed whole.
+report computed whole; and :data:`Instant`, the one type of every route's instant query
+parameters (``at``, ``from``, ``to``, ``as_of``).
 
 Values: instants as ISO 8601 UTC (``2026-11-01T00:00:00Z``), decimals as strings (no
 float rounding), nested values kept. A list read that pages in SQL (jobs, invoices)
@@ -11,13 +12,14 @@ already sent, so every list pages the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
-from pydantic import BaseModel
+from pydantic import AwareDatetime, BeforeValidator
 
 from dlc_ledger.api.csv_responses import ListFormat, csv_response, wants_csv
 from dlc_ledger.services.errors import InvalidRequest
@@ -28,10 +30,10 @@ __all__ = [
     "AtQuery",
     "CursorQuery",
     "FromQuery",
+    "Instant",
     "LimitQuery",
-    "Listing",
     "ToQuery",
-    "check_instants",
+    "check_window",
     "listing",
     "page_of",
     "plain",
@@ -39,32 +41,41 @@ __all__ = [
 
 LimitQuery = Annotated[int, Query(ge=1, le=1000, description="Page size (1 to 1,000).")]
 CursorQuery = Annotated[str | None, Query(description="next_cursor of the previous page (opaque).")]
+#: what an instant query parameter must look like: a date, a time and a zone (RFC 3339,
+#: with ``T`` or a space); pydantic alone would also take ``0`` or ``1700000000`` as a
+#: Unix time, and a naive time would be read in nobody knows which zone
+_ISO_INSTANT = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})"
+)
+
+
+def _iso_instant(value: object) -> object:
+    if isinstance(value, datetime):  # a caller in Python: the zone is still checked
+        return value
+    if not isinstance(value, str) or _ISO_INSTANT.fullmatch(value) is None:
+        raise ValueError(
+            "give an ISO 8601 instant with a time zone, e.g. 2026-11-01T00:00:00Z "
+            "(not a Unix time, nor a time without a zone)"
+        )
+    return value
+
+
+#: every instant query parameter (``at``, ``from``, ``to``, ``as_of``): ISO 8601 with a
+#: zone, else a 422 naming the parameter
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_instant)]
 FromQuery = Annotated[
-    datetime | None, Query(alias="from", description="Window start (ISO 8601 with zone).")
+    Instant | None, Query(alias="from", description="Window start (ISO 8601 with zone).")
 ]
 ToQuery = Annotated[
-    datetime | None, Query(alias="to", description="Window end (ISO 8601 with zone).")
+    Instant | None, Query(alias="to", description="Window end (ISO 8601 with zone).")
 ]
 AtQuery = Annotated[
-    datetime | None, Query(description="Instant (ISO 8601 with zone); default the latest.")
+    Instant | None, Query(description="Instant (ISO 8601 with zone); default the latest.")
 ]
 
 
-class Listing(BaseModel):
-    """A page of a list: its items and where the next page starts (null: the last)."""
-
-    items: list[dict[str, Any]]
-    next_cursor: str | None = None
-
-
-def check_instants(
-    *, start: datetime | None = None, end: datetime | None = None, at: datetime | None = None
-) -> None:
-    """A 400 for an instant without a zone, or a window (from, to) that ends before it
-    starts."""
-    for name, value in (("from", start), ("to", end), ("at", at)):
-        if value is not None and value.tzinfo is None:
-            raise InvalidRequest(f"{name}: give a time zone (e.g. Z)")
+def check_window(start: datetime | None, end: datetime | None) -> None:
+    """A 400 for a window (from, to) that ends before it starts."""
     if start is not None and end is not None and end < start:
         raise InvalidRequest("to must not be before from")
 

@@ -21,15 +21,20 @@ from projections.jobs import STATUSES
 __all__ = [
     "CostRow",
     "CostRows",
+    "DecimalText",
     "Event",
     "EventPage",
     "Job",
     "JobCost",
     "JobDetail",
     "JobPage",
+    "Number",
     "Occupied",
+    "PreciseMinor",
+    "Strict",
     "TimelineEntry",
     "TimelinePage",
+    "Timestamp",
     "UsageRow",
     "UsageRows",
 ]
@@ -39,14 +44,18 @@ Timestamp = Annotated[
 ]
 #: an amount at full precision in minor units, as a decimal string (never a float)
 PreciseMinor = Annotated[str, Field(pattern=r"^-?[0-9]+(\.[0-9]+)?$", examples=["240.5"])]
+#: a decimal figure (GPU-hours, seconds, a share) as a string, so no float rounds it
+DecimalText = Annotated[str, Field(pattern=r"^-?[0-9]+(\.[0-9]+)?$", examples=["1.2500"])]
 Number = int | float  # int where the figure is whole: an int stays an int in the body
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
+    """A response body's part: a field not declared here is an error, not a silent drift."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class Job(_Strict):
+class Job(Strict):
     """A job as ``jobs list`` shows it (the jobs read model)."""
 
     job_uid: str
@@ -76,12 +85,12 @@ class Job(_Strict):
     )
 
 
-class JobPage(_Strict):
+class JobPage(Strict):
     items: list[Job]
     next_cursor: str | None = None
 
 
-class Occupied(_Strict):
+class Occupied(Strict):
     """Resource-seconds of the job's closed occupancies, per flavor."""
 
     flavor: str | None
@@ -91,7 +100,7 @@ class Occupied(_Strict):
     occupancies: int
 
 
-class TimelineEntry(_Strict):
+class TimelineEntry(Strict):
     position: int
     occurred_at: Timestamp
     type: str
@@ -104,12 +113,12 @@ class TimelineEntry(_Strict):
     late: bool = Field(description="Recorded after a later fact about the job.")
 
 
-class TimelinePage(_Strict):
+class TimelinePage(Strict):
     items: list[TimelineEntry]
     next_cursor: str | None = None
 
 
-class JobCost(_Strict):
+class JobCost(Strict):
     """Cost per flavor x billing mode: posted to the ledger, and rated now."""
 
     flavor: str
@@ -130,7 +139,7 @@ class JobDetail(Job):
     cost: list[JobCost]
 
 
-class Event(_Strict):
+class Event(Strict):
     """A stored event as recorded."""
 
     position: int
@@ -149,12 +158,12 @@ class Event(_Strict):
     hash: str = Field(pattern=r"^[0-9a-f]{64}$", description="The chain hash, hex.")
 
 
-class EventPage(_Strict):
+class EventPage(Strict):
     items: list[Event]
     next_cursor: str | None = None
 
 
-class _Grouped(_Strict):
+class _Grouped(Strict):
     """The group keys: present when grouped by, absent otherwise."""
 
     workspace: str | None = None
@@ -173,7 +182,7 @@ class UsageRow(_Grouped):
     memory_mib_seconds: Number
 
 
-class UsageRows(_Strict):
+class UsageRows(Strict):
     items: list[UsageRow]
     next_cursor: str | None = None
 
@@ -190,6 +199,6 @@ class CostRow(_Grouped):
     net_display: str | None = None
 
 
-class CostRows(_Strict):
+class CostRows(Strict):
     items: list[CostRow]
     next_cursor: str | None = None

@@ -22,12 +22,12 @@ from dlc_ledger.api.listing import (
     CursorQuery,
     FromQuery,
     LimitQuery,
-    Listing,
     ToQuery,
-    check_instants,
+    check_window,
     listing,
     page_of,
 )
+from dlc_ledger.api.models_quotas import QueuePage, QuotaTreePage, SeriesPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.billing import sync_billing
@@ -42,21 +42,9 @@ from projections.quota_nodes import quota_nodes_at
 from projections.quota_reads import series_points, usage_series
 from projections.quota_scope import quota_in_scope
 
-__all__ = ["QueuePage", "QuotaTreePage", "SeriesStep", "router"]
+__all__ = ["SeriesStep", "router"]
 
 router = APIRouter(prefix="/v1", tags=["quotas"], responses={**PROBLEM_RESPONSES, **CSV_RESPONSES})
-
-
-class QuotaTreePage(Listing):
-    """The tree's node x flavor rows, tree order, at ``at`` (null: nothing recorded)."""
-
-    at: str | None = None
-
-
-class QueuePage(Listing):
-    """A queue page; ``now``: the instant waits and estimates are taken at."""
-
-    now: str | None = None
 
 
 class SeriesStep(StrEnum):
@@ -67,6 +55,7 @@ class SeriesStep(StrEnum):
 @router.get(
     "/quotas/tree",
     response_model=QuotaTreePage,
+    response_model_exclude_unset=True,
     summary="Every quota node x flavor: min, max, used, borrowed, lent, lendable, queued",
 )
 def get_quota_tree(
@@ -81,7 +70,7 @@ def get_quota_tree(
 ) -> dict[str, Any] | Response:
     """With ``from``/``to``: each node's GPU-hours and cost over that window too (its
     subtree's leaves summed; ``to`` exclusive)."""
-    check_instants(start=start, end=end, at=at)
+    check_window(start, end)
     window = None if start is None and end is None else ReportWindow(start=start, end=end)
     store = request.app.state.store
     catch_up_quotas(store)
@@ -100,7 +89,8 @@ def get_quota_tree(
 
 @router.get(
     "/quotas/{quota}/series",
-    response_model=Listing,
+    response_model=SeriesPage,
+    response_model_exclude_unset=True,
     summary="One quota node's usage per flavor at each step of a window (a chart's series)",
 )
 def get_quota_series(
@@ -116,7 +106,7 @@ def get_quota_series(
 ) -> dict[str, Any] | Response:
     """Points at each step's start from the step holding ``from`` (default: the first
     change) to the one holding ``to`` (inclusive; default: the latest change)."""
-    check_instants(start=start, end=end)
+    check_window(start, end)
     store = request.app.state.store
     catch_up_quotas(store)
     with store.engine.connect() as conn:
@@ -134,6 +124,7 @@ def get_quota_series(
 @router.get(
     "/queues/{quota}",
     response_model=QueuePage,
+    response_model_exclude_unset=True,
     summary="A quota's pending jobs (an inner quota: its subtree's) in dispatch order",
 )
 def get_queue(
@@ -148,7 +139,6 @@ def get_queue(
     """Position in the quota and in the whole tree, priority (effective, if aged), time
     waited, reason, request, estimated start. ``at``: the queue as it stood then (the jobs
     pending and admitted at that instant)."""
-    check_instants(at=at)
     try:
         page = queue_page(
             request.app.state.store,

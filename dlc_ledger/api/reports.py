@@ -20,7 +20,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
-from dlc_ledger.api.listing import CursorQuery, listing, page_of
+from dlc_ledger.api.listing import CursorQuery, Instant, listing, page_of
 from dlc_ledger.api.models import CostRows, UsageRows
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.billing import sync_billing
@@ -60,9 +60,6 @@ def _window(
     end: datetime | None,
     as_of: datetime | None,
 ) -> ReportWindow:
-    for name, value in (("from", start), ("to", end), ("as_of", as_of)):
-        if value is not None and value.tzinfo is None:
-            raise InvalidRequest(f"{name}: give a time zone (e.g. Z)")
     if start is not None and end is not None and end <= start:
         raise InvalidRequest("to must be after from")
     scope = principal.scope
@@ -107,9 +104,9 @@ def get_usage(
     request: Request,
     principal: CurrentPrincipal,
     group_by: Annotated[str, _GROUP] = "workspace",
-    start: Annotated[datetime | None, _FROM] = None,
-    end: Annotated[datetime | None, _TO] = None,
-    as_of: Annotated[datetime | None, _AS_OF] = None,
+    start: Annotated[Instant | None, _FROM] = None,
+    end: Annotated[Instant | None, _TO] = None,
+    as_of: Annotated[Instant | None, _AS_OF] = None,
     limit: Annotated[int, _REPORT_LIMIT] = 1000,
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
@@ -135,9 +132,9 @@ def get_cost(
     request: Request,
     principal: CurrentPrincipal,
     group_by: Annotated[str, _GROUP] = "workspace",
-    start: Annotated[datetime | None, _FROM] = None,
-    end: Annotated[datetime | None, _TO] = None,
-    as_of: Annotated[datetime | None, _AS_OF] = None,
+    start: Annotated[Instant | None, _FROM] = None,
+    end: Annotated[Instant | None, _TO] = None,
+    as_of: Annotated[Instant | None, _AS_OF] = None,
     source: CostSource = CostSource.auto,
     net_credits: bool = False,
     limit: Annotated[int, _REPORT_LIMIT] = 1000,

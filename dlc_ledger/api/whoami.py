@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel
 
 from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.models import Strict
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 
 __all__ = ["WhoAmI", "router"]
@@ -13,7 +13,7 @@ __all__ = ["WhoAmI", "router"]
 router = APIRouter(prefix="/v1", tags=["access"], responses=PROBLEM_RESPONSES)
 
 
-class WhoAmI(BaseModel):
+class WhoAmI(Strict):
     token_id: str
     name: str
     roles: list[str]

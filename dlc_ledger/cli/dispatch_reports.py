@@ -52,7 +52,8 @@ def report_preemptions(
     start: str | None = _FROM, end: str | None = _TO, fmt: FormatOption = RowFormat.table
 ) -> None:
     """Every preemption decided in the window: preemptor, victim, reason, and the victim's
-    GPU-hours lost since its last start with their cost at its rate."""
+    GPU-hours lost (its pods open at the decision, as `jobs why` shows) with their cost at
+    its rate."""
     window = _window(start, end)
     store = open_store()
     with store.engine.connect() as conn:

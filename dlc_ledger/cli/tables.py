@@ -8,7 +8,9 @@ they keep plain numbers, datetimes in ISO-8601 and decimals as strings.
 Names come from events, and events from pod annotations anyone with a namespace can
 write: a table cell (and every line-oriented output, through :func:`escape_controls`)
 shows control characters escaped (``\n``, ``\x1b``, ``\u202e``), so a name can neither
-split a row nor drive the terminal. JSON and CSV keep the exact value, quoted.
+split a row nor drive the terminal. JSON keeps the exact value; CSV too, except that a
+text that could start a spreadsheet formula gets a leading ``'``
+(:func:`dlc_ledger.services.csv_cells.neutralized`, the API's rule too).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
+
+from dlc_ledger.services.csv_cells import neutralized
 
 __all__ = [
     "DocumentFormat",
@@ -127,6 +131,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _csv_cell(value: Any) -> Any:
+    """A CSV cell: numbers as they are, text safe from spreadsheet formulas."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return neutralized(value if isinstance(value, str) else str(value))
+
+
 def render_rows(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
     """``rows`` as a text table (:func:`render_table`), a JSON array or CSV with a header."""
     if fmt == "table":
@@ -139,8 +150,8 @@ def render_rows(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
     out = io.StringIO()
     if plain:
         writer = csv.DictWriter(out, fieldnames=list(plain[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(plain)
+        writer.writerow({key: neutralized(key) for key in plain[0]})  # the header
+        writer.writerows({k: _csv_cell(v) for k, v in row.items()} for row in plain)
     return out.getvalue().rstrip("\n")
 
 

@@ -31,7 +31,16 @@ from ledger.quotas.model import (
     spec_hash,
     topological_order,
 )
-from ledger.quotas.usage import FlavorUsage, NodeUsage, UsageCalculator, allocate, compute_usage
+from ledger.quotas.usage import (
+    FlavorUsage,
+    NodeUsage,
+    UsageCalculator,
+    allocate,
+    compute_usage,
+    lent_outside,
+    unused_offered,
+    within_lend_limit,
+)
 from ledger.quotas.validate import validate_tree
 
 __all__ = [
@@ -49,9 +58,12 @@ __all__ = [
     "counting_flavors",
     "diff",
     "keep_absent",
+    "lent_outside",
     "quota_tree_from_document",
     "resource_unit",
     "spec_hash",
     "topological_order",
+    "unused_offered",
     "validate_tree",
+    "within_lend_limit",
 ]

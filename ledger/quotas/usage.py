@@ -3,17 +3,32 @@
 Per quota node and flavor (quantities in the key's unit, see ``docs/quotas.md``):
 
 - ``used``: the subtree's usage (only leaves own usage);
-- ``borrowed``: usage above the node's ``min`` (never negative); a leaf's idle-mode usage
-  always counts as borrowed. A root has nobody to borrow from: it never borrows, usage
-  above its capacity is over-admission;
+- ``borrowed``: what the node takes from above. A leaf: its usage above its ``min`` (never
+  negative), idle-mode usage always counting as borrowed. An inner node: the part of its
+  children's borrowing that neither its shared pool nor the children's lendable unused
+  ``min`` supply (below), at least its usage above its ``min``, more when a child's unused
+  guarantee is held back by its ``lend_limit``. A root has nobody to borrow from: it never
+  borrows, that part is its over-admission;
 - ``lent``: at each inner node, the children's borrowing is supplied first from the
-  node's shared pool (its min minus its children's mins), then from the siblings' unused
-  min (the lendable part first, in proportion to it), and whatever is left the node
-  itself borrowed from above (or, at a root, is over capacity) and passes down. Each
-  supplier's share is its ``lent``, so the tree's total ``lent`` equals its total
-  ``borrowed`` exactly;
+  node's shared pool (its min minus its children's mins), then from the children's
+  *lendable* unused min (a leaf's unused min, an inner node's unused pool and lendable
+  children's min not lent among them; within ``lend_limit``: a node never lends more),
+  in proportion to it, and whatever is left the node itself borrowed from above (or, at
+  a root, is over capacity) and passes down. Each supplier's share is its ``lent``, so
+  the tree's total ``lent`` equals its total ``borrowed`` exactly (a root's pass-down,
+  its over-admission, is in its ``lent`` and in its children's ``borrowed``);
 - ``max``: the node's own cap, else its parent's; a root's cap is its min;
-- ``over_admitted``: usage above ``max`` (a quota change never evicts, it shows here).
+- ``over_admitted``: usage above ``max`` (a quota change never evicts, it shows here);
+  at a root with children, at least what its children borrow beyond what it and they
+  can lend (their guarantees held back by ``lend_limit`` stay unlent).
+
+This is the dispatcher's rule (:mod:`ledger.dispatch.capacity`, Kueue's resource_node: a
+node with a lending limit keeps the rest of its quota for itself). Without idle-mode usage
+(which the dispatcher admits by another rule), exactly: a non-root node's ``borrowed`` is
+Kueue's usage beyond its subtree quota (``max(0, usage - subtree)``), a root's
+``over_admitted`` is ``max(0, -available(root))``, and what a node lends outside its
+subtree (:func:`lent_outside`) never exceeds its ``lend_limit``; tested with hypothesis
+(``tests/quotas/test_lending_matches_dispatcher.py``).
 
 Two engines share these rules: :class:`UsageCalculator` computes a whole tree per flavor from
 the leaves' usage (:func:`compute_usage`); :class:`FlavorUsage` keeps one flavor current as
@@ -25,11 +40,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ledger.events import QuotaSpec
 from ledger.quotas.model import topological_order
 
-__all__ = ["FlavorUsage", "NodeUsage", "UsageCalculator", "allocate", "compute_usage"]
+__all__ = [
+    "FlavorUsage",
+    "NodeUsage",
+    "UsageCalculator",
+    "allocate",
+    "compute_usage",
+    "lent_outside",
+    "unused_offered",
+    "within_lend_limit",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,31 +91,94 @@ def allocate(amount: int, weights: Mapping[str, int]) -> dict[str, int]:
     return shares
 
 
-def _lend_among(
-    rest: int,
+class Lending(Protocol):
+    """What :func:`lent_outside` reads of a row (:class:`NodeUsage` and the read models')."""
+
+    @property
+    def borrowed(self) -> int: ...
+
+    @property
+    def lent(self) -> int: ...
+
+
+def lent_outside(
+    parents: Mapping[str, str | None], rows: Mapping[tuple[str, str], Lending]
+) -> dict[tuple[str, str], int]:
+    """What each node x flavor of ``rows`` (every node of a tree, one instant) lends
+    outside its subtree (its share of its siblings' borrowing; 0 at a root). A row's
+    ``lent`` also holds what an inner node supplies to its own children (from its pool,
+    or passed down from above): their ``borrowed`` less what they lend one another, taken
+    out children first."""
+    children: dict[str, list[str]] = {name: [] for name in parents}
+    for name, parent in parents.items():
+        if parent is not None:
+            children[parent].append(name)
+    flavors: dict[str, list[str]] = {}
+    for quota, flavor in rows:
+        flavors.setdefault(quota, []).append(flavor)
+    out: dict[tuple[str, str], int] = {}
+    for name in _leaves_first(parents, children):
+        for flavor in flavors.get(name, ()):
+            key = (name, flavor)
+            kids = [(k, flavor) for k in children[name] if (k, flavor) in rows]
+            down = sum(rows[k].borrowed - out[k] for k in kids)
+            out[key] = rows[key].lent - down
+    return out
+
+
+def _leaves_first(
+    parents: Mapping[str, str | None], children: Mapping[str, list[str]]
+) -> list[str]:
+    order: list[str] = []
+    stack = [(name, False) for name, parent in parents.items() if parent is None]
+    while stack:
+        name, done = stack.pop()
+        if done:
+            order.append(name)
+            continue
+        stack.append((name, True))
+        stack.extend((k, False) for k in children[name])
+    return order
+
+
+def within_lend_limit(unused: int, limit: int | None) -> int:
+    """What a node offers its siblings: its unused min, never more than its lend limit."""
+    return unused if limit is None else min(unused, limit)
+
+
+def unused_offered(pool: int, offers: Iterable[int], demand: int) -> int:
+    """An inner node's unused (what it offers its own siblings, before ``lend_limit``):
+    its shared ``pool`` plus its children's ``offers`` (:func:`within_lend_limit`) less
+    their borrowing ``demand`` those supply; what cannot be supplied, it borrows."""
+    return max(0, pool + sum(offers) - demand)
+
+
+def _supply(
+    demand: int,
+    pool: int,
     kids: Sequence[int],
     order: Sequence[str],
-    index: Mapping[str, int],
     unused: Sequence[int],
     lends: Sequence[int | None],
-) -> tuple[dict[int, int], int]:
-    """Supply ``rest`` of the children's borrowing from their unused min: the lendable part
-    (within ``lend_limit``) first, then the rest, each in proportion (:func:`allocate`).
-    Returns each child's share and what is left, borrowed from above."""
-    lendable: dict[str, int] = {}
+) -> tuple[int, dict[int, int], int, int]:
+    """Supply ``demand`` (the children's borrowing) from the parent's ``pool``, then from
+    the children's lendable unused min (within ``lend_limit``), in proportion
+    (:func:`allocate`). Returns (from the pool, each child's share, what is left: borrowed
+    from above or over capacity, what stays unused of the pool and the lendable parts:
+    the parent's own unused, offered above)."""
+    from_pool = min(demand, pool)
+    rest = demand - from_pool
+    offered: dict[str, int] = {}
     for k in kids:
-        cap = lends[k]
-        lendable[order[k]] = unused[k] if cap is None else min(unused[k], cap)
+        offered[order[k]] = within_lend_limit(unused[k], lends[k])
+    spare = unused_offered(pool, offered.values(), demand)
     shares: dict[int, int] = {}
-    for name, share in allocate(rest, lendable).items():
-        shares[index[name]] = share
-        rest -= share
     if rest:
-        beyond = {order[k]: unused[k] - lendable[order[k]] for k in kids}
-        for name, share in allocate(rest, beyond).items():
-            shares[index[name]] += share
+        split = allocate(rest, offered)
+        for k in kids:
+            shares[k] = share = split[order[k]]
             rest -= share
-    return shares, rest
+    return from_pool, shares, rest, spare
 
 
 def _caps(
@@ -188,45 +276,39 @@ class UsageCalculator:
         used = [0] * n
         borrowed = [0] * n
         unused = [0] * n
+        lent = [0] * n
+        over = [0] * n  # a root's children's borrowing nobody could supply
         for i in range(n - 1, -1, -1):  # children before parents
             kids = children[i]
             if kids:
-                total = 0
+                total = demand = kid_mins = 0
                 for k in kids:
                     total += used[k]
-                regular = total
-                extra = 0
+                    demand += borrowed[k]
+                    kid_mins += mins[k]
+                from_pool, shares, rest, spare = _supply(
+                    demand, max(0, mins[i] - kid_mins), kids, order, unused, lends
+                )
+                for k, share in shares.items():
+                    lent[k] += share
+                lent[i] += from_pool + rest  # rest: borrowed from above and passed down
+                used[i] = total
+                unused[i] = spare
+                if parent[i] is None:
+                    over[i] = rest
+                else:
+                    borrowed[i] = rest
             else:
                 total = used_in.get(order[i], 0)
                 extra = min(total, idle_in.get(order[i], 0))
                 regular = total - extra
-            used[i] = total
-            if parent[i] is not None:  # a root has nobody to borrow from
-                borrowed[i] = max(0, regular - mins[i]) + extra
-            unused[i] = max(0, mins[i] - regular)
-        lent = [0] * n
-        for i in range(n):
-            kids = children[i]
-            if not kids:
-                continue
-            demand = 0
-            kid_mins = 0
-            for k in kids:
-                demand += borrowed[k]
-                kid_mins += mins[k]
-            if demand == 0:
-                continue
-            from_pool = min(demand, max(0, mins[i] - kid_mins))
-            lent[i] += from_pool
-            rest = demand - from_pool
-            if rest:
-                shares, rest = _lend_among(rest, kids, order, self.index, unused, lends)
-                for k, share in shares.items():
-                    lent[k] += share
-            lent[i] += rest  # borrowed from above (or over capacity) and passed down
+                used[i] = total
+                if parent[i] is not None:  # a root has nobody to borrow from
+                    borrowed[i] = max(0, regular - mins[i]) + extra
+                unused[i] = max(0, mins[i] - regular)
         caps = _caps(parent, mins, maxes)
         return [
-            (mins[i], caps[i], used[i], borrowed[i], lent[i], max(0, used[i] - caps[i]))
+            (mins[i], caps[i], used[i], borrowed[i], lent[i], max(over[i], used[i] - caps[i], 0))
             for i in range(n)
         ]
 
@@ -253,7 +335,15 @@ class FlavorUsage:
         self.idle = [0] * n
         self.used = [0] * n
         self.borrowed = [0] * n
+        #: a leaf's unused min; an inner node's unused pool plus its children's lendable
+        #: unused min not lent among them (what it offers its siblings)
         self.unused = list(mins)
+        for i in range(n - 1, -1, -1):  # children before parents: nothing used yet
+            if children[i]:
+                self.unused[i] = max(0, mins[i] - self.kid_mins[i]) + sum(
+                    within_lend_limit(self.unused[k], lends[k]) for k in children[i]
+                )
+        self.over = [0] * n  # at a root: its children's borrowing nobody could supply
         self.lent_down = [0] * n  # supplied to its children (shared pool + passed down)
         self.lent_up = [0] * n  # its share of what its parent's children borrow
         self.counts = [[0, 0, 0] for _ in range(n)]  # queued, running_jobs, queued_jobs
@@ -301,26 +391,31 @@ class FlavorUsage:
             changed = self.changed
             lenders: set[int] = set()  # parents whose children's borrowed / unused moved
             for i in path:
-                kids = children[i]
-                if kids:
+                p = parent[i]
+                if children[i]:
                     total = 0
-                    for k in kids:
+                    for k in children[i]:
                         total += used[k]
-                    regular, extra = total, 0
+                    if total != used[i]:
+                        used[i] = total
+                        changed.add(i)
+                    if i not in lenders:
+                        continue  # no child's borrowed or unused moved
+                    b, u = self._lend(i)
                 else:
                     total = self.total[i]
                     extra = min(total, self.idle[i])
                     regular = total - extra
-                p = parent[i]
-                b = max(0, regular - mins[i]) + extra if p is not None else 0
-                u = max(0, mins[i] - regular)
-                if total != used[i] or b != borrowed[i]:
+                    b = max(0, regular - mins[i]) + extra if p is not None else 0
+                    u = max(0, mins[i] - regular)
+                    if total != used[i]:
+                        used[i] = total
+                        changed.add(i)
+                if b != borrowed[i]:
                     changed.add(i)
                 if p is not None and (b != borrowed[i] or u != unused[i]):
                     lenders.add(p)
-                used[i], borrowed[i], unused[i] = total, b, u
-            for p in lenders:
-                self._lend(p)
+                borrowed[i], unused[i] = b, u
         out = set(self.changed)
         self.changed.clear()
         return out
@@ -336,38 +431,37 @@ class FlavorUsage:
             found = self._paths[leaf] = tuple(nodes)
         return found
 
-    def _lend(self, p: int) -> None:
-        """Split the borrowing of ``p``'s children among its pool, its children, above."""
+    def _lend(self, p: int) -> tuple[int, int]:
+        """Split the borrowing of ``p``'s children among its pool, its children, above;
+        returns ``p``'s borrowed and unused (at a root, the rest is over-admission)."""
         kids = self.calc.children[p]
         borrowed, lent_up, changed = self.borrowed, self.lent_up, self.changed
         demand = 0
         for k in kids:
             demand += borrowed[k]
-        if not demand:
-            if self.lent_down[p]:
-                self.lent_down[p] = 0
-                changed.add(p)
-            for k in kids:
-                if lent_up[k]:
-                    lent_up[k] = 0
-                    changed.add(k)
-            return
-        order, index = self.calc.order, self.calc.index
-        unused, lends = self.unused, self.lends
-        shares = dict.fromkeys(kids, 0)
-        from_pool = min(demand, max(0, self.mins[p] - self.kid_mins[p]))
-        rest = demand - from_pool
-        if rest:
-            lent, rest = _lend_among(rest, kids, order, index, unused, lends)
-            shares.update(lent)
+        from_pool, shares, rest, spare = _supply(
+            demand,
+            max(0, self.mins[p] - self.kid_mins[p]),
+            kids,
+            self.calc.order,
+            self.unused,
+            self.lends,
+        )
         down = from_pool + rest
         if down != self.lent_down[p]:
             self.lent_down[p] = down
             changed.add(p)
-        for k, share in shares.items():
+        for k in kids:
+            share = shares.get(k, 0)
             if share != lent_up[k]:
                 lent_up[k] = share
                 changed.add(k)
+        if self.calc.parent[p] is not None:
+            return rest, spare
+        if rest != self.over[p]:
+            self.over[p] = rest
+            changed.add(p)
+        return 0, spare
 
     def row(self, i: int) -> tuple[int, ...]:
         """(min, max, used, borrowed, lent, queued, running_jobs, queued_jobs, over_admitted)."""
@@ -381,5 +475,5 @@ class FlavorUsage:
             c[0],
             c[1],
             c[2],
-            max(0, used - cap),
+            max(0, used - cap, self.over[i]),
         )

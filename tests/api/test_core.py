@@ -70,7 +70,7 @@ def test_invalid_parameters_are_422_or_400_problems(
     bad_status = client.get("/v1/jobs", params={"status": "Sleeping"}, headers=headers)
     assert bad_status.status_code == 400 and "unknown status" in bad_status.json()["detail"]
     naive = client.get("/v1/jobs", params={"at": "2026-11-01T00:00:00"}, headers=headers)
-    assert naive.status_code == 400 and "time zone" in naive.json()["detail"]
+    assert naive.status_code == 422 and "time zone" in naive.json()["detail"]
     missing = client.get("/v1/nothing-here", headers=headers)
     assert missing.status_code == 404 and missing.headers["content-type"] == PROBLEM
 

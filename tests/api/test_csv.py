@@ -11,7 +11,12 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+from consumers.projector import Projector
+from ledger.events import JobSubmitted
+from ledger.store.postgres import PostgresEventStore
+from projections.registry import all_projections
 from tests.api.conftest import bearer
+from tests.projections.builders import Narrator, at, replica
 
 #: every list route, with the parameters that make it non-empty on the seed
 LISTS = {
@@ -128,3 +133,29 @@ def test_every_list_pages_through_all_its_items(
         if cursor is None:
             break
     assert seen == whole["items"] and len(seen) >= 1, route
+
+
+def test_a_cell_that_could_start_a_formula_is_prefixed(
+    client: TestClient, tokens: dict[str, str], store: PostgresEventStore
+) -> None:
+    """Names come from pod annotations: one that a spreadsheet would run (``=``, ``+``,
+    ``-``, ``@``) is written with a leading ``'`` in CSV, exactly in JSON; numbers stay."""
+    hostile = '=HYPERLINK("http://evil","x")'
+    n = Narrator("api-formula")
+    n.tell(
+        JobSubmitted(
+            job_uid="f-1", name=hostile, namespace="-team", workspace="ws-a", user="@eve",
+            quota="q-ws-a", priority=-12, replicas=(replica(),),
+        ),
+        "job/f-1",
+        at(99),
+    )  # fmt: skip
+    store.append(n.events)
+    Projector(store, all_projections()).catch_up()
+    headers = bearer(tokens["admin"])
+    (item,) = client.get("/v1/jobs?workspace=ws-a&user=@eve", headers=headers).json()["items"]
+    assert (item["name"], item["user"], item["namespace"]) == (hostile, "@eve", "-team")
+    response = client.get("/v1/jobs?workspace=ws-a&user=@eve&format=csv", headers=headers)
+    (row,) = _rows(response.text)
+    assert (row["name"], row["user"], row["namespace"]) == ("'" + hostile, "'@eve", "'-team")
+    assert row["priority"] == "-12"  # a number, not text

@@ -109,7 +109,7 @@ def test_dispatch_reports_keep_to_the_subtree(
 def test_bad_windows_and_keys_are_problems(dispatched: TestClient, tokens: dict[str, str]) -> None:
     headers = bearer(tokens["admin"])
     naive = dispatched.get("/v1/waits", params={"from": "2026-11-01T00:00:00"}, headers=headers)
-    assert naive.status_code == 400 and "time zone" in naive.json()["detail"]
+    assert naive.status_code == 422 and "time zone" in naive.json()["detail"]
     backwards = dispatched.get(
         "/v1/preemptions",
         params={"from": "2026-11-02T00:00:00Z", "to": "2026-11-01T00:00:00Z"},

@@ -185,4 +185,4 @@ def test_the_tree_at_an_instant(
     naive = dispatched.get(
         "/v1/quotas/tree", params={"at": "2026-11-01T02:30:00"}, headers=bearer(tokens["admin"])
     )
-    assert naive.status_code == 400 and "time zone" in naive.json()["detail"]
+    assert naive.status_code == 422 and "time zone" in naive.json()["detail"]

@@ -36,6 +36,7 @@ from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.tokens import create_token
 from ledger.store.postgres import PostgresEventStore
 from projections.finance_reports import GROUP_KEYS
+from projections.inventory import INVENTORY_GROUP_KEYS
 from tests.api.conftest import QUOTA_TREE, bearer, seed_dispatch, seed_jobs
 from tests.databases import TemplateDatabases
 from tests.projections.builders import EPOCH
@@ -63,6 +64,11 @@ SEEDED_QUERIES: dict[str, list[dict[str, str]]] = {
         {"group_by": ",".join(GROUP_KEYS), "source": "rated"},
         {"group_by": "workspace,month", "source": "rated", "net_credits": "true"},
     ],
+    # the quota tree's window figures and cost, goodput's other key, every inventory key
+    "/v1/quotas/tree": [{"from": "2026-11-01T00:00:00Z", "to": "2026-12-01T00:00:00Z"}],
+    "/v1/goodput": [{"by": "workspace"}],
+    "/v1/inventory": [{"group_by": ",".join(INVENTORY_GROUP_KEYS)}, {"group_by": ""}],
+    "/v1/queues/{quota}": [{"at": "2026-11-01T05:00:00+01:00"}],
 }
 
 

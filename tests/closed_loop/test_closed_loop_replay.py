@@ -31,6 +31,7 @@ from dlc_ledger.wiring.replay import run_replay
 from kubesim.traces import OPENB_PODS_CSV
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import events as events_table
+from projections.dispatch_estimates import projected_now
 from projections.dispatch_reports import (
     DecisionWindow,
     goodput_report,
@@ -189,24 +190,36 @@ def test_closed_loop_slice_queues_preempts_and_reports_match_the_events(
     assert sum(r["withdrawn"] for r in waits) == len((deleted & decided) - ever_admitted) > 0
     assert any(r["requeued"] for r in waits)  # a victim's wait after its preemption
 
-    # preemptions: exactly the stored PreemptionDecided victims, losses from occupancy events
+    # preemptions: exactly the stored PreemptionDecided victims, losses from occupancy
+    # events: the victim's pods open at the decision, each to its end (or, still
+    # releasing, the latest projected fact), none counted by two decisions of a job
     stored = _events(store, "PreemptionDecided")
     assert {(str(e.event_id), v["job_uid"]) for e in stored for v in e.data["victims"]} == {
         (r["event_id"], r["victim_uid"]) for r in preemptions
     }
     occupancies = _occupancies(store)
+    with store.engine.connect() as conn:
+        now = projected_now(conn)
+    assert now is not None
     decided_at = {str(e.event_id): e.occurred_at for e in stored}
-    for row in preemptions:
+    counted: set[str] = set()
+    for row in preemptions:  # in decision order
         at = decided_at[row["event_id"]]
-        runs = [
-            o for o in occupancies.values() if o["job"] == row["victim_uid"] and o["start"] <= at
-        ]
-        last = max(runs, key=lambda o: o["start"])
-        held = (last.get("end", at) - last["start"]).total_seconds()
-        assert row["victim_started_at"] == last["start"]
-        assert row["gpu_hours_lost"] == round(Decimal(held * last["mgpu"]) / 3_600_000, 4)
+        runs = {
+            occ: o
+            for occ, o in occupancies.items()
+            if o["job"] == row["victim_uid"]
+            and o["start"] <= at
+            and o.get("end", at) >= at
+            and occ not in counted
+        }
+        counted.update(runs)
+        held = {occ: (o.get("end", now) - o["start"]).total_seconds() for occ, o in runs.items()}
+        mgpu_s = sum(held[occ] * o["mgpu"] for occ, o in runs.items())
+        assert row["victim_started_at"] == min((o["start"] for o in runs.values()), default=None)
+        assert row["gpu_hours_lost"] == round(Decimal(mgpu_s) / 3_600_000, 4)
         assert row["reason"] and row["preemptor"] != row["victim"]
-        if held > 0:
+        if mgpu_s > 0:
             assert row["lost_cost_minor"] > 0 and row["currency"] == "USD"
 
     # goodput per quota: from the occupancy events and the tree's bindings

@@ -4,6 +4,7 @@ every figure computed here by hand from the events' instants."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from decimal import Decimal
 from importlib.resources import as_file, files
 
@@ -145,3 +146,51 @@ def test_report_commands_render_the_three_reports(store: PostgresEventStore, cli
     assert "window is empty" in cli(
         "report", "waits", "--from", "2026-11-02", "--to", "2026-11-01", ok=False
     )
+
+
+def _preempted(victim: str, preemptor: str, seconds: float) -> object:
+    return envelope(
+        PreemptionDecided(
+            preemptor=preemptor,
+            victims=(Victim(job_uid=victim, quota="q2", reason="Reclaim"),),
+            reason="Reclaim",
+        ),
+        f"dispatch/{preemptor}",
+        at(seconds),
+    )
+
+
+def test_report_and_why_count_the_same_lost_work(store: PostgresEventStore, cli: CliCall) -> None:
+    """``report preemptions`` and ``jobs why`` read one computation of the work lost: a
+    two-pod victim loses both pods' runs (each to its end, or still releasing to the
+    latest fact), not a run that ended before the decision, and a decision repeated while
+    it releases loses nothing more."""
+    with as_file(files("dlc_ledger.resources") / "pricebooks" / "demo-2026.yaml") as path:
+        publish_price_book(store, load_price_book(path), at=EPOCH)
+    apply_quota_file(store, TREE, principal=local_principal(), at=EPOCH)
+    store.append(
+        [  # type: ignore[list-item]
+            submitted("k1", "ws-b", at(0)),
+            occ_started("a", "k1", "ws-b", at(100)),
+            _ended("a", "k1", 200, "deleted"),  # an earlier run, over before the decision
+            occ_started("b", "k1", "ws-b", at(300)),
+            occ_started("c", "k1", "ws-b", at(300)),
+            _preempted("k1", "j9", 1_000),
+            _preempted("k1", "j8", 1_010),  # decided again while its pods release
+            _ended("b", "k1", 1_030, "deleted"),
+            submitted("k2", "ws-a", at(1_100)),  # the latest fact: c still releases then
+        ]
+    )
+    Projector(store, all_projections()).catch_up()
+    first, again = json.loads(cli("report", "preemptions", "--format", "json"))
+    # b held 730 s, c 800 s (to the latest fact) on 1 GPU each
+    assert first["gpu_hours_lost"] == str(round(Decimal(1_530) / 3_600, 4))
+    assert datetime.fromisoformat(first["victim_started_at"]) == at(300)
+    assert (Decimal(again["gpu_hours_lost"]), again["victim_started_at"]) == (0, None)
+    assert again["lost_cost_minor"] is None or again["lost_cost_minor"] == 0
+    why = json.loads(cli("jobs", "why", "k1", "--format", "json"))
+    by_preemptor = {p["preemptor"]: p for p in why["preemptions"]}
+    assert by_preemptor["j9"]["lost_seconds"] == 800
+    assert by_preemptor["j9"]["lost_gpu_hours"] == round(1_530 / 3_600, 6)
+    assert by_preemptor["j9"]["lost_cost_minor"] == first["lost_cost_minor"] > 0
+    assert by_preemptor["j8"]["lost_gpu_hours"] == 0

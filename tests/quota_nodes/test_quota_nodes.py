@@ -8,10 +8,13 @@ guaranteed 4000 (lend_limit 2000); openb > offline 20000 (pool 4000) > burstable
 burstable 10000, be 6000 (borrows it all); a job of 3000 waits on be.
 
 Lending, by the rules of ledger/quotas/usage.py: online's children borrow 8000: its pool
-lends 4000, guaranteed its lendable 2000 then 2000 beyond it (4000). offline's borrow
-6000: its pool 4000, burstable 2000. Lendable now: burstable 16000 - 10000 unused, 2000
-lent: 4000; offline 20000 - 16000 unused, nothing lent outside: 4000; guaranteed lent
-all its 4000: 0; a root lends to nobody: 0.
+lends 4000, guaranteed 2000 (its lend_limit: a node never lends beyond it), and online
+borrows the other 2000 from openb (whose pool lends them) and passes them down (online
+lent 6000). offline's borrow 6000: its pool 4000, burstable 2000. Lendable now:
+burstable 16000 - 10000 unused, 2000 lent: 4000; offline's pool left 4000, nothing lent
+outside: 4000; guaranteed lent its limit: 0; online has nothing left: 0; a root lends to
+nobody: 0. With nothing running, online could lend its pool, ls's 32000 and guaranteed's
+2000: 38000 (the dispatcher's subtree quota of online).
 
 Available (the dispatcher's Kueue arithmetic, ledger/dispatch/capacity.py): guaranteed
 holds back 4000 - 2000 = 2000 (its lend_limit), so openb's subtree quota is 20000 + 38000
@@ -40,10 +43,10 @@ FIGURES = ("min", "max", "used", "borrowed", "lent", "lendable", "queued", "pend
            "running_jobs", "available")  # fmt: skip
 #: gpu/any at 02:00, by hand (module docstring)
 EXPECTED = {
-    "openb": (80000, 80000, 56000, 0, 0, 0, 3000, 1, 3, 22000),
-    "online": (40000, 80000, 40000, 0, 4000, 0, 0, 0, 1, 22000),
+    "openb": (80000, 80000, 56000, 0, 2000, 0, 3000, 1, 3, 22000),
+    "online": (40000, 80000, 40000, 2000, 6000, 0, 0, 0, 1, 22000),
     "ls": (32000, 80000, 40000, 8000, 0, 0, 0, 0, 1, 22000),
-    "guaranteed": (4000, 80000, 0, 0, 4000, 0, 0, 0, 0, 24000),
+    "guaranteed": (4000, 80000, 0, 0, 2000, 0, 0, 0, 0, 24000),
     "offline": (20000, 80000, 16000, 0, 4000, 4000, 3000, 1, 2, 22000),
     "burstable": (16000, 48000, 10000, 0, 2000, 4000, 0, 0, 1, 22000),
     "be": (0, 40000, 6000, 6000, 0, 0, 3000, 1, 1, 22000),
@@ -95,7 +98,7 @@ def test_every_node_by_hand_through_the_read_function(
     for inner, kids in (("online", ("ls", "guaranteed")), ("offline", ("burstable", "be"))):
         assert got[inner][2] == sum(got[k][2] for k in kids)
         assert got[inner][6] == sum(got[k][6] for k in kids)
-    assert sum(v[3] for v in got.values()) == sum(v[4] for v in got.values()) == 14000
+    assert sum(v[3] for v in got.values()) == sum(v[4] for v in got.values()) == 16000
     assert nodes.parents == {"openb": None, "online": "openb", "ls": "online",
                              "guaranteed": "online", "offline": "openb",
                              "burstable": "offline", "be": "offline"}  # fmt: skip
@@ -103,7 +106,8 @@ def test_every_node_by_hand_through_the_read_function(
         later = quota_nodes_at(conn, at(4 * HOUR))
     idle = {f.usage.quota: f.lendable for f in later.flavors if f.usage.flavor == "gpu/any"}
     # nothing runs: every non-root node could lend its whole min, within its lend_limit
-    assert idle == {"openb": 0, "online": 40000, "ls": 32000, "guaranteed": 2000,
+    # (online: all but the 2000 guaranteed holds back)
+    assert idle == {"openb": 0, "online": 38000, "ls": 32000, "guaranteed": 2000,
                     "offline": 20000, "burstable": 16000, "be": 0}  # fmt: skip
     with store.engine.connect() as conn:
         grown = quota_nodes_at(conn, at(6 * HOUR))

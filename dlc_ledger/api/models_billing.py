@@ -1,0 +1,134 @@
+"""Response models of ``/v1/invoices``, ``/v1/invoices/{invoice_id}`` and
+``/v1/inventory``, so the OpenAPI document states every field a client reads.
+
+The rows are the billing and inventory read models' (:mod:`projections.invoice_reads`,
+:func:`dlc_ledger.services.invoices.invoice_detail`, :func:`projections.inventory.capacity_at`)
+with money as ``*_minor`` + currency + scale + ``*_display``
+(:func:`dlc_ledger.api.reports.money_fields`); these models describe and check them.
+An inventory row holds only the keys it was grouped by: the others are optional and
+left out (``response_model_exclude_unset``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from dlc_ledger.api.models import DecimalText, PreciseMinor, Strict, Timestamp
+
+__all__ = [
+    "CreditNote",
+    "InventoryPage",
+    "InventoryRow",
+    "InvoiceDetail",
+    "InvoiceLine",
+    "InvoiceLineJob",
+    "InvoicePage",
+    "InvoiceSummary",
+]
+
+Period = Annotated[str, Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", examples=["2026-11"])]
+
+
+class InvoiceSummary(Strict):
+    """An invoice as listed; ``issued_at`` is cluster time, ``recorded_at`` store time."""
+
+    invoice_id: str
+    workspace: str
+    period: Period
+    status: Literal["issued", "voided"]
+    currency: str
+    total_minor: int
+    credited_minor: int
+    line_count: int
+    issued_at: Timestamp
+    recorded_at: Timestamp
+    scale: int
+    total_display: str
+    credited_display: str
+
+
+class InvoicePage(Strict):
+    items: list[InvoiceSummary]
+    next_cursor: str | None = None
+
+
+class InvoiceLineJob(Strict):
+    """A job's share of an invoice line, at full precision."""
+
+    job_uid: str | None
+    quantity: DecimalText
+    amount_minor_precise: PreciseMinor
+
+
+class InvoiceLine(Strict):
+    """A resource x billing mode x rate, summed over jobs and rounded once."""
+
+    line_no: int
+    job_uid: str | None = Field(description="Set on a line of an invoice issued per job.")
+    resource: str
+    billing_mode: str
+    quantity: DecimalText
+    unit: str
+    rate: DecimalText | None = Field(description="Per unit-hour; null on per-job invoices.")
+    amount_minor: int
+    amount_precise: PreciseMinor | None = Field(description="The precise sum, before rounding.")
+    description: str
+    transaction_ids: list[str]
+    jobs: list[InvoiceLineJob]
+    currency: str
+    scale: int
+    amount_display: str
+
+
+class CreditNote(Strict):
+    credit_note_id: str
+    amount_minor: int
+    currency: str
+    reason: str
+    recorded_at: Timestamp
+    scale: int
+    amount_display: str
+
+
+class InvoiceDetail(Strict):
+    """One invoice with its lines and credit notes."""
+
+    invoice_id: str
+    workspace: str
+    period: Period
+    currency: str
+    total_minor: int
+    line_count: int
+    issued_at: Timestamp
+    status: Literal["issued", "voided"]
+    void_reason: str | None
+    credited_minor: int
+    recorded_at: Timestamp
+    scale: int
+    total_display: str
+    credited_display: str
+    lines: list[InvoiceLine]
+    credit_notes: list[CreditNote]
+
+
+class InventoryRow(Strict):
+    """Nodes and schedulable capacity of one group (the keys grouped by)."""
+
+    pool: str | None = None
+    resource_group: str | None = None
+    flavor: str | None = None
+    billing_mode: str | None = None
+    node: str | None = None
+    nodes: int = Field(description="Live nodes, cordoned included.")
+    cordoned_nodes: int
+    gpus: int = Field(description="Of nodes neither cordoned nor removed, as are the others.")
+    mgpu: int
+    cpu_milli: int
+    memory_mib: int
+
+
+class InventoryPage(Strict):
+    items: list[InventoryRow]
+    next_cursor: str | None = None

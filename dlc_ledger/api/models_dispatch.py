@@ -1,0 +1,226 @@
+"""Response models of the dispatcher's routes (``/v1/jobs/{uid}/why``, ``/v1/waits``,
+``/v1/preemptions``, ``/v1/goodput``), so the OpenAPI document states what a client reads.
+
+The documents come from the read functions the CLI prints too
+(:func:`projections.dispatch_explain.explain_job`, :mod:`projections.dispatch_reports`);
+these models describe and check them. A ``why`` document's parts depend on its
+``answer`` (``pending`` only for a pending job, ``projected_end`` and ``runtime`` only
+for an admitted or running one): they are optional and left out when unset
+(``response_model_exclude_unset``), as are the money display fields of a preemption
+without a cost.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from dlc_ledger.api.models import DecimalText, Number, PreciseMinor, Strict, Timestamp
+from ledger.dispatch.estimates import Basis
+from projections.jobs import STATUSES
+
+__all__ = [
+    "Admission",
+    "BlockingFigure",
+    "GoodputPage",
+    "GoodputRow",
+    "LastPending",
+    "PendingPart",
+    "PreemptionPage",
+    "PreemptionRow",
+    "Runtime",
+    "StartEstimate",
+    "WaitsPage",
+    "WaitsRow",
+    "Why",
+    "WhyPreemption",
+]
+
+#: quota -> figure (``gpu/any.used``, ``gpu/any.min``, ...) -> quantity, as the decision
+#: recorded it
+QuotaState = dict[str, dict[str, int]]
+Answer = Literal[
+    "pending", "unplaced", "finished", "preempted", "not queued", "running", "admitted"
+]
+
+
+class Runtime(Strict):
+    """An expected run time: the median of finished jobs' run times, and whose."""
+
+    seconds: Number
+    scope: Literal["quota", "workspace", "all"]
+    name: str = Field(description="The quota or workspace ('' for all).")
+    jobs: int = Field(description="How many finished jobs it is the median of.")
+    longer_than: Number = Field(description="Of the jobs that ran at least this long (s).")
+
+
+class StartEstimate(Strict):
+    start: Timestamp | None
+    in_seconds: Number | None
+    basis: Basis
+    steps: int = Field(description="Simulated dispatch cycles until it was decided.")
+    released: int = Field(description="Running jobs released at their projected ends first.")
+
+
+class BlockingFigure(Strict):
+    """A quota's figure for one resource the job requests, and whether it falls short."""
+
+    quota: str
+    key: str
+    request: Number
+    min: Number
+    max: Number | None
+    used: Number
+    available: Number
+    capacity: Number
+    short: bool
+
+
+class LastPending(Strict):
+    """The dispatcher's latest stored pending decision about the current wait."""
+
+    decided_at: Timestamp
+    reason: str | None
+    position: int | None
+    cohort_position: int | None
+    estimated_start: Timestamp | None
+
+
+class PendingPart(Strict):
+    reason: str | None = Field(description="Tiered pending reason; null: it fits now.")
+    reason_text: str
+    position: int | None
+    queue_length: int
+    cohort_position: int | None
+    cohort_length: int
+    queued_at: Timestamp
+    waited_seconds: Number
+    priority: int
+    effective_priority: int
+    request: dict[str, Number]
+    figures: list[BlockingFigure]
+    estimate: StartEstimate | None
+    estimate_method: str
+    runtime: Runtime | None
+    last_decision: LastPending | None
+
+
+class Admission(Strict):
+    decided_at: Timestamp
+    quota: str | None
+    borrowing: bool
+    state: QuotaState
+
+
+class WhyPreemption(Strict):
+    """One preemption of the job: by whom (null outside a scoped caller's workspaces),
+    which rule, the quota state then, and the work lost with its cost."""
+
+    decided_at: Timestamp
+    preemptor: str | None
+    preemptor_name: str | None
+    preemptor_priority: int | None
+    preemptor_quota: str | None
+    rule: str
+    rule_text: str
+    victim_quota: str | None
+    other_victims: list[str]
+    state: QuotaState
+    lost_seconds: Number
+    lost_gpu_hours: Number
+    currency: str | None
+    lost_cost_minor: int | None
+    lost_cost_minor_precise: PreciseMinor | None
+    scale: int | None = Field(default=None, description="With a cost only.")
+    lost_cost_display: str | None = Field(default=None, description="With a cost only.")
+
+
+class Why(Strict):
+    """Why a job is where it is at ``now``."""
+
+    job_uid: str
+    name: str | None
+    status: str = Field(json_schema_extra={"enum": list(STATUSES)})
+    status_since: Timestamp
+    quota: str | None
+    workspace: str | None
+    priority: int | None
+    billing_mode: str | None
+    now: Timestamp
+    answer: Answer
+    pending: PendingPart | None = Field(default=None, description="answer pending only.")
+    projected_end: Timestamp | None = Field(
+        default=None, description="answer running or admitted only."
+    )
+    runtime: Runtime | None = Field(default=None, description="answer running or admitted only.")
+    admission: Admission | None
+    preemptions: list[WhyPreemption]
+    summary: str
+
+
+class WaitsRow(Strict):
+    """Waits (queued to admitted) by admitted quota and priority; seconds as decimals."""
+
+    quota: str
+    priority: int
+    waits: int = Field(description="Waits that ended (admitted) in the window.")
+    requeued: int = Field(description="Of those, waits after a preemption.")
+    waiting: int = Field(description="Jobs still queued.")
+    withdrawn: int = Field(description="Jobs deleted while queued.")
+    p50_s: DecimalText | None
+    p95_s: DecimalText | None
+    max_s: DecimalText | None
+    mean_s: DecimalText | None
+
+
+class WaitsPage(Strict):
+    items: list[WaitsRow]
+    next_cursor: str | None = None
+
+
+class PreemptionRow(Strict):
+    """One victim of a stored preemption decision, and the work it lost."""
+
+    at: Timestamp
+    preemptor: str | None
+    preemptor_quota: str | None
+    preemptor_priority: int | None
+    victim: str
+    victim_quota: str | None
+    victim_priority: int | None
+    victim_billing_mode: str | None
+    reason: str | None
+    victim_started_at: Timestamp | None
+    gpu_hours_lost: DecimalText
+    lost_cost_minor: int | None
+    currency: str | None
+    preemptor_uid: str | None
+    victim_uid: str
+    event_id: str
+    scale: int | None = Field(default=None, description="With a cost only.")
+    lost_cost_display: str | None = Field(default=None, description="With a cost only.")
+
+
+class PreemptionPage(Strict):
+    items: list[PreemptionRow]
+    next_cursor: str | None = None
+
+
+class GoodputRow(Strict):
+    """One quota's or workspace's occupancies that ended in the window."""
+
+    quota: str | None = Field(default=None, description="With by=quota.")
+    workspace: str | None = Field(default=None, description="With by=workspace.")
+    occupancies: int
+    succeeded: int
+    gpu_hours: DecimalText
+    good_gpu_hours: DecimalText
+    goodput: DecimalText | None = Field(description="GPU-weighted share that succeeded.")
+    hours: DecimalText
+    time_goodput: DecimalText | None = Field(description="Share of occupied time, unweighted.")
+
+
+class GoodputPage(Strict):
+    items: list[GoodputRow]
+    next_cursor: str | None = None
