@@ -248,7 +248,9 @@ def _span() -> timedelta:
 
 
 def world_for(jobs: int) -> World:
-    leaves = tuple(_leaf(d, leaf) for d in range(DEPARTMENTS) for leaf in range(LEAVES_PER_DEPARTMENT))
+    leaves = tuple(
+        _leaf(d, leaf) for d in range(DEPARTMENTS) for leaf in range(LEAVES_PER_DEPARTMENT)
+    )
     return World(jobs, leaves, _workspaces(), EPOCH, EPOCH + _span())
 
 
@@ -273,15 +275,12 @@ def build_world(url: str, events: int, *, workers: int | None = None, batch: int
         head = store.head_position()
         print(f"  appended {head:,} events in {time.perf_counter() - started:.1f} s", flush=True)
         started = time.perf_counter()
-        catch_up_lanes(
-            store_opener(url), all_projections(), workers=lanes, page_size=DEFAULT_PAGE
-        )
-        print(f"  projected them in {time.perf_counter() - started:.1f} s ({lanes} lanes)", flush=True)
+        catch_up_lanes(store_opener(url), all_projections(), workers=lanes, page_size=DEFAULT_PAGE)
+        took = time.perf_counter() - started
+        print(f"  projected them in {took:.1f} s ({lanes} lanes)", flush=True)
         started = time.perf_counter()
         rated = rate(store, as_of=world.end, batch=20_000)
-        catch_up_lanes(
-            store_opener(url), all_projections(), workers=lanes, page_size=DEFAULT_PAGE
-        )
+        catch_up_lanes(store_opener(url), all_projections(), workers=lanes, page_size=DEFAULT_PAGE)
         print(
             f"  rated ({rated}) and projected to {store.head_position():,} events in "
             f"{time.perf_counter() - started:.1f} s",

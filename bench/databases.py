@@ -51,8 +51,7 @@ def kept_database(name: str) -> Iterator[tuple[str, bool]]:
     if exists:
         with psycopg.connect(ADMIN_URL) as conn:
             comment = conn.execute(
-                "SELECT shobj_description(oid, 'pg_database') FROM pg_database "
-                "WHERE datname = %s",
+                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
                 (name,),
             ).fetchone()
         if comment is not None and comment[0] == READY:
