@@ -88,6 +88,7 @@ def queue_listing(
                 "cohort_position": s.cohort_position,
                 "job_uid": s.job,
                 "name": known.name if known else s.job,
+                "workspace": job.workspace,
                 "quota": s.quota,
                 "priority": job.priority,
                 "effective_priority": effective_priority(job, settings, now),

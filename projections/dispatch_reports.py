@@ -35,6 +35,7 @@ from ledger.prices import NoApplicableRate
 from ledger.rating import rate_interval
 from projections.billing_reads import load_schedule, occupancy_from_row
 from projections.pages import check_report_rows
+from projections.quota_scope import subtree_condition
 
 __all__ = [
     "GOODPUT_KEYS",
@@ -55,9 +56,17 @@ _HOUR_US = 3_600 * 1_000_000
 class DecisionWindow:
     start: datetime | None = None  # cluster time, inclusive
     end: datetime | None = None  # cluster time, exclusive
+    #: a caller's scope (None: everything): rows of their quota subtree only
+    #: (:mod:`projections.quota_scope`), or of these workspaces for ``goodput --by workspace``
+    workspaces: tuple[str, ...] | None = None
 
-    def params(self) -> dict[str, datetime]:
+    def params(self) -> dict[str, Any]:
         return {"from": self.start or _EPOCH, "to": self.end or _FAR}
+
+    def in_subtree(self, column: str) -> tuple[str, dict[str, Any]]:
+        """The scope's condition on a quota ``column`` and the window's parameters."""
+        condition, params = subtree_condition(column, self.workspaces)
+        return condition, {**self.params(), **params}
 
 
 # One row per wait: the job, when it was queued (submitted, or named a victim), when it was
@@ -122,6 +131,7 @@ def wait_intervals(conn: Connection, window: DecisionWindow = DecisionWindow()) 
 
 def waits_report(conn: Connection, window: DecisionWindow) -> list[dict[str, Any]]:
     """p50 / p95 / max wait (seconds) by admitted quota and priority (module docstring)."""
+    scoped, params = window.in_subtree("quota")
     rows = conn.execute(
         text(
             f"""
@@ -137,12 +147,13 @@ def waits_report(conn: Connection, window: DecisionWindow) -> list[dict[str, Any
                    MAX(wait_s) AS max_s,
                    AVG(wait_s) AS mean_s
               FROM ({_WAITS}) x
-             WHERE admitted_at IS NULL OR (admitted_at >= :from AND admitted_at < :to)
+             WHERE (admitted_at IS NULL OR (admitted_at >= :from AND admitted_at < :to))
+               AND {scoped}
              GROUP BY quota, priority
              ORDER BY quota, priority DESC
             """
         ),
-        window.params(),
+        params,
     ).mappings()
     out = [{k: _seconds(v) if k.endswith("_s") else v for k, v in row.items()} for row in rows]
     check_report_rows(len(out), hint="narrow --from/--to")
@@ -162,7 +173,8 @@ SELECT e.position, e.occurred_at AS at, e.event_id,
        COALESCE(v->>'reason', e.data->>'reason') AS reason,
        o.occupancy_id, o.job_uid, o.workspace, o.quota, o.user_name, o.flavor, o.mgpu,
        o.cpu_milli, o.memory_mib, o.billing_mode, o.started_at,
-       COALESCE(o.ended_at, e.occurred_at) AS ended_at
+       COALESCE(o.ended_at, e.occurred_at) AS ended_at,
+       {preemptor_visible} AS preemptor_visible
   FROM events e
  CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
   LEFT JOIN job_state pj ON pj.job_uid = e.data->>'preemptor'
@@ -173,16 +185,24 @@ SELECT e.position, e.occurred_at AS at, e.event_id,
          WHERE bo.job_uid = v->>'job_uid' AND bo.started_at <= e.occurred_at
          ORDER BY bo.started_at DESC, bo.occupancy_id DESC LIMIT 1) o ON TRUE
  WHERE e.type = 'PreemptionDecided' AND e.occurred_at >= :from AND e.occurred_at < :to
+   AND {victim_visible}
  ORDER BY e.occurred_at, e.position, v->>'job_uid'
 """
 
 
 def preemptions_report(conn: Connection, window: DecisionWindow) -> list[dict[str, Any]]:
     """One row per victim of each stored preemption decision (module docstring); amounts
-    as ``lost_cost_minor`` + ``currency`` (the CLI adds the decimal and the scale)."""
+    as ``lost_cost_minor`` + ``currency`` (the CLI adds the decimal and the scale).
+
+    Scoped (``window.workspaces``): the preemptions of victims in the caller's quota
+    subtree; a preemptor outside it is not named (its name, uid, quota and priority
+    read as null)."""
     schedule = load_schedule(conn)
+    victim_visible, params = window.in_subtree("v->>'quota'")
+    preemptor_visible, _ = window.in_subtree("COALESCE(pj.quota, pb.quota, e.data->>'quota')")
+    query = _PREEMPTIONS.format(victim_visible=victim_visible, preemptor_visible=preemptor_visible)
     out: list[dict[str, Any]] = []
-    for row in conn.execute(text(_PREEMPTIONS), window.params()).all():
+    for row in conn.execute(text(query), params).all():
         lost_us = 0
         cost: int | None = None
         if row.occupancy_id is not None:
@@ -214,6 +234,9 @@ def preemptions_report(conn: Connection, window: DecisionWindow) -> list[dict[st
                 "event_id": str(row.event_id),
             }
         )
+        if not row.preemptor_visible:
+            for key in ("preemptor", "preemptor_quota", "preemptor_priority", "preemptor_uid"):
+                out[-1][key] = None
     check_report_rows(len(out), hint="narrow --from/--to")
     for row_out in out:
         row_out["gpu_hours_lost"] = round(row_out["gpu_hours_lost"], 4)
@@ -227,6 +250,11 @@ def goodput_report(
     if by not in GOODPUT_KEYS:
         raise ValueError(f"unknown --by {by!r}: use {' or '.join(GOODPUT_KEYS)}")
     column = "COALESCE(quota, '-')" if by == "quota" else "workspace"
+    if by == "quota":
+        scoped, params = window.in_subtree(column)
+    else:
+        scoped = "TRUE" if window.workspaces is None else "workspace = ANY(:scope_workspaces)"
+        params = {**window.params(), "scope_workspaces": list(window.workspaces or ())}
     rows = conn.execute(
         text(
             f"""
@@ -235,6 +263,7 @@ def goodput_report(
                        EXTRACT(EPOCH FROM ended_at - started_at)::numeric AS s
                   FROM billing_occupancies
                  WHERE ended_at IS NOT NULL AND ended_at >= :from AND ended_at < :to
+                   AND {scoped}
             )
             SELECT key, COUNT(*) AS occupancies, COUNT(*) FILTER (WHERE ok) AS succeeded,
                    SUM(s * mgpu) / 3600000 AS gpu_hours,
@@ -244,7 +273,7 @@ def goodput_report(
               FROM o GROUP BY key ORDER BY key
             """
         ),
-        window.params(),
+        params,
     ).all()
     out = []
     for row in rows:

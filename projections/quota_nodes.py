@@ -14,7 +14,7 @@ its ``lend_limit`` (the part the lending rule offers first); a root lends to nob
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -30,6 +30,7 @@ from ledger.quotas import QuotaTree, topological_order
 from ledger.usage_boards import Key
 from projections.finance_reports import ReportWindow, cost_report, usage_report
 from projections.quota_reads import UsageRow, specs_at, usage_at
+from projections.quota_scope import quota_subtree
 
 __all__ = ["NodeFlavor", "NodeTotals", "QuotaNodes", "available", "lendable", "quota_nodes_at"]
 
@@ -138,10 +139,31 @@ def available(rows: Sequence[UsageRow], specs: Mapping[str, QuotaSpec]) -> dict[
 
 
 def quota_nodes_at(
-    conn: Connection, at: datetime | None = None, window: ReportWindow | None = None
+    conn: Connection,
+    at: datetime | None = None,
+    window: ReportWindow | None = None,
+    *,
+    workspaces: Collection[str] | None = None,
 ) -> QuotaNodes:
     """Every node x flavor at ``at`` (latest when None), tree order; with ``window``,
-    each node's GPU-hours and cost over it (the billing read model must be current)."""
+    each node's GPU-hours and cost over it (the billing read model must be current).
+
+    ``workspaces`` (a caller's scope): only the nodes of their subtree
+    (:mod:`projections.quota_scope`) are returned; the figures are still computed over
+    the whole tree, as lending and ``available`` depend on the nodes around it."""
+    scope = quota_subtree(conn, workspaces)
+    nodes = _all_nodes(conn, at, window)
+    if scope is None:
+        return nodes
+    return QuotaNodes(
+        nodes.at,
+        {q: p for q, p in nodes.parents.items() if q in scope},
+        [f for f in nodes.flavors if f.usage.quota in scope],
+        None if nodes.totals is None else {q: t for q, t in nodes.totals.items() if q in scope},
+    )
+
+
+def _all_nodes(conn: Connection, at: datetime | None, window: ReportWindow | None) -> QuotaNodes:
     specs = specs_at(conn, at)
     rows = usage_at(conn, at)
     free = lendable(rows, specs)

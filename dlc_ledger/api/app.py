@@ -15,7 +15,17 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 
-from dlc_ledger.api import events, jobs, reports, whoami
+from dlc_ledger.api import (
+    chain,
+    dispatch,
+    events,
+    inventory,
+    invoices,
+    jobs,
+    quotas,
+    reports,
+    whoami,
+)
 from dlc_ledger.api.metrics import metrics_app, observe
 from dlc_ledger.api.problems import install_problem_handlers
 from dlc_ledger.wiring import context
@@ -40,6 +50,11 @@ def create_app(store: PostgresEventStore | None) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(events.router)
     app.include_router(reports.router)
+    app.include_router(quotas.router)
+    app.include_router(dispatch.router)
+    app.include_router(invoices.router)
+    app.include_router(inventory.router)
+    app.include_router(chain.router)
     app.mount("/metrics", metrics_app())
 
     @app.middleware("http")

@@ -1,13 +1,16 @@
 """Bearer-token authentication: the request's :class:`Principal`, or a 401 problem.
 
 The token is looked up on every request (one indexed equality on its sha256), so a
-revocation takes effect at once. Every route so far only reads, which every role may;
-workspace scoping is passed into the SQL by each route (``principal.scope``), never
-applied to results afterwards.
+revocation takes effect at once. Most routes only read what every role may read,
+narrowed for a workspace token by its scope, which each route passes into the SQL
+(``principal.scope``), never applied to results afterwards. A route only some roles may
+use at all (chain verification) declares them with :func:`require_roles`: anyone else
+gets a 403 problem.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -15,7 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from dlc_ledger.services.tokens import Principal, authenticate
 
-__all__ = ["CurrentPrincipal", "current_principal"]
+__all__ = ["CurrentPrincipal", "current_principal", "require_roles"]
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `dlc-ledger tokens create`.")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
@@ -35,3 +38,16 @@ def current_principal(
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+
+
+def require_roles(*roles: str) -> Callable[[Principal], Principal]:
+    """A dependency admitting only principals holding one of ``roles`` (else 403):
+    ``principal: Annotated[Principal, Depends(require_roles("admin", "auditor"))]``."""
+    allowed = frozenset(roles)
+
+    def check(principal: CurrentPrincipal) -> Principal:
+        if allowed.isdisjoint(principal.roles):
+            raise HTTPException(403, f"this route needs the role {' or '.join(sorted(allowed))}")
+        return principal
+
+    return check

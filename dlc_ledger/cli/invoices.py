@@ -32,6 +32,7 @@ from dlc_ledger.services.invoices import invoice_detail, issue_credit_note, void
 from dlc_ledger.wiring.context import open_store
 from ledger.canonical import format_timestamp
 from ledger.money import format_minor
+from projections.invoice_reads import invoice_page
 from projections.names import billing_workspaces, invoice_periods
 from projections.pages import decode_cursor, encode_cursor
 
@@ -127,36 +128,16 @@ def list_invoices(
     """Issued and voided invoices by period and workspace, a page at a time: issued_at is
     cluster time (the run's 'now'), recorded_at store time (when the ledger recorded it)."""
     period = parse_period(period) if period is not None else None
-    # keyset: the sort key of the previous page's last invoice
-    after = decode_cursor(cursor, str, str, str, str) if cursor is not None else [None] * 4
     store = open_store()
     sync_billing(store)
     with store.engine.connect() as conn:
-        rows = [
-            dict(r)
-            for r in conn.execute(
-                text(
-                    "SELECT invoice_id, workspace, period, status, currency, total_minor, "
-                    "credited_minor, line_count, issued_at, recorded_at FROM billing_invoices "
-                    "WHERE (CAST(:w AS text) IS NULL OR workspace = :w) "
-                    "AND (CAST(:p AS text) IS NULL OR period = :p) "
-                    "AND (CAST(:ap AS text) IS NULL OR (period, workspace, issued_at, invoice_id) "
-                    "> (:ap, :aw, CAST(:at AS timestamptz), :ai)) "
-                    "ORDER BY period, workspace, issued_at, invoice_id LIMIT :n"
-                ),
-                {"w": workspace, "p": period, "ap": after[0], "aw": after[1], "at": after[2],
-                 "ai": after[3], "n": limit + 1},
-            ).mappings()
-        ]  # fmt: skip
-        if not rows and cursor is None:  # a typo in a name is an error, not "(no rows)"
+        page = invoice_page(conn, workspace=workspace, period=period, limit=limit, cursor=cursor)
+        if not page.rows and cursor is None:  # a typo in a name is an error, not "(no rows)"
             require_known("workspace", workspace, billing_workspaces(conn), option="--workspace")
             require_known("invoiced period", period, invoice_periods(conn), option="--period")
         scale_of = currency_scales(conn)
-    emit_rows(with_amounts(rows[:limit], fmt, scale_of), fmt)
-    if len(rows) > limit:
-        last = rows[limit - 1]
-        key = [last["period"], last["workspace"], last["issued_at"].isoformat(), last["invoice_id"]]
-        print_next_cursor(encode_cursor(key))
+    emit_rows(with_amounts(page.rows, fmt, scale_of), fmt)
+    print_next_cursor(page.next_cursor)
 
 
 @invoices_app.command("show")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +36,7 @@ from dlc_ledger.cli.tables import (
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
 from dlc_ledger.services.billing import sync_billing
+from dlc_ledger.services.quota_rows import node_row, series_row, usage_json, usage_table
 from dlc_ledger.services.quotas import (
     apply_quota_file,
     catch_up_quotas,
@@ -46,11 +46,9 @@ from dlc_ledger.services.quotas import (
 )
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
-from ledger.quotas import resource_unit
-from ledger.usage_boards import NUMBERS
 from projections.finance_reports import ReportWindow
 from projections.names import quota_flavors, quota_names
-from projections.quota_nodes import NodeFlavor, QuotaNodes, quota_nodes_at
+from projections.quota_nodes import quota_nodes_at
 from projections.quota_reads import (
     STEPS,
     series_points,
@@ -174,7 +172,7 @@ def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
                 {
                     "spec": spec.model_dump(mode="json"),
                     "workspaces": tree.workspaces_of(quota),
-                    "usage": [_usage_json(u.as_json()) for u in usage],
+                    "usage": [usage_json(u.as_json()) for u in usage],
                 },
                 indent=2,
                 default=str,
@@ -205,23 +203,7 @@ def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
         fair += f" tree={'on' if spec.fair_sharing else 'off'}"
     typer.echo(f"fair share  {fair}")
     typer.echo("")
-    typer.echo(render_table([_usage_table(u.as_json()) for u in usage]))
-
-
-_KEYS = ("quota", "flavor", *NUMBERS)
-
-
-def _usage_json(row: dict[str, Any]) -> dict[str, Any]:
-    out = {k: row[k] for k in _KEYS}
-    out["unit"] = resource_unit(row["flavor"]) if row["flavor"] else ""
-    out["at"] = format_timestamp(row["at"])
-    return out
-
-
-def _usage_table(row: dict[str, Any]) -> dict[str, Any]:
-    out = {k: row[k] for k in _KEYS}
-    out["unit"] = resource_unit(row["flavor"])
-    return out
+    typer.echo(render_table([usage_table(u.as_json()) for u in usage]))
 
 
 def quota_usage_report(
@@ -237,9 +219,9 @@ def quota_usage_report(
     with store.engine.connect() as conn:
         rows = usage_at(conn, instant)
     if fmt is RowFormat.table:
-        typer.echo(render_table([_usage_table(r.as_json()) for r in rows]))
+        typer.echo(render_table([usage_table(r.as_json()) for r in rows]))
     else:
-        emit_rows([_usage_json(r.as_json()) for r in rows], fmt)
+        emit_rows([usage_json(r.as_json()) for r in rows], fmt)
 
 
 def quota_history_report(
@@ -287,12 +269,12 @@ def quota_history_report(
             points = series_points(conn, step, start, end)
             rows = usage_series(conn, points, step, quota=quota, flavor=flavor)
     if fmt is RowFormat.table:
-        table = [{"at": format_timestamp(r.at), **_usage_table(r.as_json())} for r in rows]
+        table = [{"at": format_timestamp(r.at), **usage_table(r.as_json())} for r in rows]
         if step == "change":
             table = [{**t, "deleted": r.deleted} for t, r in zip(table, rows, strict=True)]
         typer.echo(render_table(table))
         return
-    out = [_usage_json(r.as_json()) for r in rows]
+    out = [usage_json(r.as_json()) for r in rows]
     if step == "change":
         out = [{**o, "deleted": r.deleted} for o, r in zip(out, rows, strict=True)]
     emit_rows(out, fmt)
@@ -330,35 +312,8 @@ def tree_command(
     with store.transaction() as uow:
         nodes = quota_nodes_at(uow.connection, instant, window)
         scale_of = currency_scales(uow.connection)
-    rows = [_node_row(nodes, f, fmt) for f in nodes.flavors]
+    rows = [node_row(nodes, f, with_at=fmt is not RowFormat.table) for f in nodes.flavors]
     emit_rows(with_amounts(rows, str(fmt), scale_of), fmt)
-
-
-_NODE_KEYS = ("quota", "parent", "flavor", "min", "max", "used", "borrowed", "lent", "lendable",
-              "available", "queued", "pending_jobs", "running_jobs", "over_admitted")  # fmt: skip
-
-
-def _node_row(nodes: QuotaNodes, flavor: NodeFlavor, fmt: RowFormat) -> dict[str, Any]:
-    figures = flavor.as_json()
-    row: dict[str, Any] = {"parent": nodes.parents.get(flavor.usage.quota), **figures}
-    row = {k: row[k] for k in _NODE_KEYS}
-    row["unit"] = resource_unit(flavor.usage.flavor) if flavor.usage.flavor else ""
-    if fmt is not RowFormat.table:
-        row["at"] = format_timestamp(flavor.usage.at)
-    if nodes.totals is not None:
-        totals = nodes.totals.get(flavor.usage.quota)
-        row["mgpu_seconds"] = totals.mgpu_seconds if totals else 0
-        row["gpu_hours"] = totals.gpu_hours if totals else Decimal(0)
-        costs = dict(totals.cost_minor) if totals else {}
-        if len(costs) > 1:
-            raise ValueError(
-                f"quota {flavor.usage.quota!r} has cost in several currencies "
-                f"({', '.join(costs)}): use report cost --group-by quota"
-            )
-        currency, minor = next(iter(costs.items()), (None, None))
-        row["cost_minor"] = minor
-        row["currency"] = currency
-    return row
 
 
 def quota_series_report(
@@ -380,9 +335,4 @@ def quota_series_report(
     with store.engine.connect() as conn:
         require_known("quota", quota, quota_names(conn), option="QUOTA")
         rows = usage_series(conn, series_points(conn, step, start, end), step, quota=quota)
-    out = []
-    for r in rows:
-        row = {"at": format_timestamp(r.at), **_usage_json(r.as_json())}
-        row["pending_jobs"] = row.pop("queued_jobs")
-        out.append(row)
-    emit_rows(out, fmt)
+    emit_rows([series_row(r) for r in rows], fmt)

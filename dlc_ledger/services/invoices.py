@@ -10,6 +10,7 @@ an API call these with the principal that asked (the events' ``source``).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -83,25 +84,32 @@ class CreditResult:
     created: bool  # False: the idempotency key's note already existed (nothing appended)
 
 
-def find_invoice(store: PostgresEventStore, invoice_id: str) -> Invoice:
-    """The invoice, read after bringing the billing projection to the store's head."""
+def find_invoice(
+    store: PostgresEventStore, invoice_id: str, *, workspaces: Collection[str] | None = None
+) -> Invoice:
+    """The invoice, read after bringing the billing projection to the store's head;
+    ``workspaces`` (a caller's scope): another workspace's invoice is not found."""
     sync_billing(store)
     with store.engine.connect() as conn:
         row = conn.execute(
             text(
                 "SELECT invoice_id, workspace, period, currency, total_minor, credited_minor, "
-                "status FROM billing_invoices WHERE invoice_id = :i"
+                "status FROM billing_invoices WHERE invoice_id = :i AND "
+                "(CAST(:scope AS text[]) IS NULL OR workspace = ANY(CAST(:scope AS text[])))"
             ),
-            {"i": invoice_id},
+            {"i": invoice_id, "scope": None if workspaces is None else sorted(workspaces)},
         ).first()
     if row is None:
         raise NotFound(f"no invoice {invoice_id!r}")
     return Invoice(*row)
 
 
-def invoice_detail(store: PostgresEventStore, invoice_id: str) -> InvoiceDetail:
-    """The invoice header with its lines (each with its jobs) and credit notes."""
-    find_invoice(store, invoice_id)
+def invoice_detail(
+    store: PostgresEventStore, invoice_id: str, *, workspaces: Collection[str] | None = None
+) -> InvoiceDetail:
+    """The invoice header with its lines (each with its jobs) and credit notes (of
+    ``workspaces`` only, when given: see :func:`find_invoice`)."""
+    find_invoice(store, invoice_id, workspaces=workspaces)
     with store.engine.connect() as conn:
         header = (
             conn.execute(

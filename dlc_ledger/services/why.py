@@ -7,13 +7,14 @@ caller names an instant: in a replay the cluster's clock is months from the wall
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
 from consumers.projector import catch_up_to_read
+from dlc_ledger.services.errors import NotFound
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import BillingProjection
 from projections.budgets import BudgetsProjection, exhausted_workspaces
@@ -22,7 +23,9 @@ from projections.dispatch_estimates import estimate_errors, projected_now
 from projections.dispatch_explain import explain_job
 from projections.dispatch_queue import QueuePage, queue_listing
 from projections.jobs import JobsProjection, find_job
+from projections.jobs.tables import job_state
 from projections.occupancy import OccupancyProjection
+from projections.quota_scope import quota_in_scope, quota_subtree
 from projections.quotas import QuotaProjection
 
 __all__ = ["Exhausted", "estimates_report", "queue_page", "why_job"]
@@ -62,14 +65,50 @@ def why_job(
     *,
     at: datetime | None = None,
     exhausted: Exhausted = exhausted_workspaces,
+    workspaces: Collection[str] | None = None,
 ) -> dict[str, Any]:
-    """Why job ``ref`` (a uid, or a name only one job has) is pending, was preempted, or runs."""
+    """Why job ``ref`` (a uid, or a name only one job has) is pending, was preempted, or
+    runs; ``workspaces`` (a caller's scope): a job outside them is not found."""
     _catch_up(store)
     with store.snapshot() as uow:
         conn = uow.connection
-        uid = find_job(conn, ref)
+        uid = find_job(conn, ref, workspaces=workspaces)
         now = _now(conn, at)
-        return explain_job(uow, uid, now, blocked_workspaces=exhausted(conn, now))
+        doc = explain_job(uow, uid, now, blocked_workspaces=exhausted(conn, now))
+        if workspaces is not None:
+            _unname_outsiders(conn, doc, workspaces)
+        return doc
+
+
+def _unname_outsiders(conn: Connection, doc: dict[str, Any], workspaces: Collection[str]) -> None:
+    """For a scoped caller (whose own job ``doc`` explains): a preemptor or fellow victim
+    of another workspace is not named, and the quota states the decisions recorded keep
+    only the caller's subtree. The figures of the job's quota's ancestors stay: they are
+    totals that say why it waits, and name no job or workspace."""
+    subtree = quota_subtree(conn, workspaces) or frozenset()
+    preemptions: list[dict[str, Any]] = doc["preemptions"]
+    named = {p["preemptor"] for p in preemptions} | {
+        v for p in preemptions for v in p["other_victims"]
+    }
+    s = job_state.c
+    visible = set(
+        conn.execute(
+            select(s.job_uid).where(
+                s.job_uid.in_(sorted(n for n in named if n)),
+                s.workspace.in_(sorted(workspaces)),
+            )
+        ).scalars()
+    )
+    for p in preemptions:
+        if p["preemptor"] not in visible:
+            p.update(preemptor=None, preemptor_name=None, preemptor_priority=None)
+        if p["preemptor_quota"] not in subtree:
+            p["preemptor_quota"] = None
+        p["other_victims"] = [v for v in p["other_victims"] if v in visible]
+        p["state"] = {q: f for q, f in p["state"].items() if q in subtree}
+    admission = doc.get("admission")
+    if admission:
+        admission["state"] = {q: f for q, f in admission["state"].items() if q in subtree}
 
 
 def queue_page(
@@ -80,11 +119,15 @@ def queue_page(
     limit: int = 50,
     cursor: str | None = None,
     exhausted: Exhausted = exhausted_workspaces,
+    workspaces: Collection[str] | None = None,
 ) -> QueuePage:
-    """One page of ``quota``'s pending queue (its subtree's, for an inner quota) in order."""
+    """One page of ``quota``'s pending queue (its subtree's, for an inner quota) in order;
+    ``workspaces`` (a caller's scope): a quota outside their subtree is not found."""
     _catch_up(store)
     with store.snapshot() as uow:
         conn = uow.connection
+        if not quota_in_scope(conn, quota, workspaces):
+            raise NotFound(f"no quota {quota!r}")
         now = _now(conn, at)
         return queue_listing(
             conn, quota, now, limit=limit, cursor=cursor, blocked_workspaces=exhausted(conn, now)

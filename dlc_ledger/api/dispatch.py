@@ -1,0 +1,155 @@
+"""``/v1/jobs/{uid}/why``, ``/v1/waits``, ``/v1/preemptions`` and ``/v1/goodput``: what
+the dispatcher decided and what it cost, as ``jobs why`` and ``report waits |
+preemptions | goodput`` read them.
+
+Scoping, inside each read's SQL: ``why`` finds only a job of the token's workspaces
+(404 otherwise); waits and goodput by quota keep the rows of the token's quota subtree,
+goodput by workspace those of its workspaces; preemptions keep the victims in the
+subtree and do not name a preemptor outside it (:mod:`projections.dispatch_reports`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
+from dlc_ledger.api.listing import (
+    AtQuery,
+    CursorQuery,
+    FromQuery,
+    LimitQuery,
+    Listing,
+    ToQuery,
+    check_instants,
+    listing,
+    page_of,
+    plain,
+)
+from dlc_ledger.api.problems import PROBLEM_RESPONSES
+from dlc_ledger.api.reports import money_fields
+from dlc_ledger.services.errors import InvalidRequest, NotFound
+from dlc_ledger.services.tokens import Principal
+from dlc_ledger.services.why import why_job
+from projections.billing_reads import currency_scales
+from projections.dispatch_reports import (
+    DecisionWindow,
+    goodput_report,
+    preemptions_report,
+    waits_report,
+)
+
+__all__ = ["GoodputKey", "router"]
+
+router = APIRouter(prefix="/v1", tags=["dispatch"], responses=PROBLEM_RESPONSES)
+
+
+class GoodputKey(StrEnum):
+    quota = "quota"
+    workspace = "workspace"
+
+
+def _window(principal: Principal, start: Any, end: Any) -> DecisionWindow:
+    check_instants(start=start, end=end)
+    scope = principal.scope
+    return DecisionWindow(start, end, None if scope is None else tuple(sorted(scope)))
+
+
+@router.get("/jobs/{uid}/why", summary="Why a job is pending, was preempted, or runs")
+def get_why(
+    request: Request, principal: CurrentPrincipal, uid: str, at: AtQuery = None
+) -> dict[str, Any]:
+    """The ``jobs why --format json`` document: pending (reason, positions, the quota
+    figures that block it, estimated start), preempted (by whom, which rule, work lost
+    and its cost), running or finished (its admission). ``at``: take it as now."""
+    check_instants(at=at)
+    store = request.app.state.store
+    try:
+        doc = why_job(store, uid, at=at, workspaces=principal.scope)
+    except ValueError as exc:
+        if str(exc).startswith("no job"):
+            raise NotFound(str(exc)) from None
+        raise InvalidRequest(str(exc)) from None
+    with store.engine.connect() as conn:
+        scale_of = currency_scales(conn)
+    doc["preemptions"] = [
+        money_fields(p, scale_of) if p.get("currency") else p for p in doc["preemptions"]
+    ]
+    out: dict[str, Any] = plain(doc)
+    return out
+
+
+@router.get(
+    "/waits",
+    response_model=Listing,
+    responses=CSV_RESPONSES,
+    summary="Waits from queued to admitted: count, p50/p95/max/mean by quota and priority",
+)
+def get_waits(
+    request: Request,
+    principal: CurrentPrincipal,
+    start: FromQuery = None,
+    end: ToQuery = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    """Waits that ended (were admitted) in [from, to); ``waiting``: jobs still queued."""
+    window = _window(principal, start, end)
+    with request.app.state.store.engine.connect() as conn:
+        rows = waits_report(conn, window)
+    items, following = page_of(rows, limit, cursor)
+    return listing(request, items, following, name="waits", fmt=fmt)
+
+
+@router.get(
+    "/preemptions",
+    response_model=Listing,
+    responses=CSV_RESPONSES,
+    summary="Preemptions decided in a window: preemptor, victim, reason, work lost",
+)
+def get_preemptions(
+    request: Request,
+    principal: CurrentPrincipal,
+    start: FromQuery = None,
+    end: ToQuery = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    """One row per victim; GPU-hours lost since its last start, and their cost at its
+    rate (``lost_cost_minor`` + currency + scale + ``lost_cost_display``)."""
+    window = _window(principal, start, end)
+    with request.app.state.store.engine.connect() as conn:
+        rows = preemptions_report(conn, window)
+        scale_of = currency_scales(conn)
+    items, following = page_of([money_fields(r, scale_of) for r in rows], limit, cursor)
+    return listing(request, items, following, name="preemptions", fmt=fmt)
+
+
+@router.get(
+    "/goodput",
+    response_model=Listing,
+    responses=CSV_RESPONSES,
+    summary="Share of occupied time that ended in success, by quota or workspace",
+)
+def get_goodput(
+    request: Request,
+    principal: CurrentPrincipal,
+    by: GoodputKey = GoodputKey.quota,
+    start: FromQuery = None,
+    end: ToQuery = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    """Of the occupancies that ended in [from, to): GPU-weighted (``goodput``) and plain
+    (``time_goodput``) shares of occupied time whose pod completed."""
+    window = _window(principal, start, end)
+    with request.app.state.store.engine.connect() as conn:
+        rows = goodput_report(conn, by.value, window)
+    items, following = page_of(rows, limit, cursor)
+    return listing(request, items, following, name="goodput", fmt=fmt)

@@ -1,0 +1,98 @@
+"""``/v1/invoices`` and ``/v1/invoices/{invoice_id}``: invoices and their lines, as
+``dlc-ledger invoices list|show`` read them.
+
+A ``workspace:<id>`` token's workspaces are a condition of the query
+(:func:`projections.invoice_reads.invoice_page`,
+:func:`dlc_ledger.services.invoices.find_invoice`): another workspace's invoice is
+neither listed nor found (404). Money as ``*_minor`` + currency + scale + ``*_display``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery, csv_response, wants_csv
+from dlc_ledger.api.listing import CursorQuery, LimitQuery, Listing, listing, plain
+from dlc_ledger.api.problems import PROBLEM_RESPONSES
+from dlc_ledger.api.reports import money_fields
+from dlc_ledger.services.billing import sync_billing
+from dlc_ledger.services.errors import InvalidRequest
+from dlc_ledger.services.invoices import invoice_detail
+from projections.billing_reads import currency_scales
+from projections.invoice_reads import invoice_page
+
+__all__ = ["InvoiceStatus", "router"]
+
+router = APIRouter(
+    prefix="/v1/invoices",
+    tags=["invoices"],
+    responses={**PROBLEM_RESPONSES, **CSV_RESPONSES},
+)
+
+
+class InvoiceStatus(StrEnum):
+    issued = "issued"
+    voided = "voided"
+
+
+@router.get("", response_model=Listing, summary="Invoices by period and workspace, a page")
+def get_invoices(
+    request: Request,
+    principal: CurrentPrincipal,
+    workspace: str | None = None,
+    period: Annotated[
+        str | None, Query(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="YYYY-MM.")
+    ] = None,
+    status: InvoiceStatus | None = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    """Issued and voided invoices in (period, workspace, issued_at) order; ``issued_at``
+    is cluster time (the billing run's now), ``recorded_at`` store time."""
+    store = request.app.state.store
+    sync_billing(store)
+    with store.engine.connect() as conn:
+        try:
+            page = invoice_page(
+                conn,
+                workspace=workspace,
+                period=period,
+                status=None if status is None else status.value,
+                limit=limit,
+                cursor=cursor,
+                workspaces=principal.scope,
+            )
+        except ValueError as exc:  # a garbled cursor
+            raise InvalidRequest(str(exc)) from None
+        scale_of = currency_scales(conn)
+    items = [money_fields(row, scale_of) for row in page.rows]
+    return listing(request, items, page.next_cursor, name="invoices", fmt=fmt)
+
+
+@router.get(
+    "/{invoice_id}",
+    response_model=dict[str, Any],
+    summary="One invoice with its lines and credit notes",
+)
+def get_invoice(
+    request: Request, principal: CurrentPrincipal, invoice_id: str, fmt: FormatQuery = None
+) -> dict[str, Any] | Response:
+    """The ``invoices show --format json`` document; as CSV, its lines."""
+    store = request.app.state.store
+    found = invoice_detail(store, invoice_id, workspaces=principal.scope)
+    with store.engine.connect() as conn:
+        scale_of = currency_scales(conn)
+    currency = found.header["currency"]
+    lines = [money_fields({**line, "currency": currency}, scale_of) for line in found.lines]
+    if wants_csv(request, fmt):
+        return csv_response(request, plain(lines), name=f"invoice-{invoice_id}", next_cursor=None)
+    header = money_fields(found.header, scale_of)
+    header["lines"] = lines
+    header["credit_notes"] = [money_fields(note, scale_of) for note in found.credit_notes]
+    out: dict[str, Any] = plain(header)
+    return out

@@ -1,0 +1,112 @@
+"""What every list route shares: the ``{items, next_cursor}`` body, its query parameters
+(``limit``, ``cursor``, ``format``, a window), JSON-ready values, and the paging of a
+report computed whole.
+
+Values: instants as ISO 8601 UTC (``2026-11-01T00:00:00Z``), decimals as strings (no
+float rounding), nested values kept. A list read that pages in SQL (jobs, invoices)
+passes its own keyset cursor through; a report the read functions compute whole (the
+quota tree, a series, waits) is paged here by an opaque cursor holding the rows
+already sent, so every list pages the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Any
+
+from fastapi import Query, Request, Response
+from pydantic import BaseModel
+
+from dlc_ledger.api.csv_responses import ListFormat, csv_response, wants_csv
+from dlc_ledger.services.errors import InvalidRequest
+from ledger.canonical import format_timestamp
+from projections.pages import decode_cursor, encode_cursor
+
+__all__ = [
+    "AtQuery",
+    "CursorQuery",
+    "FromQuery",
+    "LimitQuery",
+    "Listing",
+    "ToQuery",
+    "check_instants",
+    "listing",
+    "page_of",
+    "plain",
+]
+
+LimitQuery = Annotated[int, Query(ge=1, le=1000, description="Page size (1 to 1,000).")]
+CursorQuery = Annotated[str | None, Query(description="next_cursor of the previous page (opaque).")]
+FromQuery = Annotated[
+    datetime | None, Query(alias="from", description="Window start (ISO 8601 with zone).")
+]
+ToQuery = Annotated[
+    datetime | None, Query(alias="to", description="Window end (ISO 8601 with zone).")
+]
+AtQuery = Annotated[
+    datetime | None, Query(description="Instant (ISO 8601 with zone); default the latest.")
+]
+
+
+class Listing(BaseModel):
+    """A page of a list: its items and where the next page starts (null: the last)."""
+
+    items: list[dict[str, Any]]
+    next_cursor: str | None = None
+
+
+def check_instants(
+    *, start: datetime | None = None, end: datetime | None = None, at: datetime | None = None
+) -> None:
+    """A 400 for an instant without a zone, or a window (from, to) that ends before it
+    starts."""
+    for name, value in (("from", start), ("to", end), ("at", at)):
+        if value is not None and value.tzinfo is None:
+            raise InvalidRequest(f"{name}: give a time zone (e.g. Z)")
+    if start is not None and end is not None and end < start:
+        raise InvalidRequest("to must not be before from")
+
+
+def plain(value: Any) -> Any:
+    """``value`` JSON-ready: instants as ISO 8601 UTC, decimals as strings, recursively."""
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def page_of(
+    rows: Sequence[dict[str, Any]], limit: int, cursor: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of a report computed whole, and the cursor of the next (None: the last)."""
+    try:
+        start = int(decode_cursor(cursor, int)[0]) if cursor is not None else 0
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None
+    if start < 0:
+        raise InvalidRequest("invalid cursor: pass the one a previous page returned")
+    end = start + limit
+    return list(rows[start:end]), encode_cursor([end]) if end < len(rows) else None
+
+
+def listing(
+    request: Request,
+    items: Sequence[Mapping[str, Any]],
+    next_cursor: str | None,
+    *,
+    name: str,
+    fmt: ListFormat | None,
+    **extra: Any,
+) -> dict[str, Any] | Response:
+    """The page as JSON (``extra`` keys first, then items and next_cursor), or as CSV."""
+    ready = [plain(item) for item in items]
+    if wants_csv(request, fmt):
+        return csv_response(request, ready, name=name, next_cursor=next_cursor)
+    return {**plain(extra), "items": ready, "next_cursor": next_cursor}

@@ -1,0 +1,166 @@
+"""``/v1/quotas/tree``, ``/v1/quotas/{quota}/series`` and ``/v1/queues/{quota}``: the
+quota tree at every node, a node's chartable series, and a quota's pending queue, as
+``dlc-ledger quotas tree``, ``report quota-series`` and ``queue show`` read them.
+
+A ``workspace:<id>`` token sees the quota subtree its workspaces are bound to
+(:mod:`projections.quota_scope`, a recursive CTE): the tree lists only its nodes (their
+figures computed over the whole tree, as lending needs), and a quota outside it is 404
+(its existence not disclosed), as is an unknown one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
+from dlc_ledger.api.listing import (
+    AtQuery,
+    CursorQuery,
+    FromQuery,
+    LimitQuery,
+    Listing,
+    ToQuery,
+    check_instants,
+    listing,
+    page_of,
+)
+from dlc_ledger.api.problems import PROBLEM_RESPONSES
+from dlc_ledger.api.reports import money_fields
+from dlc_ledger.services.billing import sync_billing
+from dlc_ledger.services.errors import InvalidRequest, NotFound
+from dlc_ledger.services.quota_rows import node_row, series_row
+from dlc_ledger.services.quotas import catch_up_quotas
+from dlc_ledger.services.why import queue_page
+from projections.billing_reads import currency_scales
+from projections.finance_reports import ReportWindow
+from projections.names import quota_names
+from projections.quota_nodes import quota_nodes_at
+from projections.quota_reads import series_points, usage_series
+from projections.quota_scope import quota_in_scope
+
+__all__ = ["QueuePage", "QuotaTreePage", "SeriesStep", "router"]
+
+router = APIRouter(prefix="/v1", tags=["quotas"], responses={**PROBLEM_RESPONSES, **CSV_RESPONSES})
+
+
+class QuotaTreePage(Listing):
+    """The tree's node x flavor rows, tree order, at ``at`` (null: nothing recorded)."""
+
+    at: str | None = None
+
+
+class QueuePage(Listing):
+    """A queue page; ``now``: the instant waits and estimates are taken at."""
+
+    now: str | None = None
+
+
+class SeriesStep(StrEnum):
+    hour = "hour"
+    day = "day"
+
+
+@router.get(
+    "/quotas/tree",
+    response_model=QuotaTreePage,
+    summary="Every quota node x flavor: min, max, used, borrowed, lent, lendable, queued",
+)
+def get_quota_tree(
+    request: Request,
+    principal: CurrentPrincipal,
+    at: AtQuery = None,
+    start: FromQuery = None,
+    end: ToQuery = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    """With ``from``/``to``: each node's GPU-hours and cost over that window too (its
+    subtree's leaves summed; ``to`` exclusive)."""
+    check_instants(start=start, end=end, at=at)
+    window = None if start is None and end is None else ReportWindow(start=start, end=end)
+    store = request.app.state.store
+    catch_up_quotas(store)
+    if window is not None:
+        sync_billing(store)
+    with store.transaction() as uow:
+        nodes = quota_nodes_at(uow.connection, at, window, workspaces=principal.scope)
+        scale_of = currency_scales(uow.connection)
+    try:
+        rows = [money_fields(node_row(nodes, f, with_at=True), scale_of) for f in nodes.flavors]
+    except ValueError as exc:  # cost in several currencies
+        raise InvalidRequest(str(exc)) from None
+    items, following = page_of(rows, limit, cursor)
+    return listing(request, items, following, name="quota-tree", fmt=fmt, at=nodes.at)
+
+
+@router.get(
+    "/quotas/{quota}/series",
+    response_model=Listing,
+    summary="One quota node's usage per flavor at each step of a window (a chart's series)",
+)
+def get_quota_series(
+    request: Request,
+    principal: CurrentPrincipal,
+    quota: str,
+    start: FromQuery = None,
+    end: ToQuery = None,
+    step: SeriesStep = SeriesStep.hour,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    """Points at each step's start from the step holding ``from`` (default: the first
+    change) to the one holding ``to`` (inclusive; default: the latest change)."""
+    check_instants(start=start, end=end)
+    store = request.app.state.store
+    catch_up_quotas(store)
+    with store.engine.connect() as conn:
+        if quota not in quota_names(conn) or not quota_in_scope(conn, quota, principal.scope):
+            raise NotFound(f"no quota {quota!r}")
+        try:
+            points = series_points(conn, step.value, start, end)
+            rows = usage_series(conn, points, step.value, quota=quota)
+        except ValueError as exc:  # too many points or rows: narrow the window
+            raise InvalidRequest(str(exc)) from None
+    items, following = page_of([series_row(r) for r in rows], limit, cursor)
+    return listing(request, items, following, name="quota-series", fmt=fmt)
+
+
+@router.get(
+    "/queues/{quota}",
+    response_model=QueuePage,
+    summary="A quota's pending jobs (an inner quota: its subtree's) in dispatch order",
+)
+def get_queue(
+    request: Request,
+    principal: CurrentPrincipal,
+    quota: str,
+    at: AtQuery = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    """Position in the quota and in the whole tree, priority (effective, if aged), time
+    waited, reason, request, estimated start. ``at``: take this instant as now."""
+    check_instants(at=at)
+    try:
+        page = queue_page(
+            request.app.state.store,
+            quota,
+            at=at,
+            limit=limit,
+            cursor=cursor,
+            workspaces=principal.scope,
+        )
+    except NotFound:
+        raise
+    except ValueError as exc:
+        if str(exc).startswith("unknown quota"):
+            raise NotFound(f"no quota {quota!r}") from None
+        raise InvalidRequest(str(exc)) from None
+    return listing(request, page.rows, page.next_cursor, name="queue", fmt=fmt, now=page.now)
