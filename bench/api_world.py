@@ -51,7 +51,7 @@ from ledger.events import (
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import all_projections
 
-__all__ = ["EPOCH", "EVENTS_PER_JOB", "World", "build_world", "quota_yaml"]
+__all__ = ["EPOCH", "EVENTS_PER_JOB", "World", "build_world", "quota_yaml", "world_for", "world_of"]
 
 #: the cluster clock starts here; jobs spread over ``MONTHS`` months from it
 EPOCH = datetime(2026, 8, 1, tzinfo=UTC)
@@ -254,10 +254,15 @@ def world_for(jobs: int) -> World:
     return World(jobs, leaves, _workspaces(), EPOCH, EPOCH + _span())
 
 
+def world_of(events: int) -> World:
+    """The world :func:`build_world` makes for ``events`` (a kept store's, on reuse)."""
+    return world_for(max(1, events // EVENTS_PER_JOB))
+
+
 def build_world(url: str, events: int, *, workers: int | None = None, batch: int = 5_000) -> World:
     """Fill the (migrated, empty) database at ``url`` with about ``events`` events and
     bring every projection to the head; prints what each step took."""
-    world = world_for(max(1, events // EVENTS_PER_JOB))
+    world = world_of(events)
     lanes = workers or os.cpu_count() or 1
     store = PostgresEventStore(url)
     try:
