@@ -255,6 +255,15 @@ class _Server:
                     raise RuntimeError("the API server did not start") from None
                 time.sleep(0.2)
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server process has used so far (Linux ``/proc``; 0 elsewhere)."""
+        try:
+            with open(f"/proc/{self.process.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return sum(map(int, fields[11:13])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
@@ -344,17 +353,29 @@ def _bench(url: str, world: World, args: argparse.Namespace) -> dict[str, Any]:
             else:
                 for _ in range(3):
                     calls[name](0, warm)
+                cpu = server.cpu_seconds()
                 figures = _measure(calls[name], args.requests, args.clients, args.budget)
+                cpu_ms = (server.cpu_seconds() - cpu) * 1000 / figures.samples
                 row["http"] = figures.as_json()
-                print(f"{name:7s} HTTP{args.clients:<5d} {figures}", flush=True)
+                row["server_cpu_ms_per_call"] = round(cpu_ms, 2)
+                print(
+                    f"{name:7s} HTTP{args.clients:<5d} {figures}; server CPU {cpu_ms:.1f} ms/call",
+                    flush=True,
+                )
                 alone = _measure(calls[name], max(args.requests // 4, 1), 1, args.budget)
                 row["http_1"] = alone.as_json()
                 print(f"{name:7s} HTTP1     {alone}", flush=True)
+            cpu = time.process_time()  # this process: the read functions (and the threads)
             pooled = _measure(direct[name], args.requests, args.clients, args.budget)
+            cpu_ms = (time.process_time() - cpu) * 1000 / pooled.samples
             single = _measure(direct[name], max(args.requests // 4, 1), 1, args.budget)
             row["direct"] = pooled.as_json()
             row["direct_1"] = single.as_json()
-            print(f"{name:7s} direct{args.clients:<3d} {pooled}", flush=True)
+            row["direct_cpu_ms_per_call"] = round(cpu_ms, 2)
+            print(
+                f"{name:7s} direct{args.clients:<3d} {pooled}; Python CPU {cpu_ms:.1f} ms/call",
+                flush=True,
+            )
             print(f"{name:7s} direct1   {single}", flush=True)
             if row["http"] is not None:
                 row["overhead_p50"] = _overhead(row["http"]["p50_ms"], pooled.p50_ms)
