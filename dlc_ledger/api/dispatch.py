@@ -10,6 +10,7 @@ subtree and do not name a preemptor outside it (:mod:`projections.dispatch_repor
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -52,7 +53,7 @@ class GoodputKey(StrEnum):
     workspace = "workspace"
 
 
-def _window(principal: Principal, start: Any, end: Any) -> DecisionWindow:
+def _window(principal: Principal, start: datetime | None, end: datetime | None) -> DecisionWindow:
     check_instants(start=start, end=end)
     scope = principal.scope
     return DecisionWindow(start, end, None if scope is None else tuple(sorted(scope)))

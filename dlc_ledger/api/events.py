@@ -9,22 +9,18 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel
+from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
+from dlc_ledger.api.listing import Listing, listing
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import NotFound
 from projections.event_reads import event_by_id, stream_events
 
-__all__ = ["EventPage", "router"]
+__all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["events"], responses=PROBLEM_RESPONSES)
-
-
-class EventPage(BaseModel):
-    items: list[dict[str, Any]]
-    next_cursor: str | None = None
 
 
 @router.get("/events/{event_id}", summary="One stored event by its id")
@@ -38,7 +34,8 @@ def get_event(request: Request, principal: CurrentPrincipal, event_id: UUID) -> 
 
 @router.get(
     "/streams/{stream:path}/events",
-    response_model=EventPage,
+    response_model=Listing,
+    responses=CSV_RESPONSES,
     summary="A stream's events in version order, a page at a time",
 )
 def get_stream_events(
@@ -49,7 +46,8 @@ def get_stream_events(
     cursor: Annotated[
         str | None, Query(pattern=r"^[0-9]+$", description="next_cursor of the previous page.")
     ] = None,
-) -> EventPage:
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
     with request.app.state.store.engine.connect() as conn:
         page = stream_events(
             conn,
@@ -59,4 +57,4 @@ def get_stream_events(
             workspaces=principal.scope,
         )
     following = None if page.next_after is None else str(page.next_after)
-    return EventPage(items=page.events, next_cursor=following)
+    return listing(request, page.events, following, name="stream-events", fmt=fmt)

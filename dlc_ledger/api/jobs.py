@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel
+from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
+from dlc_ledger.api.listing import Listing, listing
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.billing import sync_billing
@@ -21,17 +22,17 @@ from dlc_ledger.services.errors import InvalidRequest, NotFound
 from projections.billing_reads import currency_scales
 from projections.jobs import find_job, job_detail, list_jobs
 
-__all__ = ["JobPage", "router"]
+__all__ = ["router"]
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
 
 
-class JobPage(BaseModel):
-    items: list[dict[str, Any]]
-    next_cursor: str | None = None
-
-
-@router.get("", response_model=JobPage, summary="Jobs, newest submission first, a page")
+@router.get(
+    "",
+    response_model=Listing,
+    responses=CSV_RESPONSES,
+    summary="Jobs, newest submission first, a page",
+)
 def get_jobs(
     request: Request,
     principal: CurrentPrincipal,
@@ -43,7 +44,8 @@ def get_jobs(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     cursor: str | None = None,
-) -> JobPage:
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
     if at is not None and at.tzinfo is None:
         raise InvalidRequest("at: give a time zone (e.g. Z)")
     with request.app.state.store.engine.connect() as conn:
@@ -60,7 +62,7 @@ def get_jobs(
             )
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
-    return JobPage(items=page.jobs, next_cursor=page.next_cursor)
+    return listing(request, page.jobs, page.next_cursor, name="jobs", fmt=fmt)
 
 
 @router.get("/{uid}", summary="One job: state, occupied resources, cost and its timeline")
@@ -72,7 +74,7 @@ def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> dict[str
             found = find_job(uow.connection, uid, workspaces=principal.scope)
         except ValueError as exc:
             raise NotFound(str(exc)) from None
-        detail: dict[str, Any] = job_detail(uow, found)
+        detail: dict[str, Any] = job_detail(uow, found, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
     return detail

@@ -39,7 +39,7 @@ class Problem(BaseModel):
 #: the ``responses=`` every route declares, so the OpenAPI document names the shape
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": Problem, "content": {_MEDIA: {}}, "description": HTTPStatus(code).phrase}
-    for code in (401, 403, 404, 422, 500)
+    for code in (400, 401, 403, 404, 422, 500)
 }
 
 

@@ -4,7 +4,8 @@ The same read functions, group-bys and window (:mod:`projections.finance_reports
 workspace-scoped token's workspaces go into the report's SQL (``ReportWindow``). Money:
 each ``<name>_minor`` integer stays, with the row's ``currency`` and ``scale``, a
 ``<name>_display`` string for people (``1,267.21 USD``) and ``<name>_minor_precise`` as
-a decimal string (sub-minor precision, as posted).
+a decimal string (sub-minor precision, as posted). A report is one table: its pages
+hold up to 1,000 rows (default 1,000, so a chart reads it in one call), CSV as every list.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel
+from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
+from dlc_ledger.api.listing import CursorQuery, Listing, listing, page_of
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest
@@ -33,24 +35,22 @@ from projections.finance_reports import (
     usage_report,
 )
 
-__all__ = ["CostSource", "ReportRows", "money_fields", "router"]
+__all__ = ["CostSource", "money_fields", "router"]
 
-router = APIRouter(prefix="/v1", tags=["reports"], responses=PROBLEM_RESPONSES)
+router = APIRouter(prefix="/v1", tags=["reports"], responses={**PROBLEM_RESPONSES, **CSV_RESPONSES})
 
 _GROUP = Query(alias="group_by", description=f"Comma-separated, of: {', '.join(GROUP_KEYS)}.")
 _FROM = Query(alias="from", description="Window start, inclusive (ISO 8601 with zone).")
 _TO = Query(alias="to", description="Window end, exclusive; default the cluster clock.")
 _AS_OF = Query(alias="as_of", description="Only what was recorded by then (store time).")
+#: a report is one table: its page is as large as a page may be, so a chart reads it whole
+_REPORT_LIMIT = Query(ge=1, le=1000, description="Rows per page (1 to 1,000).")
 
 
 class CostSource(StrEnum):
     auto = "auto"
     ledger = "ledger"
     rated = "rated"
-
-
-class ReportRows(BaseModel):
-    items: list[dict[str, Any]]
 
 
 def _window(
@@ -95,7 +95,7 @@ def money_fields(row: Mapping[str, Any], scale_of: ScaleOf) -> dict[str, Any]:
     return out
 
 
-@router.get("/usage", response_model=ReportRows, summary="Occupied usage, grouped")
+@router.get("/usage", response_model=Listing, summary="Occupied usage, grouped")
 def get_usage(
     request: Request,
     principal: CurrentPrincipal,
@@ -103,17 +103,21 @@ def get_usage(
     start: Annotated[datetime | None, _FROM] = None,
     end: Annotated[datetime | None, _TO] = None,
     as_of: Annotated[datetime | None, _AS_OF] = None,
-) -> ReportRows:
+    limit: Annotated[int, _REPORT_LIMIT] = 1000,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
     keys = _keys(group_by)
     window = _window(principal, start, end, as_of)
     store = request.app.state.store
     sync_billing(store)
     with store.transaction() as uow:
         rows = usage_report(uow.connection, keys, window)
-    return ReportRows(items=rows)
+    items, following = page_of(rows, limit, cursor)
+    return listing(request, items, following, name="usage", fmt=fmt)
 
 
-@router.get("/cost", response_model=ReportRows, summary="Cost, grouped (ledger or rated)")
+@router.get("/cost", response_model=Listing, summary="Cost, grouped (ledger or rated)")
 def get_cost(
     request: Request,
     principal: CurrentPrincipal,
@@ -123,7 +127,10 @@ def get_cost(
     as_of: Annotated[datetime | None, _AS_OF] = None,
     source: CostSource = CostSource.auto,
     net_credits: bool = False,
-) -> ReportRows:
+    limit: Annotated[int, _REPORT_LIMIT] = 1000,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
     keys = _keys(group_by)
     window = _window(principal, start, end, as_of)
     store = request.app.state.store
@@ -136,4 +143,6 @@ def get_cost(
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
         scale_of = currency_scales(uow.connection)
-    return ReportRows(items=[money_fields(row, scale_of) for row in rows])
+    money = [money_fields(row, scale_of) for row in rows]
+    items, following = page_of(money, limit, cursor)
+    return listing(request, items, following, name="cost", fmt=fmt)

@@ -17,7 +17,7 @@ from projections.finance_reports import job_cost
 from projections.jobs.fold import STATUSES, fold_order, micros, parse_time
 from projections.jobs.projection import JobsProjection
 from projections.jobs.tables import job_state, job_timeline
-from projections.jobs.timeline import named_jobs, timeline_row
+from projections.jobs.timeline import named_jobs, summary, timeline_row
 from projections.pages import check_limit, decode_cursor, encode_cursor
 from projections.steps import checkpoint_name
 
@@ -202,9 +202,14 @@ def find_job(conn: Connection, ref: str, *, workspaces: Collection[str] | None =
     return str(uids[0])
 
 
-def job_detail(uow: UnitOfWork, uid: str) -> dict[str, Any]:
+def job_detail(
+    uow: UnitOfWork, uid: str, *, workspaces: Collection[str] | None = None
+) -> dict[str, Any]:
     """One job: state, occupied resource-seconds per flavor (closed occupancies), timeline,
-    read in ``uow`` (a :meth:`~ledger.store.base.EventStore.snapshot`: one view of all)."""
+    read in ``uow`` (a :meth:`~ledger.store.base.EventStore.snapshot`: one view of all).
+
+    ``workspaces`` (a caller's scope, which the job is in): the preemption decisions on
+    its timeline do not name the jobs of other workspaces they involve."""
     conn: Connection = uow.connection
     row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
     if row is None:
@@ -228,6 +233,8 @@ def job_detail(uow: UnitOfWork, uid: str) -> dict[str, Any]:
     )
     detail["occupied"] = [{k: _jsonable(v) for k, v in u._mapping.items()} for u in usage]
     rows = timeline_rows(uow, uid)
+    if workspaces is not None:
+        rows = _unname_outsiders(uow, uid, rows, workspaces)
     detail["timeline"] = [
         {k: _jsonable(v) for k, v in zip(_TIMELINE_COLUMNS, row, strict=True) if k != "job_uid"}
         | {"event_id": str(row[-1]), "late": late}
@@ -243,6 +250,51 @@ def job_detail(uow: UnitOfWork, uid: str) -> dict[str, Any]:
 
 
 _TIMELINE_COLUMNS = tuple(c.name for c in job_timeline.columns)
+_OUTSIDER = "(a job of another workspace)"
+
+
+def _unname_outsiders(
+    uow: UnitOfWork, uid: str, rows: list[tuple[Any, ...]], workspaces: Collection[str]
+) -> list[tuple[Any, ...]]:
+    """``rows`` with the preemption decisions summarised, and their ``by`` given, without
+    the uids of jobs outside ``workspaces`` (a preemptor or fellow victim of another team:
+    who they are is that team's)."""
+    decisions = {int(r[1]) for r in rows if r[3] == "PreemptionDecided"}
+    if not decisions:
+        return rows
+    events = {e.position: e for e in uow.read_positions(sorted(decisions))}
+    named = {
+        str(u)
+        for e in events.values()
+        for u in [e.data.get("preemptor"), *(v.get("job_uid") for v in e.data.get("victims", ()))]
+        if u
+    }
+    s = job_state.c
+    visible = set(
+        uow.connection.execute(
+            select(s.job_uid).where(
+                s.job_uid.in_(sorted(named)), s.workspace.in_(sorted(workspaces))
+            )
+        ).scalars()
+    )
+
+    def shown(job: Any) -> Any:
+        return job if job is None or job in visible else _OUTSIDER
+
+    out = []
+    for row in rows:
+        event = events.get(int(row[1])) if row[3] == "PreemptionDecided" else None
+        if event is None:
+            out.append(row)
+            continue
+        data = dict(event.data)
+        data["preemptor"] = shown(data.get("preemptor"))
+        data["victims"] = [
+            {**v, "job_uid": shown(v.get("job_uid"))} for v in data.get("victims", ())
+        ]
+        unnamed = timeline_row(event, uid, shown(row[6]), row[7])
+        out.append((*unnamed[:4], summary(event.type, data, uid), *unnamed[5:]))
+    return out
 
 
 def timeline_rows(uow: UnitOfWork, uid: str) -> list[tuple[Any, ...]]:

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from consumers.projector import Projector
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.billing import tick
+from dlc_ledger.services.billing import sync_billing, tick
 from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.tokens import create_token
@@ -181,6 +181,7 @@ def seed_dispatch(store: PostgresEventStore) -> None:
     store.append(n.events)
     Projector(store, all_projections()).catch_up()
     tick(store, BILLED_AT)
+    sync_billing(store)  # the invoices issued, in the read model
 
 
 @pytest.fixture
@@ -227,5 +228,7 @@ def same_as_cli(api: object, cli: object) -> bool:
         shared = set(api) & set(cli)
         return (bool(shared) or api == cli) and all(same_as_cli(api[k], cli[k]) for k in shared)
     if isinstance(api, list) and isinstance(cli, list):
-        return len(api) == len(cli) and all(same_as_cli(a, c) for a, c in zip(api, cli))
+        return len(api) == len(cli) and all(
+            same_as_cli(a, c) for a, c in zip(api, cli, strict=True)
+        )
     return norm(api) == norm(cli)

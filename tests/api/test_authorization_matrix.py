@@ -1,6 +1,8 @@
 """Every route of docs/openapi.json, for every role: no token → 401, workspace A's token never
-sees workspace B's jobs, events or costs, the global roles see everything, the auditor writes
-nothing. A route added to the document without an entry here fails the test."""
+sees workspace B's jobs, events, costs, quotas, queue, waits, preemptions or invoices, the
+global roles see everything, a route limited to some roles is 403 for the others, the
+auditor writes nothing. A route added to the document without an entry here fails the
+test."""
 
 from __future__ import annotations
 
@@ -13,11 +15,15 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from ledger.store.postgres import PostgresEventStore
-from tests.api.conftest import bearer
+from tests.api.conftest import ROLES, bearer
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs/openapi.json").read_text())
 B_MARKERS = ("ws-b", "b-1")  # any of them in a body: workspace B's data leaked
 SAME_FOR_ALL = {"/v1/whoami"}  # shows the caller, no workspace's data
+SHARED = {"/v1/inventory"}  # the cluster's capacity: no workspace's data, one answer for all
+#: routes only some roles may use (403 for the others), with no workspace's data
+ROLE_LIMITED = {"/v1/chain/verify": {"admin", "auditor"}}
+WINDOW = "from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z"
 WRITES = ("post", "put", "patch", "delete")
 
 
@@ -26,6 +32,9 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
     with store.engine.connect() as conn:
         event_id = conn.execute(
             text("SELECT event_id FROM events WHERE stream = 'job/b-1' ORDER BY version LIMIT 1")
+        ).scalar_one()
+        invoice = conn.execute(
+            text("SELECT invoice_id FROM billing_invoices WHERE workspace = 'ws-b'")
         ).scalar_one()
     return {
         "/v1/whoami": ["/v1/whoami"],
@@ -39,14 +48,44 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
             "/v1/cost?group_by=job&source=rated",
             "/v1/cost?group_by=workspace,month&net_credits=true&source=rated",
         ],
+        "/v1/quotas/tree": [
+            "/v1/quotas/tree",
+            f"/v1/quotas/tree?{WINDOW}",
+            "/v1/quotas/tree?format=csv",
+        ],
+        "/v1/quotas/{quota}/series": [
+            f"/v1/quotas/q-ws-b/series?{WINDOW}&step=day",
+            "/v1/quotas/q-ws-b/series?format=csv",
+        ],
+        "/v1/queues/{quota}": ["/v1/queues/q-ws-b", "/v1/queues/q-ws-b?format=csv"],
+        "/v1/jobs/{uid}/why": ["/v1/jobs/b-1/why", "/v1/jobs/train-b-9/why"],
+        "/v1/waits": ["/v1/waits", f"/v1/waits?{WINDOW}&format=csv"],
+        "/v1/preemptions": ["/v1/preemptions", "/v1/preemptions?format=csv"],
+        "/v1/goodput": ["/v1/goodput", "/v1/goodput?by=workspace&format=csv"],
+        "/v1/invoices": [
+            "/v1/invoices",
+            "/v1/invoices?workspace=ws-b",
+            "/v1/invoices?period=2026-11&format=csv",
+        ],
+        "/v1/invoices/{invoice_id}": [
+            f"/v1/invoices/{invoice}",
+            f"/v1/invoices/{invoice}?format=csv",
+        ],
+        "/v1/inventory": ["/v1/inventory", "/v1/inventory?group_by=node&format=csv"],
+        "/v1/chain/verify": ["/v1/chain/verify"],
     }
 
 
 @pytest.fixture
-def b_urls(client: TestClient, store: PostgresEventStore) -> dict[str, list[str]]:
+def b_urls(dispatched: TestClient, store: PostgresEventStore) -> dict[str, list[str]]:
     urls = _b_urls(store)
     assert set(urls) == set(DOCUMENT["paths"]), "give every documented route its B requests"
     return urls
+
+
+def _allowed(path: str, role: str) -> bool:
+    limited = ROLE_LIMITED.get(path)
+    return limited is None or not limited.isdisjoint(ROLES[role])
 
 
 def _sees_b(response: httpx.Response) -> bool:
@@ -58,33 +97,45 @@ def _sees_b(response: httpx.Response) -> bool:
 
 
 def test_no_token_and_bad_tokens_get_401_everywhere(
-    client: TestClient, b_urls: dict[str, list[str]], tokens: dict[str, str]
+    dispatched: TestClient, b_urls: dict[str, list[str]], tokens: dict[str, str]
 ) -> None:
     for path, urls in b_urls.items():
         for method in DOCUMENT["paths"][path]:
             for url in urls:
                 for headers in ({}, bearer("dlct_forged"), bearer(tokens["admin"] + "x")):
-                    response = client.request(method, url, headers=headers)
+                    response = dispatched.request(method, url, headers=headers)
                     assert response.status_code == 401, (method, url, headers)
                     assert not _sees_b(response)
 
 
 def test_workspace_a_never_sees_workspace_b(
-    client: TestClient, b_urls: dict[str, list[str]], tokens: dict[str, str]
+    dispatched: TestClient, b_urls: dict[str, list[str]], tokens: dict[str, str]
 ) -> None:
     for path, urls in b_urls.items():
         for url in urls:
             for role in ("lead-a", "lead-ac"):
-                response = client.get(url, headers=bearer(tokens[role]))
-                assert response.status_code in (200, 404), (role, url, response.text)
+                response = dispatched.get(url, headers=bearer(tokens[role]))
+                expected = (200, 404) if _allowed(path, role) else (403,)
+                assert response.status_code in expected, (role, url, response.text)
                 assert not _sees_b(response), (role, url, response.text)
+            if path in SHARED:  # everyone reads the same answer, no workspace's data in it
+                answers = {dispatched.get(url, headers=bearer(tokens[r])).text for r in ROLES}
+                (answer,) = answers
+                assert not any(marker in answer for marker in B_MARKERS), url
+                continue
+            if path in ROLE_LIMITED:  # the allowed roles read it; the others get a 403
+                for role in ROLES:
+                    response = dispatched.get(url, headers=bearer(tokens[role]))
+                    assert response.status_code == (200 if _allowed(path, role) else 403), role
+                    assert not _sees_b(response), (role, url)
+                continue
             # the same request does reach B's data for B and the global roles, so the
             # check above can fail
             readers = (
                 ["lead-b"] if path in SAME_FOR_ALL else ["lead-b", "admin", "finance", "auditor"]
             )
             for role in readers:
-                response = client.get(url, headers=bearer(tokens[role]))
+                response = dispatched.get(url, headers=bearer(tokens[role]))
                 assert response.status_code == 200, (role, url, response.text)
                 assert _sees_b(response), (role, url)
 
@@ -103,15 +154,49 @@ def test_a_scoped_list_holds_exactly_its_workspaces(
 
 
 def test_the_auditor_reads_and_writes_nothing(
-    client: TestClient, b_urls: dict[str, list[str]], tokens: dict[str, str]
+    dispatched: TestClient, b_urls: dict[str, list[str]], tokens: dict[str, str]
 ) -> None:
     headers = bearer(tokens["auditor"])
     for path, urls in b_urls.items():
         documented = DOCUMENT["paths"][path]
         assert "get" in documented
+        for url in urls:
+            assert dispatched.get(url, headers=headers).status_code == 200, url
         for method in WRITES:
             for url in urls:
-                response = client.request(method, url, headers=headers)
+                response = dispatched.request(method, url, headers=headers)
                 expected = 403 if method in documented else 405
                 assert response.status_code == expected, (method, url)
                 assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_the_chain_is_verified_by_admin_and_auditor_only(
+    dispatched: TestClient, tokens: dict[str, str]
+) -> None:
+    for role in ROLES:
+        response = dispatched.get("/v1/chain/verify", headers=bearer(tokens[role]))
+        if role in ("admin", "auditor"):
+            assert response.status_code == 200 and response.json()["ok"] is True, role
+        else:
+            assert response.status_code == 403, role
+            assert response.headers["content-type"] == "application/problem+json"
+            assert response.json()["status"] == 403
+
+
+def test_a_decision_across_workspaces_names_only_the_readers_jobs(
+    dispatched: TestClient, tokens: dict[str, str]
+) -> None:
+    # a-2 (ws-a) preempted b-1 (ws-b): each lead reads its own job's side of it
+    a2 = dispatched.get("/v1/jobs/a-2", headers=bearer(tokens["lead-a"]))
+    assert a2.status_code == 200 and not _sees_b(a2), a2.text
+    (decision,) = [t for t in a2.json()["timeline"] if t["type"] == "PreemptionDecided"]
+    assert decision["summary"] == "preempts 1 job(s) ((a job of another workspace)): Reclaim"
+    b1 = dispatched.get("/v1/jobs/b-1", headers=bearer(tokens["lead-b"])).json()
+    (victim,) = [t for t in b1["timeline"] if t["type"] == "PreemptionDecided"]
+    assert victim["by"] == "(a job of another workspace)"
+    assert victim["summary"] == "chosen as preemption victim for job (a job of another workspace)"
+    assert "a-2" not in str(b1)
+    # the global roles read the decision as recorded
+    whole = dispatched.get("/v1/jobs/a-2", headers=bearer(tokens["auditor"])).json()
+    (seen,) = [t for t in whole["timeline"] if t["type"] == "PreemptionDecided"]
+    assert seen["summary"] == "preempts 1 job(s) (b-1): Reclaim"

@@ -15,6 +15,10 @@ from tests.api.conftest import bearer
 
 #: every list route, with the parameters that make it non-empty on the seed
 LISTS = {
+    "/v1/jobs": ("jobs", {}),
+    "/v1/streams/job/a-1/events": ("stream-events", {}),
+    "/v1/usage": ("usage", {"group_by": "workspace,flavor"}),
+    "/v1/cost": ("cost", {"group_by": "workspace,month", "source": "rated"}),
     "/v1/quotas/tree": ("quota-tree", {"from": "2026-11-01T00:00:00Z"}),
     "/v1/quotas/q-ws-a/series": ("quota-series", {"to": "2026-11-01T03:00:00Z"}),
     "/v1/queues/root": ("queue", {}),
@@ -46,13 +50,11 @@ def test_csv_holds_the_json_items(
 ) -> None:
     name, params = LISTS[route]
     headers = bearer(tokens["admin"])
-    items = dispatched.get(route, params={**params, "limit": 1000}, headers=headers).json()[
-        "items"
-    ]
+    items = dispatched.get(route, params={**params, "limit": 1000}, headers=headers).json()["items"]
     assert items, route
     for asked in ({"params": {**params, "format": "csv"}, "headers": headers},
                   {"params": params, "headers": {**headers, "Accept": "text/csv"}}):  # fmt: skip
-        response = dispatched.get(route, **asked)  # type: ignore[arg-type]
+        response = dispatched.get(route, **asked)
         assert response.status_code == 200, response.text
         assert response.headers["content-type"] == "text/csv; charset=utf-8"
         assert response.headers["content-disposition"] == f'attachment; filename="{name}.csv"'
@@ -96,11 +98,33 @@ def test_a_csv_page_links_to_the_next(dispatched: TestClient, tokens: dict[str, 
     assert seen == ["ws-a", "ws-b", "ws-c"]
 
 
-def test_a_scoped_csv_holds_the_scoped_rows(
-    dispatched: TestClient, tokens: dict[str, str]
-) -> None:
+def test_a_scoped_csv_holds_the_scoped_rows(dispatched: TestClient, tokens: dict[str, str]) -> None:
     response = dispatched.get("/v1/quotas/tree?format=csv", headers=bearer(tokens["lead-a"]))
     rows = _rows(response.text)
     # the subtree's node, under a parent it may name but not read
     assert {(r["quota"], r["parent"]) for r in rows} == {("q-ws-a", "root")}
     assert "ws-b" not in response.text
+
+
+@pytest.mark.parametrize("route", sorted(LISTS))
+def test_every_list_pages_through_all_its_items(
+    dispatched: TestClient, tokens: dict[str, str], route: str
+) -> None:
+    _, params = LISTS[route]
+    headers = bearer(tokens["admin"])
+    whole = dispatched.get(route, params={**params, "limit": 1000}, headers=headers).json()
+    assert whole["next_cursor"] is None
+    seen: list[dict[str, object]] = []
+    cursor = None
+    for _ in range(len(whole["items"]) + 1):
+        page = dispatched.get(
+            route,
+            params={**params, "limit": 2, **({"cursor": cursor} if cursor else {})},
+            headers=headers,
+        ).json()
+        assert len(page["items"]) <= 2
+        seen += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == whole["items"] and len(seen) >= 1, route

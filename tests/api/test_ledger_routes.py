@@ -122,3 +122,16 @@ def test_a_broken_chain_names_its_first_break(
     body = dispatched.get("/v1/chain/verify", headers=bearer(tokens["auditor"])).json()
     assert (body["ok"], body["events_checked"], body["first_break"]) == (False, 2, 3)
     assert "hash mismatch at position 3" in body["detail"]
+
+
+def test_one_invoices_lines_as_csv(dispatched: TestClient, tokens: dict[str, str]) -> None:
+    headers = bearer(tokens["finance"])
+    every = dispatched.get("/v1/invoices", headers=headers).json()["items"]
+    a = next(i["invoice_id"] for i in every if i["workspace"] == "ws-a")
+    lines = dispatched.get(f"/v1/invoices/{a}", headers=headers).json()["lines"]
+    response = dispatched.get(f"/v1/invoices/{a}", headers={**headers, "Accept": "text/csv"})
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/csv")
+    assert response.headers["content-disposition"] == f'attachment; filename="invoice-{a}.csv"'
+    header, *rows = response.text.splitlines()
+    assert header.split(",") == list(lines[0]) and len(rows) == len(lines) == 1
+    assert "4.80 USD" in rows[0]  # ws-a ran two GPU-hours at 2.40

@@ -5,6 +5,7 @@ workspace token's quota subtree inside the SQL."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -16,10 +17,10 @@ from tests.clis import CliCall
 WINDOW = {"from": "2026-11-01T00:00:00Z", "to": "2026-12-01T00:00:00Z"}
 
 
-def _tree(client: TestClient, token: str, **params: str) -> dict[str, object]:
+def _tree(client: TestClient, token: str, **params: str) -> dict[str, Any]:
     response = client.get("/v1/quotas/tree", params=params, headers=bearer(token))
     assert response.status_code == 200, response.text
-    body: dict[str, object] = response.json()
+    body: dict[str, Any] = response.json()
     return body
 
 
@@ -147,3 +148,22 @@ def test_the_queue_in_dispatch_order(
     for role, quota in (("lead-a", "root"), ("lead-a", "q-ws-b"), ("admin", "nowhere")):
         hidden = dispatched.get(f"/v1/queues/{quota}", headers=bearer(tokens[role]))
         assert hidden.status_code == 404, (role, quota)
+
+
+def test_the_tree_at_an_instant(
+    dispatched: TestClient, tokens: dict[str, str], cli: CliCall
+) -> None:
+    then = "2026-11-01T02:30:00Z"
+    body = _tree(dispatched, tokens["auditor"], at=then, limit="1000")
+    assert body["at"] == then
+    expected = json.loads(cli("quotas", "tree", "--at", then, "--format", "json"))
+    assert body["items"] == expected
+    rows = {(i["quota"], i["flavor"]): i for i in body["items"]}
+    # b-1 holds its GPU from 2 h to 3 h; root counts it too
+    b_gpu, root_gpu = rows[("q-ws-b", "gpu/any")], rows[("root", "gpu/any")]
+    assert (b_gpu["used"], b_gpu["running_jobs"], root_gpu["used"]) == (1000, 1, 1000)
+    assert rows[("q-ws-a", "gpu/any")]["used"] == 0
+    naive = dispatched.get(
+        "/v1/quotas/tree", params={"at": "2026-11-01T02:30:00"}, headers=bearer(tokens["admin"])
+    )
+    assert naive.status_code == 400 and "time zone" in naive.json()["detail"]
