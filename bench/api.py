@@ -206,7 +206,7 @@ def _paths(inputs: Inputs) -> dict[str, Callable[[random.Random], str]]:
 
     cost = "/v1/cost?" + urlencode(
         {"group_by": "workspace,month", "from": iso(inputs.month_start),
-         "to": iso(inputs.month_end)}
+         "to": iso(inputs.month_end), "limit": PAGE}
     )  # fmt: skip
     window = urlencode(
         {
