@@ -290,9 +290,7 @@ def _http(
             items: list[Any] = []
             page = path
             while True:  # every page: a chart needs the whole series
-                conn.request("GET", page, headers=headers)
-                response = conn.getresponse()
-                body = response.read()
+                body, response = _get(conn, page, headers)
                 if response.status != 200:
                     raise RuntimeError(f"GET {page}: {response.status} {body[:300]!r}")
                 document = json.loads(body)
@@ -311,6 +309,24 @@ def _http(
             conn.close()
 
     return {name: call(name) for name in paths}, close
+
+
+def _get(
+    conn: http.client.HTTPConnection, path: str, headers: dict[str, str]
+) -> tuple[bytes, http.client.HTTPResponse]:
+    """GET ``path`` on ``conn``; once more on a new connection if the server had closed
+    it (uvicorn drops a keep-alive connection idle for 5 s: a client whose neighbours'
+    slow calls kept it waiting), as a browser does."""
+    for attempt in (1, 2):
+        try:
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            return response.read(), response
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            conn.close()
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _served_routes(port: int) -> set[str]:
