@@ -71,6 +71,9 @@ billing_occupancies = Table(
     # no index on end_position: the rater's pending query filters on GREATEST(start, end)
     Index("billing_occupancies_open", "started_at", postgresql_where=text("ended_at IS NULL")),
     Index("billing_occupancies_window", "started_at", "ended_at"),
+    # one job's cost (``job_cost``) and the cluster clock's max(ended_at): migration 0017
+    Index("billing_occupancies_job", "job_uid"),
+    Index("billing_occupancies_ended", "ended_at"),
 )
 
 #: Price events in publication order (the rater and the cost report build schedules from them).
