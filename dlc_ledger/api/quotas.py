@@ -11,9 +11,9 @@ figures computed over the whole tree, as lending needs), and a quota outside it 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
@@ -45,6 +45,11 @@ from projections.quota_scope import quota_in_scope
 __all__ = ["SeriesStep", "router"]
 
 router = APIRouter(prefix="/v1", tags=["quotas"], responses={**PROBLEM_RESPONSES, **CSV_RESPONSES})
+
+
+# a chart reads a series whole, and every page recomputes it: pages as large as a
+# 30-day hourly series of a few flavors, so one request serves a chart
+_SERIES_LIMIT = Query(ge=1, le=10_000, description="Rows per page (1 to 10,000).")
 
 
 class SeriesStep(StrEnum):
@@ -100,7 +105,7 @@ def get_quota_series(
     start: FromQuery = None,
     end: ToQuery = None,
     step: SeriesStep = SeriesStep.hour,
-    limit: LimitQuery = 50,
+    limit: Annotated[int, _SERIES_LIMIT] = 1000,
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:

@@ -64,14 +64,15 @@ export async function getJson(path, params = {}) {
   return (await request(path, params, "application/json")).json();
 }
 
-/** Every item of a paginated list route (following next_cursor, at most `maxPages` of
- *  1000): {items, complete, body} with `body` the first page's other fields (e.g. `at`). */
+/** Every item of a paginated list route (following next_cursor, at most `maxPages` pages
+ *  of `params.limit`, default 1000): {items, complete, body} with `body` the first page's
+ *  other fields (e.g. `at`). */
 export async function getAll(path, params = {}, maxPages = 20) {
   const items = [];
   let cursor = null;
   let body = null;
   for (let page = 0; page < maxPages; page += 1) {
-    const answer = await getJson(path, { ...params, limit: 1000, cursor });
+    const answer = await getJson(path, { limit: 1000, ...params, cursor });
     body = body ?? answer;
     items.push(...answer.items);
     cursor = answer.next_cursor;

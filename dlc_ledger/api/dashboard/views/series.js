@@ -53,7 +53,11 @@ export async function seriesView({ path, params, go }) {
   const query = { from: start, to: end, step: params.step || "hour" };
   const form = controls(quotas, quota, { ...params, ...query }, go);
   if (!quota) return section("Usage over time", form, h("p", {}, "No quota tree yet."));
-  const { items, complete } = await getAll(`v1/quotas/${encodeURIComponent(quota)}/series`, query);
+  // one page: the server computes the whole series for every page it answers
+  const { items, complete } = await getAll(`v1/quotas/${encodeURIComponent(quota)}/series`, {
+    ...query,
+    limit: 10000,
+  });
   const flavors = [...new Set(items.map((r) => r.flavor))];
   const width = Math.max(480, Math.min(1200, (document.getElementById("main")?.clientWidth ?? 1000) - 32));
   const parts = [];
