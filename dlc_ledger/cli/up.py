@@ -45,13 +45,16 @@ def up(
         ),
     ] = True,
     trace: Annotated[
-        str, typer.Option(help="Trace CSV file, or 'openb' / 'dlrm' for the bundled traces.")
-    ] = "openb",
+        str | None,
+        typer.Option(help="Trace CSV file, or 'openb' / 'dlrm' for the bundled traces [openb]."),
+    ] = None,
     fmt: Annotated[
         TraceFormat | None,
         typer.Option("--format", help="Trace format (default: the bundled trace's own)."),
     ] = None,
-    speed: Annotated[str, typer.Option(help="Cluster seconds per wall second, or 'max'.")] = "3600",
+    speed: Annotated[
+        str | None, typer.Option(help="Cluster seconds per wall second, or 'max' [3600].")
+    ] = None,
     limit: Annotated[
         int | None, typer.Option(min=1, help="Only the first N trace rows (pods).")
     ] = None,
@@ -99,6 +102,12 @@ def up(
     an admin token; Ctrl-C stops them all."""
     if kubeconfig is not None and not kubeconfig.is_file():
         raise typer.BadParameter(f"{kubeconfig} is not a file", param_hint="--kubeconfig")
+    _replay_only(
+        replay and kubeconfig is None,
+        {"--trace": trace, "--format": fmt, "--speed": speed, "--limit": limit,
+         "--quotas": quotas, "--pricebook": pricebook},
+    )  # fmt: skip
+    trace = trace or "openb"
     configure_logging(
         logging.INFO if verbose else logging.WARNING,
         "%(asctime)s %(levelname)s %(name)s %(message)s",
@@ -111,7 +120,7 @@ def up(
         replay=replay,
         trace=trace,
         fmt=trace_format(trace, fmt).value,
-        speed=parse_speed(speed),  # type: ignore[arg-type]
+        speed=parse_speed(speed or "3600"),  # type: ignore[arg-type]
         limit=limit,
         quotas=quotas,
         pricebook=pricebook,
@@ -125,3 +134,15 @@ def up(
     stop_on_signals(stop, second_exits=True)
     run_up(plan, stop, _print_ready)
     typer.echo("dlc-ledger up: stopped")
+
+
+def _replay_only(on_kubesim: bool, given: dict[str, object]) -> None:
+    """A replay's option given where nothing is replayed is a usage error, not ignored."""
+    if on_kubesim:
+        return
+    for option, value in given.items():
+        if value is not None:
+            raise typer.BadParameter(
+                "applies only to a replay on kubesim (not with --no-replay or a kubeconfig)",
+                param_hint=option,
+            )

@@ -207,7 +207,16 @@ def test_a_port_in_use_is_refused_before_anything_starts(database_url: str, tmp_
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
 
 
-@pytest.mark.parametrize("bad", [["--speed", "0"], ["--trace", "x.csv"], ["--port", "70000"]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--speed", "0"],
+        ["--trace", "x.csv"],
+        ["--port", "70000"],
+        ["--no-replay", "--trace", "openb"],  # a replay's option where nothing is replayed
+        ["--no-replay", "--limit", "10"],
+    ],
+)
 def test_bad_options_are_usage_errors(
     bad: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -218,4 +227,5 @@ def test_bad_options_are_usage_errors(
         assert main(["up", "--port", "0", *bad]) == 2
     finally:
         context.settings.cache_clear()
-    assert bad[0] in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert bad[-2] in err if bad[0] == "--no-replay" else bad[0] in err
