@@ -7,13 +7,13 @@ threads (default 20), each with its own keep-alive connection, send ``--requests
 each dashboard call, one call after the other:
 
 - ``cost``: month x workspace cost over the whole history (``/v1/cost?group_by=
-  workspace,month``, :func:`projections.finance_reports.cost_report`);
+  workspace,month``, :func:`projections.billing.reports.cost_report`);
 - ``tree``: the quota tree with usage now (``/v1/quotas/tree``,
-  :func:`projections.quota_nodes.quota_nodes_at`);
+  :func:`projections.quotas.nodes.quota_nodes_at`);
 - ``job``: one job, random, with its timeline (``/v1/jobs/{uid}``,
   :func:`projections.jobs.find_job` + ``job_detail``);
 - ``series``: one leaf quota's usage over the last 30 days, hourly
-  (``/v1/quotas/{quota}/series``, :func:`projections.quota_reads.usage_series`).
+  (``/v1/quotas/{quota}/series``, :func:`projections.quotas.reads.usage_series`).
 
 A paged route is read to its last page (``limit=1000``; a series ``limit=10000``, as the
 dashboard asks, so its 2,163 rows here come in one request: each page recomputes it).
@@ -58,10 +58,10 @@ from dlc_ledger.services.tokens import create_token
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresUnitOfWork
-from projections.finance_reports import ReportWindow, cost_report
+from projections.billing.reports import ReportWindow, cost_report
 from projections.jobs import find_job, job_detail
-from projections.quota_nodes import quota_nodes_at
-from projections.quota_reads import series_points, usage_series
+from projections.quotas.nodes import quota_nodes_at
+from projections.quotas.reads import series_points, usage_series
 
 __all__ = ["main"]
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from consumers.billing_rater import rate
 from consumers.lanes import catch_up_lanes
 from consumers.projector import DEFAULT_PAGE
 from dlc_ledger.resources import DEMO_PRICE_BOOK
@@ -49,6 +48,7 @@ from ledger.events import (
     ReplicaSpec,
 )
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.rater import rate
 from projections.registry import all_projections
 
 __all__ = ["EPOCH", "EVENTS_PER_JOB", "World", "build_world", "quota_yaml", "world_for", "world_of"]

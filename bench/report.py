@@ -7,13 +7,13 @@ in-database equivalent of COPY) rather than appended through the store and
 projected, which would take the better part of an hour on this machine. The
 queries timed are the real report code paths:
 
-- ``report_month_by_workspace_ms``: :func:`projections.finance_reports.cost_report`
+- ``report_month_by_workspace_ms``: :func:`projections.billing.reports.cost_report`
   grouped by workspace and flavor over one month (ledger path, pre-aggregated
   ``billing_cost_monthly``);
 - ``job_timeline_ms``: one job's timeline as ``jobs show`` reads it
   (:func:`projections.jobs.timeline_rows`: the job's own stream from the store, plus
   ``job_timeline`` rows), ten events per job;
-- ``invoice_lines_ms``: :func:`projections.finance_reports.invoice_lines` for one invoice.
+- ``invoice_lines_ms``: :func:`projections.billing.reports.invoice_lines` for one invoice.
 
 Medians of ``--repeat`` runs; the last output line is JSON.
 """
@@ -34,7 +34,7 @@ from bench.databases import scratch_database
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresUnitOfWork
-from projections.finance_reports import ReportWindow, cost_report, invoice_lines
+from projections.billing.reports import ReportWindow, cost_report, invoice_lines
 from projections.jobs import timeline_rows
 
 WORKSPACES = 300

@@ -1,8 +1,8 @@
 """The budget check: store a ``BudgetExceeded`` when a workspace's posted cost crosses its budget.
 
 The dispatcher calls :func:`check_budgets` each cycle (and ``dlc-ledger budgets check``
-does once) before it reads :func:`projections.budgets.exhausted_workspaces` and
-:func:`projections.budgets.jobs_to_stop`. A crossing is stored once per budget (its
+does once) before it reads :func:`projections.budgets.projection.exhausted_workspaces` and
+:func:`projections.budgets.projection.jobs_to_stop`. A crossing is stored once per budget (its
 ``BudgetSet``) and period: the event id is deterministic and the payload too (the
 instant of crossing is the posting's, not the check's), so checking again, or from two
 processes, never adds a second one. Each crossing also queues a notification to the
@@ -31,8 +31,8 @@ from ledger.envelopes import Envelope, make_envelope
 from ledger.events import BudgetAction, BudgetExceeded, NotificationQueued
 from ledger.money import from_minor, plain_decimal, round_precise
 from ledger.store.base import EventStore
-from projections.billing_reads import load_schedule
-from projections.budgets import (
+from projections.billing.reads import load_schedule
+from projections.budgets.projection import (
     BudgetInForce,
     BudgetsProjection,
     budgets_at,
@@ -189,7 +189,7 @@ def check_budgets(
 
     ``conn`` reads the billing and budgets read models (keep them caught up: the
     dispatcher's projector does); the budgets projection is brought up to date here
-    before and after, so :func:`projections.budgets.exhausted_workspaces` read next on
+    before and after, so :func:`projections.budgets.projection.exhausted_workspaces` read next on
     ``conn`` sees what was stored.
     """
     if now.tzinfo is None:
@@ -243,6 +243,6 @@ class StoreBudgetGate:
 
     def jobs_to_stop(self, conn: Connection, at: datetime) -> list[str]:
         """Uids of the exhausted workspaces' pay-as-you-go jobs holding resources (never a
-        subscription ``quota`` job); :func:`projections.budgets.jobs_to_stop` has their
+        subscription ``quota`` job); :func:`projections.budgets.projection.jobs_to_stop` has their
         namespace, name and kind."""
         return [job.job_uid for job in jobs_to_stop(conn, at)]

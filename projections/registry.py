@@ -7,13 +7,13 @@ exactly these. Adding a read model is a one-line edit here (plus its migration).
 from __future__ import annotations
 
 from projections.base import Projection
-from projections.billing import BillingProjection
-from projections.budgets import BudgetsProjection
-from projections.dispatch_decisions import DispatchDecisionsProjection
-from projections.inventory import InventoryProjection
+from projections.billing.projection import BillingProjection
+from projections.budgets.projection import BudgetsProjection
+from projections.dispatch.decisions import DispatchDecisionsProjection
+from projections.inventory.occupancy import OccupancyProjection
+from projections.inventory.projection import InventoryProjection
 from projections.jobs import JobsProjection
-from projections.occupancy import OccupancyProjection
-from projections.quotas import QuotaProjection
+from projections.quotas.projection import QuotaProjection
 
 __all__ = ["all_projections", "projection_named"]
 

@@ -19,7 +19,7 @@ from ledger.dispatch import Admitted, CycleInput, Decision, PendingStatus
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import AdmissionDecided, PreemptionDecided, Victim
 from ledger.ids import deterministic_id
-from projections.dispatch_reads import DecisionRecord, DispatchJob
+from projections.dispatch.reads import DecisionRecord, DispatchJob
 
 __all__ = [
     "DISPATCHER_SOURCE",

@@ -1,6 +1,6 @@
 """One live dispatcher cycle: read projected state, decide, store the decisions, then act.
 
-:meth:`Dispatcher.cycle` reads the cycle's input (:func:`projections.dispatch_reads.
+:meth:`Dispatcher.cycle` reads the cycle's input (:func:`projections.dispatch.reads.
 read_dispatch`), calls the pure :func:`ledger.dispatch.plan_cycle`, stores every decision
 through the store port *before* acting (deterministic ids: a retried cycle stores
 nothing twice), then acts through the :class:`~consumers.dispatcher.actuator.Actuator`:
@@ -40,8 +40,8 @@ from ledger.dispatch.cycle import relevant_changes
 from ledger.envelopes import Envelope
 from ledger.events import AdmissionDecided, PreemptionDecided
 from ledger.store.base import DuplicateEventConflict, EventStore
-from projections.dispatch_estimates import runtime_medians, start_estimates
-from projections.dispatch_reads import DecisionRecord, DispatchJob, DispatchView, read_dispatch
+from projections.dispatch.estimates import runtime_medians, start_estimates
+from projections.dispatch.reads import DecisionRecord, DispatchJob, DispatchView, read_dispatch
 
 __all__ = ["BudgetGate", "CycleOutcome", "Dispatcher"]
 
@@ -249,7 +249,7 @@ class Dispatcher:
 
     def _estimates(self, view: DispatchView, jobs: Sequence[str]) -> dict[str, datetime | None]:
         """Estimated starts of the jobs whose pending decision is stored now (``jobs why``'s
-        estimator, :mod:`projections.dispatch_estimates`); none when estimating is off."""
+        estimator, :mod:`projections.dispatch.estimates`); none when estimating is off."""
         if not self.estimate or not jobs:
             return {}
         with self.reads() as conn:

@@ -18,7 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from consumers.watchers.publisher import Marker
 from ledger.store.base import EventStore
-from projections.watcher_tables import watcher_objects
+from ledger.store.watcher_tables import watcher_objects
 
 __all__ = ["WatcherCheckpoints", "WatcherResume", "watcher_objects"]
 

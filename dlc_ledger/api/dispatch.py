@@ -5,7 +5,7 @@ preemptions | goodput`` read them.
 Scoping, inside each read's SQL: ``why`` finds only a job of the token's workspaces
 (404 otherwise); waits and goodput by quota keep the rows of the token's quota subtree,
 goodput by workspace those of its workspaces; preemptions keep the victims in the
-subtree and do not name a preemptor outside it (:mod:`projections.dispatch_reports`).
+subtree and do not name a preemptor outside it (:mod:`projections.dispatch.reports`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.errors import InvalidRequest, NotFound
 from dlc_ledger.services.tokens import Principal
 from dlc_ledger.services.why import why_job
-from projections.billing_reads import currency_scales
-from projections.dispatch_reports import (
+from projections.billing.reads import currency_scales
+from projections.dispatch.reports import (
     DecisionWindow,
     goodput_report,
     preemptions_report,

@@ -1,7 +1,7 @@
 """``/v1/events/{id}`` and ``/v1/streams/{stream}/events``: the stored facts, as recorded.
 
 Workspace-scoped tokens read only their workspaces' streams (scope in the SQL, see
-:mod:`projections.event_reads`); anything else reads as 404 / an empty page.
+:mod:`projections.jobs.events`); anything else reads as 404 / an empty page.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dlc_ledger.api.listing import listing
 from dlc_ledger.api.models import Event, EventPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import NotFound
-from projections.event_reads import event_by_id, stream_events
+from projections.jobs.events import event_by_id, stream_events
 
 __all__ = ["router"]
 

@@ -24,7 +24,7 @@ from dlc_ledger.api.listing import (
 from dlc_ledger.api.models_billing import InventoryPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import InvalidRequest
-from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
+from projections.inventory.projection import INVENTORY_GROUP_KEYS, capacity_at
 
 __all__ = ["router"]
 

@@ -2,7 +2,7 @@
 ``dlc-ledger invoices list|show`` read them.
 
 A ``workspace:<id>`` token's workspaces are a condition of the query
-(:func:`projections.invoice_reads.invoice_page`,
+(:func:`projections.billing.invoice_pages.invoice_page`,
 :func:`dlc_ledger.services.invoices.find_invoice`): another workspace's invoice is
 neither listed nor found (404). Money as ``*_minor`` + currency + scale + ``*_display``.
 """
@@ -23,8 +23,8 @@ from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.invoices import invoice_detail
-from projections.billing_reads import currency_scales
-from projections.invoice_reads import invoice_page
+from projections.billing.invoice_pages import invoice_page
+from projections.billing.reads import currency_scales
 
 __all__ = ["InvoiceStatus", "router"]
 

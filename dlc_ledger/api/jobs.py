@@ -21,7 +21,7 @@ from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest, NotFound
-from projections.billing_reads import currency_scales
+from projections.billing.reads import currency_scales
 from projections.jobs import find_job, job_detail, list_jobs, timeline_entries
 
 __all__ = ["router"]

@@ -2,7 +2,7 @@
 ``/v1/preemptions``, ``/v1/goodput``), so the OpenAPI document states what a client reads.
 
 The documents come from the read functions the CLI prints too
-(:func:`projections.dispatch_explain.explain_job`, :mod:`projections.dispatch_reports`);
+(:func:`projections.dispatch.explain.explain_job`, :mod:`projections.dispatch.reports`);
 these models describe and check them. A ``why`` document's parts depend on its
 ``answer`` (``pending`` only for a pending job, ``projected_end`` and ``runtime`` only
 for an admitted or running one): they are optional and left out when unset

@@ -2,7 +2,7 @@
 ``/v1/queues/{quota}``), so the OpenAPI document states each figure a dashboard reads.
 
 The rows are shaped once for the CLI and the API (:mod:`dlc_ledger.services.quota_rows`,
-:func:`projections.dispatch_queue.queue_listing`); these models describe and check them.
+:func:`projections.dispatch.queues.queue_listing`); these models describe and check them.
 The tree's window figures (GPU-hours and cost) exist only with ``from``/``to``, and its
 money display only when the window has a cost: those fields are optional and left out
 when unset (``response_model_exclude_unset``), so a body is what the rows held.

@@ -3,7 +3,7 @@ quota tree at every node, a node's chartable series, and a quota's pending queue
 ``dlc-ledger quotas tree``, ``report quota-series`` and ``queue show`` read them.
 
 A ``workspace:<id>`` token sees the quota subtree its workspaces are bound to
-(:mod:`projections.quota_scope`, a recursive CTE): the tree lists only its nodes (their
+(:mod:`projections.quotas.scope`, a recursive CTE): the tree lists only its nodes (their
 figures computed over the whole tree, as lending needs), and a quota outside it is 404
 (its existence not disclosed), as is an unknown one.
 """
@@ -35,12 +35,12 @@ from dlc_ledger.services.errors import InvalidRequest, NotFound
 from dlc_ledger.services.quota_rows import node_row, series_row
 from dlc_ledger.services.quotas import catch_up_quotas
 from dlc_ledger.services.why import queue_page
-from projections.billing_reads import currency_scales
-from projections.finance_reports import ReportWindow
+from projections.billing.reads import currency_scales
+from projections.billing.reports import ReportWindow
 from projections.names import quota_names
-from projections.quota_nodes import quota_nodes_at
-from projections.quota_reads import series_points, usage_series
-from projections.quota_scope import quota_in_scope
+from projections.quotas.nodes import quota_nodes_at
+from projections.quotas.reads import series_points, usage_series
+from projections.quotas.scope import quota_in_scope
 
 __all__ = ["SeriesStep", "router"]
 

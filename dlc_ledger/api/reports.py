@@ -1,6 +1,6 @@
 """``/v1/usage`` and ``/v1/cost``: ``dlc-ledger report usage|cost`` over HTTP.
 
-The same read functions, group-bys and window (:mod:`projections.finance_reports`); a
+The same read functions, group-bys and window (:mod:`projections.billing.reports`); a
 workspace-scoped token's workspaces go into the report's SQL (``ReportWindow``). Money:
 each ``<name>_minor`` integer stays, with the row's ``currency`` and ``scale``, a
 ``<name>_display`` string for people (``1,267.21 USD``) and ``<name>_minor_precise`` as
@@ -27,8 +27,8 @@ from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.tokens import Principal
 from ledger.money import from_minor
-from projections.billing_reads import ScaleOf, currency_scales
-from projections.finance_reports import (
+from projections.billing.reads import ScaleOf, currency_scales
+from projections.billing.reports import (
     GROUP_KEYS,
     ReportWindow,
     cost_report,

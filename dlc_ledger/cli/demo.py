@@ -29,14 +29,14 @@ from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.replay import run_replay
 from ledger.money import default_scale, format_minor
-from projections.billing_reads import load_schedule
-from projections.finance_reports import (
+from projections.billing.reads import load_schedule
+from projections.billing.reports import (
     ReportWindow,
     cost_report,
     invoice_job_costs,
     usage_report,
 )
-from projections.quota_reads import usage_at
+from projections.quotas.reads import usage_at
 from projections.registry import all_projections
 
 __all__ = ["run_demo"]

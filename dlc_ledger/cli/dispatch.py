@@ -63,10 +63,10 @@ def dispatch(
     from dlc_ledger.wiring import context
     from dlc_ledger.wiring.kube import kube_configuration
     from dlc_ledger.wiring.signals import stop_on_signals
-    from projections.budgets import BudgetsProjection
-    from projections.dispatch_decisions import DispatchDecisionsProjection
+    from projections.budgets.projection import BudgetsProjection
+    from projections.dispatch.decisions import DispatchDecisionsProjection
     from projections.jobs import JobsProjection
-    from projections.quotas import QuotaProjection
+    from projections.quotas.projection import QuotaProjection
 
     configure_logging(logging.INFO, "%(asctime)s %(levelname)s %(name)s %(message)s")
     configuration = kube_configuration(server, kubeconfig, kube_context)

@@ -1,5 +1,5 @@
 """``report waits | preemptions | goodput``: what the dispatcher's decisions cost, from the
-stored decision events and the read models (``projections/dispatch_reports.py``)."""
+stored decision events and the read models (``projections/dispatch/reports.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import CLUSTER, check_window, parse_optional_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.wiring.context import open_store
-from projections.dispatch_reports import (
+from projections.dispatch.reports import (
     GOODPUT_KEYS,
     DecisionWindow,
     goodput_report,

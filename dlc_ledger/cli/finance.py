@@ -1,7 +1,7 @@
 """``dlc-ledger report usage`` and ``report cost``, and the table / JSON / CSV rendering
 the billing commands share.
 
-The reports themselves live in :mod:`projections.finance_reports`; this module
+The reports themselves live in :mod:`projections.billing.reports`; this module
 parses options, brings the billing projection up to date and prints rows.
 """
 
@@ -14,7 +14,7 @@ from dlc_ledger.cli.options import AS_OF_HELP, CLUSTER, check_window, parse_opti
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.wiring.context import open_store
-from projections.finance_reports import ReportWindow, cost_report, parse_group_by, usage_report
+from projections.billing.reports import ReportWindow, cost_report, parse_group_by, usage_report
 
 __all__ = ["report_cost", "report_usage"]
 

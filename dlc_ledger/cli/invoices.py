@@ -32,7 +32,7 @@ from dlc_ledger.services.invoices import invoice_detail, issue_credit_note, void
 from dlc_ledger.wiring.context import open_store
 from ledger.canonical import format_timestamp
 from ledger.money import format_minor
-from projections.invoice_reads import invoice_page
+from projections.billing.invoice_pages import invoice_page
 from projections.names import billing_workspaces, invoice_periods
 from projections.pages import decode_cursor, encode_cursor
 

@@ -35,11 +35,11 @@ from dlc_ledger.cli.tables import cell as _cell
 from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.why import why_job
 from dlc_ledger.wiring import context
-from projections.dispatch_explain import jsonable
-from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
+from projections.dispatch.explain import jsonable
+from projections.inventory.occupancy import GROUP_KEYS, occupied_at
+from projections.inventory.projection import INVENTORY_GROUP_KEYS, capacity_at
 from projections.jobs import find_job, job_detail, list_jobs
 from projections.names import job_users, job_workspaces
-from projections.occupancy import GROUP_KEYS, occupied_at
 
 __all__ = ["jobs_app", "parse_instant", "render_table"]
 

@@ -46,10 +46,10 @@ from dlc_ledger.services.quotas import (
 )
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
-from projections.finance_reports import ReportWindow
+from projections.billing.reports import ReportWindow
 from projections.names import quota_flavors, quota_names
-from projections.quota_nodes import quota_nodes_at
-from projections.quota_reads import (
+from projections.quotas.nodes import quota_nodes_at
+from projections.quotas.reads import (
     STEPS,
     series_points,
     usage_at,

@@ -7,7 +7,7 @@ APScheduler ``BackgroundScheduler`` on the wall clock.
 
 A tick:
 
-1. runs the rater (:func:`consumers.billing_rater.rate`): final segments of
+1. runs the rater (:func:`projections.billing.rater.rate`): final segments of
    occupancies ended by ``now``, and cost to date of open ones (and of those that
    end after ``now``) at ``now`` floored to the accrual step (default one hour, so
    ids are stable however often ticks run); nothing after ``now`` is ever posted;
@@ -31,7 +31,6 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import text
 
 from consumers.billing_metrics import record_tick
-from consumers.billing_rater import RateResult, rate, transaction_envelope
 from consumers.projector import catch_up_to_read
 from ledger.envelopes import make_envelope
 from ledger.events import LedgerTransactionPosted
@@ -39,7 +38,8 @@ from ledger.ids import deterministic_id
 from ledger.invoices import build_invoice, invoice_rounding
 from ledger.rating import PeriodFn, calendar_months
 from ledger.store.postgres import PostgresEventStore
-from projections.billing import BillingProjection, catch_up_on
+from projections.billing.projection import BillingProjection, catch_up_on
+from projections.billing.rater import RateResult, rate, transaction_envelope
 
 __all__ = [
     "DEFAULT_ACCRUAL_STEP",

@@ -36,9 +36,9 @@ from ledger.ids import deterministic_id
 from ledger.money import default_scale, plain_decimal, round_precise
 from ledger.prices import PriceSchedule
 from ledger.store.postgres import PostgresEventStore
-from projections.billing import BillingProjection
-from projections.billing_reads import load_schedule
-from projections.budgets import (
+from projections.billing.projection import BillingProjection
+from projections.billing.reads import load_schedule
+from projections.budgets.projection import (
     BudgetsProjection,
     budgets_at,
     current_budgets,

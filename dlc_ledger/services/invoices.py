@@ -17,7 +17,6 @@ from typing import Any
 
 from sqlalchemy import text
 
-from consumers.billing_rater import transaction_envelope
 from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import Conflict, InvalidRequest, NotFound
 from ledger.accounts import (
@@ -31,8 +30,9 @@ from ledger.events import CreditNoteIssued, InvoiceVoided, LedgerTransactionPost
 from ledger.ids import deterministic_id
 from ledger.money import default_scale, format_minor, from_minor, parse_decimal, to_minor
 from ledger.store.postgres import PostgresEventStore
-from projections.billing_reads import load_schedule
-from projections.finance_reports import invoice_job_costs, invoice_lines
+from projections.billing.rater import transaction_envelope
+from projections.billing.reads import load_schedule
+from projections.billing.reports import invoice_job_costs, invoice_lines
 
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",

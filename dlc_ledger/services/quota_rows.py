@@ -1,7 +1,7 @@
 """Quota figures shaped as rows, one shape for ``quotas tree|show``, ``report
 quota-usage|quota-history|quota-series`` and the API's ``/v1/quotas`` routes.
 
-The reads (:mod:`projections.quota_reads`, :mod:`projections.quota_nodes`) return
+The reads (:mod:`projections.quotas.reads`, :mod:`projections.quotas.nodes`) return
 typed figures; here they become the flat rows both front ends print or serve, so a
 column added or renamed changes the CLI and the API together.
 """
@@ -14,8 +14,8 @@ from typing import Any
 from ledger.canonical import format_timestamp
 from ledger.quotas import resource_unit
 from ledger.usage_boards import NUMBERS
-from projections.quota_nodes import NodeFlavor, QuotaNodes
-from projections.quota_reads import UsageRow
+from projections.quotas.nodes import NodeFlavor, QuotaNodes
+from projections.quotas.reads import UsageRow
 
 __all__ = ["NODE_KEYS", "USAGE_KEYS", "node_row", "series_row", "usage_json", "usage_table"]
 

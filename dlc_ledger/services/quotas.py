@@ -15,10 +15,10 @@ from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, W
 from ledger.ids import deterministic_id
 from ledger.quotas import QuotaTree, diff, keep_absent, spec_hash
 from ledger.store.postgres import PostgresEventStore
-from projections.quota_reads import (
+from projections.quotas.projection import QuotaProjection
+from projections.quotas.reads import (
     quota_tree,
 )
-from projections.quotas import QuotaProjection
 
 __all__ = [
     "ApplyResult",

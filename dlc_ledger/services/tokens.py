@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine
 
 from dlc_ledger.services.errors import InvalidRequest, NotFound
-from projections.access_tokens import (
+from ledger.store.access_tokens import (
     StoredToken,
     insert_token,
     revoke_token,

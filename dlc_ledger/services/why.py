@@ -16,23 +16,23 @@ from sqlalchemy import Connection, select
 from consumers.projector import catch_up_to_read
 from dlc_ledger.services.errors import NotFound
 from ledger.store.postgres import PostgresEventStore
-from projections.billing import BillingProjection
-from projections.budgets import BudgetsProjection, exhausted_workspaces
-from projections.dispatch_decisions import DispatchDecisionsProjection
-from projections.dispatch_estimates import estimate_errors, projected_now
-from projections.dispatch_explain import explain_job
-from projections.dispatch_queue import QueuePage, queue_listing
+from projections.billing.projection import BillingProjection
+from projections.budgets.projection import BudgetsProjection, exhausted_workspaces
+from projections.dispatch.decisions import DispatchDecisionsProjection
+from projections.dispatch.estimates import estimate_errors, projected_now
+from projections.dispatch.explain import explain_job
+from projections.dispatch.queues import QueuePage, queue_listing
+from projections.inventory.occupancy import OccupancyProjection
 from projections.jobs import JobsProjection, find_job
 from projections.jobs.tables import job_state
-from projections.occupancy import OccupancyProjection
-from projections.quota_scope import quota_in_scope, quota_subtree
-from projections.quotas import QuotaProjection
+from projections.quotas.projection import QuotaProjection
+from projections.quotas.scope import quota_in_scope, quota_subtree
 
 __all__ = ["Exhausted", "estimates_report", "queue_page", "why_job"]
 
 #: the workspaces whose ``stop`` budget is exhausted at an instant; by default the
 #: budgets' read model as the dispatcher's last check left it
-#: (:func:`projections.budgets.exhausted_workspaces`: a read, it stores no crossing)
+#: (:func:`projections.budgets.projection.exhausted_workspaces`: a read, it stores no crossing)
 Exhausted = Callable[[Connection, datetime], frozenset[str]]
 
 

@@ -3,7 +3,7 @@
 Every table the migrations create is declared once, on :data:`metadata`: the store's
 tables (events, checkpoints, dead letters) here, each read model's in its projection's
 module (``projections/jobs/tables.py``, ``occupancy.py``, ``inventory.py``, ``quotas.py``,
-``billing_tables.py``) and the watchers' resume state in ``projections/watcher_tables.py``;
+``billing_tables.py``) and the watchers' resume state in ``ledger/store/watcher_tables.py``;
 ``projections.schema`` imports them all for Alembic (``migrations/env.py``). The
 migrations in ``migrations/versions`` write the DDL; what Alembic's autogenerate compares
 (tables, columns, types, nullability, indexes, unique constraints) must agree with these

@@ -4,8 +4,8 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-12-03
 
-Read models only (projections/jobs.py, projections/occupancy.py,
-projections/inventory.py): dropping them loses nothing, ``dlc-ledger projections
+Read models only (projections/jobs.py, projections/inventory/occupancy.py,
+projections/inventory/projection.py): dropping them loses nothing, ``dlc-ledger projections
 rebuild`` replays them from the event store.
 """
 

@@ -4,7 +4,7 @@ Revision ID: 0003
 Revises: 0001
 Create Date: 2026-12-02
 
-Read models only (projections/quotas.py): dropping them loses nothing, a rebuild
+Read models only (projections/quotas/projection.py): dropping them loses nothing, a rebuild
 replays them from the event store.
 """
 

@@ -5,7 +5,7 @@ Revision ID: 0004
 Revises: 0001
 Create Date: 2026-12-03
 
-Read models only (projections/billing.py): dropping them loses nothing; the
+Read models only (projections/billing/projection.py): dropping them loses nothing; the
 projection replays them from the event store. The views are documented in
 docs/finance.md.
 """

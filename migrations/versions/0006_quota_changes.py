@@ -8,7 +8,7 @@ The change-point tables of 0003 were written in arrival order, which across jobs
 not cluster-time order (Kafka orders per key only), so late events smeared the
 history. The projection now stores order-independent raw changes per leaf quota,
 stamped with their own cluster time (``quota_changes``), and the tree's changes
-(``quota_tree_history``); readers derive every figure (projections/quota_reads.py).
+(``quota_tree_history``); readers derive every figure (projections/quotas/reads.py).
 Read models only: the upgrade empties the quota tables and resets the projection's
 checkpoint, and the projector rebuilds them from the event store.
 """

@@ -4,7 +4,7 @@ Revision ID: 0014_dispatch
 Revises: 0001
 Create Date: 2026-12-05
 
-A read model only (projections/dispatch_decisions.py): dropping it loses nothing,
+A read model only (projections/dispatch/decisions.py): dropping it loses nothing,
 ``dlc-ledger projections rebuild`` replays it from the decision events in the store.
 """
 

@@ -4,7 +4,7 @@ Revision ID: 0015_budgets
 Revises: 0001
 Create Date: 2026-12-05
 
-Read models only (projections/budgets.py): dropping them loses nothing,
+Read models only (projections/budgets/projection.py): dropping them loses nothing,
 ``dlc-ledger projections rebuild`` replays them from the budget events in the store.
 """
 

@@ -5,7 +5,7 @@ Revises: 0012
 Create Date: 2026-12-05
 
 ``jobs show`` and ``GET /v1/jobs/{uid}`` rate a job's occupancies to the cluster clock
-(``projections.finance_reports.job_cost``): the job's rows of ``billing_occupancies``
+(``projections.billing.reports.job_cost``): the job's rows of ``billing_occupancies``
 were found by a sequential scan (no index on ``job_uid``), and the clock's
 ``max(ended_at)`` read every row too (only ``started_at`` leads an index). Both grew
 with the store: ~1,000,000 occupancies at 10,000,000 events (``python -m bench api``).

@@ -35,8 +35,8 @@ from dlc_ledger.api.app import create_app, openapi_document
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.tokens import create_token
 from ledger.store.postgres import PostgresEventStore
-from projections.finance_reports import GROUP_KEYS
-from projections.inventory import INVENTORY_GROUP_KEYS
+from projections.billing.reports import GROUP_KEYS
+from projections.inventory.projection import INVENTORY_GROUP_KEYS
 from tests.api.conftest import QUOTA_TREE, bearer, seed_dispatch, seed_jobs
 from tests.databases import TemplateDatabases
 from tests.projections.builders import EPOCH

@@ -22,7 +22,7 @@ from dlc_ledger.services.billing import sync_billing, tick
 from dlc_ledger.services.prices import publish_price_book
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore
-from projections.finance_reports import job_cost
+from projections.billing.reports import job_cost
 from tests.billing_e2e.helpers import at, book_yaml, ended, query, started
 from tests.clis import CliCall
 

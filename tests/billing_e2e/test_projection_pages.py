@@ -19,7 +19,7 @@ from ledger.events import (
     RatedUsage,
 )
 from ledger.store.postgres import PostgresEventStore
-from projections.billing import BillingProjection
+from projections.billing.projection import BillingProjection
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from consumers.billing_rater import rate
 from dlc_ledger.services.billing import sync_billing, tick
 from dlc_ledger.services.prices import publish_price_book, publish_spot_price
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.rater import rate
 from tests.billing_e2e.helpers import at, book_yaml, demo_book, ended, query, started
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from consumers.budgets import StoreBudgetGate, check_budgets
 from ledger.store.postgres import PostgresEventStore
-from projections.budgets import exhausted_workspaces, jobs_to_stop
+from projections.budgets.projection import exhausted_workspaces, jobs_to_stop
 from tests.budgets.helpers import (
     at,
     budget_file,

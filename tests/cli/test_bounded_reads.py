@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from dlc_ledger.cli.app import app
 from ledger.store.postgres import PostgresEventStore
-from projections import finance_reports, occupancy
-from projections.quota_reads import series_points
+from projections.billing import reports as finance_reports
+from projections.inventory import occupancy
+from projections.quotas.reads import series_points
 from tests.billing_e2e.helpers import DEMO_BOOK, at, ended, started
 from tests.clis import CliCall
 from tests.factories import occupancy_started

@@ -31,8 +31,8 @@ from dlc_ledger.wiring.replay import run_replay
 from kubesim.traces import OPENB_PODS_CSV
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import events as events_table
-from projections.dispatch_estimates import projected_now
-from projections.dispatch_reports import (
+from projections.dispatch.estimates import projected_now
+from projections.dispatch.reports import (
     DecisionWindow,
     goodput_report,
     preemptions_report,

@@ -15,7 +15,7 @@ from dlc_ledger.services.yaml_files import load_price_book
 from dlc_ledger.wiring.context import local_principal
 from ledger.events import AdmissionDecided, OccupancyEnded, PreemptionDecided, Victim
 from ledger.store.postgres import PostgresEventStore
-from projections.dispatch_reports import (
+from projections.dispatch.reports import (
     DecisionWindow,
     goodput_report,
     preemptions_report,

@@ -20,7 +20,7 @@ from dlc_ledger.wiring.replay import ReplaySummary, run_replay
 from kubesim.traces import OPENB_PODS_CSV
 from ledger.events import JobQueued, JobSubmitted, ReplicaSpec
 from ledger.store.postgres import PostgresEventStore
-from projections.dispatch_estimates import projected_now
+from projections.dispatch.estimates import projected_now
 from projections.registry import all_projections
 from tests.projections.builders import Narrator
 

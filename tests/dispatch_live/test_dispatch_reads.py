@@ -19,7 +19,7 @@ from ledger.events import (
     Victim,
 )
 from ledger.store.postgres import PostgresEventStore
-from projections.dispatch_reads import dispatch_input, read_dispatch
+from projections.dispatch.reads import dispatch_input, read_dispatch
 from projections.registry import all_projections
 from tests.projections.builders import EPOCH, Narrator, at
 

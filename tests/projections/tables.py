@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Table, select, text
 
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
-from projections.quota_reads import CHANGE_SUMS
+from projections.quotas.reads import CHANGE_SUMS
 
 __all__ = ["net_quota_changes", "snapshot", "table_rows"]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from dlc_ledger.services.prices import publish_price_book
 from ledger.store.postgres import PostgresEventStore
-from projections.quota_nodes import quota_nodes_at
+from projections.quotas.nodes import quota_nodes_at
 from tests.billing_e2e.helpers import at as instant
 from tests.billing_e2e.helpers import book_yaml
 from tests.clis import CliCall

@@ -1,4 +1,4 @@
-"""A workspace token's quota subtree (projections/quota_scope.py): its bound leaves and
+"""A workspace token's quota subtree (projections/quotas/scope.py): its bound leaves and
 each inner node made only of them; never a node with another team's (or nobody's) leaf."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from dlc_ledger.services.quotas import apply_quota_file
 from ledger.store.postgres import PostgresEventStore
-from projections.quota_scope import quota_in_scope, quota_subtree, subtree_condition
+from projections.quotas.scope import quota_in_scope, quota_subtree, subtree_condition
 from tests.projections.builders import EPOCH
 
 TREE = """

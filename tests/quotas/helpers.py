@@ -18,8 +18,8 @@ from ledger.events import (
 )
 from ledger.quotas import NO_QUOTA, QuotaTree, diff
 from ledger.store.postgres import PostgresEventStore
-from projections.quota_reads import UsageRow, usage_history
-from projections.quotas import QuotaProjection
+from projections.quotas.projection import QuotaProjection
+from projections.quotas.reads import UsageRow, usage_history
 from tests.projections.tables import table_rows
 
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)

@@ -14,8 +14,8 @@ from ledger.events import QuotaSpec
 from ledger.quotas import NO_QUOTA, counted_flavor, counting_flavors
 from ledger.store.postgres import PostgresEventStore
 from ledger.usage_boards import UsageBoard
-from projections.quota_reads import series_points, usage_at, usage_history, usage_series
-from projections.quotas import QuotaProjection
+from projections.quotas.projection import QuotaProjection
+from projections.quotas.reads import series_points, usage_at, usage_history, usage_series
 from tests.quotas.helpers import (
     at,
     check_invariants,

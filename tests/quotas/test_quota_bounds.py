@@ -25,7 +25,7 @@ from ledger.bounds import (
 from ledger.envelopes import Envelope, OutOfBoundsEvent, decode, envelope_from_wire
 from ledger.events import JobSubmitted, OccupancyStarted, ReplicaSpec
 from ledger.store.postgres import PostgresEventStore
-from projections.quota_reads import usage_at
+from projections.quotas.reads import usage_at
 from projections.registry import all_projections
 from tests.quotas.helpers import at, envelope, occ_started, tree_events
 

@@ -14,7 +14,7 @@ from consumers.projector import Projector
 from ledger.store.engines import make_engine
 from ledger.store.migrations import downgrade, upgrade
 from ledger.store.postgres import PostgresEventStore
-from projections.quotas import (
+from projections.quotas.projection import (
     QuotaProjection,
     day_of,
     hour_of,

@@ -19,9 +19,9 @@ from consumers.projector import Projector
 from kubesim.traces import load_openb
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore
-from projections.occupancy import OccupancyProjection, occupied_at
-from projections.quota_reads import usage_at
-from projections.quotas import QuotaProjection
+from projections.inventory.occupancy import OccupancyProjection, occupied_at
+from projections.quotas.projection import QuotaProjection
+from projections.quotas.reads import usage_at
 from projections.registry import all_projections
 from tests.clis import CliCall
 from tests.quotas.helpers import at, occ_started, submitted, tree_events

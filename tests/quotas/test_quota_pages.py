@@ -9,7 +9,7 @@ from consumers.projector import Projector
 from ledger.envelopes import Envelope
 from ledger.events import JobStarted
 from ledger.store.postgres import PostgresEventStore
-from projections.quotas import QuotaProjection
+from projections.quotas.projection import QuotaProjection
 from tests.quotas.helpers import (
     at,
     dump_tables,

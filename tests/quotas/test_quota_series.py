@@ -13,7 +13,7 @@ from typing import Any
 from dlc_ledger.cli.tables import render_table
 from ledger.store.postgres import PostgresEventStore
 from ledger.usage_boards import NUMBERS
-from projections.quota_reads import usage_at
+from projections.quotas.reads import usage_at
 from tests.clis import CliCall
 from tests.demo_files import DEMO_QUOTAS as DEMO
 from tests.quotas.helpers import at, occ_ended, occ_started

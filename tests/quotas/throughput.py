@@ -23,8 +23,8 @@ from ledger.events import JobStarted, JobSucceeded
 from ledger.store.engines import make_engine
 from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
-from projections.quota_reads import usage_at, usage_history
-from projections.quotas import QuotaProjection
+from projections.quotas.projection import QuotaProjection
+from projections.quotas.reads import usage_at, usage_history
 from tests.demo_files import DEMO_QUOTAS as DEMO
 from tests.quotas.helpers import occ_ended, occ_started, submitted, transition, tree_events
 

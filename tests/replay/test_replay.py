@@ -31,8 +31,8 @@ from kubesim.traces import Trace
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import dead_letters
 from ledger.store.schema import events as events_table
+from projections.inventory.occupancy import occupancy
 from projections.jobs import FINAL_STATUSES, job_state
-from projections.occupancy import occupancy
 
 
 def _occupancies(store: PostgresEventStore, source: str) -> dict[str, dict[str, Any]]:

@@ -7,7 +7,6 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from consumers.billing_rater import RATER_SOURCE
 from dlc_ledger.services.billing import sync_billing, tick
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.errors import Conflict, InvalidRequest, NotFound
@@ -21,6 +20,7 @@ from dlc_ledger.services.invoices import (
 from dlc_ledger.services.prices import publish_price_book
 from ledger.accounts import rounding_transaction_id
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.rater import RATER_SOURCE
 from tests.billing_e2e.helpers import at, demo_book, ended, started
 
 WHO = "api/finance-bot"

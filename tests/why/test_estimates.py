@@ -17,7 +17,7 @@ from ledger.dispatch.estimates import (
 )
 from ledger.dispatch.figures import KeyFigures, blocking_figures
 from ledger.dispatch.queues import QueueSettings
-from projections.dispatch_estimates import Runtime, RuntimeMedians, projected_ends
+from projections.dispatch.estimates import Runtime, RuntimeMedians, projected_ends
 
 T = datetime(2026, 1, 1, 12, tzinfo=UTC)
 

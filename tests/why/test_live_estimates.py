@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 
 from kubesim import BATCH_JOBS
+from projections.inventory.occupancy import occupancy
 from projections.jobs.tables import job_state
-from projections.occupancy import occupancy
 from tests.clis import CliCall
 from tests.dispatch_live.conftest import Live, live, recorder, sim
 from tests.watchers.conftest import terminate

@@ -208,7 +208,7 @@ def run_closed_loop(
 
 def closed_loop_figures(store: PostgresEventStore, run: ClosedLoopRun) -> ClosedLoopFigures:
     """The run's figures from the store (after projection): decisions, waits, goodput."""
-    from projections.dispatch_reports import DecisionWindow, goodput_report, wait_intervals
+    from projections.dispatch.reports import DecisionWindow, goodput_report, wait_intervals
 
     with store.engine.connect() as conn:
         counts: dict[str, int] = dict(

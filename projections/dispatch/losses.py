@@ -3,7 +3,7 @@ victim, with the preemptor, the rule, the quota state that justified it, and the
 
 The work a preemption lost (:func:`lost_work`, the one computation behind ``jobs why``,
 ``report preemptions`` and the API's ``/v1/jobs/{uid}/why`` and ``/v1/preemptions``): the
-victim's occupancies (its pods, ``projections.occupancy``) open when the preemption was
+victim's occupancies (its pods, ``projections.inventory.occupancy``) open when the preemption was
 decided (started at or before it, not ended before it), each from its start to its end
 (the pod held its GPUs through the grace period) or, still releasing, to ``now`` (the
 latest projected fact); an occupancy an earlier preemption of the same job already
@@ -29,9 +29,9 @@ from ledger.money import plain_decimal, precise_decimal
 from ledger.prices import NoApplicableRate, PriceSchedule
 from ledger.rating import Occupancy, rate_interval
 from ledger.store.base import RecordedEvent
-from projections.billing_reads import load_schedule
+from projections.billing.reads import load_schedule
+from projections.inventory.occupancy import occupancy
 from projections.jobs.tables import job_state
-from projections.occupancy import occupancy
 
 __all__ = ["PREEMPTION_RULES", "LostWork", "lost_work", "preemptions_of"]
 

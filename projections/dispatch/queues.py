@@ -13,9 +13,9 @@ from sqlalchemy import Connection
 from ledger.dispatch.cycle import QueueSettings, plan_cycle
 from ledger.dispatch.estimates import MAX_STEPS, within_tree
 from ledger.dispatch.queues import effective_priority
-from projections.dispatch_estimates import runtime_medians, start_estimates
-from projections.dispatch_explain import tiered_reason, whole
-from projections.dispatch_reads import DispatchView, read_dispatch
+from projections.dispatch.estimates import runtime_medians, start_estimates
+from projections.dispatch.explain import tiered_reason, whole
+from projections.dispatch.reads import DispatchView, read_dispatch
 from projections.pages import check_limit, decode_cursor, encode_cursor
 
 __all__ = ["QueuePage", "queue_listing"]

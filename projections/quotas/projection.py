@@ -8,7 +8,7 @@ records each event's effect as signed changes of raw usage per leaf quota and fl
 stamped with the cluster time it happened at (``quota_changes``), and the tree's
 changes likewise (``quota_tree_history``). Sums of changes commute, so a late event
 simply lands at its own instant; the figures at any instant, and the change points of
-any window, are derived at read time (:mod:`projections.quota_reads`,
+any window, are derived at read time (:mod:`projections.quotas.reads`,
 :mod:`ledger.usage_boards`).
 
 Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_hours``,

@@ -1,10 +1,10 @@
 """The billing projection: ledger transactions, postings, rated usage and invoices as tables.
 
 Money enters the system only as events (``LedgerTransactionPosted`` appended by
-the rater in :mod:`consumers.billing_rater`, ``InvoiceIssued`` /
+the rater in :mod:`projections.billing.rater`, ``InvoiceIssued`` /
 ``InvoiceVoided`` / ``CreditNoteIssued`` appended by the period jobs and the
 CLI). This projection folds them, plus the occupancy and price facts billing
-needs, into the tables of :mod:`projections.billing_tables`, so reports, the
+needs, into the tables of :mod:`projections.billing.tables`, so reports, the
 rater and invoice issuing read indexed rows instead of replaying events.
 Deterministic (no wall clock): a rebuild gives the same rows.
 
@@ -36,7 +36,7 @@ from ledger.money import PRECISE_DIGITS, precise_decimal, precise_from_decimal
 from ledger.rating import rate_key
 from ledger.store.base import RecordedEvent, UnitOfWork
 from projections.base import Projection
-from projections.billing_tables import (
+from projections.billing.tables import (
     billing_cost_monthly,
     billing_credit_notes,
     billing_invoice_lines,

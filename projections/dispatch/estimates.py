@@ -31,7 +31,7 @@ from ledger.dispatch.estimates import (
 )
 from ledger.dispatch.model import Admitted, Incoming
 from ledger.store.base import UnitOfWork
-from projections.dispatch_reads import DispatchView
+from projections.dispatch.reads import DispatchView
 from projections.jobs.tables import job_state, job_workspace_quotas
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Reading quota usage: the figures at an instant, and the change points of a window.
 
-The quota projection (:mod:`projections.quotas`) stores raw per-leaf changes stamped
+The quota projection (:mod:`projections.quotas.projection`) stores raw per-leaf changes stamped
 with cluster time; here they become rows. At an instant: the changes up to it summed
 per leaf, under the tree in force then (its changes up to the instant, in cluster-time
 order), through :class:`~ledger.usage_boards.UsageBoard`. Over a window: the state at
@@ -26,7 +26,7 @@ from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counting_flavors, topological_order
 from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
 from projections.pages import MAX_REPORT_ROWS, check_report_rows
-from projections.quotas import day_of, hour_of, quota_nodes, quota_workspaces
+from projections.quotas.projection import day_of, hour_of, quota_nodes, quota_workspaces
 
 __all__ = [
     "CHANGE_SUMS",

@@ -1,15 +1,15 @@
 """Why is a job pending, or why was it preempted: the read behind ``jobs why``.
 
 Everything is read from projected state (the dispatcher's own input,
-:func:`projections.dispatch_reads.read_dispatch`) and the stored decision events, and
+:func:`projections.dispatch.reads.read_dispatch`) and the stored decision events, and
 explained with the decision core itself: positions and the tiered reason from one
 :func:`~ledger.dispatch.cycle.plan_cycle` at ``now``, the quota figures from its capacity
 arithmetic (:mod:`ledger.dispatch.figures`), the start estimate from a forward simulation
 (:mod:`ledger.dispatch.estimates`).
 
-Start estimates and the expected run times behind them: :mod:`projections.dispatch_estimates`;
-preemptions and the work they cost: :mod:`projections.preemption_losses`; the queue listing:
-:mod:`projections.dispatch_queue`.
+Start estimates and the expected run times behind them: :mod:`projections.dispatch.estimates`;
+preemptions and the work they cost: :mod:`projections.dispatch.losses`; the queue listing:
+:mod:`projections.dispatch.queues`.
 """
 
 from __future__ import annotations
@@ -32,18 +32,18 @@ from ledger.dispatch.figures import blocking_figures
 from ledger.dispatch.model import Incoming, QuotaNode
 from ledger.dispatch.queues import effective_priority
 from ledger.store.base import RecordedEvent, UnitOfWork
-from projections.dispatch_estimates import (
+from projections.dispatch.estimates import (
     Runtime,
     projected_ends,
     runtime_medians,
     start_estimates,
 )
-from projections.dispatch_reads import DispatchView, read_dispatch
+from projections.dispatch.losses import preemptions_of
+from projections.dispatch.reads import DispatchView, read_dispatch
 from projections.jobs.as_at import status_at
 from projections.jobs.fold import parse_time
 from projections.jobs.queries import timeline_rows
 from projections.jobs.tables import job_state
-from projections.preemption_losses import preemptions_of
 
 __all__ = ["REASONS", "explain_job", "jsonable", "tiered_reason", "whole"]
 

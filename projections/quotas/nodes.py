@@ -2,9 +2,9 @@
 tree read of the API and the dashboard (``dlc-ledger quotas tree``).
 
 Nothing is computed twice: the per node x flavor usage (min, max, used, borrowed,
-lent, queued demand, job counts) is :func:`projections.quota_reads.usage_at`, whose
+lent, queued demand, job counts) is :func:`projections.quotas.reads.usage_at`, whose
 arithmetic (:mod:`ledger.quotas.usage`) already covers inner nodes; GPU-hours and
-cost over a window are :func:`projections.finance_reports.usage_report` and
+cost over a window are :func:`projections.billing.reports.usage_report` and
 ``cost_report`` grouped by quota (the leaves that ran the occupancies), each inner
 node summing its subtree. Added here is only ``lendable`` (:func:`lendable`): what a
 node could still lend now, its unused ``min`` not lent outside its subtree yet, within
@@ -34,9 +34,9 @@ from ledger.quotas import (
     within_lend_limit,
 )
 from ledger.usage_boards import Key
-from projections.finance_reports import ReportWindow, cost_report, usage_report
-from projections.quota_reads import UsageRow, specs_at, usage_at
-from projections.quota_scope import quota_subtree
+from projections.billing.reports import ReportWindow, cost_report, usage_report
+from projections.quotas.reads import UsageRow, specs_at, usage_at
+from projections.quotas.scope import quota_subtree
 
 __all__ = ["NodeFlavor", "NodeTotals", "QuotaNodes", "available", "lendable", "quota_nodes_at"]
 
@@ -156,7 +156,7 @@ def quota_nodes_at(
     each node's GPU-hours and cost over it (the billing read model must be current).
 
     ``workspaces`` (a caller's scope): only the nodes of their subtree
-    (:mod:`projections.quota_scope`) are returned; the figures are still computed over
+    (:mod:`projections.quotas.scope`) are returned; the figures are still computed over
     the whole tree, as lending and ``available`` depend on the nodes around it."""
     scope = quota_subtree(conn, workspaces)
     nodes = _all_nodes(conn, at, window)

@@ -51,8 +51,8 @@ from ledger.rating import (
     calendar_months,
 )
 from ledger.store.base import EventStore, UnitOfWork
-from projections.billing import catch_up_on
-from projections.billing_reads import load_schedule, occupancy_from_row
+from projections.billing.projection import catch_up_on
+from projections.billing.reads import load_schedule, occupancy_from_row
 
 __all__ = [
     "RATER_CHECKPOINT",

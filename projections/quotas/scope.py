@@ -10,7 +10,7 @@ A node with a leaf of anyone else under it (``root``, a shared cohort) is outsid
 recursive CTE over the current tree (``quota_nodes.parent``), as access is decided
 now: a node moved out of the subtree is not shown at past instants either. Figures
 that need the nodes outside it (``available``, lending) are computed over the whole
-tree by the reads, and only the subtree's rows leave (:mod:`projections.quota_nodes`).
+tree by the reads, and only the subtree's rows leave (:mod:`projections.quotas.nodes`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ quota resolved through the workspace binding):
   whose wait is still open, ``withdrawn`` those deleted while waiting.
 - **preemptions**: one row per victim of each ``PreemptionDecided`` in the window: who
   preempted whom, the reason, and what the victim lost, as GPU-hours and as cost rated at
-  the job's own rate: :func:`projections.preemption_losses.lost_work`, the computation
+  the job's own rate: :func:`projections.dispatch.losses.lost_work`, the computation
   ``jobs why`` shows too (its pods open at the decision, to their ends or, still
   releasing, to the latest projected fact; none counted twice).
 - **goodput**: of the occupancies that ended in ``[from, to)``, the share of occupied
@@ -30,10 +30,10 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from projections.dispatch_estimates import projected_now
+from projections.dispatch.estimates import projected_now
+from projections.dispatch.losses import lost_work
 from projections.pages import check_report_rows
-from projections.preemption_losses import lost_work
-from projections.quota_scope import subtree_condition
+from projections.quotas.scope import subtree_condition
 
 __all__ = [
     "GOODPUT_KEYS",
@@ -54,7 +54,7 @@ class DecisionWindow:
     start: datetime | None = None  # cluster time, inclusive
     end: datetime | None = None  # cluster time, exclusive
     #: a caller's scope (None: everything): rows of their quota subtree only
-    #: (:mod:`projections.quota_scope`), or of these workspaces for ``goodput --by workspace``
+    #: (:mod:`projections.quotas.scope`), or of these workspaces for ``goodput --by workspace``
     workspaces: tuple[str, ...] | None = None
 
     def params(self) -> dict[str, Any]:

@@ -40,12 +40,12 @@ from ledger.dispatch import Admitted, CycleInput, Incoming
 from ledger.dispatch.trees import DispatchConfig, dispatch_config
 from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counted_flavor
-from projections.dispatch_decisions import dispatch_decisions
+from projections.dispatch.decisions import dispatch_decisions
+from projections.inventory.occupancy import jobs_holding_at
 from projections.jobs.as_at import existed_by, preemptions_at, status_at
 from projections.jobs.fold import parse_time
 from projections.jobs.tables import job_state
-from projections.occupancy import jobs_holding_at
-from projections.quota_reads import quota_tree, specs_at
+from projections.quotas.reads import quota_tree, specs_at
 
 __all__ = [
     "ADMITTED_STATUSES",

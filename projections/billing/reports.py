@@ -1,6 +1,6 @@
 """Finance reports: usage and cost grouped by workspace, quota, user, flavor, mode, day, month, job.
 
-Two questions, answered from the billing read model (:mod:`projections.billing`):
+Two questions, answered from the billing read model (:mod:`projections.billing.projection`):
 
 - **usage** is the exact occupied quantity (mGPU·s, CPU milli·s, MiB·s) of the
   occupancy facts clipped to ``[from, to)``, split at day / month boundaries in
@@ -41,7 +41,7 @@ from ledger.rating import (
     rate_interval,
     usage_quantity,
 )
-from projections.billing_reads import load_schedule, occupancy_from_row
+from projections.billing.reads import load_schedule, occupancy_from_row
 from projections.pages import MAX_REPORT_ROWS, check_report_rows
 
 __all__ = [

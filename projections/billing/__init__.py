@@ -1,0 +1,18 @@
+"""Pay-as-you-go billing, end to end, in one room: what a price becomes on an invoice.
+
+Money enters only as events, and every statement on the billing tables is here:
+
+- ``tables``: the read model's tables; ``projection``: folds occupancy facts, prices,
+  postings, invoices, voids and credit notes into them (``catch_up_on`` inside a caller's
+  transaction);
+- ``reads``: the price schedule and occupancies back as domain values;
+- ``rater``: rates occupancies and appends ``LedgerTransactionPosted`` (exactly once);
+- ``closing``: closes due periods, one ``InvoiceIssued`` per workspace and period;
+- ``ticks``: one scheduled tick at a cluster instant (rate, accrue, close);
+- ``invoices``: an invoice read, voided, credited;
+- ``reports``, ``invoice_pages``: the finance reports and the invoice list.
+
+The pure rules (rating, accounts, rounding, invoice building) are in ``ledger``; the
+use cases the CLI and the API call are in ``dlc_ledger.services.billing`` and
+``dlc_ledger.services.invoices``; the APScheduler loop is ``consumers.billing_scheduler``.
+"""

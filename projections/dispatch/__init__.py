@@ -1,0 +1,9 @@
+"""The dispatcher's side of the read models: its input read from projected state, its
+decisions folded back, and the answers built on them (why a job waits, a quota's queue,
+start estimates, waits, preemptions and goodput).
+
+``reads`` is a cycle's input; ``decisions`` the latest decision per job (a projection);
+``explain`` why a job waits or was preempted; ``queues`` a quota's queue; ``estimates``
+start and end estimates; ``losses`` what a preemption lost; ``reports`` waits, preemptions
+and goodput. The decisions themselves are pure functions in ``ledger.dispatch``.
+"""
