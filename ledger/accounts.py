@@ -15,14 +15,17 @@ events yields the same ids and the store's idempotency collapses duplicates.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from decimal import Decimal
 
+from ledger.envelopes import Envelope, make_envelope
 from ledger.events import BillingMode, LedgerTransactionPosted, Posting, RatedUsage
 from ledger.ids import deterministic_id
 from ledger.money import precise_decimal, precise_from_decimal
 from ledger.rating import LineDelta
 
 __all__ = [
+    "RATER_SOURCE",
     "RECEIVABLE",
     "REVENUE",
     "ROUNDING_ACCOUNT",
@@ -36,6 +39,7 @@ __all__ = [
     "reversal_id",
     "rounding_transaction",
     "rounding_transaction_id",
+    "transaction_envelope",
     "transaction_from_delta",
     "transaction_id",
     "transactions_from_deltas",
@@ -251,4 +255,26 @@ def reversal(
         memo=memo or f"reversal of {original.transaction_id}",
         reverses=original.transaction_id,
         usage=usage,
+    )
+
+
+#: The ``source`` of every posting the billing rater (and the period close) appends.
+RATER_SOURCE = "billing-rater"
+
+
+def transaction_envelope(
+    txn: LedgerTransactionPosted, at: datetime, *, source: str = RATER_SOURCE
+) -> Envelope:
+    """The event carrying ``txn``: stream ``account/receivable/<workspace>`` (or its first
+    posting's account when it has no usage), event id derived from the transaction id, so a
+    transaction posted twice is one event."""
+    workspace = txn.usage.workspace if txn.usage is not None else None
+    account = receivable_account(workspace) if workspace else txn.postings[0].account
+    return make_envelope(
+        txn,
+        event_id=deterministic_id("event", "LedgerTransactionPosted", txn.transaction_id),
+        stream=f"account/{account}",
+        occurred_at=at,
+        observed_at=at,
+        source=source,
     )

@@ -52,6 +52,9 @@ __all__ = [
     "Segment",
     "accrue",
     "calendar_months",
+    "floor_to",
+    "next_period",
+    "period_end",
     "rate_interval",
     "rate_key",
     "rate_occupancy",
@@ -173,6 +176,24 @@ def calendar_months(tz: str | tzinfo = "UTC") -> PeriodFn:
 
 
 _UTC_MONTHS = calendar_months()
+
+
+def period_end(key: str, periods: PeriodFn) -> datetime:
+    """The end of the period named ``key`` (``"2026-11"``) under ``periods``."""
+    year, month = (int(p) for p in key.split("-"))
+    return periods(datetime(year, month, 15, tzinfo=UTC)).end
+
+
+def next_period(period: str, periods: PeriodFn) -> str:
+    """The key of the period after ``period`` (``"2026-11"`` -> ``"2026-12"``)."""
+    return periods(period_end(period, periods)).key
+
+
+def floor_to(t: datetime, step: timedelta) -> datetime:
+    """``t`` rounded down to a multiple of ``step`` since the Unix epoch (UTC): accrual
+    instants, so ids stay stable however often ticks run."""
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    return epoch + ((t - epoch) // step) * step
 
 
 # --- outputs -------------------------------------------------------------------------

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ledger.store.base import UnitOfWork
+from ledger.store.base import EventStore, UnitOfWork
 from projections.base import Projection
 
-__all__ = ["advance_on", "checkpoint_name"]
+__all__ = ["advance_on", "catch_up", "checkpoint_name"]
 
 
 def checkpoint_name(projection: Projection) -> str:
@@ -67,3 +67,21 @@ def advance_on(
     for projection in group:
         uow.save_checkpoint(checkpoint_name(projection), position=upto)
     return upto - low
+
+
+def catch_up(
+    store: EventStore, projections: Sequence[Projection], *, page_size: int = 50_000
+) -> int:
+    """Bring ``projections`` to the store's head, one transaction per step: what a write use
+    case does right after its append, so the reads after it are current (reads never do
+    this themselves). Returns the positions covered; a read-only role covers none (its
+    write was refused already: the projector catches up)."""
+    if not store.may_write():
+        return 0
+    covered = 0
+    while True:
+        with store.transaction() as uow:
+            step = advance_on(uow, projections, page_size=page_size)
+        if not step:
+            return covered
+        covered += step

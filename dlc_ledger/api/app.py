@@ -27,6 +27,7 @@ from dlc_ledger.api import (
     whoami,
 )
 from dlc_ledger.api.dashboard_mount import mount_dashboard
+from dlc_ledger.api.freshness import freshness_headers, track_freshness
 from dlc_ledger.api.guards import reject_nul_characters
 from dlc_ledger.api.metrics import metrics_app, observe
 from dlc_ledger.api.problems import install_problem_handlers
@@ -47,7 +48,7 @@ def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = Non
         title="DLC Ledger API",
         version=VERSION,
         description="Read API over the ledger's projections and store (docs/api.md).",
-        dependencies=[Depends(reject_nul_characters)],
+        dependencies=[Depends(reject_nul_characters), Depends(track_freshness)],
     )
     app.state.store = store
     app.state.oidc = oidc
@@ -73,6 +74,7 @@ def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = Non
         try:
             response = await call_next(request)
             status = response.status_code
+            freshness_headers(request, response)
             return response
         finally:
             elapsed = time.perf_counter() - started

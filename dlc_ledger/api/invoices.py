@@ -20,7 +20,6 @@ from dlc_ledger.api.listing import CursorQuery, LimitQuery, listing, plain
 from dlc_ledger.api.models_billing import InvoiceDetail, InvoicePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
-from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.invoices import invoice_detail
 from projections.billing.invoice_pages import invoice_page
@@ -61,7 +60,6 @@ def get_invoices(
     """Issued and voided invoices in (period, workspace, issued_at) order; ``issued_at``
     is cluster time (the billing run's now), ``recorded_at`` store time."""
     store = request.app.state.store
-    sync_billing(store)
     with store.engine.connect() as conn:
         try:
             page = invoice_page(

@@ -19,7 +19,6 @@ from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, pa
 from dlc_ledger.api.models import JobDetail, JobPage, TimelinePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
-from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest, NotFound
 from projections.billing.reads import currency_scales
 from projections.jobs import find_job, job_detail, list_jobs, timeline_entries
@@ -74,7 +73,6 @@ def get_jobs(
 )
 def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> JobDetail:
     store = request.app.state.store
-    sync_billing(store)  # the job's cost is read from the billing projection
     with store.snapshot() as uow:
         try:
             found = find_job(uow.connection, uid, workspaces=principal.scope)

@@ -22,6 +22,7 @@ from fastapi import Query, Request, Response
 from pydantic import AwareDatetime, BeforeValidator
 
 from dlc_ledger.api.csv_responses import ListFormat, csv_response, wants_csv
+from dlc_ledger.api.freshness import freshness_body
 from dlc_ledger.services.errors import InvalidRequest
 from ledger.canonical import format_timestamp
 from projections.pages import decode_cursor, encode_cursor
@@ -120,4 +121,8 @@ def listing(
     ready = [plain(item) for item in items]
     if wants_csv(request, fmt):
         return csv_response(request, ready, name=name, next_cursor=next_cursor)
-    return {**plain(extra), "items": ready, "next_cursor": next_cursor}
+    fresh = freshness_body(request)
+    body = {**plain(extra), "items": ready, "next_cursor": next_cursor}
+    if fresh is not None:
+        body["freshness"] = fresh
+    return body

@@ -24,6 +24,7 @@ __all__ = [
     "DecimalText",
     "Event",
     "EventPage",
+    "Freshness",
     "Job",
     "JobCost",
     "JobDetail",
@@ -53,6 +54,14 @@ class Strict(BaseModel):
     """A response body's part: a field not declared here is an error, not a silent drift."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class Freshness(Strict):
+    """How current the read models were for this response (docs/api.md, "Freshness")."""
+
+    head: int = Field(description="The store's head position.")
+    projected: int = Field(description="The lowest position every read model has projected.")
+    behind: int = Field(description="Events not yet projected (0: current).")
 
 
 class Job(Strict):
@@ -88,6 +97,7 @@ class Job(Strict):
 class JobPage(Strict):
     items: list[Job]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
 
 
 class Occupied(Strict):
@@ -116,6 +126,7 @@ class TimelineEntry(Strict):
 class TimelinePage(Strict):
     items: list[TimelineEntry]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
 
 
 class JobCost(Strict):
@@ -161,6 +172,7 @@ class Event(Strict):
 class EventPage(Strict):
     items: list[Event]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
 
 
 class _Grouped(Strict):
@@ -185,6 +197,7 @@ class UsageRow(_Grouped):
 class UsageRows(Strict):
     items: list[UsageRow]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
 
 
 class CostRow(_Grouped):
@@ -202,3 +215,4 @@ class CostRow(_Grouped):
 class CostRows(Strict):
     items: list[CostRow]
     next_cursor: str | None = None
+    freshness: Freshness | None = None

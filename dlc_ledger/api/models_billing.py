@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from dlc_ledger.api.models import DecimalText, PreciseMinor, Strict, Timestamp
+from dlc_ledger.api.models import DecimalText, Freshness, PreciseMinor, Strict, Timestamp
 
 __all__ = [
     "CreditNote",
@@ -53,6 +53,7 @@ class InvoiceSummary(Strict):
 class InvoicePage(Strict):
     items: list[InvoiceSummary]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
 
 
 class InvoiceLineJob(Strict):
@@ -133,3 +134,4 @@ class InventoryRow(Strict):
 class InventoryPage(Strict):
     items: list[InventoryRow]
     next_cursor: str | None = None
+    freshness: Freshness | None = None

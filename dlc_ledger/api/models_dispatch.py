@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from dlc_ledger.api.models import DecimalText, Number, PreciseMinor, Strict, Timestamp
+from dlc_ledger.api.models import DecimalText, Freshness, Number, PreciseMinor, Strict, Timestamp
 from ledger.dispatch.estimates import Basis
 from projections.jobs import STATUSES
 
@@ -177,6 +177,7 @@ class WaitsRow(Strict):
 class WaitsPage(Strict):
     items: list[WaitsRow]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
 
 
 class PreemptionRow(Strict):
@@ -205,6 +206,7 @@ class PreemptionRow(Strict):
 class PreemptionPage(Strict):
     items: list[PreemptionRow]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
 
 
 class GoodputRow(Strict):
@@ -224,3 +226,4 @@ class GoodputRow(Strict):
 class GoodputPage(Strict):
     items: list[GoodputRow]
     next_cursor: str | None = None
+    freshness: Freshness | None = None

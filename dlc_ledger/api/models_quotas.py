@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from dlc_ledger.api.models import DecimalText, Number, Strict, Timestamp
+from dlc_ledger.api.models import DecimalText, Freshness, Number, Strict, Timestamp
 from ledger.dispatch.estimates import Basis
 
 __all__ = [
@@ -64,6 +64,7 @@ class QuotaTreePage(Strict):
 
     items: list[QuotaNodeRow]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
     at: Timestamp | None = None
 
 
@@ -88,6 +89,7 @@ class SeriesPoint(Strict):
 class SeriesPage(Strict):
     items: list[SeriesPoint]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
 
 
 class QueueEntry(Strict):
@@ -114,4 +116,5 @@ class QueuePage(Strict):
 
     items: list[QueueEntry]
     next_cursor: str | None = None
+    freshness: Freshness | None = None
     now: Timestamp | None = None

@@ -2,7 +2,8 @@
 
 Every error a route can answer with goes through here: HTTP errors (401, 403, 404, and
 503 when the OIDC key set cannot be fetched), request validation (422), a use case's
-refusal (404 for NotFound, 409 for Conflict, 400 for the rest) and anything unexpected
+refusal by its kind in the one error tree (404 NotFound, 409 Conflict, 503 Unavailable, 400
+for the rest) and anything unexpected
 (500, without internals in the body).
 """
 
@@ -19,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
-from dlc_ledger.services.errors import Conflict, NotFound, UseCaseError
+from ledger.errors import Conflict, LedgerError, NotFound, Unavailable
 
 __all__ = ["PROBLEM_RESPONSES", "Problem", "install_problem_handlers", "problem_response"]
 
@@ -73,8 +74,17 @@ async def _invalid(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(request, 422, "; ".join(parts))
 
 
+#: The one mapping of the error tree (:mod:`ledger.errors`) to HTTP; any other kind
+#: (``Invalid``, or one added later) is the client's request: 400.
+_STATUS: tuple[tuple[type[LedgerError], int], ...] = (
+    (NotFound, 404),
+    (Conflict, 409),
+    (Unavailable, 503),
+)
+
+
 async def _refused(request: Request, exc: Exception) -> JSONResponse:
-    status = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 400
+    status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
     return problem_response(request, status, str(exc).strip().splitlines()[0])
 
 
@@ -86,5 +96,5 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid)
-    app.add_exception_handler(UseCaseError, _refused)
+    app.add_exception_handler(LedgerError, _refused)
     app.add_exception_handler(Exception, _unexpected)

@@ -30,10 +30,8 @@ from dlc_ledger.api.listing import (
 from dlc_ledger.api.models_quotas import QueuePage, QuotaTreePage, SeriesPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
-from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest, NotFound
 from dlc_ledger.services.quota_rows import node_row, series_row
-from dlc_ledger.services.quotas import catch_up_quotas
 from dlc_ledger.services.why import queue_page
 from projections.billing.reads import currency_scales
 from projections.billing.reports import ReportWindow
@@ -78,10 +76,7 @@ def get_quota_tree(
     check_window(start, end)
     window = None if start is None and end is None else ReportWindow(start=start, end=end)
     store = request.app.state.store
-    catch_up_quotas(store)
-    if window is not None:
-        sync_billing(store)
-    with store.transaction() as uow:
+    with store.snapshot() as uow:
         nodes = quota_nodes_at(uow.connection, at, window, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
     try:
@@ -113,7 +108,6 @@ def get_quota_series(
     change) to the one holding ``to`` (inclusive; default: the latest change)."""
     check_window(start, end)
     store = request.app.state.store
-    catch_up_quotas(store)
     with store.engine.connect() as conn:
         if quota not in quota_names(conn) or not quota_in_scope(conn, quota, principal.scope):
             raise NotFound(f"no quota {quota!r}")

@@ -23,7 +23,6 @@ from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
 from dlc_ledger.api.listing import CursorQuery, Instant, listing, page_of
 from dlc_ledger.api.models import CostRows, UsageRows
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.tokens import Principal
 from ledger.money import from_minor
@@ -114,8 +113,7 @@ def get_usage(
     keys = _keys(group_by)
     window = _window(principal, start, end, as_of)
     store = request.app.state.store
-    sync_billing(store)
-    with store.transaction() as uow:
+    with store.snapshot() as uow:
         rows = usage_report(uow.connection, keys, window)
     items, following = page_of(rows, limit, cursor)
     return listing(request, items, following, name="usage", fmt=fmt)
@@ -144,8 +142,7 @@ def get_cost(
     keys = _keys(group_by)
     window = _window(principal, start, end, as_of)
     store = request.app.state.store
-    sync_billing(store)
-    with store.transaction() as uow:
+    with store.snapshot() as uow:
         try:
             rows = cost_report(
                 uow.connection, keys, window, source=source.value, net_credits=net_credits

@@ -53,9 +53,23 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    wait_for: int | None = typer.Option(
+        None,
+        "--wait-for",
+        metavar="POSITION",
+        help="Before a read: wait until every read model has projected this store position "
+        "(read-your-writes after a write elsewhere).",
+    ),
+    wait_timeout: float = typer.Option(
+        10.0, "--wait-timeout", metavar="SECONDS", help="The longest --wait-for waits (≤ 30)."
+    ),
+) -> None:
     # a callback makes the app a group even with one eagerly registered command
-    pass
+    if wait_for is not None:
+        from dlc_ledger.wiring import context
+
+        context.read_wait = (wait_for, wait_timeout)
 
 
 @app.command("demo")
@@ -78,11 +92,13 @@ def _user_error(exc: Exception) -> bool:
     from pydantic import ValidationError
     from sqlalchemy.exc import StatementError
 
+    from ledger.errors import LedgerError
     from ledger.store.base import StoreError
 
     return isinstance(
         exc,
         (
+            LedgerError,
             StoreError,
             StatementError,  # DataError, IntegrityError, ...: input the database refused
             ValidationError,

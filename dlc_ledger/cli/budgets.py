@@ -97,7 +97,7 @@ def show(
     Spent is the posted cost of the period (a calendar month in UTC) up to the instant;
     state is ok or exceeded; exhausted: a stop budget's crossing is stored, so the
     dispatcher admits nothing new of the workspace and suspends its pay-as-you-go jobs."""
-    store = context.open_store()
+    store = context.open_reader()
     when = parse_instant(at, option="--at") if at else default_instant(store)
     rows: list[dict[str, Any]] = [
         {

@@ -55,7 +55,6 @@ def dispatch(
     stored as events first, then acted on."""
     from kubernetes import client
 
-    from consumers.budgets import StoreBudgetGate
     from consumers.dispatcher import CycleOutcome, Dispatcher, LeaseBusy, run_dispatcher
     from consumers.dispatcher.kube_actuator import KubeActuator
     from consumers.metrics import serve_metrics
@@ -63,6 +62,7 @@ def dispatch(
     from dlc_ledger.wiring import context
     from dlc_ledger.wiring.kube import kube_configuration
     from dlc_ledger.wiring.signals import stop_on_signals
+    from projections.budgets.checks import StoreBudgetGate
     from projections.budgets.projection import BudgetsProjection
     from projections.dispatch.decisions import DispatchDecisionsProjection
     from projections.jobs import JobsProjection

@@ -10,7 +10,7 @@ import typer
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import CLUSTER, check_window, parse_optional_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
-from dlc_ledger.wiring.context import open_store
+from dlc_ledger.wiring.context import open_reader
 from projections.dispatch.reports import (
     GOODPUT_KEYS,
     DecisionWindow,
@@ -42,7 +42,7 @@ def report_waits(
     count, p50/p95/max/mean seconds by quota and priority, for waits that ended in the
     window; ``waiting``: jobs still queued."""
     window = _window(start, end)
-    store = open_store()
+    store = open_reader()
     with store.engine.connect() as conn:
         rows = waits_report(conn, window)
     emit_rows(rows, fmt)
@@ -55,7 +55,7 @@ def report_preemptions(
     GPU-hours lost (its pods open at the decision, as `jobs why` shows) with their cost at
     its rate."""
     window = _window(start, end)
-    store = open_store()
+    store = open_reader()
     with store.engine.connect() as conn:
         rows = preemptions_report(conn, window)
         scale_of = currency_scales(conn)
@@ -77,7 +77,7 @@ def report_goodput(
     if by not in GOODPUT_KEYS:
         raise typer.BadParameter(f"use {' or '.join(GOODPUT_KEYS)}", param_hint="--by")
     window = _window(start, end)
-    store = open_store()
+    store = open_reader()
     with store.engine.connect() as conn:
         rows = goodput_report(conn, by, window)  # type: ignore[arg-type]
     emit_rows(rows, fmt)

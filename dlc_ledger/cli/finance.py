@@ -12,8 +12,7 @@ import typer
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import AS_OF_HELP, CLUSTER, check_window, parse_optional_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
-from dlc_ledger.services.billing import sync_billing
-from dlc_ledger.wiring.context import open_store
+from dlc_ledger.wiring.context import open_reader
 from projections.billing.reports import ReportWindow, cost_report, parse_group_by, usage_report
 
 __all__ = ["report_cost", "report_usage"]
@@ -48,9 +47,8 @@ def report_usage(
     """Exact occupied usage (mGPU·s, CPU milli·s, MiB·s), grouped."""
     keys = parse_group_by(group_by)
     window = _window(start, end, as_of)
-    store = open_store()
-    sync_billing(store)
-    with store.transaction() as uow:
+    store = open_reader()
+    with store.snapshot() as uow:
         rows = usage_report(uow.connection, keys, window)
     emit_rows(rows, fmt)
 
@@ -77,9 +75,8 @@ def report_cost(
     if source not in ("auto", "ledger", "rated"):
         raise ValueError(f"unknown --source {source!r}: use auto, ledger or rated")
     window = _window(start, end, as_of)
-    store = open_store()
-    sync_billing(store)
-    with store.transaction() as uow:
+    store = open_reader()
+    with store.snapshot() as uow:
         rows = cost_report(
             uow.connection,
             keys,

@@ -26,10 +26,10 @@ from dlc_ledger.cli.options import (
     require_known,
 )
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows, escape_controls
-from dlc_ledger.services.billing import DEFAULT_GRACE, TickResult, serve, sync_billing, tick
+from dlc_ledger.services.billing import DEFAULT_GRACE, TickResult, tick
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.invoices import invoice_detail, issue_credit_note, void_invoice
-from dlc_ledger.wiring.context import open_store
+from dlc_ledger.wiring.context import open_reader, open_store
 from ledger.canonical import format_timestamp
 from ledger.money import format_minor
 from projections.billing.invoice_pages import invoice_page
@@ -96,6 +96,7 @@ def serve_cmd(
     ),
 ) -> None:
     """Run the rater and ticks under APScheduler on the wall clock until interrupted."""
+    from consumers.billing_scheduler import serve
     from consumers.metrics import serve_metrics
     from dlc_ledger.wiring import context
 
@@ -128,8 +129,7 @@ def list_invoices(
     """Issued and voided invoices by period and workspace, a page at a time: issued_at is
     cluster time (the run's 'now'), recorded_at store time (when the ledger recorded it)."""
     period = parse_period(period) if period is not None else None
-    store = open_store()
-    sync_billing(store)
+    store = open_reader()
     with store.engine.connect() as conn:
         page = invoice_page(conn, workspace=workspace, period=period, limit=limit, cursor=cursor)
         if not page.rows and cursor is None:  # a typo in a name is an error, not "(no rows)"
@@ -146,7 +146,7 @@ def show_invoice(
 ) -> None:
     """One invoice: header (with its credit notes) and lines (json: one object; csv/table:
     the lines). issued_at is cluster time, recorded_at store time."""
-    store = open_store()
+    store = open_reader()
     found = invoice_detail(store, invoice_id)
     with store.engine.connect() as conn:
         scale_of = currency_scales(conn)
@@ -242,8 +242,7 @@ def list_credits(
     """Credit notes, oldest first, with their invoice's workspace and period, a page at a
     time."""
     after = decode_cursor(cursor, int)[0] if cursor is not None else 0
-    store = open_store()
-    sync_billing(store)
+    store = open_reader()
     with store.engine.connect() as conn:
         rows = [
             dict(r)

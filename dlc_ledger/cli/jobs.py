@@ -32,7 +32,6 @@ from dlc_ledger.cli.tables import (
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
 from dlc_ledger.cli.tables import cell as _cell
-from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.why import why_job
 from dlc_ledger.wiring import context
 from projections.dispatch.explain import jsonable
@@ -80,7 +79,7 @@ def jobs_list(
 ) -> None:
     """Jobs, newest submission first, a page at a time (the next page's cursor goes to stderr)."""
     instant = parse_instant(at, option="--at") if at else None
-    store = context.open_store()
+    store = context.open_reader()
     with store.engine.connect() as conn:
         page = list_jobs(
             conn,
@@ -108,8 +107,7 @@ def jobs_show(
     fmt: DocumentFormatOption = DocumentFormat.table,
 ) -> None:
     """One job: state, requested and occupied resources, and its full audit timeline."""
-    store = context.open_store()
-    sync_billing(store)  # the job's cost is read from the billing projection
+    store = context.open_reader()
     with store.snapshot() as uow:
         detail = job_detail(uow, find_job(uow.connection, job))
         scale_of = currency_scales(uow.connection)
@@ -152,7 +150,7 @@ def report_occupancy(
     keys = _group_keys(group_by, GROUP_KEYS)
     if not keys:
         raise typer.BadParameter("--group-by needs at least one key")
-    store = context.open_store()
+    store = context.open_reader()
     with store.engine.connect() as conn:
         rows = occupied_at(conn, instant, keys)
     emit_rows(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV
@@ -172,7 +170,7 @@ def report_inventory(
     """Nodes and schedulable capacity (cordoned and removed nodes excluded), per group."""
     instant = parse_instant(at, option="--at") if at else None
     keys = _group_keys(group_by, INVENTORY_GROUP_KEYS)
-    store = context.open_store()
+    store = context.open_reader()
     with store.engine.connect() as conn:
         rows = capacity_at(conn, instant, keys)
     emit_rows(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV
@@ -206,7 +204,7 @@ def jobs_why(
     block it, estimated start) or was preempted (by whom, which rule, the quota state then,
     GPU-hours lost and their cost); for a running or finished job, its admission."""
     instant = parse_instant(at, option="--at") if at else None
-    store = context.open_store()
+    store = context.open_reader()
     doc = why_job(store, job, at=instant)
     with store.engine.connect() as conn:
         scale_of = currency_scales(conn)

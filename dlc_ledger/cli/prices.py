@@ -28,7 +28,7 @@ from dlc_ledger.services.prices import (
     publish_spot_price,
 )
 from dlc_ledger.services.yaml_files import load_price_book
-from dlc_ledger.wiring.context import open_store, settings
+from dlc_ledger.wiring.context import open_reader, open_store, settings
 from ledger.envelopes import decode
 from ledger.events import PriceBookPublished, SpotPriceChanged
 from ledger.money import parse_decimal
@@ -143,7 +143,7 @@ def list_prices(
     """Published books and spot changes, in publication order, a page at a time
     (effective_from is cluster time, published_at store time)."""
     after = decode_cursor(cursor, int)[0] if cursor is not None else 0
-    store = open_store()
+    store = open_reader()
     page = store.read_by_type(
         ["PriceBookPublished", "SpotPriceChanged"], after_position=after, limit=limit + 1
     )
@@ -160,7 +160,7 @@ def list_prices(
 @prices_app.command("show")
 def show(book_id: str = typer.Argument(...), fmt: FormatOption = RowFormat.table) -> None:
     """The rates of a price book (every published effective_from)."""
-    store = open_store()
+    store = open_reader()
     rows: list[dict[str, Any]] = []
     for record in store.read_stream(f"pricebook/{book_id}"):
         data = decode(record.envelope)

@@ -7,7 +7,7 @@ With ``--workers N`` the projections are split into up to N lanes, each caught u
 (or followed) by its own process (:mod:`consumers.lanes`).
 ``projections rebuild`` empties a projection and replays it from position 0;
 ``projections status`` shows each one's position, the head and the lag. The use cases
-are :mod:`dlc_ledger.services.projections`; signals, ``--follow`` and lanes (child
+are :mod:`dlc_ledger.wiring.projections`; signals, ``--follow`` and lanes (child
 processes) belong to the process, so they stay here.
 """
 
@@ -28,15 +28,15 @@ from consumers.lanes import LaneFailed, catch_up_lanes, follow_lanes, plan_lanes
 from consumers.metrics import serve_metrics
 from consumers.projector import DEFAULT_PAGE, Projector
 from dlc_ledger.cli.tables import render_table
-from dlc_ledger.services.projections import (
+from dlc_ledger.wiring import context
+from dlc_ledger.wiring.projections import (
     Applied,
     catch_up,
     projection_status,
     select_projections,
     timed,
 )
-from dlc_ledger.services.projections import rebuild as rebuild_projections
-from dlc_ledger.wiring import context
+from dlc_ledger.wiring.projections import rebuild as rebuild_projections
 
 __all__ = ["project", "projections_app"]
 

@@ -54,7 +54,7 @@ def queue_show(
     """Pending jobs in policy order: position in their quota and in the whole tree,
     priority (effective, if aged), time waited, reason, request, estimated start."""
     instant = parse_instant(at, option="--at") if at else None
-    page = queue_page(context.open_store(), quota, at=instant, limit=limit, cursor=cursor)
+    page = queue_page(context.open_reader(), quota, at=instant, limit=limit, cursor=cursor)
     rows = [{c: row[c] for c in _COLUMNS} for row in page.rows]
     if fmt is not RowFormat.json:  # one cell per key in a table or CSV
         for row in rows:
@@ -82,5 +82,5 @@ def report_estimates(
     start = parse_instant(since, option="--from") if since else None
     end = parse_instant(until, option="--to") if until else None
     check_window(start, end)
-    rows = estimates_report(context.open_store(), start=start, end=end, per_job=per_job)
+    rows = estimates_report(context.open_reader(), start=start, end=end, per_job=per_job)
     emit_rows(rows, fmt.value)

@@ -35,11 +35,9 @@ from dlc_ledger.cli.tables import (
     render_table,
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
-from dlc_ledger.services.billing import sync_billing
 from dlc_ledger.services.quota_rows import node_row, series_row, usage_json, usage_table
 from dlc_ledger.services.quotas import (
     apply_quota_file,
-    catch_up_quotas,
     current_tree,
     format_quantities,
     lands_inside_history,
@@ -131,7 +129,7 @@ _NAMED = 10  # kept nodes named in apply's summary line
 @quotas_app.command("list")
 def list_quotas(fmt: DocumentFormatOption = DocumentFormat.table) -> None:
     """Every quota node: parent, min, max, bound workspaces."""
-    tree = current_tree(context.open_store())
+    tree = current_tree(context.open_reader())
     rows: list[dict[str, Any]] = []
     from ledger.quotas import topological_order
 
@@ -157,7 +155,7 @@ def list_quotas(fmt: DocumentFormatOption = DocumentFormat.table) -> None:
 @quotas_app.command("show")
 def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
     """One quota: spec, bound workspaces, current usage per flavor."""
-    store = context.open_store()
+    store = context.open_reader()
     tree = current_tree(store)
     spec = tree.specs.get(quota)
     if spec is None:
@@ -214,8 +212,7 @@ def quota_usage_report(
 ) -> None:
     """Per quota node x flavor: min, max, used, borrowed, lent, queued demand, job counts."""
     instant = parse_instant(at, option="--at") if at else None
-    store = context.open_store()
-    catch_up_quotas(store)
+    store = context.open_reader()
     with store.engine.connect() as conn:
         rows = usage_at(conn, instant)
     if fmt is RowFormat.table:
@@ -258,8 +255,7 @@ def quota_history_report(
     start = parse_instant(since, option="--from") if since else None
     end = parse_instant(until, option="--to") if until else None
     check_window(start, end, inclusive=True)
-    store = context.open_store()
-    catch_up_quotas(store)
+    store = context.open_reader()
     with store.engine.connect() as conn:
         require_known("quota", quota, quota_names(conn), option="--quota")
         require_known("flavor", flavor, quota_flavors(conn), option="--flavor")
@@ -305,11 +301,8 @@ def tree_command(
             end=parse_optional_instant(until, option="--to"),
         )
         check_window(window.start, window.end)
-    store = context.open_store()
-    catch_up_quotas(store)
-    if window is not None:
-        sync_billing(store)
-    with store.transaction() as uow:
+    store = context.open_reader()
+    with store.snapshot() as uow:
         nodes = quota_nodes_at(uow.connection, instant, window)
         scale_of = currency_scales(uow.connection)
     rows = [node_row(nodes, f, with_at=fmt is not RowFormat.table) for f in nodes.flavors]
@@ -330,8 +323,7 @@ def quota_series_report(
     start = parse_instant(since, option="--from")
     end = parse_instant(until, option="--to")
     check_window(start, end, inclusive=True)
-    store = context.open_store()
-    catch_up_quotas(store)
+    store = context.open_reader()
     with store.engine.connect() as conn:
         require_known("quota", quota, quota_names(conn), option="QUOTA")
         rows = usage_series(conn, series_points(conn, step, start, end), step, quota=quota)

@@ -5,7 +5,7 @@ and appends only the differences (stream ``budget/<workspace>``; ids determinist
 the stream's version and the change, the append expecting those versions), so applying
 the same file twice stores nothing the second time. A workspace the file no longer
 lists has its budget removed (the file is the whole list). ``check`` stores the
-crossings (:func:`consumers.budgets.check_budgets`).
+crossings (:func:`projections.budgets.checks.check_budgets`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from consumers.budgets import BudgetBreach, check_budgets
-from consumers.projector import catch_up_to_read
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
 from ledger.budgets import (
@@ -38,6 +36,7 @@ from ledger.prices import PriceSchedule
 from ledger.store.postgres import PostgresEventStore
 from projections.billing.projection import BillingProjection
 from projections.billing.reads import load_schedule
+from projections.budgets.checks import BudgetBreach, check_budgets
 from projections.budgets.projection import (
     BudgetsProjection,
     budgets_at,
@@ -45,6 +44,7 @@ from projections.budgets.projection import (
     exhausted_workspaces,
     spent_by_workspace,
 )
+from projections.steps import catch_up
 
 __all__ = [
     "ApplyResult",
@@ -58,8 +58,9 @@ __all__ = [
 
 
 def _catch_up(store: PostgresEventStore, *, billing: bool = False) -> None:
+    """The write use cases' step (apply, check): decide on what is stored."""
     projections = [BillingProjection(), BudgetsProjection()] if billing else [BudgetsProjection()]
-    catch_up_to_read(store, projections)
+    catch_up(store, projections)
 
 
 def _scale_of(schedule: PriceSchedule) -> Callable[[str], int]:
@@ -187,8 +188,7 @@ class BudgetStatus:
 
 def budget_statuses(store: PostgresEventStore, at: datetime) -> list[BudgetStatus]:
     """Every budget in force at ``at`` (cluster time) with the posted cost of ``at``'s
-    period up to ``at``, in the billing scale, by workspace."""
-    _catch_up(store, billing=True)
+    period up to ``at``, in the billing scale, by workspace (a read: as projected)."""
     with store.engine.connect() as conn:
         schedule = load_schedule(conn)
         scale_of = _scale_of(schedule)

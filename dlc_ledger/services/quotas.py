@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from consumers.projector import catch_up_to_read
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.services.yaml_files import parse_quota_tree
 from ledger.canonical import format_timestamp
@@ -19,6 +18,7 @@ from projections.quotas.projection import QuotaProjection
 from projections.quotas.reads import (
     quota_tree,
 )
+from projections.steps import catch_up
 
 __all__ = [
     "ApplyResult",
@@ -73,13 +73,15 @@ def quota_envelopes(
 
 
 def catch_up_quotas(store: PostgresEventStore) -> None:
-    catch_up_to_read(store, [QuotaProjection()])
+    """The quota projection to the head: a write use case's step (an apply diffs against
+    the tree as stored, and its reader reads what it applied)."""
+    catch_up(store, [QuotaProjection()])
 
 
 def current_tree(store: PostgresEventStore) -> QuotaTree:
-    catch_up_quotas(store)
-    with store.engine.connect() as conn:
-        return quota_tree(conn)
+    """The quota tree as projected (a read: no catch-up)."""
+    with store.snapshot() as uow:
+        return quota_tree(uow.connection)
 
 
 def format_quantities(values: dict[str, int]) -> str:
@@ -163,6 +165,7 @@ def apply_quota_file(
     (who applied it, e.g. ``api/alice``) as their source.
     """
     desired = parse_quota_tree(text)
+    catch_up_quotas(store)
     current = current_tree(store)
     kept_quotas: list[str] = []
     kept_bindings: list[str] = []

@@ -13,19 +13,14 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from consumers.projector import catch_up_to_read
 from dlc_ledger.services.errors import NotFound
 from ledger.store.postgres import PostgresEventStore
-from projections.billing.projection import BillingProjection
-from projections.budgets.projection import BudgetsProjection, exhausted_workspaces
-from projections.dispatch.decisions import DispatchDecisionsProjection
+from projections.budgets.projection import exhausted_workspaces
 from projections.dispatch.estimates import estimate_errors, projected_now
 from projections.dispatch.explain import explain_job
 from projections.dispatch.queues import QueuePage, queue_listing
-from projections.inventory.occupancy import OccupancyProjection
-from projections.jobs import JobsProjection, find_job
+from projections.jobs import find_job
 from projections.jobs.tables import job_state
-from projections.quotas.projection import QuotaProjection
 from projections.quotas.scope import quota_in_scope, quota_subtree
 
 __all__ = ["Exhausted", "estimates_report", "queue_page", "why_job"]
@@ -34,20 +29,6 @@ __all__ = ["Exhausted", "estimates_report", "queue_page", "why_job"]
 #: budgets' read model as the dispatcher's last check left it
 #: (:func:`projections.budgets.projection.exhausted_workspaces`: a read, it stores no crossing)
 Exhausted = Callable[[Connection, datetime], frozenset[str]]
-
-
-def _catch_up(store: PostgresEventStore) -> None:
-    catch_up_to_read(
-        store,
-        [
-            JobsProjection(),
-            OccupancyProjection(),
-            QuotaProjection(),
-            BillingProjection(),
-            DispatchDecisionsProjection(),
-            BudgetsProjection(),
-        ],
-    )
 
 
 def _now(conn: Connection, at: datetime | None) -> datetime:
@@ -69,7 +50,6 @@ def why_job(
 ) -> dict[str, Any]:
     """Why job ``ref`` (a uid, or a name only one job has) is pending, was preempted, or
     runs; ``workspaces`` (a caller's scope): a job outside them is not found."""
-    _catch_up(store)
     with store.snapshot() as uow:
         conn = uow.connection
         uid = find_job(conn, ref, workspaces=workspaces)
@@ -125,7 +105,6 @@ def queue_page(
 ) -> QueuePage:
     """One page of ``quota``'s pending queue (its subtree's, for an inner quota) in order;
     ``workspaces`` (a caller's scope): a quota outside their subtree is not found."""
-    _catch_up(store)
     with store.snapshot() as uow:
         conn = uow.connection
         if not quota_in_scope(conn, quota, workspaces):

@@ -1,7 +1,7 @@
 """The service's long-running parts as :class:`~dlc_ledger.wiring.supervisor.Component`\\ s.
 
 Each wraps the runner its own command uses (``project --follow``: ``Projector.run_forever``;
-``billing serve``: :func:`dlc_ledger.services.billing.serve`; ``dispatch --follow``:
+``billing serve``: :func:`consumers.billing_scheduler.serve`; ``dispatch --follow``:
 ``run_dispatcher``; ``ingest``: ``run_ingest``; ``watch``: ``Watcher``; ``api serve``:
 uvicorn on ``app_from_environment``; ``replay``: the :class:`~dlc_ledger.wiring.replay.
 pipeline.Pipeline`), so ``dlc-ledger up`` runs the same loops, only side by side. Each part
@@ -196,7 +196,7 @@ def billing_component(
 ) -> Component:
     """The rater and period close on a schedule (``dlc-ledger billing serve``); ``clock``
     (given the store) says "now", default the wall clock."""
-    from dlc_ledger.services.billing import serve
+    from consumers.billing_scheduler import serve
 
     def run(stop: threading.Event, ready: threading.Event) -> None:
         store = PostgresEventStore(store_url)
@@ -219,9 +219,9 @@ def dispatcher_component(
     """The live dispatcher, following (``dlc-ledger dispatch --follow --no-project``: the
     projector beside it keeps its read models current). ``configuration`` and ``clock``
     are resolved when it starts: on kubesim both come from the replay component."""
-    from consumers.budgets import StoreBudgetGate
     from consumers.dispatcher import Dispatcher, run_dispatcher
     from consumers.dispatcher.kube_actuator import KubeActuator
+    from projections.budgets.checks import StoreBudgetGate
 
     def run(stop: threading.Event, ready: threading.Event) -> None:
         store = PostgresEventStore(store_url)

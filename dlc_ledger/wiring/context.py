@@ -28,8 +28,10 @@ __all__ = [
     "database_url",
     "kafka_bootstrap",
     "local_principal",
+    "open_reader",
     "open_store",
     "option_database_url",
+    "read_wait",
     "ready_schema",
     "settings",
     "store_opener",
@@ -97,6 +99,33 @@ def open_store(
     if check:
         ready_schema(engine, create=create)
     return PostgresEventStore(engine)
+
+
+#: ``(position, timeout seconds)`` a read command waits for (``dlc-ledger --wait-for P``):
+#: set once by the CLI's root options before a command runs.
+read_wait: tuple[int, float] | None = None
+
+
+def open_reader(*, announce: bool = True) -> PostgresEventStore:
+    """The store for a read command: reads show the read models as projected (they never
+    project), so a note on stderr says how far behind the store's head they are; with
+    ``--wait-for`` it first waits, bounded, until they have projected that position."""
+    from projections.freshness import read_freshness, wait_for_position
+
+    store = open_store(announce=announce)
+    if read_wait is not None:
+        seen = wait_for_position(store, *read_wait)
+    else:
+        with store.snapshot() as uow:
+            seen = read_freshness(uow)
+    if seen.behind:
+        print(
+            f"note: the read models are {seen.behind} events behind the store (projected to "
+            f"position {seen.projected} of {seen.head}; the projector catches up: "
+            "dlc-ledger project)",
+            file=sys.stderr,
+        )
+    return store
 
 
 def store_opener(url: str) -> Callable[[], EventStore]:

@@ -16,3 +16,10 @@ The pure rules (rating, accounts, rounding, invoice building) are in ``ledger``;
 use cases the CLI and the API call are in ``dlc_ledger.services.billing`` and
 ``dlc_ledger.services.invoices``; the APScheduler loop is ``consumers.billing_scheduler``.
 """
+
+from __future__ import annotations
+
+from projections.billing.reads import load_schedule
+from projections.billing.reports import ReportWindow, cost_report, job_cost, usage_report
+
+__all__ = ["ReportWindow", "cost_report", "job_cost", "load_schedule", "usage_report"]

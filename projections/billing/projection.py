@@ -34,7 +34,7 @@ from ledger.events import (
 )
 from ledger.money import PRECISE_DIGITS, precise_decimal, precise_from_decimal
 from ledger.rating import rate_key
-from ledger.store.base import RecordedEvent, UnitOfWork
+from ledger.store.base import EventStore, RecordedEvent, UnitOfWork
 from projections.base import Projection
 from projections.billing.tables import (
     billing_cost_monthly,
@@ -50,7 +50,7 @@ from projections.billing.tables import (
     billing_workspace_quotas,
 )
 from projections.bulk import copy_table, driver
-from projections.steps import advance_on
+from projections.steps import advance_on, catch_up
 
 __all__ = ["BillingProjection", "catch_up_on"]
 
@@ -523,3 +523,9 @@ def catch_up_on(uow: UnitOfWork, *, page_size: int = 5000) -> int:
     while step := advance_on(uow, projection, page_size=page_size):
         covered += step
     return covered
+
+
+def catch_up_billing(store: EventStore) -> int:
+    """Bring the billing projection to the head in a transaction of its own: what a write
+    use case does around its append (never a read)."""
+    return catch_up(store, [BillingProjection()])

@@ -30,15 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ledger.accounts import receivable_account, transaction_from_delta
-from ledger.envelopes import Envelope, decode, make_envelope
+from ledger.accounts import RATER_SOURCE, transaction_envelope, transaction_from_delta
+from ledger.envelopes import decode
 from ledger.events import LedgerTransactionPosted
-from ledger.ids import deterministic_id
 from ledger.money import precise_from_decimal
 from ledger.prices import NoApplicableRate
 from ledger.rating import (
@@ -49,6 +48,7 @@ from ledger.rating import (
     Posted,
     accrue,
     calendar_months,
+    next_period,
 )
 from ledger.store.base import EventStore, UnitOfWork
 from projections.billing.projection import catch_up_on
@@ -59,13 +59,10 @@ __all__ = [
     "RATER_SOURCE",
     "RateResult",
     "decoded_transactions",
-    "next_period",
     "rate",
-    "transaction_envelope",
 ]
 
 RATER_CHECKPOINT = "rater:billing"
-RATER_SOURCE = "billing-rater"
 
 _OCC_COLS = (
     "occupancy_id, job_uid, workspace, quota, user_name, flavor, mgpu, cpu_milli, memory_mib, "
@@ -83,25 +80,17 @@ class RateResult:
     checkpoint: int
 
 
-def next_period(period: str, periods: PeriodFn) -> str:
-    """The key of the period after ``period`` (``"2026-11"`` -> ``"2026-12"``)."""
-    year, month = (int(p) for p in period.split("-"))
-    start = datetime(year, month, 15, tzinfo=UTC)
-    return periods(periods(start).end).key
+@dataclass(frozen=True)
+class _Batch:
+    """One transaction's work: the counts, where the checkpoint went, what was posted."""
 
-
-def transaction_envelope(txn: LedgerTransactionPosted, at: datetime) -> Envelope:
-    """The event carrying ``txn``: stream ``account/receivable/<workspace>``, id from the txn id."""
-    workspace = txn.usage.workspace if txn.usage is not None else None
-    account = receivable_account(workspace) if workspace else txn.postings[0].account
-    return make_envelope(
-        txn,
-        event_id=deterministic_id("event", "LedgerTransactionPosted", txn.transaction_id),
-        stream=f"account/{account}",
-        occurred_at=at,
-        observed_at=at,
-        source=RATER_SOURCE,
-    )
+    done: bool  # no pending final is left beyond this batch
+    finals: int
+    accrued: int
+    posted: int
+    unrateable: int
+    checkpoint: int
+    transactions: list[LedgerTransactionPosted]
 
 
 def _posted(conn: Connection, occupancy_ids: Sequence[str]) -> dict[str, dict[LineKey, Posted]]:
@@ -184,22 +173,24 @@ def rate(
     bound = until if until is not None else as_of
     if as_of is not None and bound is not None and as_of > bound:
         as_of = bound
-    totals = [0, 0, 0, 0]
-    checkpoint = 0
+    total = RateResult(0, 0, 0, 0, 0)
     accrue_pending = as_of is not None
     scan = _Scan()
     while True:
         with store.transaction() as uow:
-            done, result = _run_once(
-                uow, as_of if accrue_pending else None, bound, scan, period_fn, batch
-            )
+            step = _run_once(uow, as_of if accrue_pending else None, bound, scan, period_fn, batch)
             accrue_pending = False
-        totals = [a + b for a, b in zip(totals, result[:4], strict=True)]
-        checkpoint = result[4]
-        if on_posted is not None and result[5]:
-            on_posted(result[5])
-        if done:
-            return RateResult(totals[0], totals[1], totals[2], totals[3], checkpoint)
+        total = RateResult(
+            total.finals + step.finals,
+            total.accrued + step.accrued,
+            total.posted + step.posted,
+            total.unrateable + step.unrateable,
+            step.checkpoint,
+        )
+        if on_posted is not None and step.transactions:
+            on_posted(step.transactions)
+        if step.done:
+            return total
 
 
 @dataclass
@@ -218,7 +209,7 @@ def _run_once(
     scan: _Scan,
     periods: PeriodFn,
     batch: int,
-) -> tuple[bool, tuple[int, int, int, int, int, list[LedgerTransactionPosted]]]:
+) -> _Batch:
     conn: Connection = uow.connection
     uow.lock_appends()
     catch_up_on(uow)
@@ -228,7 +219,7 @@ def _run_once(
     cp = uow.load_checkpoint(RATER_CHECKPOINT, for_update=True).position
     schedule = load_schedule(conn)
     if schedule.currency is None:
-        return True, (0, 0, 0, 0, cp, [])  # nothing can be rated before the first book
+        return _Batch(True, 0, 0, 0, 0, cp, [])  # nothing can be rated before the first book
     closed = _Periods(conn, periods)
 
     after = cp if scan.after is None else scan.after
@@ -300,7 +291,7 @@ def _run_once(
     new_cp = scan.after if scan.deferred is None else min(scan.after, scan.deferred - 1)
     uow.save_checkpoint(RATER_CHECKPOINT, position=new_cp)
     finals = len(pending) - unrateable - deferred
-    return done, (finals, accrued, appended, unrateable, new_cp, txns)
+    return _Batch(done, finals, accrued, appended, unrateable, new_cp, txns)
 
 
 def _dead_letter(uow: UnitOfWork, occ: Occupancy, exc: Exception) -> None:

@@ -32,7 +32,7 @@ from ledger.dispatch.estimates import (
 from ledger.dispatch.model import Admitted, Incoming
 from ledger.store.base import UnitOfWork
 from projections.dispatch.reads import DispatchView
-from projections.jobs.tables import job_state, job_workspace_quotas
+from projections.jobs import job_state, job_workspace_quotas
 
 __all__ = [
     "Runtime",

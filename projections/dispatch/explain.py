@@ -40,10 +40,7 @@ from projections.dispatch.estimates import (
 )
 from projections.dispatch.losses import preemptions_of
 from projections.dispatch.reads import DispatchView, read_dispatch
-from projections.jobs.as_at import status_at
-from projections.jobs.fold import parse_time
-from projections.jobs.queries import timeline_rows
-from projections.jobs.tables import job_state
+from projections.jobs import job_state, parse_time, status_at, timeline_rows
 
 __all__ = ["REASONS", "explain_job", "jsonable", "tiered_reason", "whole"]
 

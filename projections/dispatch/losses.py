@@ -29,9 +29,9 @@ from ledger.money import plain_decimal, precise_decimal
 from ledger.prices import NoApplicableRate, PriceSchedule
 from ledger.rating import Occupancy, rate_interval
 from ledger.store.base import RecordedEvent
-from projections.billing.reads import load_schedule
-from projections.inventory.occupancy import occupancy
-from projections.jobs.tables import job_state
+from projections.billing import load_schedule
+from projections.inventory import occupancy_table as occupancy
+from projections.jobs import job_state
 
 __all__ = ["PREEMPTION_RULES", "LostWork", "lost_work", "preemptions_of"]
 

@@ -41,11 +41,9 @@ from ledger.dispatch.trees import DispatchConfig, dispatch_config
 from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counted_flavor
 from projections.dispatch.decisions import dispatch_decisions
-from projections.inventory.occupancy import jobs_holding_at
-from projections.jobs.as_at import existed_by, preemptions_at, status_at
-from projections.jobs.fold import parse_time
-from projections.jobs.tables import job_state
-from projections.quotas.reads import quota_tree, specs_at
+from projections.inventory import jobs_holding_at
+from projections.jobs import existed_by, job_state, parse_time, preemptions_at, status_at
+from projections.quotas import quota_tree, specs_at
 
 __all__ = [
     "ADMITTED_STATUSES",

@@ -33,7 +33,7 @@ from sqlalchemy import Connection, text
 from projections.dispatch.estimates import projected_now
 from projections.dispatch.losses import lost_work
 from projections.pages import check_report_rows
-from projections.quotas.scope import subtree_condition
+from projections.quotas import subtree_condition
 
 __all__ = [
     "GOODPUT_KEYS",

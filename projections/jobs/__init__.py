@@ -18,7 +18,8 @@ and the reads behind ``jobs list|show`` (:mod:`projections.jobs.queries`).
 
 from __future__ import annotations
 
-from projections.jobs.fold import FINAL_STATUSES, STATUSES, fold_order
+from projections.jobs.as_at import existed_by, preemptions_at, status_at
+from projections.jobs.fold import FINAL_STATUSES, STATUSES, fold_order, parse_time
 from projections.jobs.projection import JobsProjection
 from projections.jobs.queries import (
     JobPage,
@@ -38,6 +39,7 @@ __all__ = [
     "STATUSES",
     "JobPage",
     "JobsProjection",
+    "existed_by",
     "find_job",
     "fold_order",
     "job_detail",
@@ -46,6 +48,9 @@ __all__ = [
     "job_workspace_quotas",
     "late_flags",
     "list_jobs",
+    "parse_time",
+    "preemptions_at",
+    "status_at",
     "timeline_entries",
     "timeline_rows",
 ]

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, and_, func, or_, select, text
 
 from ledger.canonical import format_timestamp
 from ledger.store.base import UnitOfWork
-from projections.billing.reports import job_cost
+from projections.billing import job_cost
 from projections.jobs.as_at import as_at, existed_by
 from projections.jobs.fold import STATUSES, fold_order, parse_time
 from projections.jobs.projection import JobsProjection

@@ -34,7 +34,7 @@ from ledger.quotas import (
     within_lend_limit,
 )
 from ledger.usage_boards import Key
-from projections.billing.reports import ReportWindow, cost_report, usage_report
+from projections.billing import ReportWindow, cost_report, usage_report
 from projections.quotas.reads import UsageRow, specs_at, usage_at
 from projections.quotas.scope import quota_subtree
 

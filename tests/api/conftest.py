@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from consumers.projector import Projector
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.billing import sync_billing, tick
+from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.tokens import create_token
@@ -29,6 +29,7 @@ from ledger.events import (
     Victim,
 )
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.projection import catch_up_billing
 from projections.registry import all_projections
 from tests.demo_files import DEMO_PRICE_BOOK
 from tests.projections.builders import EPOCH, Narrator, at, replica
@@ -181,7 +182,7 @@ def seed_dispatch(store: PostgresEventStore) -> None:
     store.append(n.events)
     Projector(store, all_projections()).catch_up()
     tick(store, BILLED_AT)
-    sync_billing(store)  # the invoices issued, in the read model
+    catch_up_billing(store)  # the invoices issued, in the read model
 
 
 @pytest.fixture

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from dlc_ledger.services.billing import sync_billing, tick
+from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.projection import catch_up_billing
 from projections.billing.reports import job_cost
 from tests.billing_e2e.helpers import at, book_yaml, ended, query, started
 from tests.clis import CliCall
@@ -189,7 +190,7 @@ def test_usage_by_user_is_the_jobs_user_not_the_database_role(
 
 
 def _owed(store: PostgresEventStore, workspace: str, period: str) -> Decimal:
-    sync_billing(store)
+    catch_up_billing(store)
     (row,) = query(
         store,
         "SELECT COALESCE(sum(p.amount_minor), 0) FROM billing_postings p "
@@ -225,11 +226,11 @@ def test_invoice_lines_round_once_and_the_books_hold_the_total(
 
 
 def test_job_cost_posted_and_rated_per_flavor_and_mode(billed: PostgresEventStore) -> None:
-    sync_billing(billed)
+    catch_up_billing(billed)
     # an occupancy of job-o4 still running: rated to the cluster clock, not yet posted
     billed.append([started("o4b", at("2027-01-02T00:00"), job="job-o4", workspace="ws-b",
                            user="carol", quota="qb", mgpu=1000)])  # fmt: skip
-    sync_billing(billed)
+    catch_up_billing(billed)
     with billed.engine.connect() as conn:
         (o4,) = job_cost(conn, "job-o4")
         assert (o4["flavor"], o4["billing_mode"], o4["currency"]) == ("gpu/any", "public", "USD")

@@ -8,11 +8,12 @@ from datetime import UTC, datetime
 
 from sqlalchemy import inspect
 
-from dlc_ledger.services.billing import sync_billing, tick
+from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book
 from ledger.store.engines import make_engine
 from ledger.store.migrations import downgrade, upgrade
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.projection import catch_up_billing
 from tests.billing_e2e.helpers import DEMO_BOOK, at, demo_book, ended, query, started
 from tests.clis import CliCall
 from tests.databases import TemplateDatabases
@@ -31,7 +32,7 @@ def test_late_usage_after_the_invoice_goes_to_the_next_period_as_a_linked_adjust
     store.append([started("late", at("2026-11-20T00:00")), ended("late", at("2026-11-20T05:00"))])
     assert tick(store, at("2026-12-03T00:00")).invoices == ()
     assert store.read_stream(f"invoice/{nov}") == before
-    sync_billing(store)
+    catch_up_billing(store)
     assert query(
         store, "SELECT total_minor FROM billing_invoices WHERE invoice_id = :i", i=nov
     ) == [(2400,)]
@@ -44,7 +45,7 @@ def test_late_usage_after_the_invoice_goes_to_the_next_period_as_a_linked_adjust
     assert "2026-11" in adj.memo and "late adjustment" in adj.memo
     assert adj.amount_minor == 1200
     (dec,) = tick(store, at("2027-01-02T00:00")).invoices
-    sync_billing(store)
+    catch_up_billing(store)
     lines = query(
         store,
         "SELECT resource, billing_mode, amount_minor, transaction_ids "
@@ -161,7 +162,7 @@ def test_price_and_invoice_commands(store: PostgresEventStore, cli: CliCall, tmp
     )
     statuses = sorted(r["status"] for r in json.loads(cli("invoices", "list", "--format", "json")))
     assert statuses == ["issued", "voided"]
-    sync_billing(store)
+    catch_up_billing(store)
     unbalanced = query(
         store,
         "SELECT transaction_id FROM billing_postings GROUP BY transaction_id "

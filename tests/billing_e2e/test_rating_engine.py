@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from dlc_ledger.services.billing import sync_billing, tick
+from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book, publish_spot_price
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.projection import catch_up_billing
 from projections.billing.rater import rate
 from tests.billing_e2e.helpers import at, book_yaml, demo_book, ended, query, started
 
@@ -18,7 +19,7 @@ def _txn_count(store: PostgresEventStore) -> int:
 
 def _occupancy_total(store: PostgresEventStore, occ: str) -> dict[str, Decimal]:
     """What was posted for ``occ`` per usage month: minor units at sub-minor precision."""
-    sync_billing(store)
+    catch_up_billing(store)
     rows = query(
         store,
         "SELECT usage_period, sum(amount_minor) FROM billing_transactions "
@@ -52,7 +53,7 @@ def test_rerunning_the_rater_posts_nothing_new_and_every_transaction_balances(
     store.append([ended("p2", at("2026-11-25T00:00")), ended("p3", at("2026-12-10T00:00"))])
     tick(store, at("2026-12-02T01:00"))
     tick(store, at("2027-01-05T00:00"))
-    sync_billing(store)
+    catch_up_billing(store)
     unbalanced = query(
         store,
         "SELECT transaction_id, currency, sum(amount_minor) FROM billing_postings "
@@ -125,7 +126,7 @@ def test_quota_mode_posts_zero_and_still_reports_usage(store: PostgresEventStore
         ]
     )
     tick(store, at("2026-12-02T00:00"))
-    sync_billing(store)
+    catch_up_billing(store)
     rows = query(
         store,
         "SELECT resource, amount_minor, usage FROM billing_usage_lines ORDER BY resource",

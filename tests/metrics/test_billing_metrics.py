@@ -7,7 +7,8 @@ import threading
 import time
 from datetime import timedelta
 
-from dlc_ledger.services.billing import TickResult, build_scheduler
+from consumers.billing_scheduler import build_scheduler
+from dlc_ledger.services.billing import TickResult
 from dlc_ledger.services.prices import publish_price_book
 from ledger.store.postgres import PostgresEventStore
 from tests.billing_e2e.helpers import at, demo_book, ended, started

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from dlc_ledger.services.billing import sync_billing, tick
+from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.errors import Conflict, InvalidRequest, NotFound
 from dlc_ledger.services.invoices import (
@@ -20,6 +20,7 @@ from dlc_ledger.services.invoices import (
 from dlc_ledger.services.prices import publish_price_book
 from ledger.accounts import rounding_transaction_id
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.projection import catch_up_billing
 from projections.billing.rater import RATER_SOURCE
 from tests.billing_e2e.helpers import at, demo_book, ended, started
 
@@ -66,7 +67,7 @@ def test_detail_is_header_lines_with_jobs_and_notes(store: PostgresEventStore) -
 def test_void_reverses_the_rounding_and_names_the_principal(store: PostgresEventStore) -> None:
     # 10 h 0 min 1 s at 2.40/h is 2400.0666… minor units: the invoice posts a rounding
     invoice_id = _issued(store, hours=10 + 1 / 3600)
-    sync_billing(store)
+    catch_up_billing(store)
     with store.engine.connect() as conn:
         rounding = conn.execute(
             text("SELECT count(*) FROM billing_transactions WHERE transaction_id = :t"),

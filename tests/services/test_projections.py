@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dlc_ledger.services.errors import NotFound
-from dlc_ledger.services.projections import (
+from dlc_ledger.wiring.projections import (
     catch_up,
     projection_status,
     rebuild,

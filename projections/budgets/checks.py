@@ -17,7 +17,6 @@ from uuid import UUID
 
 from sqlalchemy import Connection
 
-from consumers.projector import Projector
 from ledger.budgets import (
     budget_stream,
     exceeded_event_id,
@@ -28,10 +27,11 @@ from ledger.budgets import (
     rescale,
 )
 from ledger.envelopes import Envelope, make_envelope
+from ledger.errors import Invalid
 from ledger.events import BudgetAction, BudgetExceeded, NotificationQueued
 from ledger.money import from_minor, plain_decimal, round_precise
 from ledger.store.base import EventStore
-from projections.billing.reads import load_schedule
+from projections.billing import load_schedule
 from projections.budgets.projection import (
     BudgetInForce,
     BudgetsProjection,
@@ -41,6 +41,7 @@ from projections.budgets.projection import (
     jobs_to_stop,
     spent_by_workspace,
 )
+from projections.steps import catch_up
 
 __all__ = ["BudgetBreach", "StoreBudgetGate", "check_budgets"]
 
@@ -193,9 +194,8 @@ def check_budgets(
     ``conn`` sees what was stored.
     """
     if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware")
-    projector = Projector(store, [BudgetsProjection()])
-    projector.catch_up()
+        raise Invalid("now must be timezone-aware")
+    catch_up(store, [BudgetsProjection()])
     candidates = _candidates(conn, now)
     if not candidates:
         return []
@@ -219,7 +219,7 @@ def check_budgets(
         if envelopes:
             uow.append(envelopes)
     if breaches:
-        projector.catch_up()
+        catch_up(store, [BudgetsProjection()])
     return breaches
 
 

@@ -1,0 +1,111 @@
+"""Closing billing periods: one ``InvoiceIssued`` per workspace and due period.
+
+A period is due once its end + the grace window has passed and it has postings but no
+issued invoice (a voided one reopens it: the next close issues revision + 1). The
+invoice is built from the posted transactions only (:func:`ledger.invoices.build_invoice`),
+in the same transaction that read them, under the store's append lock; its lines are
+rounded once each from their precise sums and the rounding is posted with it
+(:func:`ledger.invoices.invoice_rounding`, account ``revenue/rounding``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, text
+
+from ledger.accounts import transaction_envelope
+from ledger.envelopes import make_envelope
+from ledger.events import LedgerTransactionPosted
+from ledger.ids import deterministic_id
+from ledger.invoices import build_invoice, invoice_rounding
+from ledger.rating import PeriodFn, calendar_months, period_end
+from ledger.store.base import EventStore
+from projections.billing.projection import catch_up_on
+
+__all__ = ["CLOSING_SOURCE", "close_periods"]
+
+#: The ``source`` of the invoices a period close issues.
+CLOSING_SOURCE = "scheduler"
+
+
+def _due(conn: Connection) -> list[tuple[str, str]]:
+    """(workspace, period) pairs with postings and no issued invoice."""
+    rows = conn.execute(
+        text(
+            "SELECT DISTINCT t.workspace, t.period FROM billing_transactions t "
+            "WHERE t.period IS NOT NULL AND t.workspace IS NOT NULL AND NOT EXISTS ("
+            " SELECT 1 FROM billing_invoices i WHERE i.workspace = t.workspace "
+            " AND i.period = t.period AND i.status = 'issued') "
+            "ORDER BY t.period, t.workspace"
+        )
+    ).all()
+    return [(str(w), str(p)) for w, p in rows]
+
+
+def _revision(conn: Connection, workspace: str, period: str) -> int:
+    """How many invoices (voided ones included) the period already had."""
+    return int(
+        conn.execute(
+            text("SELECT count(*) FROM billing_invoices WHERE workspace = :w AND period = :p"),
+            {"w": workspace, "p": period},
+        ).scalar_one()
+    )
+
+
+def _usage_transactions(
+    conn: Connection, workspace: str, period: str
+) -> list[LedgerTransactionPosted]:
+    return [
+        LedgerTransactionPosted.model_validate(data)
+        for (data,) in conn.execute(
+            text(
+                "SELECT data FROM billing_transactions "
+                "WHERE period = :p AND workspace = :w AND usage_period IS NOT NULL "
+                "ORDER BY position"
+            ),
+            {"p": period, "w": workspace},
+        )
+    ]
+
+
+def close_periods(
+    store: EventStore,
+    now: datetime,
+    *,
+    grace: timedelta,
+    periods: PeriodFn | None = None,
+) -> tuple[str, ...]:
+    """Issue one invoice per workspace per period whose end + ``grace`` <= ``now``; the
+    ids issued, in (period, workspace) order."""
+    period_fn = periods or calendar_months()
+    issued: list[str] = []
+    with store.transaction() as uow:
+        conn = uow.connection
+        uow.lock_appends()
+        catch_up_on(uow)
+        envelopes = []
+        for workspace, period in _due(conn):
+            if period_end(period, period_fn) + grace > now:
+                continue
+            txns = _usage_transactions(conn, workspace, period)
+            revision = _revision(conn, workspace, period)
+            invoice = build_invoice(workspace, period, txns, now, revision=revision)
+            event_id = deterministic_id("event", "InvoiceIssued", invoice.invoice_id)
+            envelopes.append(
+                make_envelope(
+                    invoice,
+                    event_id=event_id,
+                    stream=f"invoice/{invoice.invoice_id}",
+                    occurred_at=now,
+                    observed_at=now,
+                    source=CLOSING_SOURCE,
+                )
+            )
+            rounding = invoice_rounding(invoice, cause_event_ids=[str(event_id)])
+            if rounding is not None:
+                envelopes.append(transaction_envelope(rounding, now))
+            issued.append(invoice.invoice_id)
+        if envelopes:
+            uow.append(envelopes, on_conflict="dead-letter")
+    return tuple(issued)
