@@ -56,8 +56,8 @@ from bench.api_world import World, build_world, world_of
 from bench.databases import kept_database, mark_ready, scratch_database
 from dlc_ledger.services.tokens import create_token
 from ledger.store.engines import make_engine
-from ledger.store.migrations import upgrade
-from ledger.store.postgres import PostgresUnitOfWork
+from ledger.store.postgres import PostgresEventStore, PostgresUnitOfWork
+from migrations.runner import upgrade
 from projections.billing.reports import ReportWindow, cost_report
 from projections.jobs import find_job, job_detail
 from projections.quotas.nodes import quota_nodes_at
@@ -347,7 +347,8 @@ def _bench(url: str, world: World, args: argparse.Namespace) -> dict[str, Any]:
     engine = make_engine(url, pool_size=args.clients, max_overflow=0)
     with engine.begin() as conn:
         conn.execute(text("ANALYZE"))
-    token = create_token(engine, ["admin"], name="bench", created_by="bench").secret
+    store = PostgresEventStore(engine)
+    token = create_token(store, ["admin"], name="bench", created_by="bench").secret
     direct = _direct(engine, inputs)
     results: dict[str, Any] = {}
     server = _Server(url)

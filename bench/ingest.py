@@ -34,7 +34,7 @@ from ledger.envelopes import Envelope, make_envelope
 from ledger.events import OccupancyStarted
 from ledger.ids import fact_event_id
 from ledger.store.engines import make_engine
-from ledger.store.migrations import upgrade
+from migrations.runner import upgrade
 
 __all__ = ["main"]
 

@@ -40,8 +40,8 @@ from ledger.events import (
 )
 from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.engines import make_engine
-from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
+from migrations.runner import upgrade
 from projections.base import Projection
 from projections.registry import all_projections
 

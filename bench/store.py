@@ -14,8 +14,8 @@ from sqlalchemy.engine import make_url
 from bench.databases import scratch_database
 from bench.events import occupancy_started
 from ledger.store.engines import make_engine
-from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
+from migrations.runner import upgrade
 
 
 def _events(count: int, salt: int) -> list:  # type: ignore[type-arg]

@@ -128,8 +128,8 @@ def replay_seconds(bootstrap: str, workdir: Path) -> dict[str, float]:
     from bench.databases import scratch_database
     from dlc_ledger.wiring.replay import run_replay
     from ledger.store.engines import make_engine
-    from ledger.store.migrations import upgrade
     from ledger.store.postgres import PostgresEventStore
+    from migrations.runner import upgrade
 
     with scratch_database() as url:
         engine = make_engine(url)

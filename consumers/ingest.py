@@ -46,7 +46,8 @@ from consumers.kafka_settings import (
     offsets_key,
 )
 from consumers.store_failures import is_transient_store_error, is_unstorable
-from ledger.envelopes import Envelope, EventDecodeError, InvalidEvent, envelope_from_wire
+from ledger.catalogue import envelope_from_wire
+from ledger.envelopes import Envelope, EventDecodeError, InvalidEvent
 from ledger.events import check_cluster_fact
 from ledger.store.base import DuplicateEventConflict, EventStore, UnitOfWork
 

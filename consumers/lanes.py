@@ -26,6 +26,7 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 
 from consumers.projector import Projector, StopFlag
+from ledger.errors import Invalid
 from ledger.store.base import EventStore
 from projections.base import Projection
 from projections.registry import projection_named
@@ -44,7 +45,7 @@ class LaneFailed(RuntimeError):
 def plan_lanes(projections: Sequence[Projection], workers: int) -> list[list[Projection]]:
     """At most ``workers`` non-empty groups of ``projections`` with balanced total cost."""
     if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
+        raise Invalid(f"workers must be at least 1, got {workers}")
     lanes: list[list[Projection]] = [[] for _ in range(min(workers, len(projections)))]
     loads = [0.0] * len(lanes)
     for projection in sorted(projections, key=lambda p: (-p.cost, p.name)):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from consumers.projector_metrics import record_status
+from ledger.errors import Invalid
 from ledger.store.base import EventStore
 from projections.base import Projection
 from projections.steps import advance_on, checkpoint_name
@@ -103,7 +104,7 @@ class Projector:
     ) -> None:
         names = [p.name for p in projections]
         if len(set(names)) != len(names) or not all(names):
-            raise ValueError(f"projection names must be unique and non-empty: {names}")
+            raise Invalid(f"projection names must be unique and non-empty: {names}")
         self.store = store
         self.projections = list(projections)
         self.page_size = page_size

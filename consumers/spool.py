@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from consumers.private import private_dir, private_file
+from ledger.errors import Unavailable
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_RECORDS", "Spool", "SpoolFull", "SpooledRecord"]
 
@@ -27,7 +28,7 @@ DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 DEFAULT_MAX_RECORDS = 2_000_000
 
 
-class SpoolFull(RuntimeError):
+class SpoolFull(Unavailable):
     """The spool would exceed its budget; nothing of the refused batch was written."""
 
     def __init__(self, message: str, *, accepted: int = 0) -> None:

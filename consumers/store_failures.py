@@ -8,8 +8,13 @@ operational or interface error blames the server.
 
 from __future__ import annotations
 
+import orjson
 import psycopg
 import sqlalchemy.exc
+
+from ledger.bounds import OutOfBounds
+from ledger.canonical import NotCanonical
+from ledger.envelopes import EventDecodeError
 
 __all__ = ["is_transient_store_error", "is_unstorable"]
 
@@ -45,8 +50,12 @@ def is_transient_store_error(exc: BaseException) -> bool:
 
 
 def is_unstorable(exc: BaseException) -> bool:
-    """The store refused a message's content (not the server's state): dead-letter it."""
+    """The store refused a message's content (not the server's state): dead-letter it.
+
+    Only the message's own faults: it does not decode, breaks a bound, cannot be encoded
+    canonically, or the database refused its data (SQLSTATE classes 22, 23, 54). A bug
+    (any other ``TypeError``, ``ValueError``, ...) stops the consumer, loudly, with the
+    message still unconsumed: dead-lettering it would hide the bug and lose nothing less."""
     if isinstance(exc, sqlalchemy.exc.DBAPIError | psycopg.Error):
         return _sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES)
-    # the canonical encoding (orjson) refusing a value
-    return isinstance(exc, ValueError | TypeError | OverflowError)
+    return isinstance(exc, EventDecodeError | OutOfBounds | NotCanonical | orjson.JSONEncodeError)

@@ -19,6 +19,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from ledger.envelopes import Envelope, make_envelope
+from ledger.errors import Invalid
 from ledger.events import BillingMode, LedgerTransactionPosted, Posting, RatedUsage
 from ledger.ids import deterministic_id
 from ledger.money import precise_decimal, precise_from_decimal
@@ -51,21 +52,21 @@ REVENUE = "revenue"
 ROUNDING_ACCOUNT = "revenue/rounding"
 
 
-class UnbalancedTransaction(ValueError):
+class UnbalancedTransaction(Invalid):
     """A transaction whose postings do not sum to zero in some currency."""
 
 
 def receivable_account(workspace: str) -> str:
     """What a workspace owes: ``receivable/<workspace>``."""
     if not workspace:
-        raise ValueError("workspace must not be empty")
+        raise Invalid("workspace must not be empty")
     return f"{RECEIVABLE}/{workspace}"
 
 
 def revenue_account(billing_mode: BillingMode, resource: str) -> str:
     """Revenue per line: ``revenue/<billing_mode>/<resource>`` (e.g. ``revenue/spot/gpu/any``)."""
     if not resource:
-        raise ValueError("resource must not be empty")
+        raise Invalid("resource must not be empty")
     return f"{REVENUE}/{billing_mode}/{resource}"
 
 

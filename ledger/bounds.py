@@ -21,6 +21,8 @@ from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel
 
+from ledger.errors import Invalid
+
 __all__ = [
     "EARLIEST",
     "LATEST",
@@ -85,7 +87,7 @@ EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 
 
-class OutOfBounds(ValueError):
+class OutOfBounds(Invalid):
     """A value outside its bound; the message names the field."""
 
 

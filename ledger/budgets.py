@@ -20,6 +20,7 @@ from typing import Any, get_args
 from uuid import UUID
 
 from ledger.bounds import MAX_LABEL_VALUE
+from ledger.errors import Invalid
 from ledger.events import BudgetAction, BudgetPeriod, BudgetRemoved, BudgetSet
 from ledger.ids import deterministic_id
 from ledger.money import MAX_SCALE, PRECISE_DIGITS, from_minor, round_precise
@@ -65,7 +66,7 @@ _CURRENCY = re.compile(r"^[A-Z]{3}$")
 _FIELDS = frozenset({"workspace", "amount", "currency", "period", "action"})
 
 
-class BudgetFileError(ValueError):
+class BudgetFileError(Invalid):
     """A budget document that cannot be applied; the message names every bad entry and field."""
 
 
@@ -112,16 +113,16 @@ class Budget:
 def _amount(value: Any) -> Decimal:
     """A decimal from a YAML string or number (a float as written: ``1000.5``)."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ValueError(f"must be a decimal number or string, got {value!r}")
+        raise Invalid(f"must be a decimal number or string, got {value!r}")
     text = repr(value) if isinstance(value, float) else str(value).strip()
     try:
         amount = Decimal(text)
     except InvalidOperation:
-        raise ValueError(f"{value!r} is not a decimal number") from None
+        raise Invalid(f"{value!r} is not a decimal number") from None
     if not amount.is_finite():
-        raise ValueError(f"{value!r} is not finite")
+        raise Invalid(f"{value!r} is not finite")
     if amount < 0:
-        raise ValueError(f"{value!r} is negative")
+        raise Invalid(f"{value!r} is negative")
     return amount
 
 
@@ -254,7 +255,7 @@ _MONTHS = calendar_months()
 def period_of(period: BudgetPeriod, at: datetime) -> BillingPeriod:
     """The period containing ``at``: a calendar month in UTC, like invoices (``[start, end)``)."""
     if period != "month":
-        raise ValueError(f"unknown budget period {period!r}")
+        raise Invalid(f"unknown budget period {period!r}")
     return _MONTHS(at)
 
 
@@ -262,7 +263,7 @@ def rescale(minor: int, scale: int, to_scale: int) -> int:
     """``minor`` units at ``scale`` in units at ``to_scale``, half-even (the price book's
     scale may differ from the one a budget was applied at)."""
     if not 0 <= to_scale <= MAX_SCALE:
-        raise ValueError(f"scale must be in 0..{MAX_SCALE}, got {to_scale}")
+        raise Invalid(f"scale must be in 0..{MAX_SCALE}, got {to_scale}")
     rounded: int = round(Fraction(minor) * Fraction(10) ** (to_scale - scale))
     return rounded
 

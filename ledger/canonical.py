@@ -17,7 +17,9 @@ from uuid import UUID
 
 import orjson
 
-__all__ = ["Fragment", "canonical_json", "format_timestamp", "parse_timestamp"]
+from ledger.errors import Invalid
+
+__all__ = ["Fragment", "NotCanonical", "canonical_json", "format_timestamp", "parse_timestamp"]
 
 _OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z
 
@@ -25,10 +27,14 @@ _OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z
 Fragment = orjson.Fragment
 
 
+class NotCanonical(Invalid, TypeError):
+    """A value the canonical encoding cannot hold (the data's fault, never the store's)."""
+
+
 def format_timestamp(value: datetime) -> str:
     """Render an aware datetime in UTC, e.g. ``2026-11-01T00:00:00Z``."""
     if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value!r}: every timestamp in the ledger is UTC-aware")
+        raise Invalid(f"naive datetime {value!r}: every timestamp in the ledger is UTC-aware")
     return orjson.dumps(value.astimezone(UTC), option=orjson.OPT_UTC_Z)[1:-1].decode()
 
 
@@ -36,14 +42,14 @@ def parse_timestamp(text: str) -> datetime:
     """Parse an ISO-8601 timestamp; a value without an offset is refused."""
     value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if value.tzinfo is None:
-        raise ValueError(f"timestamp {text!r} has no UTC offset")
+        raise Invalid(f"timestamp {text!r} has no UTC offset")
     return value.astimezone(UTC)
 
 
 def _default(value: Any) -> Any:
     if isinstance(value, (Decimal, UUID)):
         return str(value)
-    raise TypeError(f"{type(value).__name__} is not canonically serialisable")
+    raise NotCanonical(f"{type(value).__name__} is not canonically serialisable")
 
 
 def canonical_json(value: Any) -> bytes:

@@ -8,7 +8,7 @@ an envelope into one, upcasting older schema versions on the way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
@@ -23,8 +23,9 @@ from pydantic import (
     field_validator,
 )
 
-from ledger.bounds import OutOfBounds, check_bounds, check_instant, check_text
+from ledger.bounds import check_bounds, check_instant, check_text
 from ledger.canonical import canonical_json
+from ledger.errors import Invalid
 
 __all__ = [
     "MAX_EVENT_BYTES",
@@ -36,18 +37,19 @@ __all__ = [
     "OversizedEvent",
     "UnknownEventType",
     "UnsupportedSchemaVersion",
-    "decode",
-    "envelope_from_wire",
     "event_type",
-    "registered_types",
+    "registered_class",
+    "registered_names",
+    "summarise",
     "upcaster",
+    "upcaster_for",
 ]
 
 #: A message larger than this is refused at ingest (Kafka's default max is 1 MiB).
 MAX_EVENT_BYTES = 1_000_000
 
 
-class EventDecodeError(ValueError):
+class EventDecodeError(Invalid):
     """An event that cannot be turned into a known, valid domain event."""
 
     reason: ClassVar[str] = "invalid"
@@ -168,37 +170,6 @@ def fact_fields(
     }
 
 
-def envelope_from_wire(raw: bytes | str | Mapping[str, Any]) -> Envelope:
-    """Parse and validate a wire message; every failure is an :class:`EventDecodeError`."""
-    try:
-        if isinstance(raw, (bytes, str)):
-            size = len(raw.encode() if isinstance(raw, str) else raw)
-            if size > MAX_EVENT_BYTES:
-                raise OversizedEvent(f"message of {size} bytes exceeds {MAX_EVENT_BYTES}")
-            # pydantic parses the JSON itself: one pass, no intermediate dict
-            envelope = Envelope.model_validate_json(raw)
-        else:
-            envelope = Envelope.model_validate(raw)
-    except ValidationError as exc:
-        if exc.errors()[0]["type"] == "json_invalid":
-            raise InvalidEvent(f"not JSON: {exc.errors()[0]['msg']}") from exc
-        raise InvalidEvent(_summarise(exc)) from exc
-    typed = decode(envelope)  # type and payload must be known and valid too
-    try:
-        check_bounds(typed, f"{envelope.type}: ")  # a new fact: bounds apply (not on read)
-    except OutOfBounds as exc:
-        raise OutOfBoundsEvent(str(exc)) from None
-    if envelope.schema_version == typed.schema_version:
-        # store the payload in its normal form (1.0 -> 1, defaults filled in), so
-        # two producers' renderings of one fact hash the same
-        normal = typed.model_dump(mode="json")
-        if normal != envelope.data:
-            fields = dict(envelope.__dict__)
-            fields["data"] = normal
-            envelope = Envelope.model_construct(**fields)
-    return envelope
-
-
 # --- registry and upcasting -------------------------------------------------
 
 _TYPES: dict[str, type[EventData]] = {}
@@ -212,7 +183,7 @@ def event_type(name: str, *, version: int = 1) -> Callable[[D], D]:
 
     def register(cls: D) -> D:
         if name in _TYPES:
-            raise ValueError(f"event type {name!r} registered twice")
+            raise Invalid(f"event type {name!r} registered twice")
         cls.type_name = name
         cls.schema_version = version
         _TYPES[name] = cls
@@ -237,44 +208,27 @@ def upcaster(
     return register
 
 
-def _catalogue() -> dict[str, type[EventData]]:
-    # The catalogue registers itself on import; make sure it has been imported,
-    # whoever calls first (ledger.events imports this module, so not at the top).
-    import ledger.events  # noqa: F401
-
-    return _TYPES
-
-
-def registered_types() -> Mapping[str, type[EventData]]:
-    return dict(_catalogue())
+def registered_class(type_name: str) -> type[EventData] | None:
+    """The payload class registered under ``type_name`` (None: unknown). The catalogue
+    (:mod:`ledger.events`) registers itself when imported; :mod:`ledger.catalogue` makes
+    sure it has been before it decodes."""
+    return _TYPES.get(type_name)
 
 
-def decode(envelope: Envelope) -> EventData:
-    """The typed payload of ``envelope``, upcast to the version this code knows."""
-    cls = _catalogue().get(envelope.type)
-    if cls is None:
-        raise UnknownEventType(f"unknown event type {envelope.type!r}")
-    version = envelope.schema_version
-    if version > cls.schema_version:
-        raise UnsupportedSchemaVersion(
-            f"{envelope.type} schema_version {version} is newer than {cls.schema_version}"
-        )
-    data = envelope.data
-    while version < cls.schema_version:
-        step = _UPCASTERS.get((envelope.type, version))
-        if step is None:
-            raise UnsupportedSchemaVersion(
-                f"no upcaster for {envelope.type} from schema_version {version}"
-            )
-        data = step(dict(data))
-        version += 1
-    try:
-        return cls.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidEvent(f"{envelope.type}: {_summarise(exc)}") from exc
+def registered_names() -> list[str]:
+    """Every registered wire type name."""
+    return list(_TYPES)
 
 
-def _summarise(exc: ValidationError) -> str:
+def upcaster_for(
+    type_name: str, from_version: int
+) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """The function turning ``type_name``'s ``from_version`` data into the next version."""
+    return _UPCASTERS.get((type_name, from_version))
+
+
+def summarise(exc: ValidationError) -> str:
+    """A validation error in one line: its first three problems and how many more."""
     parts = []
     for err in exc.errors()[:3]:
         loc = ".".join(str(p) for p in err["loc"]) or "<root>"

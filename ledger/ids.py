@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import uuid
 
+from ledger.errors import Invalid
+
 __all__ = ["LEDGER_NAMESPACE", "deterministic_id", "fact_event_id"]
 
 #: uuid5(NAMESPACE_URL, "https://dlc-ledger.dev/ids/v1"), frozen.
@@ -21,7 +23,7 @@ def deterministic_id(*parts: str) -> uuid.UUID:
     """uuid5 over the parts joined by ``\\x1f`` (unit separator, never in a name)."""
     for part in parts:
         if "\x1f" in part:
-            raise ValueError(f"id part {part!r} contains the unit separator")
+            raise Invalid(f"id part {part!r} contains the unit separator")
     return uuid.uuid5(LEDGER_NAMESPACE, "\x1f".join(parts))
 
 

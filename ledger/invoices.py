@@ -19,6 +19,7 @@ from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from ledger.accounts import receivable_account, rounding_transaction, rounding_transaction_id
+from ledger.errors import Invalid
 from ledger.events import BillingMode, InvoiceIssued, InvoiceLine, LedgerTransactionPosted
 from ledger.ids import deterministic_id
 from ledger.money import (
@@ -43,7 +44,7 @@ __all__ = [
 QUANTITY_QUANTUM = Decimal("0.000001")
 
 
-class NotInvoiceable(ValueError):
+class NotInvoiceable(Invalid):
     """A transaction in the invoice's scope that carries no usage (or mixes currencies)."""
 
 

@@ -30,6 +30,8 @@ from decimal import (
 )
 from fractions import Fraction
 
+from ledger.errors import Invalid
+
 __all__ = [
     "DECIMAL_PRECISION",
     "MAX_SCALE",
@@ -90,20 +92,20 @@ def default_scale(currency: str) -> int:
 def validate_scale(scale: int) -> int:
     """``scale`` itself if it is an int in 0..:data:`MAX_SCALE`, else ``ValueError``."""
     if isinstance(scale, bool) or not isinstance(scale, int) or not 0 <= scale <= MAX_SCALE:
-        raise ValueError(f"scale must be an integer in 0..{MAX_SCALE}, got {scale!r}")
+        raise Invalid(f"scale must be an integer in 0..{MAX_SCALE}, got {scale!r}")
     return scale
 
 
 def parse_decimal(text: str, *, what: str = "value") -> Decimal:
     """Parse a plain, finite decimal string (``"2.40"``); exponents and floats are refused."""
     if not isinstance(text, str):
-        raise ValueError(f"{what} must be a decimal string, got {type(text).__name__}")
+        raise Invalid(f"{what} must be a decimal string, got {type(text).__name__}")
     try:
         value = Decimal(text.strip())
     except InvalidOperation:
-        raise ValueError(f"{what} {text!r} is not a decimal number") from None
+        raise Invalid(f"{what} {text!r} is not a decimal number") from None
     if not value.is_finite():
-        raise ValueError(f"{what} {text!r} is not finite")
+        raise Invalid(f"{what} {text!r} is not finite")
     return value
 
 
@@ -116,7 +118,7 @@ def to_minor(amount: Decimal | Fraction | int, scale: int) -> int:
     """
     validate_scale(scale)
     if isinstance(amount, Decimal) and not amount.is_finite():
-        raise ValueError(f"amount {amount!r} is not finite")
+        raise Invalid(f"amount {amount!r} is not finite")
     exact = Fraction(amount) * 10**scale
     rounded: int = round(exact)  # Fraction.__round__ without ndigits rounds half to even
     return rounded
@@ -133,7 +135,7 @@ def to_precise(amount: Decimal | Fraction | int, scale: int) -> int:
     """``amount`` (currency units) in integer 10**-:data:`PRECISE_DIGITS` minor units, half-even."""
     validate_scale(scale)
     if isinstance(amount, Decimal) and not amount.is_finite():
-        raise ValueError(f"amount {amount!r} is not finite")
+        raise Invalid(f"amount {amount!r} is not finite")
     rounded: int = round(Fraction(amount) * 10**scale * _PRECISE)
     return rounded
 
@@ -151,12 +153,10 @@ def precise_from_decimal(value: Decimal | int | str) -> int:
     """
     d = Decimal(value) if not isinstance(value, Decimal) else value
     if not d.is_finite():
-        raise ValueError(f"amount {value!r} is not finite")
+        raise Invalid(f"amount {value!r} is not finite")
     exact = Fraction(d) * _PRECISE
     if exact.denominator != 1:
-        raise ValueError(
-            f"amount {value!r} has more than {PRECISE_DIGITS} decimals of a minor unit"
-        )
+        raise Invalid(f"amount {value!r} has more than {PRECISE_DIGITS} decimals of a minor unit")
     return int(exact)
 
 

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from ledger.canonical import parse_timestamp
+from ledger.errors import Invalid, NotFound
 from ledger.events import BillingMode, PriceBookPublished, Rates, SpotPriceChanged
 from ledger.money import MAX_SCALE, exact_context
 
@@ -60,11 +61,11 @@ _DECIMAL_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
 _KEY_PATTERN = r"^(gpu/[A-Za-z0-9][A-Za-z0-9._-]*|cpu|memory)$"
 
 
-class PriceBookError(ValueError):
+class PriceBookError(Invalid):
     """A price book that cannot be published; the message names every bad field."""
 
 
-class NoApplicableRate(LookupError):
+class NoApplicableRate(NotFound):
     """No price book (or no rate for the resource key) is in force at the instant asked."""
 
 
@@ -78,7 +79,7 @@ class _Strict(BaseModel):
 def _rate_text(value: object, what: str = "value") -> str:
     # YAML turns an unquoted 2.40 into a float, which has already lost exactness.
     if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(
+        raise Invalid(
             f'{what} must be a quoted decimal string such as "2.40", '
             f"got {type(value).__name__} {value!r}"
         )
@@ -93,16 +94,16 @@ class _RateTable(_Strict):
     @classmethod
     def _check(cls, value: object) -> object:
         if not isinstance(value, Mapping):
-            raise ValueError("must be a mapping of resource key to rate")
+            raise Invalid("must be a mapping of resource key to rate")
 
         for key, rate in value.items():
             if not isinstance(key, str) or not re.match(_KEY_PATTERN, key):
-                raise ValueError(
+                raise Invalid(
                     f"unknown resource key {key!r}: use gpu/<model>, gpu/any, cpu or memory"
                 )
             text = _rate_text(rate, f"rate for {key!r}")
             if not re.match(_DECIMAL_PATTERN, text):
-                raise ValueError(
+                raise Invalid(
                     f'rate for {key!r} must be a non-negative decimal like "2.40", got {text!r}'
                 )
         return value
@@ -123,7 +124,7 @@ class PriceBook(_Strict):
     @classmethod
     def _currency(cls, value: object) -> object:
         if not (isinstance(value, str) and re.fullmatch(r"[A-Z]{3}", value)):
-            raise ValueError(f"must be a 3-letter upper-case ISO 4217 code like USD, got {value!r}")
+            raise Invalid(f"must be a 3-letter upper-case ISO 4217 code like USD, got {value!r}")
         return value
 
     @field_validator("idle_multiplier", mode="before")
@@ -136,14 +137,14 @@ class PriceBook(_Strict):
     def _aware_instant(cls, value: object) -> datetime:
         if isinstance(value, datetime):
             if value.tzinfo is None:
-                raise ValueError('must carry a UTC offset, e.g. "2026-01-01T00:00:00Z"')
+                raise Invalid('must carry a UTC offset, e.g. "2026-01-01T00:00:00Z"')
             return value.astimezone(UTC)
         if not isinstance(value, str):
-            raise ValueError("must be an ISO-8601 timestamp string with a UTC offset")
+            raise Invalid("must be an ISO-8601 timestamp string with a UTC offset")
         try:
             return parse_timestamp(value)
         except ValueError as exc:
-            raise ValueError(
+            raise Invalid(
                 f"must be an ISO-8601 timestamp with a UTC offset, e.g. "
                 f'"2026-01-01T00:00:00Z" ({exc})'
             ) from None
@@ -351,5 +352,5 @@ class PriceSchedule:
 
 def _utc(t: datetime) -> datetime:
     if t.tzinfo is None:
-        raise ValueError(f"naive datetime {t!r}: instants must be timezone-aware")
+        raise Invalid(f"naive datetime {t!r}: instants must be timezone-aware")
     return t.astimezone(UTC)

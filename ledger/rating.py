@@ -33,6 +33,7 @@ from itertools import pairwise
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
+from ledger.errors import Invalid
 from ledger.events import BillingMode, OccupancyEnded, OccupancyStarted
 from ledger.money import to_decimal, to_minor, to_precise
 from ledger.prices import AppliedRate, PriceSchedule
@@ -90,12 +91,12 @@ class Occupancy:
     def __post_init__(self) -> None:
         for name in ("mgpu", "cpu_milli", "memory_mib"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0")
+                raise Invalid(f"{name} must be >= 0")
         _require_aware(self.start)
         if self.end is not None:
             _require_aware(self.end)
             if self.end < self.start:
-                raise ValueError(f"occupancy {self.occupancy_id} ends before it starts")
+                raise Invalid(f"occupancy {self.occupancy_id} ends before it starts")
 
     @classmethod
     def from_events(
@@ -103,7 +104,7 @@ class Occupancy:
     ) -> Occupancy:
         """The interval described by an ``OccupancyStarted`` (and its ``OccupancyEnded``)."""
         if ended is not None and ended.occupancy_id != started.occupancy_id:
-            raise ValueError("OccupancyEnded belongs to another occupancy")
+            raise Invalid("OccupancyEnded belongs to another occupancy")
         return cls(
             occupancy_id=started.occupancy_id,
             job_uid=started.job_uid,
@@ -353,7 +354,7 @@ def _period_boundaries(start: datetime, end: datetime, periods: PeriodFn) -> lis
     p = periods(start)
     while p.end < end:
         if p.end <= p.start:  # a period function must move forward
-            raise ValueError(f"billing period {p.key} does not advance")
+            raise Invalid(f"billing period {p.key} does not advance")
         bounds.append(p.end)
         p = periods(p.end)
     return bounds
@@ -373,9 +374,9 @@ def rate_interval(
     """
     start, end = _require_aware(start).astimezone(UTC), _require_aware(end).astimezone(UTC)
     if end < start:
-        raise ValueError("rating interval ends before it starts")
+        raise Invalid("rating interval ends before it starts")
     if schedule.currency is None or schedule.scale is None:
-        raise ValueError("the price schedule holds no price book: currency unknown")
+        raise Invalid("the price schedule holds no price book: currency unknown")
     mode = occ.billing_mode
     lines: list[LineItem] = []
     if end > start:
@@ -426,7 +427,7 @@ def rate_occupancy(
 ) -> Rating:
     """The final rating of a closed occupancy over ``[start, end)``."""
     if occ.end is None:
-        raise ValueError(f"occupancy {occ.occupancy_id} is still open: use rate_to_date")
+        raise Invalid(f"occupancy {occ.occupancy_id} is still open: use rate_to_date")
     return rate_interval(occ, schedule, occ.start, occ.end, periods)
 
 
@@ -505,7 +506,7 @@ def accrue(
             current[line.key._replace(rate=rate)] = (line, *part)
     for key in posted:
         if key.occupancy_id != occ.occupancy_id:
-            raise ValueError(f"posted totals for {key} do not belong to {occ.occupancy_id}")
+            raise Invalid(f"posted totals for {key} do not belong to {occ.occupancy_id}")
         if key not in current:
             empty = LineItem(
                 occupancy=occ,
@@ -541,5 +542,5 @@ def totals_after(
 
 def _require_aware(t: datetime) -> datetime:
     if t.tzinfo is None or t.utcoffset() is None:
-        raise ValueError(f"naive datetime {t!r}: instants must be timezone-aware")
+        raise Invalid(f"naive datetime {t!r}: instants must be timezone-aware")
     return t

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from ledger.errors import Invalid
+
 __all__ = [
     "MAX_PAGE",
     "MAX_REPORT_ROWS",
@@ -45,7 +47,7 @@ class Page:
 def check_limit(limit: int, *, option: str = "--limit") -> None:
     """A ``ValueError`` unless ``1 <= limit <=`` :data:`MAX_PAGE`."""
     if not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"{option} must be between 1 and {MAX_PAGE:,} (got {limit:,})")
+        raise Invalid(f"{option} must be between 1 and {MAX_PAGE:,} (got {limit:,})")
 
 
 def encode_cursor(key: Sequence[str | int | None]) -> str:
@@ -70,7 +72,7 @@ def decode_cursor(cursor: str, *kinds: type | tuple[type, ...]) -> list[Any]:
             for v, kind in zip(key, kinds, strict=False)
         )
     ):
-        raise ValueError(f"invalid cursor {cursor[:40]!r}: pass the one a previous page printed")
+        raise Invalid(f"invalid cursor {cursor[:40]!r}: pass the one a previous page printed")
     return key
 
 
@@ -78,4 +80,4 @@ def check_report_rows(count: int, *, hint: str) -> None:
     """A ``ValueError`` if a report would return more than :data:`MAX_REPORT_ROWS` rows
     (``count`` may be a lower bound: the rows seen so far); ``hint`` says how to narrow."""
     if count > MAX_REPORT_ROWS:
-        raise ValueError(f"the report has more than {MAX_REPORT_ROWS:,} rows: {hint}")
+        raise Invalid(f"the report has more than {MAX_REPORT_ROWS:,} rows: {hint}")

@@ -17,7 +17,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from ledger.store.engines import make_engine
-from ledger.store.migrations import upgrade
+from migrations.runner import upgrade
 
 __all__ = ["ADMIN_URL", "TemplateDatabases", "template_databases", "url_for"]
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 from consumers.dispatcher.loop import CycleOutcome, Dispatcher
+from ledger.errors import Conflict
 from ledger.store.base import EventStore, Lease
 
 __all__ = ["LEASE_NAME", "LeaseBusy", "run_dispatcher"]
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 LEASE_NAME = "dispatcher"
 
 
-class LeaseBusy(RuntimeError):
+class LeaseBusy(Conflict):
     """Another dispatcher holds the lease (a single cycle does not wait for it)."""
 
 

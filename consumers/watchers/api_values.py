@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
+from ledger.errors import Invalid
+
 __all__ = ["MIB", "object_meta", "parse_quantity", "parse_time", "str_map"]
 
 _SUFFIX: Final[Mapping[str, Decimal]] = {
@@ -50,7 +52,7 @@ def parse_quantity(value: Any) -> Decimal:
     try:
         return Decimal(text)
     except InvalidOperation as exc:
-        raise ValueError(f"invalid quantity {value!r}") from exc
+        raise Invalid(f"invalid quantity {value!r}") from exc
 
 
 def parse_time(text: str | None) -> datetime | None:

@@ -32,6 +32,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from consumers.watchers.selectors import LabelSelector
+from ledger.errors import Invalid
 
 __all__ = [
     "DEFAULT_RESOURCES",
@@ -80,7 +81,7 @@ def resource_named(name: str) -> WatchedResource:
     for res in DEFAULT_RESOURCES:
         if name in (res.name, res.plural, res.kind.lower()):
             return res
-    raise ValueError(f"unknown resource {name!r}; known: {[r.name for r in DEFAULT_RESOURCES]}")
+    raise Invalid(f"unknown resource {name!r}; known: {[r.name for r in DEFAULT_RESOURCES]}")
 
 
 @dataclass(slots=True)

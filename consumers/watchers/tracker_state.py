@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ledger.errors import Invalid
+
 __all__ = [
     "JobStart",
     "JobState",
@@ -164,7 +166,7 @@ def _decode(kind: str, value: Mapping[str, Any]) -> TrackedState:
         )
     if kind == "jobstart":
         return JobStart(datetime.fromisoformat(value["at"]), value.get("jk") or "Job")
-    raise ValueError(f"unknown kind {kind!r}")
+    raise Invalid(f"unknown kind {kind!r}")
 
 
 def decode_state(key: str, value: Mapping[str, Any]) -> TrackedState:
@@ -175,4 +177,4 @@ def decode_state(key: str, value: Mapping[str, Any]) -> TrackedState:
         return _decode(kind, value)
     except (KeyError, TypeError, ValueError) as exc:
         detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise ValueError(f"watcher state {key!r} cannot be read: {detail}") from None
+        raise Invalid(f"watcher state {key!r} cannot be read: {detail}") from None

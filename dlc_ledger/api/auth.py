@@ -65,7 +65,7 @@ def current_principal(
     if looks_like_jwt(presented):
         principal = _from_jwt(request.app.state.oidc, presented)
     else:
-        found = authenticate(request.app.state.store.engine, presented)
+        found = authenticate(request.app.state.store, presented)
         if found is None:
             raise HTTPException(401, "unknown or revoked token", headers=_CHALLENGE)
         principal = found

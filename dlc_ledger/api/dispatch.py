@@ -79,7 +79,7 @@ def get_why(
         if str(exc).startswith("no job"):
             raise NotFound(str(exc)) from None
         raise InvalidRequest(str(exc)) from None
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         scale_of = currency_scales(conn)
     doc["preemptions"] = [
         money_fields(p, scale_of) if p.get("currency") else p for p in doc["preemptions"]
@@ -106,7 +106,7 @@ def get_waits(
 ) -> dict[str, Any] | Response:
     """Waits that ended (were admitted) in [from, to); ``waiting``: jobs still queued."""
     window = _window(principal, start, end)
-    with request.app.state.store.engine.connect() as conn:
+    with request.app.state.store.reading() as conn:
         rows = waits_report(conn, window)
     items, following = page_of(rows, limit, cursor)
     return listing(request, items, following, name="waits", fmt=fmt)
@@ -132,7 +132,7 @@ def get_preemptions(
     ends; the figures ``/v1/jobs/{uid}/why`` shows), and their cost at its rate
     (``lost_cost_minor`` + currency + scale + ``lost_cost_display``)."""
     window = _window(principal, start, end)
-    with request.app.state.store.engine.connect() as conn:
+    with request.app.state.store.reading() as conn:
         rows = preemptions_report(conn, window)
         scale_of = currency_scales(conn)
     items, following = page_of([money_fields(r, scale_of) for r in rows], limit, cursor)
@@ -159,7 +159,7 @@ def get_goodput(
     """Of the occupancies that ended in [from, to): GPU-weighted (``goodput``) and plain
     (``time_goodput``) shares of occupied time whose pod completed."""
     window = _window(principal, start, end)
-    with request.app.state.store.engine.connect() as conn:
+    with request.app.state.store.reading() as conn:
         rows = goodput_report(conn, by.value, window)
     items, following = page_of(rows, limit, cursor)
     return listing(request, items, following, name="goodput", fmt=fmt)

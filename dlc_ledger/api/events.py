@@ -27,7 +27,7 @@ _MAX_VERSION = 2**31 - 1
 
 @router.get("/events/{event_id}", response_model=Event, summary="One stored event by its id")
 def get_event(request: Request, principal: CurrentPrincipal, event_id: UUID) -> Event:
-    with request.app.state.store.engine.connect() as conn:
+    with request.app.state.store.reading() as conn:
         found = event_by_id(conn, event_id, workspaces=principal.scope)
     if found is None:
         raise NotFound(f"no event with id {event_id}")
@@ -53,7 +53,7 @@ def get_stream_events(
     # a cursor past the largest version a stream can hold (a 32-bit column) is simply past
     # its end: an empty page, not an out-of-range error from the database
     after = min(int(cursor), _MAX_VERSION) if cursor else 0
-    with request.app.state.store.engine.connect() as conn:
+    with request.app.state.store.reading() as conn:
         page = stream_events(
             conn,
             stream,

@@ -51,7 +51,7 @@ def get_inventory(
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     keys = [k.strip() for k in group_by.split(",") if k.strip()]
-    with request.app.state.store.engine.connect() as conn:
+    with request.app.state.store.reading() as conn:
         try:
             rows = capacity_at(conn, at, keys)
         except ValueError as exc:  # an unknown group key

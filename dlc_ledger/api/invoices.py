@@ -60,7 +60,7 @@ def get_invoices(
     """Issued and voided invoices in (period, workspace, issued_at) order; ``issued_at``
     is cluster time (the billing run's now), ``recorded_at`` store time."""
     store = request.app.state.store
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         try:
             page = invoice_page(
                 conn,
@@ -90,7 +90,7 @@ def get_invoice(
     """The ``invoices show --format json`` document; as CSV, its lines."""
     store = request.app.state.store
     found = invoice_detail(store, invoice_id, workspaces=principal.scope)
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         scale_of = currency_scales(conn)
     currency = found.header["currency"]
     lines = [money_fields({**line, "currency": currency}, scale_of) for line in found.lines]

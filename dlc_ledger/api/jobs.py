@@ -48,7 +48,7 @@ def get_jobs(
     cursor: str | None = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
-    with request.app.state.store.engine.connect() as conn:
+    with request.app.state.store.reading() as conn:
         try:
             page = list_jobs(
                 conn,

@@ -25,6 +25,7 @@ from dlc_ledger.api.csv_responses import ListFormat, csv_response, wants_csv
 from dlc_ledger.api.freshness import freshness_body
 from dlc_ledger.services.errors import InvalidRequest
 from ledger.canonical import format_timestamp
+from ledger.errors import Invalid
 from projections.pages import decode_cursor, encode_cursor
 
 __all__ = [
@@ -54,7 +55,7 @@ def _iso_instant(value: object) -> object:
     if isinstance(value, datetime):  # a caller in Python: the zone is still checked
         return value
     if not isinstance(value, str) or _ISO_INSTANT.fullmatch(value) is None:
-        raise ValueError(
+        raise Invalid(
             "give an ISO 8601 instant with a time zone, e.g. 2026-11-01T00:00:00Z "
             "(not a Unix time, nor a time without a zone)"
         )

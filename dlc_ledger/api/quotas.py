@@ -108,7 +108,7 @@ def get_quota_series(
     change) to the one holding ``to`` (inclusive; default: the latest change)."""
     check_window(start, end)
     store = request.app.state.store
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         if quota not in quota_names(conn) or not quota_in_scope(conn, quota, principal.scope):
             raise NotFound(f"no quota {quota!r}")
         try:

@@ -1,8 +1,9 @@
 """``dlc-ledger``: the command line, and the composition root that wires the layers.
 
-Every command's user error ends as one line on stderr and a non-zero exit code,
-never a traceback: the handler in :func:`main` maps the errors users can cause
-(bad configuration, unreachable services, invalid files) to messages.
+Every refusal (a kind of :mod:`ledger.errors`, or the database's or a file's word on a
+request, translated into one) ends as one line on stderr and exit code 1 (69 when
+something needed is unavailable); anything else is a bug and shows its traceback and an
+error id (exit 70): the one mapping is :func:`main`'s.
 """
 
 from __future__ import annotations
@@ -85,55 +86,56 @@ def demo(
     run_demo(fresh=fresh, yes=yes)
 
 
-def _user_error(exc: Exception) -> bool:
-    """Whether ``exc`` is one users can cause (bad configuration, unreachable services,
-    invalid files). Imported here, not at the top: a command that raised one has loaded
-    these modules already, and ``--help`` needs none of them."""
-    from pydantic import ValidationError
-    from sqlalchemy.exc import StatementError
+#: Exit codes (docs/conventions.md, "Errors"): 1 the request was refused (its message says
+#: why), 2 a usage error, 69 something needed is unavailable (try again), 70 a bug.
+EXIT_REFUSED = 1
+EXIT_UNAVAILABLE = 69
+EXIT_BUG = 70
 
-    from ledger.errors import LedgerError
+
+def _refusal(exc: BaseException) -> Exception | None:
+    """``exc`` as a kind of the one error tree (:mod:`ledger.errors`) when users can cause
+    it, else None (a bug). Imported here, not at the top: ``--help`` needs none of it."""
+    from pydantic import ValidationError
+
+    from ledger.errors import Conflict, Invalid, LedgerError, Unavailable
     from ledger.store.base import StoreError
+    from ledger.store.failures import as_ledger_error
 
-    return isinstance(
-        exc,
-        (
-            LedgerError,
-            StoreError,
-            StatementError,  # DataError, IntegrityError, ...: input the database refused
-            ValidationError,
-            ValueError,
-            OSError,
-            RuntimeError,
-        ),
-    )
-
-
-def _one_line(exc: BaseException) -> str:
-    from pydantic import ValidationError
-    from sqlalchemy.exc import DataError, OperationalError, ProgrammingError, StatementError
-
-    if isinstance(exc, OperationalError):
-        return f"database unreachable: {str(exc.orig).strip().splitlines()[0]}"
-    if isinstance(exc, ProgrammingError) and getattr(exc.orig, "sqlstate", None) == "42501":
-        # insufficient_privilege: the role (docs/store.md) or the append-only trigger refused
-        return f"refused by the database: {str(exc.orig).strip().splitlines()[0]}"
-    if isinstance(exc, ProgrammingError):
-        return (
-            f"database error: {str(exc.orig).strip().splitlines()[0]} "
-            "(is the schema migrated? dlc-ledger db upgrade)"
-        )
-    if isinstance(exc, StatementError):
-        # the driver's own message, never str(exc): that one carries the SQL and the
-        # parameters (values a user typed, a password in a URL parameter)
-        reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else ""
-        word = "invalid value" if isinstance(exc, DataError) else "database error"
-        return f"{word}: {reason or type(exc.orig).__name__}"
+    if isinstance(exc, LedgerError):
+        return exc
+    if (known := as_ledger_error(exc)) is not None:
+        return known
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        return f"invalid configuration: {where}: {first['msg']}"
+        return Invalid(f"invalid configuration: {where}: {first['msg']}")
+    if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
+        return Invalid(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return Unavailable(str(exc) or type(exc).__name__)
+    if isinstance(exc, StoreError):
+        return Conflict(str(exc))
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _bug(exc: BaseException) -> int:
+    """Not the user's fault: the traceback, and an id to quote in a report."""
+    import traceback
+    import uuid
+
+    error_id = uuid.uuid4().hex[:12]
+    traceback.print_exception(exc, file=sys.stderr)
+    print(
+        f"dlc-ledger: internal error {error_id}: {type(exc).__name__}: {_one_line(exc)} "
+        "(a bug, not your input: please report it with this id and the traceback above)",
+        file=sys.stderr,
+    )
+    return EXIT_BUG
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,12 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if not _user_error(exc):
-            raise
         from dlc_ledger.cli.tables import escape_controls  # messages quote names from events
+        from ledger.errors import Unavailable
 
-        print(f"dlc-ledger: error: {escape_controls(_one_line(exc))}", file=sys.stderr)
-        return 1
+        refusal = _refusal(exc)
+        if refusal is None:
+            return _bug(exc)
+        print(f"dlc-ledger: error: {escape_controls(_one_line(refusal))}", file=sys.stderr)
+        return EXIT_UNAVAILABLE if isinstance(refusal, Unavailable) else EXIT_REFUSED
     return code if isinstance(code, int) else 0
 
 

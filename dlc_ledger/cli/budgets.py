@@ -113,7 +113,7 @@ def show(
         }
         for s in budget_statuses(store, when)
     ]
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         scale_of = currency_scales(conn)
     if fmt is RowFormat.table:
         typer.echo(f"at {format_timestamp(when)}")
@@ -153,6 +153,6 @@ def check_command(
         )
         if not rows:
             return
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         scale_of = currency_scales(conn)
     emit_rows(with_amounts(rows, fmt, scale_of), fmt)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from sqlalchemy import text
 
 from consumers.projector import Projector
 from dlc_ledger.cli.tables import render_rows
@@ -28,14 +27,11 @@ from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.replay import run_replay
+from ledger.errors import Unavailable
 from ledger.money import default_scale, format_minor
 from projections.billing.reads import load_schedule
-from projections.billing.reports import (
-    ReportWindow,
-    cost_report,
-    invoice_job_costs,
-    usage_report,
-)
+from projections.billing.reports import ReportWindow, cost_report, usage_report
+from projections.billing.trails import InvoiceTrail, largest_gpu_line_trail, trace_span_seconds
 from projections.quotas.reads import usage_at
 from projections.registry import all_projections
 
@@ -81,7 +77,7 @@ def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
     try:
         trace_end = observed_cluster_time(store)
         if trace_end is None:
-            raise RuntimeError("the replay stored no cluster facts")
+            raise Unavailable("the replay stored no cluster facts")
         billed = tick(store, trace_end)
         Projector(store, all_projections()).catch_up()
         typer.echo(
@@ -119,7 +115,8 @@ def _print_dashboard_hint() -> None:
 
 def _print_reports(store: Any) -> None:
     window = ReportWindow(start=None, end=None, as_of=None)
-    with store.engine.begin() as conn:
+    with store.snapshot() as uow:
+        conn = uow.connection
         schedule = load_schedule(conn)
         money = _Money(schedule.currency, schedule.scale)
         usage = usage_report(conn, ("workspace", "billing_mode"), window)
@@ -146,12 +143,7 @@ def _print_reports(store: Any) -> None:
         # workspace was bound to), against what its guarantee would have covered
         by_quota = [r for r in usage_report(conn, ("quota",), window) if r["quota"] != "-"]
         by_quota.sort(key=lambda r: r["mgpu_seconds"], reverse=True)
-        span = conn.execute(
-            text(
-                "SELECT EXTRACT(EPOCH FROM max(occurred_at) - min(occurred_at)) FROM events "
-                "WHERE stream LIKE 'job/%'"
-            )
-        ).scalar_one()
+        span = trace_span_seconds(uow)
         guaranteed: dict[str, int] = {}
         for u in usage_at(conn):
             if u.flavor.startswith("gpu/"):
@@ -160,7 +152,7 @@ def _print_reports(store: Any) -> None:
         rows = []
         for r in by_quota[:5]:
             min_mgpu = int(guaranteed.get(r["quota"], 0) or 0)
-            covered = Decimal(min_mgpu) * Decimal(span or 0)
+            covered = Decimal(min_mgpu) * Decimal(span)
             rows.append(
                 {
                     "quota": r["quota"],
@@ -172,32 +164,18 @@ def _print_reports(store: Any) -> None:
                 }
             )
         typer.echo(render_rows(rows, "table"))
-        _print_invoice_trail(conn, money)
+        _print_invoice_trail(largest_gpu_line_trail(uow), money)
 
 
-def _print_invoice_trail(conn: Any, money: _Money) -> None:
-    line = (
-        conn.execute(
-            text(
-                "SELECT l.invoice_id, l.line_no, l.resource, l.billing_mode, l.rate, "
-                "l.quantity, l.unit, l.amount_minor, l.amount_precise, l.transaction_ids, "
-                "i.currency, i.workspace, "
-                "i.period, i.total_minor FROM billing_invoice_lines l "
-                "JOIN billing_invoices i USING (invoice_id) "
-                "WHERE l.resource LIKE 'gpu/%' ORDER BY l.amount_minor DESC LIMIT 1"
-            )
-        )
-        .mappings()
-        .first()
-    )
+def _print_invoice_trail(trail: InvoiceTrail | None, money: _Money) -> None:
     _heading("Audit trail: one invoice line back to the Kubernetes events")
-    if line is None:
+    if trail is None:
         typer.echo("no invoice issued yet")
         return
-    invoices = conn.execute(text("SELECT count(*) FROM billing_invoices")).scalar_one()
+    line = trail.line
     typer.echo(
-        f"{invoices} invoices issued; the largest GPU line is on invoice {line['invoice_id']} "
-        f"({line['workspace']}, {line['period']}, total "
+        f"{trail.invoices} invoices issued; the largest GPU line is on invoice "
+        f"{line['invoice_id']} ({line['workspace']}, {line['period']}, total "
         f"{money(line['total_minor'], line['currency'])}):"
     )
     typer.echo(
@@ -206,20 +184,9 @@ def _print_invoice_trail(conn: Any, money: _Money) -> None:
         f"{money(line['amount_minor'], line['currency'])}"
         f" (rounded once from {line['amount_precise']} minor units)"
     )
-    # a line sums every job's usage at that rate: follow its largest job back
-    jobs = invoice_job_costs(conn, line["invoice_id"]).get(line["line_no"], [])
-    job = max(jobs, key=lambda j: j["amount_minor_precise"])["job_uid"] if jobs else None
-    typer.echo(f"  largest of its {len(jobs):,} jobs: {job}")
-    postings = conn.execute(
-        text(
-            "SELECT data, position FROM events WHERE type = 'LedgerTransactionPosted' "
-            "AND data->>'transaction_id' = ANY(:ids) AND data->'usage'->>'job_uid' = :job "
-            "ORDER BY position"
-        ),
-        {"ids": list(line["transaction_ids"]), "job": job},
-    ).all()
-    cause_ids: list[str] = []
-    for data, position in postings:
+    job = trail.job_uid
+    typer.echo(f"  largest of its {len(trail.jobs):,} jobs: {job}")
+    for data, position in trail.postings:
         amounts = ", ".join(
             f"{p['account']} {'' if str(p['amount_minor']).startswith('-') else '+'}"
             f"{p['amount_minor']}"
@@ -229,24 +196,17 @@ def _print_invoice_trail(conn: Any, money: _Money) -> None:
             f"  <- ledger transaction {data['transaction_id']} (store position {position}, "
             f"period {data.get('period')}): {amounts}"
         )
-        cause_ids += [c for c in data["cause_event_ids"] if c not in cause_ids]
-    causes = conn.execute(
-        text(
-            "SELECT position, type, occurred_at, source, data FROM events "
-            "WHERE event_id = ANY(CAST(:ids AS uuid[])) ORDER BY position"
-        ),
-        {"ids": cause_ids},
-    ).all()
-    for position, type_, occurred_at, source, data in causes:
+    for cause in trail.causes:
+        facts = cause.data
         what = (
-            f"pod {data.get('pod_name') or data.get('pod_uid')} on node {data.get('node')}, "
-            f"{data.get('mgpu')} mGPU"
-            if type_ == "OccupancyStarted"
-            else f"reason {data.get('reason')}, estimated={data.get('estimated')}"
+            f"pod {facts.get('pod_name') or facts.get('pod_uid')} on node {facts.get('node')}, "
+            f"{facts.get('mgpu')} mGPU"
+            if cause.type == "OccupancyStarted"
+            else f"reason {facts.get('reason')}, estimated={facts.get('estimated')}"
         )
         typer.echo(
-            f"  <- {type_} at {occurred_at:%Y-%m-%d %H:%M:%S}Z (store position {position}, "
-            f"from {source}): {what}"
+            f"  <- {cause.type} at {cause.occurred_at:%Y-%m-%d %H:%M:%S}Z (store position "
+            f"{cause.position}, from {cause.source}): {what}"
         )
     typer.echo(
         f"  inspect: dlc-ledger invoices show {line['invoice_id']} ; "

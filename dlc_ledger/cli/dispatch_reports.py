@@ -43,7 +43,7 @@ def report_waits(
     window; ``waiting``: jobs still queued."""
     window = _window(start, end)
     store = open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         rows = waits_report(conn, window)
     emit_rows(rows, fmt)
 
@@ -56,7 +56,7 @@ def report_preemptions(
     its rate."""
     window = _window(start, end)
     store = open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         rows = preemptions_report(conn, window)
         scale_of = currency_scales(conn)
     if fmt == RowFormat.table:
@@ -78,6 +78,6 @@ def report_goodput(
         raise typer.BadParameter(f"use {' or '.join(GOODPUT_KEYS)}", param_hint="--by")
     window = _window(start, end)
     store = open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         rows = goodput_report(conn, by, window)  # type: ignore[arg-type]
     emit_rows(rows, fmt)

@@ -13,6 +13,7 @@ from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import AS_OF_HELP, CLUSTER, check_window, parse_optional_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.wiring.context import open_reader
+from ledger.errors import Invalid
 from projections.billing.reports import ReportWindow, cost_report, parse_group_by, usage_report
 
 __all__ = ["report_cost", "report_usage"]
@@ -73,7 +74,7 @@ def report_cost(
     scale and the decimal amount."""
     keys = parse_group_by(group_by)
     if source not in ("auto", "ledger", "rated"):
-        raise ValueError(f"unknown --source {source!r}: use auto, ledger or rated")
+        raise Invalid(f"unknown --source {source!r}: use auto, ledger or rated")
     window = _window(start, end, as_of)
     store = open_reader()
     with store.snapshot() as uow:

@@ -66,10 +66,7 @@ def ingest_command(
             metrics_port = context.settings().metrics_port
     else:
         store_url = database_url
-    from ledger.store.postgres import PostgresEventStore
-
-    store = PostgresEventStore(store_url)
-    context.ready_schema(store.engine, create=database_url is None)
+    store = context.open_store_at(store_url, create=database_url is None)
     try:
         stats = run_ingest(
             store,

@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import typer
-from sqlalchemy import text
 
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import (
@@ -32,9 +31,8 @@ from dlc_ledger.services.invoices import invoice_detail, issue_credit_note, void
 from dlc_ledger.wiring.context import open_reader, open_store
 from ledger.canonical import format_timestamp
 from ledger.money import format_minor
-from projections.billing.invoice_pages import invoice_page
+from projections.billing.invoice_pages import credit_note_page, invoice_page
 from projections.names import billing_workspaces, invoice_periods
-from projections.pages import decode_cursor, encode_cursor
 
 __all__ = ["billing_app", "invoices_app"]
 
@@ -130,7 +128,7 @@ def list_invoices(
     cluster time (the run's 'now'), recorded_at store time (when the ledger recorded it)."""
     period = parse_period(period) if period is not None else None
     store = open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         page = invoice_page(conn, workspace=workspace, period=period, limit=limit, cursor=cursor)
         if not page.rows and cursor is None:  # a typo in a name is an error, not "(no rows)"
             require_known("workspace", workspace, billing_workspaces(conn), option="--workspace")
@@ -148,7 +146,7 @@ def show_invoice(
     the lines). issued_at is cluster time, recorded_at store time."""
     store = open_reader()
     found = invoice_detail(store, invoice_id)
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         scale_of = currency_scales(conn)
     detail = found.header
     currency = detail["currency"]
@@ -241,24 +239,10 @@ def list_credits(
 ) -> None:
     """Credit notes, oldest first, with their invoice's workspace and period, a page at a
     time."""
-    after = decode_cursor(cursor, int)[0] if cursor is not None else 0
     store = open_reader()
-    with store.engine.connect() as conn:
-        rows = [
-            dict(r)
-            for r in conn.execute(
-                text(
-                    "SELECT c.credit_note_id, c.invoice_id, i.workspace, i.period, c.currency, "
-                    "c.amount_minor, c.reason, c.recorded_at, c.position "
-                    "FROM billing_credit_notes c "
-                    "LEFT JOIN billing_invoices i ON i.invoice_id = c.invoice_id "
-                    "WHERE (CAST(:i AS text) IS NULL OR c.invoice_id = :i) "
-                    "AND (CAST(:w AS text) IS NULL OR i.workspace = :w) "
-                    "AND c.position > :after ORDER BY c.position LIMIT :n"
-                ),
-                {"i": invoice_id, "w": workspace, "after": after, "n": limit + 1},
-            ).mappings()
-        ]
-    emit_rows([{k: v for k, v in r.items() if k != "position"} for r in rows[:limit]], fmt)
-    if len(rows) > limit:
-        print_next_cursor(encode_cursor([rows[limit - 1]["position"]]))
+    with store.reading() as conn:
+        page = credit_note_page(
+            conn, invoice_id=invoice_id, workspace=workspace, limit=limit, cursor=cursor
+        )
+    emit_rows(page.rows, fmt)
+    print_next_cursor(page.next_cursor)

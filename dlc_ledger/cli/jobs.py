@@ -80,7 +80,7 @@ def jobs_list(
     """Jobs, newest submission first, a page at a time (the next page's cursor goes to stderr)."""
     instant = parse_instant(at, option="--at") if at else None
     store = context.open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         page = list_jobs(
             conn,
             workspace=workspace,
@@ -151,7 +151,7 @@ def report_occupancy(
     if not keys:
         raise typer.BadParameter("--group-by needs at least one key")
     store = context.open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         rows = occupied_at(conn, instant, keys)
     emit_rows(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV
 
@@ -171,7 +171,7 @@ def report_inventory(
     instant = parse_instant(at, option="--at") if at else None
     keys = _group_keys(group_by, INVENTORY_GROUP_KEYS)
     store = context.open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         rows = capacity_at(conn, instant, keys)
     emit_rows(rows, fmt)  # not typer.echo: off a terminal it strips escape codes from CSV
 
@@ -206,7 +206,7 @@ def jobs_why(
     instant = parse_instant(at, option="--at") if at else None
     store = context.open_reader()
     doc = why_job(store, job, at=instant)
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         scale_of = currency_scales(conn)
     doc["preemptions"] = [
         with_amounts([p], fmt.value, scale_of)[0] if p.get("currency") else p

@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from ledger.errors import Invalid
 from projections.pages import MAX_PAGE
 
 __all__ = [
@@ -83,21 +84,21 @@ def parse_instant(text: str, *, option: str = "time") -> datetime:
         try:
             day = date.fromisoformat(value)
         except ValueError:
-            raise ValueError(f"{option} {text!r} is not a valid date ({_EXAMPLES})") from None
+            raise Invalid(f"{option} {text!r} is not a valid date ({_EXAMPLES})") from None
         return datetime(day.year, day.month, day.day, tzinfo=UTC)
     # a date-time needs its 'T' (or a space): "2026" or "20261101" are not instants
     if len(value) < 13 or value[10] not in "T t":
-        raise ValueError(f"{option} {text!r} is not a date or ISO-8601 instant ({_EXAMPLES})")
+        raise Invalid(f"{option} {text!r} is not a date or ISO-8601 instant ({_EXAMPLES})")
     try:
         parsed = datetime.fromisoformat(value[:-1] + "+00:00" if value[-1] in "Zz" else value)
     except ValueError:
-        raise ValueError(
+        raise Invalid(
             f"{option} {text!r} is not a date or ISO-8601 instant ({_EXAMPLES})"
         ) from None
     try:
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     except OverflowError:  # 9999-12-31T23:59:59-01:00 is in year 10000 in UTC
-        raise ValueError(f"{option} {text!r} is out of range in UTC") from None
+        raise Invalid(f"{option} {text!r} is out of range in UTC") from None
 
 
 def parse_optional_instant(text: str | None, *, option: str) -> datetime | None:
@@ -118,7 +119,7 @@ def check_window(
         return
     if end < start or (end == start and not inclusive):
         word = "before" if end < start else "equal to"
-        raise ValueError(
+        raise Invalid(
             f"{names[1]} {end.isoformat()} is {word} {names[0]} {start.isoformat()}: "
             "the window is empty"
         )
@@ -128,7 +129,7 @@ def parse_period(text: str, *, option: str = "--period") -> str:
     """A billing period ``YYYY-MM`` (month 01..12), or a ``ValueError``."""
     match = _PERIOD.fullmatch(text.strip())
     if match is None or not 1 <= int(match.group(2)) <= 12:
-        raise ValueError(f"{option} {text!r} is not a period: use YYYY-MM, e.g. 2026-11")
+        raise Invalid(f"{option} {text!r} is not a period: use YYYY-MM, e.g. 2026-11")
     return match.group(0)
 
 
@@ -145,4 +146,4 @@ def require_known(what: str, value: str | None, known: Collection[str], *, optio
         hint = f"known: {', '.join(names)}"
     else:
         hint = f"{len(names)} are known, e.g. {', '.join(names[:5])}"
-    raise ValueError(f"{option}: no {what} {value!r} ({hint})")
+    raise Invalid(f"{option}: no {what} {value!r} ({hint})")

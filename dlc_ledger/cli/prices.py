@@ -29,7 +29,8 @@ from dlc_ledger.services.prices import (
 )
 from dlc_ledger.services.yaml_files import load_price_book
 from dlc_ledger.wiring.context import open_reader, open_store, settings
-from ledger.envelopes import decode
+from ledger.catalogue import decode
+from ledger.errors import Invalid
 from ledger.events import PriceBookPublished, SpotPriceChanged
 from ledger.money import parse_decimal
 from projections.pages import decode_cursor, encode_cursor
@@ -189,5 +190,5 @@ def show(book_id: str = typer.Argument(...), fmt: FormatOption = RowFormat.table
             }
         )
     if not rows:
-        raise ValueError(f"no price book {book_id!r}")
+        raise Invalid(f"no price book {book_id!r}")
     emit_rows(rows, fmt)

@@ -44,6 +44,7 @@ from dlc_ledger.services.quotas import (
 )
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
+from ledger.errors import Invalid
 from projections.billing.reports import ReportWindow
 from projections.names import quota_flavors, quota_names
 from projections.quotas.nodes import quota_nodes_at
@@ -162,7 +163,7 @@ def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
         raise typer.BadParameter(
             f"no quota named {quota!r}; known: {', '.join(sorted(tree.specs))}"
         )
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         usage = usage_at(conn, quota=quota)
     if fmt is DocumentFormat.json:
         typer.echo(
@@ -213,7 +214,7 @@ def quota_usage_report(
     """Per quota node x flavor: min, max, used, borrowed, lent, queued demand, job counts."""
     instant = parse_instant(at, option="--at") if at else None
     store = context.open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         rows = usage_at(conn, instant)
     if fmt is RowFormat.table:
         typer.echo(render_table([usage_table(r.as_json()) for r in rows]))
@@ -251,12 +252,12 @@ def quota_history_report(
     """Quota usage over a window of cluster time, for charts: one row per quota node x
     flavor x step, the figures at the step's start (UTC hours or days)."""
     if step not in (*STEPS, "change"):
-        raise ValueError(f"--step {step!r}: use hour, day or change")
+        raise Invalid(f"--step {step!r}: use hour, day or change")
     start = parse_instant(since, option="--from") if since else None
     end = parse_instant(until, option="--to") if until else None
     check_window(start, end, inclusive=True)
     store = context.open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         require_known("quota", quota, quota_names(conn), option="--quota")
         require_known("flavor", flavor, quota_flavors(conn), option="--flavor")
         if step == "change":
@@ -319,12 +320,12 @@ def quota_series_report(
     """One quota node's usage per flavor at each step's start over a window (a chart's
     series): min, max, used, borrowed, lent, queued demand, pending and running jobs."""
     if step not in STEPS:
-        raise ValueError(f"--step {step!r}: use hour or day")
+        raise Invalid(f"--step {step!r}: use hour or day")
     start = parse_instant(since, option="--from")
     end = parse_instant(until, option="--to")
     check_window(start, end, inclusive=True)
     store = context.open_reader()
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         require_known("quota", quota, quota_names(conn), option="QUOTA")
         rows = usage_series(conn, series_points(conn, step, start, end), step, quota=quota)
     emit_rows([series_row(r) for r in rows], fmt)

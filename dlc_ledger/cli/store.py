@@ -19,9 +19,9 @@ from dlc_ledger.services.dead_letters import (
 )
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.embedded_postgres import stop_embedded
+from ledger.errors import Invalid
 from ledger.store.base import DeadLetter
-from ledger.store.engines import make_engine, masked_url
-from ledger.store.migrations import current_revision, downgrade, schema_branches, upgrade
+from ledger.store.engines import masked_url
 from projections.pages import decode_cursor, encode_cursor
 
 __all__ = ["db_app", "dead_letters_app", "verify"]
@@ -36,9 +36,7 @@ _T = TypeVar("_T")
 def db_upgrade(revision: str = "heads") -> None:
     """Apply migrations up to REVISION (default: the newest); creates the embedded
     database if there is none yet."""
-    engine = make_engine(context.database_url(create=True))
-    upgrade(engine, revision)
-    typer.echo(f"database at revision {current_revision(engine)}")
+    typer.echo(f"database at revision {context.migrate(revision)}")
 
 
 @db_app.command("downgrade")
@@ -49,9 +47,7 @@ def db_downgrade(
     """Revert migrations down to REVISION ('base' removes every table)."""
     if not yes:
         raise typer.BadParameter("downgrade drops tables and their data: add --yes to confirm")
-    engine = make_engine(context.database_url())
-    downgrade(engine, revision)
-    typer.echo(f"database at revision {current_revision(engine) or 'base'}")
+    typer.echo(f"database at revision {context.migrate(revision, down=True) or 'base'}")
 
 
 @db_app.command("url")
@@ -70,11 +66,10 @@ def db_url(
 def db_status() -> None:
     """Schema revision (per migration branch) and the store's head position."""
     store = context.open_store(check=False)
-    revision = current_revision(store.engine)
+    revision, branches = context.schema_revision(store)
     if not revision:
         typer.echo("revision: none (run: dlc-ledger db upgrade)")
         return
-    branches = schema_branches(store.engine)
     behind = [b for b in branches if not b.up_to_date]
     state = "up to date" if not behind else f"{len(behind)} behind (run: dlc-ledger db upgrade)"
     typer.echo(
@@ -94,7 +89,7 @@ def db_stop() -> None:
     stays, and the next command that needs it starts it again."""
     cfg = context.settings()
     if cfg.database_url:
-        raise ValueError("DATABASE_URL is set: that server is not the embedded one to stop")
+        raise Invalid("DATABASE_URL is set: that server is not the embedded one to stop")
     stopped = stop_embedded(cfg.data_dir)
     where = cfg.data_dir / "postgres"
     typer.echo(f"stopped the embedded PostgreSQL under {where}" if stopped else "not running")

@@ -29,6 +29,7 @@ from typing import Annotated, Any
 import typer
 
 from dlc_ledger.services.csv_cells import neutralized
+from ledger.errors import Invalid
 
 __all__ = [
     "DocumentFormat",
@@ -143,7 +144,7 @@ def render_rows(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
     if fmt == "table":
         return render_table(rows)
     if fmt not in ("json", "csv"):
-        raise ValueError(f"unknown --format {fmt!r}: use table, json or csv")
+        raise Invalid(f"unknown --format {fmt!r}: use table, json or csv")
     plain = [{k: _plain(v) for k, v in r.items()} for r in rows]
     if fmt == "json":
         return json.dumps(plain, indent=2, default=str)

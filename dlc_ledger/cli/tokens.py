@@ -35,7 +35,7 @@ def create(
 ) -> None:
     """Create a token and print its secret (the only time it is shown)."""
     store = context.open_store()
-    created = create_token(store.engine, role, name=name, created_by=context.local_principal())
+    created = create_token(store, role, name=name, created_by=context.local_principal())
     typer.echo(
         f"token {created.token.token_id} ({', '.join(created.token.roles)}); "
         "the secret is shown only now:",
@@ -57,7 +57,7 @@ def list_(fmt: FormatOption = RowFormat.table) -> None:
             "created_by": t.created_by,
             "revoked_at": format_timestamp(t.revoked_at) if t.revoked_at else "",
         }
-        for t in list_tokens(store.engine)
+        for t in list_tokens(store)
     ]
     emit_rows(rows, fmt)
 
@@ -66,4 +66,4 @@ def list_(fmt: FormatOption = RowFormat.table) -> None:
 def revoke_(token_id: Annotated[str, typer.Argument(help="The token's id (tok_…).")]) -> None:
     """Revoke a token: requests with it get 401 from then on."""
     store = context.open_store()
-    typer.echo("revoked" if revoke(store.engine, token_id) else "already revoked")
+    typer.echo("revoked" if revoke(store, token_id) else "already revoked")

@@ -149,7 +149,7 @@ def apply_budget_file(
     (when one is published) and its amount exact at that currency's billing scale.
     """
     _catch_up(store, billing=True)
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         schedule = load_schedule(conn)
         current = current_budgets(conn)
     desired = parse_budget_file(text, _scale_of(schedule), schedule.currency)
@@ -189,7 +189,7 @@ class BudgetStatus:
 def budget_statuses(store: PostgresEventStore, at: datetime) -> list[BudgetStatus]:
     """Every budget in force at ``at`` (cluster time) with the posted cost of ``at``'s
     period up to ``at``, in the billing scale, by workspace (a read: as projected)."""
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         schedule = load_schedule(conn)
         scale_of = _scale_of(schedule)
         budgets = budgets_at(conn, at)
@@ -224,5 +224,5 @@ def check(
 ) -> list[BudgetBreach]:
     """Store the crossings of the budgets in force at ``at`` (cluster time) not stored yet."""
     _catch_up(store, billing=True)
-    with store.engine.connect() as conn:
+    with store.reading() as conn:
         return check_budgets(store, conn, at, source=source)

@@ -16,6 +16,7 @@ from dlc_ledger.services.errors import Conflict
 from ledger.canonical import format_timestamp
 from ledger.rating import PeriodFn, calendar_months
 from ledger.store.postgres import PostgresEventStore
+from ledger.store.views import latest_cluster_time_sql
 
 __all__ = [
     "CLOCK_SKEW",
@@ -28,13 +29,8 @@ __all__ = [
 
 def observed_cluster_time(store: PostgresEventStore) -> datetime | None:
     """The latest ``occurred_at`` of a cluster fact (a job or node stream); None if none."""
-    with store.engine.connect() as conn:
-        value = conn.execute(
-            text(
-                "SELECT max(occurred_at) FROM events "
-                "WHERE stream LIKE 'job/%' OR stream LIKE 'node/%'"
-            )
-        ).scalar_one()
+    with store.reading() as conn:
+        value = conn.execute(text(latest_cluster_time_sql())).scalar_one()
     return value  # type: ignore[no-any-return]
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlc_ledger.services.errors import InvalidRequest, NotFound
-from ledger.envelopes import EventDecodeError, envelope_from_wire
+from ledger.catalogue import envelope_from_wire
+from ledger.envelopes import EventDecodeError
 from ledger.store.base import DeadLetter, EventStore
 
 __all__ = ["DeadLetterNotFound", "Retried", "StillInvalid", "find_dead_letter", "retry_dead_letter"]

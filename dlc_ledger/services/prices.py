@@ -11,7 +11,9 @@ from typing import Any
 from uuid import UUID
 
 from ledger.canonical import canonical_json
-from ledger.envelopes import decode, make_envelope
+from ledger.catalogue import decode
+from ledger.envelopes import make_envelope
+from ledger.errors import Invalid
 from ledger.events import PriceBookPublished, SpotPriceChanged
 from ledger.ids import deterministic_id
 from ledger.prices import (
@@ -75,7 +77,7 @@ def _refuse_implausible(
         return
     high = implausible_rates(event, bound)
     if high:
-        raise ValueError(
+        raise Invalid(
             f"{what}: {', '.join(high)} above the sanity bound of {bound} per unit-hour "
             "(DLC_MAX_RATE); check the file, or pass --force if the rate is meant"
         )
@@ -106,7 +108,7 @@ def publish_price_book(
             return PublishResult(stream, str(event_id), added=False)
         other = decode(record.envelope)
         if isinstance(other, PriceBookPublished) and other.effective_from == event.effective_from:
-            raise ValueError(
+            raise Invalid(
                 f"price book {book.id!r} effective {event.effective_from.isoformat()} is already "
                 "published with different content; publish a new id or effective_from instead"
             )
@@ -118,7 +120,7 @@ def publish_price_book(
             if isinstance(e, PriceBookPublished) and e.effective_from == event.effective_from
         )
         if same:
-            raise ValueError(
+            raise Invalid(
                 f"price book {book.id!r} takes effect at {event.effective_from.isoformat()}, "
                 f"the same instant as published book(s) {', '.join(same)}, which it would "
                 "silently override; choose another effective_from, or pass --force"
@@ -158,16 +160,14 @@ def publish_spot_price(
     price, or a rate above ``max_rate``, is refused.
     """
     if not _KEY.match(resource):
-        raise ValueError(
-            f"unknown resource key {resource!r}: use gpu/<model>, gpu/any, cpu, memory"
-        )
+        raise Invalid(f"unknown resource key {resource!r}: use gpu/<model>, gpu/any, cpu, memory")
     if rate < 0:
-        raise ValueError(f"a spot rate cannot be negative, got {rate}")
+        raise Invalid(f"a spot rate cannot be negative, got {rate}")
     events = [e for _, e in all_price_events(store)]
     books = [e for e in events if isinstance(e, PriceBookPublished)]
     if currency is None:
         if not books:
-            raise ValueError("no price book published yet: pass --currency or publish a book")
+            raise Invalid("no price book published yet: pass --currency or publish a book")
         currency = books[0].currency
     event = SpotPriceChanged(
         resource=resource, currency=currency, rate=rate, effective_from=effective_from
@@ -195,10 +195,10 @@ def _known_flavor(schedule: PriceSchedule, resource: str, effective_from: dateti
     try:
         book = schedule.book_at(effective_from)
     except NoApplicableRate as exc:
-        raise ValueError(f"spot {resource}: {exc}; publish a price book first") from None
+        raise Invalid(f"spot {resource}: {exc}; publish a price book first") from None
     known = sorted(set(book.rates.public) | set(book.rates.spot))
     if resource not in known:
-        raise ValueError(
+        raise Invalid(
             f"spot {resource}: price book {book.book_id!r} in force at "
             f"{effective_from.isoformat()} prices only {', '.join(known)}; "
             "pass --force to record it anyway"

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from ledger.canonical import format_timestamp
+from ledger.errors import Invalid
 from ledger.quotas import resource_unit
 from ledger.usage_boards import NUMBERS
 from projections.quotas.nodes import NodeFlavor, QuotaNodes
@@ -62,7 +63,7 @@ def node_row(nodes: QuotaNodes, flavor: NodeFlavor, *, with_at: bool) -> dict[st
         row["gpu_hours"] = totals.gpu_hours if totals else Decimal(0)
         costs = dict(totals.cost_minor) if totals else {}
         if len(costs) > 1:
-            raise ValueError(
+            raise Invalid(
                 f"quota {flavor.usage.quota!r} has cost in several currencies "
                 f"({', '.join(costs)}): use report cost --group-by quota"
             )

@@ -21,6 +21,7 @@ from ledger.dispatch import (
     Snapshot,
     decide,
 )
+from ledger.errors import Invalid
 
 __all__ = ["ScenarioError", "parse_scenario", "simulate_file"]
 
@@ -32,7 +33,7 @@ _STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 _BILLING = ("quota", "public", "spot", "idle")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(Invalid):
     """A scenario file that is not valid."""
 
 

@@ -15,8 +15,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine
-
 from dlc_ledger.services.errors import InvalidRequest, NotFound
 from ledger.store.access_tokens import (
     StoredToken,
@@ -25,6 +23,7 @@ from ledger.store.access_tokens import (
     stored_tokens,
     token_by_hash,
 )
+from ledger.store.base import EventStore
 
 __all__ = [
     "GLOBAL_ROLES",
@@ -96,7 +95,7 @@ def _hash(secret: str) -> str:
 
 
 def create_token(
-    engine: Engine,
+    store: EventStore,
     roles: Iterable[str],
     *,
     name: str | None,
@@ -107,9 +106,9 @@ def create_token(
     token_id = "tok_" + secrets.token_hex(6)
     secret = _SECRET_PREFIX + secrets.token_urlsafe(32)
     at = now or datetime.now(UTC)
-    with engine.begin() as conn:
+    with store.transaction() as uow:
         insert_token(
-            conn,
+            uow.connection,
             token_id=token_id,
             name=name or token_id,
             secret_sha256=_hash(secret),
@@ -121,25 +120,25 @@ def create_token(
     return CreatedToken(stored, secret)
 
 
-def list_tokens(engine: Engine) -> list[StoredToken]:
-    with engine.connect() as conn:
+def list_tokens(store: EventStore) -> list[StoredToken]:
+    with store.reading() as conn:
         return stored_tokens(conn)
 
 
-def revoke(engine: Engine, token_id: str, *, now: datetime | None = None) -> bool:
+def revoke(store: EventStore, token_id: str, *, now: datetime | None = None) -> bool:
     """Revoke ``token_id``; False if it was revoked already. Unknown ids are refused."""
-    with engine.begin() as conn:
-        done = revoke_token(conn, token_id, now or datetime.now(UTC))
+    with store.transaction() as uow:
+        done = revoke_token(uow.connection, token_id, now or datetime.now(UTC))
     if done is None:
         raise NotFound(f"no token with id {token_id!r}")
     return done
 
 
-def authenticate(engine: Engine, secret: str) -> Principal | None:
+def authenticate(store: EventStore, secret: str) -> Principal | None:
     """The principal of a live token with this secret, or None (unknown or revoked)."""
     if not secret.startswith(_SECRET_PREFIX):
         return None
-    with engine.connect() as conn:
+    with store.reading() as conn:
         token = token_by_hash(conn, _hash(secret))
     if token is None:
         return None

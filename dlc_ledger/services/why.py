@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from dlc_ledger.services.errors import NotFound
+from ledger.errors import Invalid
 from ledger.store.postgres import PostgresEventStore
 from projections.budgets.projection import exhausted_workspaces
 from projections.dispatch.estimates import estimate_errors, projected_now
@@ -36,7 +37,7 @@ def _now(conn: Connection, at: datetime | None) -> datetime:
         return at
     now = projected_now(conn)
     if now is None:
-        raise ValueError("no job has been projected yet: nothing to explain")
+        raise Invalid("no job has been projected yet: nothing to explain")
     return now
 
 

@@ -12,13 +12,14 @@ from typing import Any
 
 import yaml
 
+from ledger.errors import Invalid
 from ledger.prices import PriceBook, PriceBookError, price_book_from_document
 from ledger.quotas import QuotaTree, QuotaTreeError, quota_tree_from_document
 
 __all__ = ["YamlError", "load_price_book", "load_yaml", "parse_price_book", "parse_quota_tree"]
 
 
-class YamlError(ValueError):
+class YamlError(Invalid):
     """Text that is not YAML, or a mapping that repeats a key; the message names the line."""
 
 

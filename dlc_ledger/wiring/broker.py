@@ -26,6 +26,7 @@ from kafka.errors import KafkaError
 from consumers.kafka_settings import DEFAULT_PARTITIONS, DEFAULT_TOPIC
 from consumers.private import private_dir, private_file
 from consumers.topics import ensure_topic
+from ledger.errors import Unavailable
 
 __all__ = [
     "BrokerError",
@@ -40,7 +41,7 @@ STATE_FILE = "broker.json"
 LOG_FILE = "broker.log"
 
 
-class BrokerError(RuntimeError):
+class BrokerError(Unavailable):
     """The embedded broker could not be started, reached or stopped."""
 
 

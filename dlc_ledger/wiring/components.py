@@ -25,6 +25,7 @@ from dlc_ledger.wiring.supervisor import Component
 from kubesim import KubeSim
 from kubesim.driver import Speed, TraceDriver
 from kubesim.traces import Trace
+from ledger.errors import Unavailable
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = [
@@ -100,9 +101,9 @@ def replay_component(
                 played = False
                 while not stop.wait(1.0):
                     if ingest.error is not None:
-                        raise RuntimeError(f"ingest consumer: {ingest.error}") from ingest.error
+                        raise Unavailable(f"ingest consumer: {ingest.error}") from ingest.error
                     if failed:
-                        raise RuntimeError(f"kubesim trace driver: {failed[0]}") from failed[0]
+                        raise Unavailable(f"kubesim trace driver: {failed[0]}") from failed[0]
                     pipeline.publisher.drain(force=False)  # what a broker outage spooled
                     if driver.finished and not played:
                         played = True
@@ -138,7 +139,7 @@ def watcher_component(
         try:
             watcher.start()
             if not watcher.wait_synced(60):
-                raise RuntimeError(
+                raise Unavailable(
                     f"the watchers did not finish their first LIST of {configuration.host} "
                     "within 60 s"
                 )

@@ -14,15 +14,17 @@ import sys
 from collections.abc import Callable
 from functools import cache, partial
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 
 from dlc_ledger.wiring.embedded_postgres import embedded_database_url
 from dlc_ledger.wiring.settings import Settings, load_settings
+from ledger.errors import Invalid, Unavailable
 from ledger.store.base import EventStore
 from ledger.store.engines import has_password, make_engine, normalise_url
-from ledger.store.migrations import require_current, upgrade
 from ledger.store.postgres import PostgresEventStore
+from migrations.runner import require_current, upgrade
 
 __all__ = [
     "database_url",
@@ -30,9 +32,11 @@ __all__ = [
     "local_principal",
     "open_reader",
     "open_store",
+    "open_store_at",
     "option_database_url",
     "read_wait",
     "ready_schema",
+    "schema_revision",
     "settings",
     "store_opener",
 ]
@@ -58,6 +62,34 @@ def database_url(*, announce: bool = True, create: bool = False) -> str:
     return url
 
 
+def schema_revision(store: PostgresEventStore) -> tuple[str | None, list[Any]]:
+    """The schema's applied revision (None: never migrated) and its migration branches."""
+    from migrations.runner import current_revision, schema_branches
+
+    revision = current_revision(store.engine)
+    return revision, (schema_branches(store.engine) if revision else [])
+
+
+def migrate(revision: str, *, down: bool = False) -> str | None:
+    """``db upgrade`` / ``db downgrade`` to ``revision``; the revision reached (None: base).
+    An upgrade may create the embedded database; a downgrade needs one that exists."""
+    from migrations.runner import current_revision, downgrade
+
+    engine = make_engine(database_url(create=not down))
+    if down:
+        downgrade(engine, revision)
+    else:
+        upgrade(engine, revision)
+    return current_revision(engine)
+
+
+def open_store_at(url: str, *, create: bool = False) -> PostgresEventStore:
+    """The store at ``url`` (an option's URL), its schema made ready as by :func:`open_store`."""
+    store = PostgresEventStore(url)
+    ready_schema(store.engine, create=create)
+    return store
+
+
 def ready_schema(engine: Engine, *, create: bool = False) -> None:
     """Only ``db upgrade`` migrates a configured database: elsewhere a schema that is not at
     this version's heads is a one-line error naming it (the deployed roles could not migrate
@@ -74,9 +106,9 @@ def option_database_url(url: str | None, url_file: Path | None) -> str | None:
     :func:`database_url`). A password on the command line is refused: every local user
     reads it in the process list; the file (owner-only) or ``DATABASE_URL`` carry one."""
     if url is not None and url_file is not None:
-        raise ValueError("give --database-url or --database-url-file, not both")
+        raise Invalid("give --database-url or --database-url-file, not both")
     if url is not None and has_password(url):
-        raise ValueError(
+        raise Invalid(
             "--database-url carries a password, which every local user can read in the "
             "process list: set DATABASE_URL or use --database-url-file"
         )
@@ -85,9 +117,9 @@ def option_database_url(url: str | None, url_file: Path | None) -> str | None:
     try:
         lines = url_file.read_text().strip().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--database-url-file {url_file}: cannot read it ({exc})") from None
+        raise Invalid(f"--database-url-file {url_file}: cannot read it ({exc})") from None
     if not lines:
-        raise ValueError(f"--database-url-file {url_file} is empty")
+        raise Invalid(f"--database-url-file {url_file} is empty")
     return normalise_url(lines[0].strip())
 
 
@@ -146,7 +178,7 @@ def kafka_bootstrap(*, start: bool = True) -> str:
     broker = EmbeddedBroker(cfg.data_dir / "broker", topic=cfg.topic, partitions=cfg.partitions)
     status = broker.start() if start else broker.status()
     if not status.running:
-        raise RuntimeError("the embedded broker is not running: dlc-ledger broker start")
+        raise Unavailable("the embedded broker is not running: dlc-ledger broker start")
     return broker.bootstrap
 
 

@@ -31,6 +31,7 @@ from psycopg import sql
 from sqlalchemy.engine import URL
 
 from consumers.private import private_dir, private_file
+from ledger.errors import Unavailable
 
 __all__ = [
     "DATABASE_NAME",
@@ -44,7 +45,7 @@ __all__ = [
 DATABASE_NAME = "dlc_ledger"
 
 
-class NoEmbeddedDatabase(ValueError):
+class NoEmbeddedDatabase(Unavailable):
     """The data directory holds no embedded database and the command may not create one."""
 
 
@@ -172,7 +173,7 @@ def _run(argv: list[str]) -> None:
             output.seek(0)
             detail = output.read().strip().splitlines()
             name = Path(argv[0]).name
-            raise RuntimeError(f"{name} failed: {detail[-1] if detail else done.returncode}")
+            raise Unavailable(f"{name} failed: {detail[-1] if detail else done.returncode}")
 
 
 def _bin(name: str) -> str:
@@ -290,7 +291,7 @@ def _ensure_password(data_dir: Path, socket_dir: Path) -> str:
     password = _password(data_dir)
     if hba.read_text() == _HBA:
         if password is None:
-            raise RuntimeError(
+            raise Unavailable(
                 f"the embedded database's password file {data_dir / PASSWORD_FILE} is missing"
             )
         return password
@@ -339,7 +340,7 @@ def stop_embedded(data_dir: Path) -> bool:
     done = _pg_ctl(data_dir, "stop", "-w", "-m", "fast")
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()
-        raise RuntimeError(f"pg_ctl stop failed: {detail[-1] if detail else done.returncode}")
+        raise Unavailable(f"pg_ctl stop failed: {detail[-1] if detail else done.returncode}")
     if socket_dir is not None and socket_dir.name.startswith(_TEMP_PREFIX):
         with contextlib.suppress(OSError):  # ours, now empty; a next start makes a new one
             socket_dir.rmdir()

@@ -22,6 +22,7 @@ from pydantic_settings import (
 )
 
 from dlc_ledger.services.oidc import OidcConfig
+from ledger.errors import Invalid
 from ledger.prices import DEFAULT_MAX_RATE
 
 __all__ = ["Settings", "load_settings"]
@@ -72,7 +73,7 @@ class Settings(BaseSettings):
         }
         missing = [name for name, value in given.items() if not value]
         if 0 < len(missing) < len(given):
-            raise ValueError(f"OIDC is half configured: set {', '.join(missing)} as well")
+            raise Invalid(f"OIDC is half configured: set {', '.join(missing)} as well")
         return self
 
     @classmethod
@@ -88,7 +89,7 @@ class Settings(BaseSettings):
         config_file = os.environ.get("DLC_CONFIG")
         if config_file:
             if not Path(config_file).is_file():
-                raise ValueError(f"DLC_CONFIG={config_file!r} is not a file")
+                raise Invalid(f"DLC_CONFIG={config_file!r} is not a file")
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
         return tuple(sources)
 

@@ -160,12 +160,10 @@ def _admin_token(store: PostgresEventStore) -> tuple[str, str]:
     """A new ``up-admin`` token; the earlier runs' ones revoked first."""
     from dlc_ledger.services.tokens import create_token, list_tokens, revoke
 
-    for old in list_tokens(store.engine):
+    for old in list_tokens(store):
         if old.name == TOKEN_NAME and old.revoked_at is None:
-            revoke(store.engine, old.token_id)
-    created = create_token(
-        store.engine, ["admin"], name=TOKEN_NAME, created_by=context.local_principal()
-    )
+            revoke(store, old.token_id)
+    created = create_token(store, ["admin"], name=TOKEN_NAME, created_by=context.local_principal())
     return created.secret, created.token.token_id
 
 
@@ -325,7 +323,7 @@ def run_up(
                 from dlc_ledger.services.tokens import revoke
 
                 try:
-                    revoke(store.engine, token_id)
+                    revoke(store, token_id)
                 except Exception as exc:  # the database gone: the next run revokes it
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc
                     say(f"could not revoke {TOKEN_NAME} {token_id}: {first}")

@@ -43,6 +43,7 @@ from typing import Literal
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.cycle import CycleInput, CycleResult, plan_cycle
 from ledger.dispatch.model import Admitted, Decision, Incoming, Preemption, QuotaNode
+from ledger.errors import Invalid
 
 __all__ = [
     "MAX_STEPS",
@@ -166,7 +167,7 @@ def estimate_starts(
     of each pending job once admitted (a job missing from either runs forever).
     """
     if max_steps < 1:
-        raise ValueError("max_steps must be at least 1")
+        raise Invalid("max_steps must be at least 1")
     pending_ids = {p.job for p in cycle.pending}
     wanted = set(pending_ids if jobs is None else jobs) & pending_ids
     out: dict[str, StartEstimate] = {}

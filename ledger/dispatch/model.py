@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from ledger.errors import Invalid
+
 __all__ = [
     "DEFAULT_STRATEGIES",
     "Admitted",
@@ -37,7 +39,7 @@ Outcome = Literal["admit", "preempt", "pending"]
 Reason = Literal["WithinQuota", "Reclaim", "ReclaimWhileBorrowing", "FairSharing"]
 
 
-class DispatchError(ValueError):
+class DispatchError(Invalid):
     """A snapshot that cannot be decided on (unknown quota, a cycle, a job on an inner node)."""
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ledger.canonical import canonical_json
+from ledger.errors import Invalid
 from ledger.events import QuotaSpec
 
 __all__ = [
@@ -33,7 +34,7 @@ NO_QUOTA = "-"
 RESOURCE_UNITS = {"gpu/*": "mGPU", "cpu": "milli-cores", "memory": "MiB"}
 
 
-class QuotaTreeError(ValueError):
+class QuotaTreeError(Invalid):
     """A quota tree that cannot be applied; the message names the quota and the field."""
 
 

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ledger.errors import Invalid
 from ledger.events import QuotaSpec
 from ledger.quotas.model import topological_order
 
@@ -209,7 +210,7 @@ def compute_usage(
     calc = UsageCalculator(specs)
     for quota in [*used, *idle]:
         if quota not in calc.leaves:
-            raise ValueError(f"usage on {quota!r}, which is not a leaf quota")
+            raise Invalid(f"usage on {quota!r}, which is not a leaf quota")
     if flavors is None:
         keys: set[str] = set()
         for spec in specs.values():

@@ -1,7 +1,9 @@
-"""The event store: an abstract port (:mod:`ledger.store.base`) and its adapters.
+"""The event store: an abstract port (:mod:`ledger.store.base`) and its adapter.
 
-PostgreSQL (:mod:`ledger.store.postgres`) for the product; in memory
-(:mod:`ledger.store.memory`) for domain and decision tests that need no database.
+PostgreSQL (:mod:`ledger.store.postgres`) is the product's one adapter: read models are
+PostgreSQL tables by design, so the port hands projections an SQLAlchemy ``Connection``.
+An in-memory fake (``tests/store/memory_store.py``) passes the same contract suite
+(``tests/store/contract.py``) for the store's own rules; it runs no projection.
 
 Domain modules never import this package; the composition root and the
 consumers do.

@@ -1,8 +1,8 @@
 """The event store port: what every adapter promises (DESIGN §4).
 
 The contract tests in ``tests/store/contract.py`` are written against this
-interface; both adapters, :mod:`ledger.store.postgres` and :mod:`ledger.store.memory`,
-pass them unchanged.
+interface; the adapter (:mod:`ledger.store.postgres`) and the in-memory fake of the tests
+(``tests/store/memory_store.py``) pass them unchanged.
 
 Guarantees an adapter must give:
 - append-only, idempotent by ``event_id`` (same fact again: no-op; same id with a
@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
+from sqlalchemy import Connection
+
 from ledger.envelopes import Envelope
+from ledger.errors import Conflict
 
 __all__ = [
     "AppendResult",
@@ -52,7 +55,7 @@ class StoreError(Exception):
     """Base of the store's own errors."""
 
 
-class ConcurrencyConflict(StoreError):
+class ConcurrencyConflict(StoreError, Conflict):
     """A stream was not at the version the writer expected."""
 
     def __init__(self, stream: str, expected: int, actual: int) -> None:
@@ -60,7 +63,7 @@ class ConcurrencyConflict(StoreError):
         self.stream, self.expected, self.actual = stream, expected, actual
 
 
-class DuplicateEventConflict(StoreError):
+class DuplicateEventConflict(StoreError, Conflict):
     """An event id already stored with a different fact."""
 
     def __init__(self, event_id: UUID) -> None:
@@ -254,16 +257,21 @@ class UnitOfWork(abc.ABC):
         """Events of ``streams`` at positions below ``before``, in position order."""
 
     @abc.abstractmethod
+    def read_ids(self, event_ids: Collection[UUID]) -> list[RecordedEvent]:
+        """The events with ``event_ids`` (those stored), in position order: an audit trail
+        following a posting's ``cause_event_ids`` back to the cluster facts."""
+
+    @abc.abstractmethod
     def read_positions(self, positions: Collection[int]) -> list[RecordedEvent]:
         """The events at ``positions`` (those that exist), in position order."""
 
     @property
     @abc.abstractmethod
-    def connection(self) -> Any:
-        """The adapter's connection, for projections writing their rows in this transaction.
+    def connection(self) -> Connection:
+        """This transaction's SQL connection, for projections writing their rows in it.
 
-        Read models are PostgreSQL tables by design: an adapter without SQL (the in-memory
-        one) refuses with :class:`StoreError`."""
+        SQL is meant: read models are PostgreSQL tables by design. A store without SQL (the
+        in-memory fake of the tests) refuses with :class:`StoreError`."""
 
 
 class AppendSignal(abc.ABC):
@@ -309,6 +317,13 @@ class EventStore(abc.ABC):
         asking several questions. Writing through it (append, checkpoint, dead letter,
         a lock) raises :class:`StoreError`; nothing it did is kept."""
 
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """The connection of one :meth:`snapshot`: what a read of the read models runs its
+        SQL on (read-only, one consistent view)."""
+        with self.snapshot() as uow:
+            yield uow.connection
+
     @abc.abstractmethod
     def may_write(self) -> bool:
         """Whether this store's credentials may move checkpoints (a writer, not a reader)."""
@@ -319,7 +334,7 @@ class EventStore(abc.ABC):
         would otherwise poll (the projector's ``run_forever``)."""
 
     @abc.abstractmethod
-    def outside_transaction(self) -> AbstractContextManager[Any]:
+    def outside_transaction(self) -> AbstractContextManager[Connection]:
         """An autocommit connection for statements that cannot run in a transaction
         (``VACUUM`` of a read model's tables). Refused, as :attr:`UnitOfWork.connection` is,
         by an adapter without SQL."""

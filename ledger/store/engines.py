@@ -15,6 +15,8 @@ from psycopg.types.json import set_json_loads
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
+from ledger.errors import Invalid
+
 __all__ = ["has_password", "make_engine", "masked_url", "normalise_url"]
 
 # ``scheme://user:PASSWORD@``: what masking hides when the URL does not even parse
@@ -48,10 +50,10 @@ def normalise_url(url: str) -> str:
     try:
         parsed = make_url(url)
     except Exception:  # sqlalchemy raises ArgumentError with a terse message
-        raise ValueError(f"DATABASE_URL {masked_url(url)!r} is not a database URL") from None
+        raise Invalid(f"DATABASE_URL {masked_url(url)!r} is not a database URL") from None
     backend = parsed.get_backend_name()
     if backend not in ("postgresql", "postgres"):
-        raise ValueError(f"DATABASE_URL must be a PostgreSQL URL, got {backend!r}")
+        raise Invalid(f"DATABASE_URL must be a PostgreSQL URL, got {backend!r}")
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 

@@ -31,6 +31,7 @@ from sqlalchemy import Connection, Engine, and_, delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ledger.envelopes import Envelope
+from ledger.errors import Invalid
 from ledger.store.base import (
     AppendResult,
     AppendSignal,
@@ -176,6 +177,15 @@ class PostgresUnitOfWork(UnitOfWork):
             self._conn,
             _SELECT_SQL + "WHERE stream = ANY(%s) AND position < %s ORDER BY position",
             (list(streams), before),
+        )
+
+    def read_ids(self, event_ids: Collection[UUID]) -> list[RecordedEvent]:
+        if not event_ids:
+            return []
+        return _fetch(
+            self._conn,
+            _SELECT_SQL + "WHERE event_id = ANY(%s) ORDER BY position",
+            (list(event_ids),),
         )
 
     def read_positions(self, positions: Collection[int]) -> list[RecordedEvent]:
@@ -567,7 +577,7 @@ class PostgresEventStore(EventStore):
 
     def verify(self, *, batch: int = 10_000) -> VerifyResult:
         if batch < 1:  # LIMIT 0 reads nothing: an empty check is no proof of an intact chain
-            raise ValueError(f"batch must be at least 1, got {batch}")
+            raise Invalid(f"batch must be at least 1, got {batch}")
         previous = GENESIS_HASH
         expected_position = 1
         checked = 0

@@ -1,5 +1,5 @@
-"""Listing invoices a page at a time: the read behind ``invoices list`` and
-``GET /v1/invoices``.
+"""Listing invoices and credit notes a page at a time: the reads behind ``invoices list``,
+``invoices credits list`` and ``GET /v1/invoices``.
 
 Keyset order (period, workspace, issued_at, invoice_id), so a page never repeats or
 skips an invoice while new ones are issued (:mod:`projections.pages`). A caller's
@@ -12,9 +12,10 @@ from collections.abc import Collection
 
 from sqlalchemy import Connection, text
 
+from ledger.errors import Invalid
 from projections.pages import Page, check_limit, decode_cursor, encode_cursor
 
-__all__ = ["INVOICE_STATUSES", "invoice_page"]
+__all__ = ["INVOICE_STATUSES", "credit_note_page", "invoice_page"]
 
 INVOICE_STATUSES = ("issued", "voided")
 
@@ -33,7 +34,7 @@ def invoice_page(
     status; ``workspaces``: only theirs (a caller's scope; None: every workspace)."""
     check_limit(limit)
     if status is not None and status not in INVOICE_STATUSES:
-        raise ValueError(f"unknown status {status!r}: use {' or '.join(INVOICE_STATUSES)}")
+        raise Invalid(f"unknown status {status!r}: use {' or '.join(INVOICE_STATUSES)}")
     after = decode_cursor(cursor, str, str, str, str) if cursor is not None else [None] * 4
     rows = [
         dict(r)
@@ -60,3 +61,34 @@ def invoice_page(
         key = [last["period"], last["workspace"], last["issued_at"].isoformat(), last["invoice_id"]]
         following = encode_cursor(key)
     return Page(rows[:limit], following)
+
+
+def credit_note_page(
+    conn: Connection,
+    *,
+    invoice_id: str | None = None,
+    workspace: str | None = None,
+    limit: int = 100,
+    cursor: str | None = None,
+) -> Page:
+    """Credit notes, oldest first (store order), with their invoice's workspace and period,
+    optionally of one invoice or workspace."""
+    check_limit(limit)
+    after = decode_cursor(cursor, int)[0] if cursor is not None else 0
+    rows = [
+        dict(r)
+        for r in conn.execute(
+            text(
+                "SELECT c.credit_note_id, c.invoice_id, i.workspace, i.period, c.currency, "
+                "c.amount_minor, c.reason, c.recorded_at, c.position "
+                "FROM billing_credit_notes c "
+                "LEFT JOIN billing_invoices i ON i.invoice_id = c.invoice_id "
+                "WHERE (CAST(:i AS text) IS NULL OR c.invoice_id = :i) "
+                "AND (CAST(:w AS text) IS NULL OR i.workspace = :w) "
+                "AND c.position > :after ORDER BY c.position LIMIT :n"
+            ),
+            {"i": invoice_id, "w": workspace, "after": after, "n": limit + 1},
+        ).mappings()
+    ]
+    following = encode_cursor([rows[limit - 1]["position"]]) if len(rows) > limit else None
+    return Page([{k: v for k, v in r.items() if k != "position"} for r in rows[:limit]], following)

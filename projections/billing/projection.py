@@ -24,7 +24,7 @@ import orjson
 from pydantic import AwareDatetime, TypeAdapter
 from sqlalchemy import Connection, Table, text
 
-from ledger.envelopes import decode
+from ledger.catalogue import decode
 from ledger.events import (
     CreditNoteIssued,
     InvoiceIssued,

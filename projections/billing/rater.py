@@ -36,7 +36,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from ledger.accounts import RATER_SOURCE, transaction_envelope, transaction_from_delta
-from ledger.envelopes import decode
+from ledger.catalogue import decode
 from ledger.events import LedgerTransactionPosted
 from ledger.money import precise_from_decimal
 from ledger.prices import NoApplicableRate

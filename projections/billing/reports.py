@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
+from ledger.errors import Invalid
 from ledger.money import plain_decimal, precise_decimal, round_precise, to_decimal
 from ledger.prices import NoApplicableRate
 from ledger.rating import (
@@ -83,9 +84,9 @@ def parse_group_by(text_value: str) -> tuple[str, ...]:
     keys = tuple(k.strip() for k in text_value.split(",") if k.strip())
     bad = [k for k in keys if k not in GROUP_KEYS]
     if bad:
-        raise ValueError(f"unknown --group-by key(s) {', '.join(bad)}: use {', '.join(GROUP_KEYS)}")
+        raise Invalid(f"unknown --group-by key(s) {', '.join(bad)}: use {', '.join(GROUP_KEYS)}")
     if len(set(keys)) != len(keys):
-        raise ValueError("--group-by lists a key twice")
+        raise Invalid("--group-by lists a key twice")
     return keys
 
 
@@ -257,12 +258,12 @@ def cost_report(
         "day" not in group_by and _month_aligned(window.start) and _month_aligned(window.end)
     )
     if source == "ledger" and not ledger_ok:
-        raise ValueError(
+        raise Invalid(
             "the ledger books cost per month: day grouping or a window not on month "
             "boundaries needs --source rated"
         )
     if net_credits and not set(group_by) <= CREDIT_KEYS:
-        raise ValueError(
+        raise Invalid(
             "credit notes are issued per invoice (workspace x month): --net-credits groups "
             "by workspace and/or month only"
         )
@@ -402,7 +403,7 @@ def _rated_cost(
         try:
             rating = rate_interval(occ, schedule, a, b, periods)
         except NoApplicableRate as exc:
-            raise ValueError(f"cannot rate occupancy {occ.occupancy_id}: {exc}") from None
+            raise Invalid(f"cannot rate occupancy {occ.occupancy_id}: {exc}") from None
         for line in rating.lines:
             attrs = {
                 "workspace": occ.workspace,

@@ -31,6 +31,7 @@ from ledger.dispatch.estimates import (
 from ledger.dispatch.figures import blocking_figures
 from ledger.dispatch.model import Incoming, QuotaNode
 from ledger.dispatch.queues import effective_priority
+from ledger.errors import Invalid
 from ledger.store.base import RecordedEvent, UnitOfWork
 from projections.dispatch.estimates import (
     Runtime,
@@ -234,14 +235,14 @@ def explain_job(
     conn: Connection = uow.connection
     row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
     if row is None:
-        raise ValueError(f"no job with uid {uid!r}")
+        raise Invalid(f"no job with uid {uid!r}")
     status, status_since = row.status, row.status_since
     events = _decision_events(uow, uid)
     if as_at:
         then = status_at(row.transitions, now)
         if then is None:
             first = row.transitions[0][1] if row.transitions else "later"
-            raise ValueError(
+            raise Invalid(
                 f"job {uid!r} did not exist at {format_timestamp(now)} (first seen {first})"
             )
         status, status_since = then[0], parse_time(then[1])

@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
+from ledger.errors import Invalid
+from ledger.store.views import typed_events
 from projections.dispatch.estimates import projected_now
 from projections.dispatch.losses import lost_work
 from projections.pages import check_report_rows
@@ -69,24 +71,24 @@ class DecisionWindow:
 # One row per wait: the job, when it was queued (submitted, or named a victim), when it was
 # admitted (NULL: still waiting), the quota it was admitted to. ``segment`` numbers a job's
 # admissions: every queue mark belongs to the admission after it.
-_WAITS = """
+_WAITS = f"""
 WITH marks AS (
     SELECT data->>'job_uid' AS job_uid, occurred_at AS at, position, 0 AS admits,
            NULL::text AS quota
-      FROM events WHERE type = 'JobSubmitted'
+      FROM {typed_events("JobSubmitted")} s
     UNION ALL
     SELECT v->>'job_uid', e.occurred_at, e.position, 0, v->>'quota'
-      FROM events e CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
-     WHERE e.type = 'PreemptionDecided'
+      FROM {typed_events("PreemptionDecided")} e
+     CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
     UNION ALL
     SELECT data->>'job_uid', occurred_at, position, 1, data->>'quota'
-      FROM events WHERE type = 'AdmissionDecided' AND data->>'outcome' = 'admit'
+      FROM {typed_events("AdmissionDecided")} a WHERE data->>'outcome' = 'admit'
 ), decided AS (
-    SELECT DISTINCT data->>'job_uid' AS job_uid FROM events WHERE type = 'AdmissionDecided'
+    SELECT DISTINCT data->>'job_uid' AS job_uid FROM {typed_events("AdmissionDecided")} a
     UNION
     SELECT v->>'job_uid'
-      FROM events e CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
-     WHERE e.type = 'PreemptionDecided'
+      FROM {typed_events("PreemptionDecided")} e
+     CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
 ), segmented AS (
     SELECT m.*, COALESCE(SUM(admits) OVER (
                PARTITION BY job_uid ORDER BY at, position
@@ -110,6 +112,20 @@ SELECT w.job_uid, j.name, j.namespace, w.queued_at, w.admitted_at, w.requeued, j
   LEFT JOIN job_workspace_quotas b ON b.workspace = j.workspace
  WHERE w.queued_at IS NOT NULL
 """
+
+
+def decision_counts(conn: Connection) -> dict[str, int]:
+    """How many admissions, preemption decisions and victims the dispatcher stored."""
+    rows = conn.execute(
+        text(
+            f"SELECT 'admitted', COUNT(*) FROM {typed_events('AdmissionDecided')} a"
+            " WHERE data->>'outcome' = 'admit'"
+            f" UNION ALL SELECT 'preemptions', COUNT(*) FROM {typed_events('PreemptionDecided')} p"
+            " UNION ALL SELECT 'victims', COALESCE(SUM(jsonb_array_length(data->'victims')), 0)"
+            f" FROM {typed_events('PreemptionDecided')} v"
+        )
+    ).all()
+    return {str(name): int(count) for name, count in rows}
 
 
 def wait_intervals(conn: Connection, window: DecisionWindow = DecisionWindow()) -> list[Any]:
@@ -169,21 +185,22 @@ SELECT e.position, e.occurred_at AS at, e.event_id,
        vj.priority AS victim_priority, vj.billing_mode AS victim_billing_mode,
        COALESCE(v->>'reason', e.data->>'reason') AS reason,
        {preemptor_visible} AS preemptor_visible
-  FROM events e
+  FROM {events} e
  CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
   LEFT JOIN job_state pj ON pj.job_uid = e.data->>'preemptor'
   LEFT JOIN job_workspace_quotas pb ON pb.workspace = pj.workspace
   LEFT JOIN job_state vj ON vj.job_uid = v->>'job_uid'
- WHERE e.type = 'PreemptionDecided' AND e.occurred_at >= :from AND e.occurred_at < :to
+ WHERE e.occurred_at >= :from AND e.occurred_at < :to
    AND {victim_visible}
  ORDER BY e.occurred_at, e.position, v->>'job_uid'
 """
 
 # Every earlier decision naming a victim of the window: what they lost is not lost again
-_EARLIER = """
+_EARLIER = f"""
 SELECT v->>'job_uid' AS victim_uid, e.occurred_at AS at
-  FROM events e CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
- WHERE e.type = 'PreemptionDecided' AND e.occurred_at < :from
+  FROM {typed_events("PreemptionDecided")} e
+ CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
+ WHERE e.occurred_at < :from
    AND v->>'job_uid' = ANY(:victims)
 """
 
@@ -197,7 +214,11 @@ def preemptions_report(conn: Connection, window: DecisionWindow) -> list[dict[st
     read as null)."""
     victim_visible, params = window.in_subtree("v->>'quota'")
     preemptor_visible, _ = window.in_subtree("COALESCE(pj.quota, pb.quota, e.data->>'quota')")
-    query = _PREEMPTIONS.format(victim_visible=victim_visible, preemptor_visible=preemptor_visible)
+    query = _PREEMPTIONS.format(
+        events=typed_events("PreemptionDecided"),
+        victim_visible=victim_visible,
+        preemptor_visible=preemptor_visible,
+    )
     rows = conn.execute(text(query), params).all()
     check_report_rows(len(rows), hint="narrow --from/--to")
     victims = sorted({row.victim_uid for row in rows})
@@ -241,7 +262,7 @@ def goodput_report(
 ) -> list[dict[str, Any]]:
     """Share of occupied time that ended in success, by quota or workspace (docstring)."""
     if by not in GOODPUT_KEYS:
-        raise ValueError(f"unknown --by {by!r}: use {' or '.join(GOODPUT_KEYS)}")
+        raise Invalid(f"unknown --by {by!r}: use {' or '.join(GOODPUT_KEYS)}")
     column = "COALESCE(quota, '-')" if by == "quota" else "workspace"
     if by == "quota":
         scoped, params = window.in_subtree(column)

@@ -33,6 +33,7 @@ from sqlalchemy import (
     text,
 )
 
+from ledger.errors import Invalid
 from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.schema import metadata
 from projections.base import Projection
@@ -212,7 +213,7 @@ def occupied_at(conn: Connection, at: datetime, group_by: Sequence[str]) -> list
     """
     unknown = [g for g in group_by if g not in GROUP_KEYS]
     if unknown or not group_by:
-        raise ValueError(
+        raise Invalid(
             f"cannot group by {', '.join(unknown) or 'nothing'}; "
             f"choose from {', '.join(GROUP_KEYS)}"
         )

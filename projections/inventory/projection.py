@@ -32,6 +32,7 @@ from sqlalchemy import (
     text,
 )
 
+from ledger.errors import Invalid
 from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.schema import metadata
 from projections.base import Projection
@@ -169,7 +170,7 @@ def capacity_at(
     """
     unknown = [g for g in group_by if g not in INVENTORY_GROUP_KEYS]
     if unknown:
-        raise ValueError(
+        raise Invalid(
             f"cannot group by {', '.join(unknown)}; choose from {', '.join(INVENTORY_GROUP_KEYS)}"
         )
     keys = ", ".join(f'"{g}"' for g in group_by)

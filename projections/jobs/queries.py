@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, or_, select, text
 
 from ledger.canonical import format_timestamp
+from ledger.errors import Invalid
 from ledger.store.base import UnitOfWork
 from projections.billing import job_cost
 from projections.jobs.as_at import as_at, existed_by
@@ -79,7 +80,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime | None, str]:
     try:
         return (parse_time(submitted) if submitted else None), uid
     except ValueError as exc:
-        raise ValueError(
+        raise Invalid(
             f"invalid cursor {cursor[:40]!r}: pass the one a previous page printed"
         ) from exc
 
@@ -103,7 +104,7 @@ def list_jobs(
     ``workspaces``: a caller's scope (an API token's workspace roles), in the WHERE.
     """
     if status is not None and status not in STATUSES:
-        raise ValueError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
+        raise Invalid(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
     check_limit(limit)
     submitted = func.coalesce(job_state.c.submitted_at, _NEVER)
     query = job_state.select()
@@ -156,9 +157,9 @@ def find_job(conn: Connection, ref: str, *, workspaces: Collection[str] | None =
         )
     ]
     if not uids:
-        raise ValueError(f"no job with uid or name {ref!r}")
+        raise Invalid(f"no job with uid or name {ref!r}")
     if len(uids) > 1:
-        raise ValueError(f"name {ref!r} is ambiguous, {len(uids)} jobs: {', '.join(uids)}")
+        raise Invalid(f"name {ref!r} is ambiguous, {len(uids)} jobs: {', '.join(uids)}")
     return str(uids[0])
 
 
@@ -173,7 +174,7 @@ def job_detail(
     conn: Connection = uow.connection
     row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
     if row is None:
-        raise ValueError(f"no job with uid {uid!r}")
+        raise Invalid(f"no job with uid {uid!r}")
     detail = _job_dict(row)
     usage = conn.execute(
         text(

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select, text
 
+from ledger.errors import Invalid
 from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counting_flavors, topological_order
 from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
@@ -204,7 +205,7 @@ def series_points(
     ``since`` (default: the first change) to the one holding ``until`` (default: the
     latest change)."""
     if step not in STEPS:
-        raise ValueError(f"unknown step {step!r}: use {', '.join(STEPS)}")
+        raise Invalid(f"unknown step {step!r}: use {', '.join(STEPS)}")
     if since is None or until is None:
         first, last = conn.execute(
             text(
@@ -223,7 +224,7 @@ def series_points(
     # counted before any is built: a window to 9999 must cost nothing to refuse
     count = (until - first_step) // length + 1
     if count > MAX_REPORT_ROWS:
-        raise ValueError(
+        raise Invalid(
             f"{count:,} {step}s in the window (at most {MAX_REPORT_ROWS:,}): narrow "
             "--from/--to or use a longer --step"
         )

@@ -206,7 +206,7 @@ def client(store: PostgresEventStore) -> Iterator[TestClient]:
 def tokens(store: PostgresEventStore) -> dict[str, str]:
     """Role name -> bearer secret."""
     return {
-        name: create_token(store.engine, roles, name=name, created_by="test").secret
+        name: create_token(store, roles, name=name, created_by="test").secret
         for name, roles in ROLES.items()
     }
 

@@ -39,7 +39,7 @@ def test_a_revoked_token_gets_401_at_once(
         "roles": ["workspace:ws-a"],
         "workspaces": ["ws-a"],
     }
-    revoke(store.engine, me.json()["token_id"])
+    revoke(store, me.json()["token_id"])
     assert client.get("/v1/whoami", headers=bearer(tokens["lead-a"])).status_code == 401
     assert client.get("/v1/whoami", headers=bearer(tokens["admin"])).json()["workspaces"] is None
 

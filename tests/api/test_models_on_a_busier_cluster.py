@@ -28,7 +28,7 @@ UIDS = ["f1", "f2", "v", "hp", "r1", "r2", "w1", "big", "w2", "b1", "b2"]
 def api(
     store: PostgresEventStore, cluster: Narrator
 ) -> Iterator[tuple[TestClient, dict[str, str]]]:
-    secret = create_token(store.engine, ["admin"], name="models", created_by="test").secret
+    secret = create_token(store, ["admin"], name="models", created_by="test").secret
     with TestClient(create_app(store), raise_server_exceptions=False) as client:
         yield client, bearer(secret)
 

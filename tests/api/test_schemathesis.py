@@ -104,7 +104,7 @@ def seeded(databases: TemplateDatabases) -> Iterator[tuple[FastAPI, dict[str, st
         apply_quota_file(store, QUOTA_TREE, principal="api/test", at=EPOCH)
         seed_jobs(store)
         seed_dispatch(store)
-        secret = create_token(store.engine, ["admin"], name="schemathesis", created_by="test")
+        secret = create_token(store, ["admin"], name="schemathesis", created_by="test")
         with store.engine.connect() as conn:
             event_ids = conn.execute(text("SELECT event_id::text FROM events LIMIT 3")).scalars()
             SEEDED_PATHS["event_id"] = list(event_ids)

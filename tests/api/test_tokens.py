@@ -26,20 +26,20 @@ def test_create_shows_the_secret_once_and_stores_only_its_hash(
     assert secret not in listed and stored not in listed
     (row,) = json.loads(listed)
     assert row["roles"] == "workspace:a finance" and row["revoked_at"] == ""
-    principal = authenticate(store.engine, secret)
+    principal = authenticate(store, secret)
     assert principal is not None and principal.scope is None
     assert principal.workspaces == {"a"}
 
 
 def test_a_revoked_token_authenticates_no_more(cli: CliCall, store: PostgresEventStore) -> None:
     secret = cli("tokens", "create", "--role", "workspace:a", "--name", "lead-a").strip()
-    principal = authenticate(store.engine, secret)
+    principal = authenticate(store, secret)
     assert principal is not None and principal.name == "lead-a"
     assert principal.scope == {"a"} and not principal.can_write
     assert cli("tokens", "revoke", principal.token_id).strip() == "revoked"
     assert cli("tokens", "revoke", principal.token_id).strip() == "already revoked"
-    assert authenticate(store.engine, secret) is None
-    assert authenticate(store.engine, secret + "x") is None
+    assert authenticate(store, secret) is None
+    assert authenticate(store, secret + "x") is None
     (row,) = json.loads(cli("tokens", "list", "--format", "json"))
     assert row["revoked_at"]
 

@@ -11,8 +11,8 @@ from sqlalchemy import inspect
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book
 from ledger.store.engines import make_engine
-from ledger.store.migrations import downgrade, upgrade
 from ledger.store.postgres import PostgresEventStore
+from migrations.runner import downgrade, upgrade
 from projections.billing.projection import catch_up_billing
 from tests.billing_e2e.helpers import DEMO_BOOK, at, demo_book, ended, query, started
 from tests.clis import CliCall

@@ -101,9 +101,9 @@ def served(
         summary = replay_slice(store, bootstrap, tmp_path_factory.mktemp("dashboard"))
         assert summary.ok and summary.dead_letters == 0, summary.lines()
         print(f"\nreplayed the dashboard's slice in {time.monotonic() - started:.1f} s")
-        token = create_token(store.engine, ["admin"], name="dash-admin", created_by="test").secret
+        token = create_token(store, ["admin"], name="dash-admin", created_by="test").secret
         lead = create_token(
-            store.engine, ["workspace:ws-burstable"], name="dash-lead", created_by="test"
+            store, ["workspace:ws-burstable"], name="dash-lead", created_by="test"
         ).secret
         server, thread, port = _start(create_app(store))
         base = f"http://127.0.0.1:{port}/"

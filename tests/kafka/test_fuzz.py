@@ -33,7 +33,7 @@ from ledger.bounds import (
     MAX_REPLICAS,
     MIN_PRIORITY,
 )
-from ledger.envelopes import registered_types
+from ledger.catalogue import registered_types
 from ledger.events import CLUSTER_FACT_TYPES, JOB_LIFECYCLE_TYPES
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import all_projections

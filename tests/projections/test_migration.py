@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import inspect, text
 
 from ledger.store.engines import make_engine
-from ledger.store.migrations import downgrade, upgrade
+from migrations.runner import downgrade, upgrade
 from tests.databases import TemplateDatabases
 
 OWNED = {"job_state", "job_timeline", "occupancy", "inventory_nodes"}

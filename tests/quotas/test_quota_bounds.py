@@ -22,7 +22,8 @@ from ledger.bounds import (
     USAGE_MONTH_US,
     OutOfBounds,
 )
-from ledger.envelopes import Envelope, OutOfBoundsEvent, decode, envelope_from_wire
+from ledger.catalogue import decode, envelope_from_wire
+from ledger.envelopes import Envelope, OutOfBoundsEvent
 from ledger.events import JobSubmitted, OccupancyStarted, ReplicaSpec
 from ledger.store.postgres import PostgresEventStore
 from projections.quotas.reads import usage_at

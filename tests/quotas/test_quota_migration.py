@@ -12,8 +12,8 @@ from sqlalchemy import Connection, Table, inspect
 
 from consumers.projector import Projector
 from ledger.store.engines import make_engine
-from ledger.store.migrations import downgrade, upgrade
 from ledger.store.postgres import PostgresEventStore
+from migrations.runner import downgrade, upgrade
 from projections.quotas.projection import (
     QuotaProjection,
     day_of,

@@ -21,8 +21,8 @@ from kubesim.traces import load_openb
 from ledger.envelopes import Envelope
 from ledger.events import JobStarted, JobSucceeded
 from ledger.store.engines import make_engine
-from ledger.store.migrations import upgrade
 from ledger.store.postgres import PostgresEventStore
+from migrations.runner import upgrade
 from projections.quotas.projection import QuotaProjection
 from projections.quotas.reads import usage_at, usage_history
 from tests.demo_files import DEMO_QUOTAS as DEMO

@@ -11,7 +11,7 @@ from dlc_ledger.services.dead_letters import (
     retry_dead_letter,
 )
 from dlc_ledger.services.errors import NotFound
-from ledger.store.memory import MemoryEventStore
+from tests.store.memory_store import MemoryEventStore
 from tests.factories import occupancy_started
 
 

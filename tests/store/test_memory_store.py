@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ledger.store.base import EventStore, StoreError
-from ledger.store.memory import MemoryEventStore
+from tests.store.memory_store import MemoryEventStore
 from tests.factories import occupancy_started
 from tests.store.contract import EventStoreContract, NewStore
 
@@ -111,7 +111,7 @@ def test_a_writer_waits_for_the_open_write_transaction() -> None:
 
 def test_needs_no_database_driver() -> None:
     code = (
-        "import sys; import ledger.store.memory; "
+        "import sys; import tests.store.memory_store; "
         "print(sorted(m for m in ('sqlalchemy', 'psycopg') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

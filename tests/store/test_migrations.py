@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import inspect
 
 from ledger.store.engines import make_engine
-from ledger.store.migrations import current_revision, downgrade, upgrade
+from migrations.runner import current_revision, downgrade, upgrade
 from tests.databases import TemplateDatabases
 
 

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from ledger.store.engines import make_engine
-from ledger.store.migrations import downgrade, upgrade
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.roles import READER_ROLE, WRITER_ROLE
+from migrations.runner import downgrade, upgrade
 from tests.clis import cli_process
 from tests.databases import TemplateDatabases
 from tests.factories import occupancy_started

@@ -13,7 +13,7 @@ from consumers.watchers.listwatch import JOBS, PODS
 from kubesim import KubeSim
 from ledger.envelopes import Envelope
 from ledger.store.engines import make_engine
-from ledger.store.migrations import downgrade, upgrade
+from migrations.runner import downgrade, upgrade
 from tests.databases import TemplateDatabases
 from tests.watchers.conftest import make_job, make_pod, start_watcher, wait_for
 

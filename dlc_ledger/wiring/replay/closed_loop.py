@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kubernetes import client
-from sqlalchemy import text
 
 from kubesim import KubeSim
 from kubesim.closed_loop import ClosedLoopDriver
 from kubesim.driver import TraceDriver
 from kubesim.traces import Trace
+from ledger.errors import Invalid, Unavailable
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = [
@@ -143,7 +143,7 @@ def run_closed_loop(
     from projections.registry import all_projections
 
     if cycle_seconds <= 0:
-        raise ValueError("the cycle must be a positive number of seconds")
+        raise Invalid("the cycle must be a positive number of seconds")
     projector = Projector(store, all_projections())
 
     def make_driver(sim: KubeSim) -> TraceDriver:
@@ -175,7 +175,7 @@ def run_closed_loop(
             if driver.finished:
                 break
             if time.monotonic() > p.deadline:
-                raise RuntimeError("replay timed out while cycling")
+                raise Unavailable("replay timed out while cycling")
             rv = p.sim.store.resource_version
             dispatcher.cycle(p.sim.clock.now())
             cycles += 1
@@ -190,7 +190,7 @@ def run_closed_loop(
                 p.report(f"cycle {cycles}")
                 next_report = time.monotonic() + interval
         if not p.watcher.flush(60):
-            raise RuntimeError("the watcher could not persist its checkpoint")
+            raise Unavailable("the watcher could not persist its checkpoint")
         p.report("done")
         ends = [r.ended for r in driver.runs.values()]
         return ClosedLoopRun(
@@ -208,21 +208,15 @@ def run_closed_loop(
 
 def closed_loop_figures(store: PostgresEventStore, run: ClosedLoopRun) -> ClosedLoopFigures:
     """The run's figures from the store (after projection): decisions, waits, goodput."""
-    from projections.dispatch.reports import DecisionWindow, goodput_report, wait_intervals
+    from projections.dispatch.reports import (
+        DecisionWindow,
+        decision_counts,
+        goodput_report,
+        wait_intervals,
+    )
 
-    with store.engine.connect() as conn:
-        counts: dict[str, int] = dict(
-            conn.execute(
-                text(
-                    "SELECT 'admitted', COUNT(*) FROM events WHERE type = 'AdmissionDecided'"
-                    " AND data->>'outcome' = 'admit'"
-                    " UNION ALL SELECT 'preemptions', COUNT(*) FROM events"
-                    " WHERE type = 'PreemptionDecided'"
-                    " UNION ALL SELECT 'victims', COALESCE(SUM(jsonb_array_length("
-                    "data->'victims')), 0) FROM events WHERE type = 'PreemptionDecided'"
-                )
-            ).all()
-        )
+    with store.reading() as conn:
+        counts = decision_counts(conn)
         waits = sorted(
             float(w.wait_s)
             for w in wait_intervals(conn, DecisionWindow())

@@ -22,7 +22,7 @@ TOPIC_MARKER = "replay:topic:"
 
 def upgrade_if_behind(store: PostgresEventStore) -> None:
     """Migrate only when needed, so a replay on a current schema runs as any writer role."""
-    from ledger.store.migrations import SchemaNotCurrent, require_current, upgrade
+    from migrations.runner import SchemaNotCurrent, require_current, upgrade
 
     try:
         require_current(store.engine)
@@ -32,7 +32,7 @@ def upgrade_if_behind(store: PostgresEventStore) -> None:
 
 def reset_database(store: PostgresEventStore) -> None:
     """Drop and recreate the schema, then migrate: an empty ledger."""
-    from ledger.store.migrations import upgrade
+    from migrations.runner import upgrade
 
     with store.engine.begin() as conn:
         conn.execute(text("DROP SCHEMA public CASCADE"))

@@ -26,6 +26,7 @@ from kubesim import PODS as _PODS
 from kubesim import KubeSim
 from kubesim.driver import Speed, TraceDriver
 from kubesim.traces import Trace
+from ledger.errors import Unavailable
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = ["IngestThread", "Pipeline", "PipelineRun", "run_pipeline"]
@@ -148,7 +149,7 @@ class Pipeline:
                 ),
             ).start()
             if not self.watcher.wait_synced(60):
-                raise RuntimeError("the watchers did not finish their first LIST within 60 s")
+                raise Unavailable("the watchers did not finish their first LIST within 60 s")
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -192,9 +193,9 @@ class Pipeline:
         next_report = time.monotonic() + self.interval
         while not condition():
             if self.ingest is not None and self.ingest.error is not None:
-                raise RuntimeError(f"ingest consumer failed: {self.ingest.error}")
+                raise Unavailable(f"ingest consumer failed: {self.ingest.error}")
             if time.monotonic() > self.deadline:
-                raise RuntimeError(f"replay timed out while {stage}")
+                raise Unavailable(f"replay timed out while {stage}")
             time.sleep(poll)
             if time.monotonic() >= next_report:
                 self.report(stage)
@@ -246,7 +247,7 @@ def run_pipeline(
         p.wait(driver.done.is_set, "replaying")
         p.wait(lambda: watcher.caught_up(p.sim.store.resource_version), "watching")
         if not watcher.flush(60):
-            raise RuntimeError("the watcher could not persist its checkpoint")
+            raise Unavailable("the watcher could not persist its checkpoint")
         published = p.published
         p.publisher.drain()
         p.wait(lambda: p.ingested >= published, "ingesting")

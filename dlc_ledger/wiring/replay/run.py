@@ -33,6 +33,7 @@ from kubesim.traces import (
     load_dlrm,
     load_openb,
 )
+from ledger.errors import Invalid
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = ["load_replay_trace", "run_replay"]
@@ -57,7 +58,7 @@ def load_replay_trace(
     elif fmt == "dlrm":
         loaded = load_dlrm(DLRM_CSV if path == "dlrm" else Path(path), at)
     else:
-        raise ValueError(f"unknown trace format {fmt!r} (openb or dlrm)")
+        raise Invalid(f"unknown trace format {fmt!r} (openb or dlrm)")
     return loaded.head(limit) if limit else loaded
 
 
@@ -97,10 +98,10 @@ def run_replay(
     started_wall = time.monotonic()
     loaded = load_replay_trace(trace, fmt, nodes=nodes, epoch=epoch, limit=limit)
     if closed_loop and quotas is None:
-        raise ValueError("--closed-loop needs --quotas: the dispatcher decides against a tree")
+        raise Invalid("--closed-loop needs --quotas: the dispatcher decides against a tree")
     own_store = store is None
     if fresh and context.settings().database_url and store is None and not yes:
-        raise ValueError(
+        raise Invalid(
             "--fresh drops every table of the database at DATABASE_URL; add --yes to confirm"
         )
     if store is None:  # a dev tool: it may bring a configured database's schema up to date

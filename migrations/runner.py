@@ -1,4 +1,7 @@
-"""Run the Alembic migrations programmatically (``dlc-ledger db upgrade``)."""
+"""Run the Alembic migrations programmatically (``dlc-ledger db upgrade``).
+
+Beside the migrations it runs, so the store below never imports the package above it;
+the composition root (:mod:`dlc_ledger.wiring.context`) is its one caller in the product."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
+from ledger.errors import Unavailable
 from ledger.store.roles import grant_roles, require_schema_owner
 
 __all__ = [
@@ -22,14 +26,12 @@ __all__ = [
 ]
 
 
-class SchemaNotCurrent(RuntimeError):
+class SchemaNotCurrent(Unavailable):
     """The database schema is not at this version's heads; only ``db upgrade`` migrates."""
 
 
 def _config(engine: Engine) -> Config:
-    import migrations
-
-    here = Path(migrations.__file__).parent
+    here = Path(__file__).parent
     cfg = Config(str(here / "alembic.ini"))
     cfg.set_main_option("script_location", str(here))
     return cfg

@@ -34,6 +34,7 @@ from uuid import UUID
 import orjson
 
 from ledger.envelopes import Envelope
+from ledger.errors import Invalid
 from ledger.store.base import (
     AppendResult,
     AppendSignal,
@@ -295,6 +296,15 @@ class MemoryUnitOfWork(UnitOfWork):
         )
         return [self._row(p).recorded() for p in positions]
 
+    def read_ids(self, event_ids: Collection[UUID]) -> list[RecordedEvent]:
+        wanted = set(event_ids)
+        head = self.head_position()
+        return [
+            self._row(p).recorded()
+            for p in range(1, head + 1)
+            if self._row(p).recorded().event_id in wanted
+        ]
+
     def read_positions(self, positions: Collection[int]) -> list[RecordedEvent]:
         head = self.head_position()
         return [self._row(p).recorded() for p in sorted(set(positions)) if 0 < p <= head]
@@ -548,7 +558,7 @@ class MemoryEventStore(EventStore):
 
     def read_after(self, position: int, *, limit: int = 1000) -> list[RecordedEvent]:
         if limit < 0:
-            raise ValueError(f"limit must not be negative, got {limit}")
+            raise Invalid(f"limit must not be negative, got {limit}")
         start = max(position, 0)
         with self._published:
             rows = self._tables.events[start : start + limit]
@@ -564,7 +574,7 @@ class MemoryEventStore(EventStore):
         limit: int = 1000,
     ) -> list[RecordedEvent]:
         if limit < 0:
-            raise ValueError(f"limit must not be negative, got {limit}")
+            raise Invalid(f"limit must not be negative, got {limit}")
         wanted = frozenset(types)
         with self._published:
             rows = self._tables.events[max(after_position, 0) :]
@@ -596,7 +606,7 @@ class MemoryEventStore(EventStore):
     def verify(self, *, batch: int = 10_000) -> VerifyResult:
         """Recompute the chain from the stored JSON, as the PostgreSQL adapter does."""
         if batch < 1:
-            raise ValueError(f"batch must be at least 1, got {batch}")
+            raise Invalid(f"batch must be at least 1, got {batch}")
         with self._published:
             rows = list(self._tables.events)  # everything stored when we began
         previous = GENESIS_HASH

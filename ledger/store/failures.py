@@ -1,0 +1,53 @@
+"""The database's failures as kinds of the one error tree (:mod:`ledger.errors`).
+
+The PostgreSQL adapter's exceptions (SQLAlchemy wrapping psycopg) say what went wrong in
+the driver's words; an edge (the CLI, the API) must not know them to tell a user "the
+database is unreachable" from "that value is out of range". :func:`as_ledger_error` is
+the one translation, by SQLSTATE class; it never quotes the SQL or its parameters (a
+value a user typed, a password in a URL).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    ProgrammingError,
+    StatementError,
+)
+
+from ledger.errors import Conflict, Invalid, LedgerError, Unavailable
+
+__all__ = ["as_ledger_error"]
+
+
+def _reason(exc: StatementError) -> str:
+    text = str(exc.orig).strip()
+    return text.splitlines()[0] if text else type(exc.orig).__name__
+
+
+def as_ledger_error(exc: BaseException) -> LedgerError | None:
+    """``exc`` as a kind of the tree when it is the database's word on a request; None
+    when it is not a database error."""
+    if not isinstance(exc, StatementError):
+        return None
+    sqlstate = str(getattr(exc.orig, "sqlstate", None) or "")
+    if isinstance(exc, OperationalError | InterfaceError) and not sqlstate.startswith("54"):
+        return Unavailable(f"database unreachable: {_reason(exc)}")
+    if sqlstate == "42501":
+        # insufficient_privilege: the role (docs/store.md) or the append-only trigger refused
+        return Conflict(f"refused by the database: {_reason(exc)}")
+    if isinstance(exc, ProgrammingError):
+        return Unavailable(
+            f"database error: {_reason(exc)} (is the schema migrated? dlc-ledger db upgrade)"
+        )
+    if isinstance(exc, IntegrityError) or sqlstate.startswith("23"):
+        return Conflict(f"refused by the database: {_reason(exc)}")
+    if isinstance(exc, DataError) or sqlstate.startswith(("22", "54")):
+        return Invalid(f"invalid value: {_reason(exc)}")
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return Unavailable(f"database connection lost: {_reason(exc)}")
+    return None
