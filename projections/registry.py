@@ -6,7 +6,7 @@ exactly these. Adding a read model is a one-line edit here (plus its migration).
 
 from __future__ import annotations
 
-from ledger.errors import Invalid
+from ledger.errors import NotFound
 from projections.base import Projection
 from projections.billing.projection import BillingProjection
 from projections.budgets.projection import BudgetsProjection
@@ -36,5 +36,5 @@ def projection_named(name: str) -> Projection:
     """The registered projection called ``name``; a ValueError names the known ones."""
     found = {p.name: p for p in all_projections()}
     if name not in found:
-        raise Invalid(f"no projection named {name!r}; known: {', '.join(sorted(found))}")
+        raise NotFound(f"no projection named {name!r}; known: {', '.join(sorted(found))}")
     return found[name]

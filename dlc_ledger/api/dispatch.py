@@ -25,16 +25,15 @@ from dlc_ledger.api.listing import (
     LimitQuery,
     ToQuery,
     check_window,
-    listing,
-    page_of,
+    listed_report,
     plain,
 )
 from dlc_ledger.api.models_dispatch import GoodputPage, PreemptionPage, WaitsPage, Why
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
-from dlc_ledger.services.errors import InvalidRequest, NotFound
 from dlc_ledger.services.tokens import Principal
 from dlc_ledger.services.why import why_job
+from ledger.store.base import Connection
 from projections.billing.reads import currency_scales
 from projections.dispatch.reports import (
     DecisionWindow,
@@ -73,12 +72,7 @@ def get_why(
     and its cost), running or finished (its admission). ``at``: as the job and its queue stood
     then."""
     store = request.app.state.store
-    try:
-        doc = why_job(store, uid, at=at, workspaces=principal.scope)
-    except ValueError as exc:
-        if str(exc).startswith("no job"):
-            raise NotFound(str(exc)) from None
-        raise InvalidRequest(str(exc)) from None
+    doc = why_job(store, uid, at=at, workspaces=principal.scope)
     with store.reading() as conn:
         scale_of = currency_scales(conn)
     doc["preemptions"] = [
@@ -106,10 +100,14 @@ def get_waits(
 ) -> dict[str, Any] | Response:
     """Waits that ended (were admitted) in [from, to); ``waiting``: jobs still queued."""
     window = _window(principal, start, end)
-    with request.app.state.store.reading() as conn:
-        rows = waits_report(conn, window)
-    items, following = page_of(rows, limit, cursor)
-    return listing(request, items, following, name="waits", fmt=fmt)
+    return listed_report(
+        request,
+        lambda conn: waits_report(conn, window),
+        name="waits",
+        limit=limit,
+        cursor=cursor,
+        fmt=fmt,
+    )
 
 
 @router.get(
@@ -132,11 +130,12 @@ def get_preemptions(
     ends; the figures ``/v1/jobs/{uid}/why`` shows), and their cost at its rate
     (``lost_cost_minor`` + currency + scale + ``lost_cost_display``)."""
     window = _window(principal, start, end)
-    with request.app.state.store.reading() as conn:
-        rows = preemptions_report(conn, window)
+
+    def read(conn: Connection) -> list[dict[str, Any]]:
         scale_of = currency_scales(conn)
-    items, following = page_of([money_fields(r, scale_of) for r in rows], limit, cursor)
-    return listing(request, items, following, name="preemptions", fmt=fmt)
+        return [money_fields(r, scale_of) for r in preemptions_report(conn, window)]
+
+    return listed_report(request, read, name="preemptions", limit=limit, cursor=cursor, fmt=fmt)
 
 
 @router.get(
@@ -159,7 +158,11 @@ def get_goodput(
     """Of the occupancies that ended in [from, to): GPU-weighted (``goodput``) and plain
     (``time_goodput``) shares of occupied time whose pod completed."""
     window = _window(principal, start, end)
-    with request.app.state.store.reading() as conn:
-        rows = goodput_report(conn, by.value, window)
-    items, following = page_of(rows, limit, cursor)
-    return listing(request, items, following, name="goodput", fmt=fmt)
+    return listed_report(
+        request,
+        lambda conn: goodput_report(conn, by.value, window),
+        name="goodput",
+        limit=limit,
+        cursor=cursor,
+        fmt=fmt,
+    )

@@ -18,12 +18,10 @@ from dlc_ledger.api.listing import (
     AtQuery,
     CursorQuery,
     LimitQuery,
-    listing,
-    page_of,
+    listed_report,
 )
 from dlc_ledger.api.models_billing import InventoryPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.services.errors import InvalidRequest
 from projections.inventory.projection import INVENTORY_GROUP_KEYS, capacity_at
 
 __all__ = ["router"]
@@ -51,10 +49,11 @@ def get_inventory(
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     keys = [k.strip() for k in group_by.split(",") if k.strip()]
-    with request.app.state.store.reading() as conn:
-        try:
-            rows = capacity_at(conn, at, keys)
-        except ValueError as exc:  # an unknown group key
-            raise InvalidRequest(str(exc)) from None
-    items, following = page_of(rows, limit, cursor)
-    return listing(request, items, following, name="inventory", fmt=fmt)
+    return listed_report(
+        request,
+        lambda conn: capacity_at(conn, at, keys),
+        name="inventory",
+        limit=limit,
+        cursor=cursor,
+        fmt=fmt,
+    )

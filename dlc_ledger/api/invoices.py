@@ -20,7 +20,6 @@ from dlc_ledger.api.listing import CursorQuery, LimitQuery, listing, plain
 from dlc_ledger.api.models_billing import InvoiceDetail, InvoicePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
-from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.invoices import invoice_detail
 from projections.billing.invoice_pages import invoice_page
 from projections.billing.reads import currency_scales
@@ -61,18 +60,15 @@ def get_invoices(
     is cluster time (the billing run's now), ``recorded_at`` store time."""
     store = request.app.state.store
     with store.reading() as conn:
-        try:
-            page = invoice_page(
-                conn,
-                workspace=workspace,
-                period=period,
-                status=None if status is None else status.value,
-                limit=limit,
-                cursor=cursor,
-                workspaces=principal.scope,
-            )
-        except ValueError as exc:  # a garbled cursor
-            raise InvalidRequest(str(exc)) from None
+        page = invoice_page(
+            conn,
+            workspace=workspace,
+            period=period,
+            status=None if status is None else status.value,
+            limit=limit,
+            cursor=cursor,
+            workspaces=principal.scope,
+        )
         scale_of = currency_scales(conn)
     items = [money_fields(row, scale_of) for row in page.rows]
     return listing(request, items, page.next_cursor, name="invoices", fmt=fmt)

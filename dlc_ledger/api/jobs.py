@@ -19,7 +19,6 @@ from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, pa
 from dlc_ledger.api.models import JobDetail, JobPage, TimelinePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
-from dlc_ledger.services.errors import InvalidRequest, NotFound
 from projections.billing.reads import currency_scales
 from projections.jobs import find_job, job_detail, list_jobs, timeline_entries
 
@@ -49,19 +48,16 @@ def get_jobs(
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     with request.app.state.store.reading() as conn:
-        try:
-            page = list_jobs(
-                conn,
-                workspace=workspace,
-                status=status,
-                user=user,
-                limit=limit,
-                at=at,
-                cursor=cursor,
-                workspaces=principal.scope,
-            )
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
+        page = list_jobs(
+            conn,
+            workspace=workspace,
+            status=status,
+            user=user,
+            limit=limit,
+            at=at,
+            cursor=cursor,
+            workspaces=principal.scope,
+        )
     return listing(request, page.jobs, page.next_cursor, name="jobs", fmt=fmt)
 
 
@@ -74,10 +70,7 @@ def get_jobs(
 def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> JobDetail:
     store = request.app.state.store
     with store.snapshot() as uow:
-        try:
-            found = find_job(uow.connection, uid, workspaces=principal.scope)
-        except ValueError as exc:
-            raise NotFound(str(exc)) from None
+        found = find_job(uow.connection, uid, workspaces=principal.scope)
         detail: dict[str, Any] = job_detail(uow, found, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
@@ -102,10 +95,7 @@ def get_job_timeline(
     ``by``, ``reason`` and whether it arrived late: the same entries, scoped the same
     way, as the job's ``timeline`` in ``/v1/jobs/{uid}``."""
     with request.app.state.store.snapshot() as uow:
-        try:
-            found = find_job(uow.connection, uid, workspaces=principal.scope)
-        except ValueError as exc:
-            raise NotFound(str(exc)) from None
+        found = find_job(uow.connection, uid, workspaces=principal.scope)
         entries = timeline_entries(uow, found, workspaces=principal.scope)
     items, following = page_of(entries, limit, cursor)
     return listing(request, items, following, name="job-timeline", fmt=fmt)

@@ -13,7 +13,7 @@ already sent, so every list pages the same way.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
@@ -26,6 +26,7 @@ from dlc_ledger.api.freshness import freshness_body
 from dlc_ledger.services.errors import InvalidRequest
 from ledger.canonical import format_timestamp
 from ledger.errors import Invalid
+from ledger.store.base import Connection
 from projections.pages import decode_cursor, encode_cursor
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "LimitQuery",
     "ToQuery",
     "check_window",
+    "listed_report",
     "listing",
     "page_of",
     "plain",
@@ -127,3 +129,21 @@ def listing(
     if fresh is not None:
         body["freshness"] = fresh
     return body
+
+
+def listed_report(
+    request: Request,
+    read: Callable[[Connection], Sequence[dict[str, Any]]],
+    *,
+    name: str,
+    limit: int,
+    cursor: str | None,
+    fmt: ListFormat | None,
+    **extra: Any,
+) -> dict[str, Any] | Response:
+    """The body every route over a report computed whole shares: ``read`` on one snapshot
+    of the read models, one page of its rows, the page as JSON or CSV."""
+    with request.app.state.store.reading() as conn:
+        rows = read(conn)
+    items, following = page_of(rows, limit, cursor)
+    return listing(request, items, following, name=name, fmt=fmt, **extra)

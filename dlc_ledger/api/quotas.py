@@ -147,10 +147,6 @@ def get_queue(
             cursor=cursor,
             workspaces=principal.scope,
         )
-    except NotFound:
-        raise
-    except ValueError as exc:
-        if str(exc).startswith("unknown quota"):
-            raise NotFound(f"no quota {quota!r}") from None
-        raise InvalidRequest(str(exc)) from None
+    except NotFound:  # the known quotas are not the caller's to list
+        raise NotFound(f"no quota {quota!r}") from None
     return listing(request, page.rows, page.next_cursor, name="queue", fmt=fmt, now=page.now)

@@ -20,12 +20,13 @@ from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
-from dlc_ledger.api.listing import CursorQuery, Instant, listing, page_of
+from dlc_ledger.api.listing import CursorQuery, Instant, listed_report
 from dlc_ledger.api.models import CostRows, UsageRows
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.tokens import Principal
 from ledger.money import from_minor
+from ledger.store.base import Connection
 from projections.billing.reads import ScaleOf, currency_scales
 from projections.billing.reports import (
     GROUP_KEYS,
@@ -71,10 +72,7 @@ def _window(
 
 
 def _keys(group_by: str) -> tuple[str, ...]:
-    try:
-        return parse_group_by(group_by)
-    except ValueError as exc:
-        raise InvalidRequest(str(exc)) from None
+    return parse_group_by(group_by)
 
 
 def money_fields(row: Mapping[str, Any], scale_of: ScaleOf) -> dict[str, Any]:
@@ -112,11 +110,14 @@ def get_usage(
 ) -> dict[str, Any] | Response:
     keys = _keys(group_by)
     window = _window(principal, start, end, as_of)
-    store = request.app.state.store
-    with store.snapshot() as uow:
-        rows = usage_report(uow.connection, keys, window)
-    items, following = page_of(rows, limit, cursor)
-    return listing(request, items, following, name="usage", fmt=fmt)
+    return listed_report(
+        request,
+        lambda conn: usage_report(conn, keys, window),
+        name="usage",
+        limit=limit,
+        cursor=cursor,
+        fmt=fmt,
+    )
 
 
 @router.get(
@@ -141,15 +142,10 @@ def get_cost(
 ) -> dict[str, Any] | Response:
     keys = _keys(group_by)
     window = _window(principal, start, end, as_of)
-    store = request.app.state.store
-    with store.snapshot() as uow:
-        try:
-            rows = cost_report(
-                uow.connection, keys, window, source=source.value, net_credits=net_credits
-            )
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
-        scale_of = currency_scales(uow.connection)
-    money = [money_fields(row, scale_of) for row in rows]
-    items, following = page_of(money, limit, cursor)
-    return listing(request, items, following, name="cost", fmt=fmt)
+
+    def read(conn: Connection) -> list[dict[str, Any]]:
+        rows = cost_report(conn, keys, window, source=source.value, net_credits=net_credits)
+        scale_of = currency_scales(conn)
+        return [money_fields(row, scale_of) for row in rows]
+
+    return listed_report(request, read, name="cost", limit=limit, cursor=cursor, fmt=fmt)

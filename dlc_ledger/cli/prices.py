@@ -30,7 +30,7 @@ from dlc_ledger.services.prices import (
 from dlc_ledger.services.yaml_files import load_price_book
 from dlc_ledger.wiring.context import open_reader, open_store, settings
 from ledger.catalogue import decode
-from ledger.errors import Invalid
+from ledger.errors import NotFound
 from ledger.events import PriceBookPublished, SpotPriceChanged
 from ledger.money import parse_decimal
 from projections.pages import decode_cursor, encode_cursor
@@ -190,5 +190,5 @@ def show(book_id: str = typer.Argument(...), fmt: FormatOption = RowFormat.table
             }
         )
     if not rows:
-        raise Invalid(f"no price book {book_id!r}")
+        raise NotFound(f"no price book {book_id!r}")
     emit_rows(rows, fmt)

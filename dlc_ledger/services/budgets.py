@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
+from ledger.applies import ApplyChange, apply_envelopes
 from ledger.budgets import (
     Budget,
     BudgetFileError,
@@ -28,9 +29,8 @@ from ledger.budgets import (
     rescale,
 )
 from ledger.canonical import canonical_json
-from ledger.envelopes import Envelope, make_envelope
+from ledger.envelopes import Envelope
 from ledger.events import BudgetRemoved, BudgetSet
-from ledger.ids import deterministic_id
 from ledger.money import default_scale, plain_decimal, round_precise
 from ledger.prices import PriceSchedule
 from ledger.store.postgres import PostgresEventStore
@@ -114,24 +114,15 @@ def _envelopes(
     at: datetime,
     source: str,
 ) -> tuple[list[Envelope], dict[str, int]]:
-    expected: dict[str, int] = {}
-    out: list[Envelope] = []
-    for event in events:
-        stream = budget_stream(event.workspace)
-        version = expected.setdefault(stream, store.stream_version(stream))
-        digest = hashlib.sha256(canonical_json(event.model_dump(mode="json"))).hexdigest()
-        event_id = deterministic_id("apply", stream, str(version), event.type_name, digest)
-        out.append(
-            make_envelope(
-                event,
-                event_id=event_id,
-                stream=stream,
-                occurred_at=at,
-                observed_at=at,
-                source=source,
-            )
+    changes = [
+        ApplyChange(
+            event,
+            budget_stream(event.workspace),
+            hashlib.sha256(canonical_json(event.model_dump(mode="json"))).hexdigest(),
         )
-    return out, expected
+        for event in events
+    ]
+    return apply_envelopes(changes, store.stream_version, at=at, source=source)
 
 
 def apply_budget_file(

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.services.yaml_files import parse_quota_tree
+from ledger.applies import ApplyChange, apply_envelopes
 from ledger.canonical import format_timestamp
-from ledger.envelopes import Envelope, EventData, make_envelope
+from ledger.envelopes import Envelope, EventData
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
-from ledger.ids import deterministic_id
 from ledger.quotas import QuotaTree, diff, keep_absent, spec_hash
 from ledger.store.postgres import PostgresEventStore
 from projections.quotas.projection import QuotaProjection
@@ -50,26 +50,10 @@ def quota_envelopes(
     at: datetime,
     source: str,
 ) -> tuple[list[Envelope], dict[str, int]]:
-    """Envelopes for ``events`` and the stream versions the append must find."""
-    expected: dict[str, int] = {}
-    envelopes: list[Envelope] = []
-    for event in events:
-        stream, digest = _stream(event)
-        if stream not in expected:
-            expected[stream] = store.stream_version(stream)
-        version = expected[stream] + sum(1 for e in envelopes if e.stream == stream)
-        event_id = deterministic_id("apply", stream, str(version), event.type_name, digest)
-        envelopes.append(
-            make_envelope(
-                event,
-                event_id=event_id,
-                stream=stream,
-                occurred_at=at,
-                observed_at=at,
-                source=source,
-            )
-        )
-    return envelopes, expected
+    """Envelopes for ``events`` and the stream versions the append must find
+    (:func:`ledger.applies.apply_envelopes`: the one rule for every apply)."""
+    changes = [ApplyChange(event, *_stream(event)) for event in events]
+    return apply_envelopes(changes, store.stream_version, at=at, source=source)
 
 
 def catch_up_quotas(store: PostgresEventStore) -> None:

@@ -11,7 +11,6 @@ opens its own store (its own connection pool): the API alone may hold tens of co
 from __future__ import annotations
 
 import logging
-import math
 import socket
 import threading
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from kubernetes import client
 
 from dlc_ledger.wiring.supervisor import Component
 from kubesim import KubeSim
-from kubesim.driver import Speed, TraceDriver
+from kubesim.driver import Speed
 from kubesim.traces import Trace
 from ledger.errors import Unavailable
 from ledger.store.postgres import PostgresEventStore
@@ -67,25 +66,15 @@ def replay_component(
     """kubesim playing ``trace`` at ``speed``, the watcher on it, the producer and the
     ingest consumer: the replay's :class:`Pipeline`, left running. After the trace's end
     kubesim keeps serving what it holds (as ``python -m kubesim`` does)."""
-    from dlc_ledger.wiring.replay.pipeline import Pipeline
+    from dlc_ledger.wiring.replay.pipeline import Pipeline, PipelineSite, trace_driver
 
     def run(stop: threading.Event, ready: threading.Event) -> None:
         store = PostgresEventStore(store_url)
         failed: list[BaseException] = []
         try:
-            with Pipeline(
-                trace,
-                store,
-                bootstrap,
-                topic,
-                partitions,
-                data_dir,
-                say,
-                math.inf,  # progress lines: none, the service runs quietly
-                math.inf,  # no deadline: it runs until stopped
-                cluster=cluster,
-                make_driver=lambda sim: TraceDriver(sim, trace, speed, max_backlog=5_000),
-            ) as pipeline:
+            site = PipelineSite(store, bootstrap, topic, partitions, data_dir, cluster)
+            # no progress lines and no deadline: the service runs quietly until stopped
+            with Pipeline(trace, site, trace_driver(trace, speed), say=say) as pipeline:
                 assert pipeline.driver is not None and pipeline.ingest is not None
                 driver, ingest = pipeline.driver, pipeline.ingest
 

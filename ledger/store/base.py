@@ -39,6 +39,7 @@ __all__ = [
     "AppendSignal",
     "Checkpoint",
     "ConcurrencyConflict",
+    "Connection",
     "DeadLetter",
     "DuplicateEventConflict",
     "EventStore",

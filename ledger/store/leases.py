@@ -5,7 +5,7 @@ A session advisory lock taken with ``pg_try_advisory_lock`` on a connection of i
 held for the holder's life. When the holder dies its session ends and the server
 releases the lock (keepalives bound how long a vanished host keeps it), so a waiting
 instance takes over. The lock keys live here only (``tests/store/test_sealed.py``); the
-in-memory adapter's equivalent is ``MemoryLeases`` of the in-memory fake (``tests/store/memory_store.py``).
+in-memory fake's equivalent is ``MemoryLeases`` (``tests/store/memory_store.py``).
 """
 
 from __future__ import annotations

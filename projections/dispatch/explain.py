@@ -31,7 +31,7 @@ from ledger.dispatch.estimates import (
 from ledger.dispatch.figures import blocking_figures
 from ledger.dispatch.model import Incoming, QuotaNode
 from ledger.dispatch.queues import effective_priority
-from ledger.errors import Invalid
+from ledger.errors import Invalid, NotFound
 from ledger.store.base import RecordedEvent, UnitOfWork
 from projections.dispatch.estimates import (
     Runtime,
@@ -235,7 +235,7 @@ def explain_job(
     conn: Connection = uow.connection
     row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
     if row is None:
-        raise Invalid(f"no job with uid {uid!r}")
+        raise NotFound(f"no job with uid {uid!r}")
     status, status_since = row.status, row.status_since
     events = _decision_events(uow, uid)
     if as_at:

@@ -13,7 +13,7 @@ from sqlalchemy import Connection
 from ledger.dispatch.cycle import QueueSettings, plan_cycle
 from ledger.dispatch.estimates import MAX_STEPS, within_tree
 from ledger.dispatch.queues import effective_priority
-from ledger.errors import Invalid
+from ledger.errors import NotFound
 from projections.dispatch.estimates import runtime_medians, start_estimates
 from projections.dispatch.explain import tiered_reason, whole
 from projections.dispatch.reads import DispatchView, read_dispatch
@@ -68,7 +68,7 @@ def queue_listing(
     view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at)
     if quota not in {q.name for q in view.cycle.quotas}:
         names = ", ".join(sorted(q.name for q in view.cycle.quotas)) or "none"
-        raise Invalid(f"unknown quota {quota!r} (quotas: {names})")
+        raise NotFound(f"unknown quota {quota!r} (quotas: {names})")
     leaves = set(_leaves_under(view, quota))
     result = plan_cycle(within_tree(view.cycle, quota))
     statuses = sorted(

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, or_, select, text
 
 from ledger.canonical import format_timestamp
-from ledger.errors import Invalid
+from ledger.errors import Invalid, NotFound
 from ledger.store.base import UnitOfWork
 from projections.billing import job_cost
 from projections.jobs.as_at import as_at, existed_by
@@ -157,7 +157,7 @@ def find_job(conn: Connection, ref: str, *, workspaces: Collection[str] | None =
         )
     ]
     if not uids:
-        raise Invalid(f"no job with uid or name {ref!r}")
+        raise NotFound(f"no job with uid or name {ref!r}")
     if len(uids) > 1:
         raise Invalid(f"name {ref!r} is ambiguous, {len(uids)} jobs: {', '.join(uids)}")
     return str(uids[0])
@@ -174,7 +174,7 @@ def job_detail(
     conn: Connection = uow.connection
     row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
     if row is None:
-        raise Invalid(f"no job with uid {uid!r}")
+        raise NotFound(f"no job with uid {uid!r}")
     detail = _job_dict(row)
     usage = conn.execute(
         text(

@@ -11,8 +11,8 @@ from dlc_ledger.services.dead_letters import (
     retry_dead_letter,
 )
 from dlc_ledger.services.errors import NotFound
-from tests.store.memory_store import MemoryEventStore
 from tests.factories import occupancy_started
+from tests.store.memory_store import MemoryEventStore
 
 
 def _letters(store: MemoryEventStore, *payloads: bytes) -> list[int]:

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from ledger.store.base import EventStore, StoreError
-from tests.store.memory_store import MemoryEventStore
 from tests.factories import occupancy_started
 from tests.store.contract import EventStoreContract, NewStore
+from tests.store.memory_store import MemoryEventStore
 
 
 class TestMemoryContract(EventStoreContract):

@@ -12,11 +12,11 @@ from sqlalchemy import text
 
 from ledger.canonical import canonical_json
 from ledger.store.base import EventStore
-from tests.store.memory_store import MemoryEventStore, _Row
 from ledger.store.postgres import PostgresEventStore
 from tests.databases import TemplateDatabases
 from tests.factories import job_succeeded, occupancy_started
 from tests.store.contract import EventStoreContract, NewStore
+from tests.store.memory_store import MemoryEventStore, _Row
 
 
 class TestPostgresContract(EventStoreContract):

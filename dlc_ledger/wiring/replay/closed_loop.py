@@ -28,8 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kubernetes import client
 
@@ -39,6 +38,9 @@ from kubesim.driver import TraceDriver
 from kubesim.traces import Trace
 from ledger.errors import Invalid, Unavailable
 from ledger.store.postgres import PostgresEventStore
+
+if TYPE_CHECKING:  # the pipeline module is imported when a loop runs, not before
+    from dlc_ledger.wiring.replay.pipeline import PipelineSite
 
 __all__ = [
     "ClosedLoopFigures",
@@ -123,16 +125,11 @@ def _grid(seconds: float, step: float) -> float:
 
 def run_closed_loop(
     trace: Trace,
-    store: PostgresEventStore,
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    data_dir: Path,
+    site: PipelineSite,
     say: Callable[[str], None],
     interval: float,
     timeout: float,
     *,
-    cluster: str,
     cycle_seconds: float,
     make_dispatcher: DispatcherFactory,
 ) -> ClosedLoopRun:
@@ -140,6 +137,8 @@ def run_closed_loop(
     docstring); returns once every job ended or nothing can change any more."""
     from consumers.projector import Projector
     from dlc_ledger.wiring.replay.pipeline import Pipeline
+
+    store = site.store
     from projections.registry import all_projections
 
     if cycle_seconds <= 0:
@@ -149,19 +148,7 @@ def run_closed_loop(
     def make_driver(sim: KubeSim) -> TraceDriver:
         return ClosedLoopDriver(sim, trace)
 
-    with Pipeline(
-        trace,
-        store,
-        bootstrap,
-        topic,
-        partitions,
-        data_dir,
-        say,
-        interval,
-        timeout,
-        cluster=cluster,
-        make_driver=make_driver,
-    ) as p:
+    with Pipeline(trace, site, make_driver, say=say, interval=interval, timeout=timeout) as p:
         driver = p.driver
         assert isinstance(driver, ClosedLoopDriver) and p.watcher is not None
         api = client.ApiClient(client.Configuration(host=p.sim.url))

@@ -11,6 +11,7 @@ itself and waits with :meth:`Pipeline.settle` between steps).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -84,6 +85,24 @@ class PipelineRun:
     virtual_seconds: float
 
 
+@dataclass(frozen=True)
+class PipelineSite:
+    """Where a pipeline runs: the store it fills, the broker and topic it goes through,
+    the directory for its spool, and the name the watcher gives the cluster."""
+
+    store: PostgresEventStore
+    bootstrap: str
+    topic: str
+    partitions: int
+    data_dir: Path
+    cluster: str
+
+
+def trace_driver(trace: Trace, speed: Speed) -> Callable[[KubeSim], TraceDriver]:
+    """How an open-loop pipeline plays ``trace``: kubesim's driver at ``speed``."""
+    return lambda sim: TraceDriver(sim, trace, speed, max_backlog=5_000)
+
+
 class Pipeline:
     """kubesim + watcher + producer + ingest, running; the parts both replays share.
 
@@ -97,21 +116,17 @@ class Pipeline:
     def __init__(
         self,
         trace: Trace,
-        store: PostgresEventStore,
-        bootstrap: str,
-        topic: str,
-        partitions: int,
-        data_dir: Path,
-        say: Callable[[str], None],
-        interval: float,
-        timeout: float,
-        *,
-        cluster: str,
+        site: PipelineSite,
         make_driver: Callable[[KubeSim], TraceDriver],
+        *,
+        say: Callable[[str], None],
+        interval: float = math.inf,
+        timeout: float = math.inf,
     ) -> None:
-        self.trace, self.store, self.say, self.interval = trace, store, say, interval
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
-        self.data_dir, self.cluster, self.make_driver = data_dir, cluster, make_driver
+        self.trace, self.site, self.say, self.interval = trace, site, say, interval
+        self.store, self.bootstrap, self.topic = site.store, site.bootstrap, site.topic
+        self.partitions, self.data_dir, self.cluster = site.partitions, site.data_dir, site.cluster
+        self.make_driver = make_driver
         self.deadline = time.monotonic() + timeout
         self._last = (time.monotonic(), 0)
 
@@ -215,31 +230,16 @@ class Pipeline:
 
 def run_pipeline(
     trace: Trace,
-    store: PostgresEventStore,
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    data_dir: Path,
+    site: PipelineSite,
     speed: Speed,
     say: Callable[[str], None],
     interval: float,
     timeout: float,
-    *,
-    cluster: str,
 ) -> PipelineRun:
-    """Play ``trace`` as cluster ``cluster`` through to the store; see the module docstring."""
+    """Play ``trace`` as cluster ``site.cluster`` through to the store; see the module
+    docstring."""
     with Pipeline(
-        trace,
-        store,
-        bootstrap,
-        topic,
-        partitions,
-        data_dir,
-        say,
-        interval,
-        timeout,
-        cluster=cluster,
-        make_driver=lambda sim: TraceDriver(sim, trace, speed, max_backlog=5_000),
+        trace, site, trace_driver(trace, speed), say=say, interval=interval, timeout=timeout
     ) as p:
         assert p.driver is not None and p.watcher is not None
         driver, watcher = p.driver, p.watcher

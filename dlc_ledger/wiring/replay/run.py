@@ -21,7 +21,7 @@ from dlc_ledger.wiring.replay.closed_loop import (
 )
 from dlc_ledger.wiring.replay.database import replay_topic, reset_database, upgrade_if_behind
 from dlc_ledger.wiring.replay.dispatcher import default_dispatcher
-from dlc_ledger.wiring.replay.pipeline import run_pipeline
+from dlc_ledger.wiring.replay.pipeline import PipelineSite, run_pipeline
 from dlc_ledger.wiring.replay.reference_data import apply_reference_data
 from dlc_ledger.wiring.replay.verify import ReplaySummary, StoreCounts, check_store
 from kubesim.driver import Speed
@@ -117,37 +117,28 @@ def run_replay(
         apply_reference_data(store, quotas, pricebook, loaded.epoch, say)
         summary = ReplaySummary.expected(loaded, f"replay-{loaded.name}", topic)
         before = StoreCounts.read(store)
+        site = PipelineSite(
+            store,
+            bootstrap,
+            topic,
+            partitions,
+            data_dir or context.settings().data_dir,
+            summary.cluster,
+        )
         if closed_loop:
             loop = run_closed_loop(
                 loaded,
-                store,
-                bootstrap,
-                topic,
-                partitions,
-                data_dir or context.settings().data_dir,
+                site,
                 say,
                 progress_interval,
                 timeout,
-                cluster=summary.cluster,
                 cycle_seconds=cycle,
                 make_dispatcher=make_dispatcher or default_dispatcher,
             )
             summary.published, summary.ingested = loop.published, loop.ingested
             summary.virtual_seconds = loop.virtual_seconds
         else:
-            run = run_pipeline(
-                loaded,
-                store,
-                bootstrap,
-                topic,
-                partitions,
-                data_dir or context.settings().data_dir,
-                speed,
-                say,
-                progress_interval,
-                timeout,
-                cluster=summary.cluster,
-            )
+            run = run_pipeline(loaded, site, speed, say, progress_interval, timeout)
             summary.published = run.published
             summary.ingested = run.ingested
             summary.virtual_seconds = run.virtual_seconds
