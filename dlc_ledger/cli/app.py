@@ -14,7 +14,7 @@ import typer
 
 from dlc_ledger.cli.lazy_groups import lazy_group
 
-__all__ = ["COMMANDS", "app", "entrypoint", "main"]
+__all__ = ["COMMANDS", "SUMMARIES", "app", "entrypoint", "main"]
 
 # Command name -> "module:attribute" (a Typer app or a command function), imported
 # only when used (dlc_ledger/cli/lazy_groups.py); listed in this order after ``demo``.
@@ -43,9 +43,43 @@ COMMANDS = {
     "up": "dlc_ledger.cli.up:up",
 }
 
+# What ``dlc-ledger --help`` lists for each command, so listing them imports none of
+# their modules (tests/cli/test_help.py checks each against its command's own help).
+SUMMARIES = {
+    "replay": "Replay a trace end to end; exit 0 once everything is stored and projected.",
+    "watch": "Watch the cluster and publish its facts to Kafka until SIGTERM / Ctrl-C.",
+    "ingest": "Consume Kafka into the event store (exactly-once effects).",
+    "project": "Bring projections up to date with the event store (once, or live with --follow).",
+    "projections": "Read models: rebuild them, see how far behind they are.",
+    "jobs": "Jobs: status, requested resources, audit timeline.",
+    "quotas": "Quota tree: apply a YAML file, list, show usage.",
+    "report": "Reports over the projections (table, JSON, CSV).",
+    "prices": "Price books and spot prices.",
+    "billing": "Rating, accrual and period close.",
+    "invoices": "Invoices and credit notes.",
+    "budgets": "Budgets per workspace and month: apply a YAML file, show, check.",
+    "verify": "Recompute the hash chain; exit 0 if intact, 1 naming the first broken position.",
+    "db": "Database schema and connection.",
+    "dead-letters": "Events that could not be stored.",
+    "broker": "Run the embedded Kafka-compatible broker (Tansu).",
+    "dispatcher": "The dispatcher: admission and preemption decisions (Kueue semantics).",
+    "queue": "Pending queues, in the dispatcher's order.",
+    "dispatch": (
+        "Admit, preempt and resume jobs from projected state (Kueue semantics); decisions "
+        "are stored as events first, then acted on."
+    ),
+    "tokens": "API bearer tokens: create (shown once), list, revoke.",
+    "api": "The HTTP API: serve it.",
+    "up": (
+        "Run every component (database, broker, cluster or kubesim, watcher, ingest, "
+        "projector, billing, dispatcher, API and dashboard) and print the dashboard's URL "
+        "and an admin token; Ctrl-C stops them all."
+    ),
+}
+
 app = typer.Typer(
     name="dlc-ledger",
-    cls=lazy_group(COMMANDS),
+    cls=lazy_group(COMMANDS, SUMMARIES),
     help="Event-sourced ledger, quota and billing backend for GPU training platforms.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

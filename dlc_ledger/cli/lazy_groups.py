@@ -4,8 +4,9 @@ Each command module imports what its work needs (SQLAlchemy and Alembic, kafka-p
 the Kubernetes client). Importing every module up front made every ``dlc-ledger``
 call pay for all of them: ~1.8 s of imports before anything ran, against 1.0-1.4 s for any
 single command. A group lists its commands as ``"module:attribute"`` targets; the
-attribute is a Typer app (a sub-group) or a command function. ``--help`` of a group
-still imports the modules of the commands it lists (their help texts live there).
+attribute is a Typer app (a sub-group) or a command function. A group's ``--help``
+lists each command with the one-line summary the group was given, so it imports none of
+them either (a group without summaries imports them to read their help texts).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from importlib import import_module
 from typing import TYPE_CHECKING, ClassVar
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:  # typer vendors click (0.29+); its groups take and return these classes
-    from typer._click import Command, Context
+    from typer._click import Command, Context, HelpFormatter
 
 __all__ = ["LazyGroup", "lazy_group", "load_command"]
 
@@ -27,6 +28,8 @@ class LazyGroup(TyperGroup):
     """A Typer group with commands imported on first lookup (``lazy``: name → target)."""
 
     lazy: ClassVar[Mapping[str, str]] = {}
+    summaries: ClassVar[Mapping[str, str]] = {}
+    _listing = False
 
     def list_commands(self, ctx: Context) -> list[str]:
         # eagerly registered commands first, then the lazy ones in their listed order
@@ -35,8 +38,18 @@ class LazyGroup(TyperGroup):
 
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
+            if self._listing and cmd_name in self.summaries:
+                # the help page needs a name and a line, not the command's imports
+                return TyperCommand(cmd_name, help=self.summaries[cmd_name])
             self.commands[cmd_name] = load_command(cmd_name, self.lazy[cmd_name])
         return super().get_command(ctx, cmd_name)
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
 
 def load_command(name: str, target: str) -> Command:
@@ -54,6 +67,11 @@ def load_command(name: str, target: str) -> Command:
     return command
 
 
-def lazy_group(commands: Mapping[str, str]) -> type[LazyGroup]:
-    """A :class:`LazyGroup` subclass for ``commands`` (Typer takes a group *class*)."""
-    return type("LazyGroup", (LazyGroup,), {"lazy": dict(commands)})
+def lazy_group(
+    commands: Mapping[str, str], summaries: Mapping[str, str] | None = None
+) -> type[LazyGroup]:
+    """A :class:`LazyGroup` subclass for ``commands`` (Typer takes a group *class*), listing
+    them in its help with ``summaries`` (name -> one line)."""
+    return type(
+        "LazyGroup", (LazyGroup,), {"lazy": dict(commands), "summaries": dict(summaries or {})}
+    )

@@ -11,7 +11,7 @@ import typer
 
 from dlc_ledger.cli.lazy_groups import lazy_group
 
-__all__ = ["REPORTS", "report_app"]
+__all__ = ["REPORTS", "SUMMARIES", "report_app"]
 
 REPORTS = {
     "usage": "dlc_ledger.cli.finance:report_usage",
@@ -27,8 +27,49 @@ REPORTS = {
     "goodput": "dlc_ledger.cli.dispatch_reports:report_goodput",
 }
 
+SUMMARIES = {
+    "usage": "Exact occupied usage (mGPU·s, CPU milli·s, MiB·s), grouped.",
+    "cost": (
+        "Cost, grouped (from the ledger, or rated from the facts): minor units, currency, "
+        "scale and the decimal amount."
+    ),
+    "quota-usage": (
+        "Per quota node x flavor: min, max, used, borrowed, lent, queued demand, job counts."
+    ),
+    "quota-history": (
+        "Quota usage over a window of cluster time, for charts: one row per quota node x "
+        "flavor x step, the figures at the step's start (UTC hours or days)."
+    ),
+    "quota-series": (
+        "One quota node's usage per flavor at each step's start over a window (a chart's "
+        "series): min, max, used, borrowed, lent, queued demand, pending and running "
+        "jobs."
+    ),
+    "occupancy": "Resources occupied at an instant (intervals are [start, end)), per group.",
+    "inventory": "Nodes and schedulable capacity (cordoned and removed nodes excluded), per group.",
+    "estimates": (
+        "Start estimates against actual starts: for each wait, the first estimate stored "
+        "with a pending decision vs its admission; waits, estimated, absolute error p50 / "
+        "p95 / mean and mean error per quota, in seconds."
+    ),
+    "waits": (
+        "Waits from queued (submitted, or preempted: a requeue is a new wait) to "
+        "admitted: count, p50/p95/max/mean seconds by quota and priority, for waits that "
+        "ended in the window; ``waiting``: jobs still queued."
+    ),
+    "preemptions": (
+        "Every preemption decided in the window: preemptor, victim, reason, and the "
+        "victim's GPU-hours lost (its pods open at the decision, as `jobs why` shows) "
+        "with their cost at its rate."
+    ),
+    "goodput": (
+        "Occupied time that ended in success over all occupied time (GPU-weighted and "
+        "plain), for occupancies that ended in the window, by quota or workspace."
+    ),
+}
+
 report_app = typer.Typer(
-    cls=lazy_group(REPORTS),
+    cls=lazy_group(REPORTS, SUMMARIES),
     help="Reports over the projections (table, JSON, CSV).",
     no_args_is_help=True,
 )

@@ -11,7 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from dlc_ledger.cli.app import COMMANDS, app
+from dlc_ledger.cli.app import COMMANDS, SUMMARIES, app
+from dlc_ledger.cli.lazy_groups import load_command
+from dlc_ledger.cli.report import REPORTS
+from dlc_ledger.cli.report import SUMMARIES as REPORT_SUMMARIES
 
 
 def _paths(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -86,3 +89,40 @@ def test_the_cli_runs_without_click_installed() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "0 0 2", result.stdout
     assert "No such command 'nosuch'" in result.stderr
+
+
+def _first_paragraph(command: Any) -> str:
+    return " ".join((command.short_help or command.help or "").split("\n\n")[0].split())
+
+
+@pytest.mark.parametrize(
+    ("names", "summaries", "group"),
+    [(COMMANDS, SUMMARIES, ()), (REPORTS, REPORT_SUMMARIES, ("report",))],
+    ids=["dlc-ledger", "report"],
+)
+def test_each_listed_summary_is_its_commands_own_help(
+    names: dict[str, str], summaries: dict[str, str], group: tuple[str, ...]
+) -> None:
+    # the help page lists the summaries without importing the commands: they must not drift
+    assert set(summaries) == set(names)
+    for name, target in names.items():
+        assert summaries[name] == _first_paragraph(load_command(name, target)), name
+
+
+def test_help_lists_the_commands_without_importing_them() -> None:
+    result = _run(
+        "import sys\n"
+        "from dlc_ledger.cli.app import main\n"
+        "code = main(['--help'])\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('dlc_ledger.', 'sqlalchemy',"
+        " 'kafka', 'kubernetes', 'psycopg')))\n"
+        "print(code, ' '.join(loaded))\n"
+    )
+    code, _, loaded = result.stdout.strip().splitlines()[-1].partition(" ")
+    assert code == "0", result.stderr
+    assert "ingest" in result.stdout and "Consume Kafka into the event store" in result.stdout
+    assert set(loaded.split()) <= {
+        "dlc_ledger.cli",
+        "dlc_ledger.cli.app",
+        "dlc_ledger.cli.lazy_groups",
+    }
