@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 import hypothesis.strategies as st
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from sqlalchemy import Connection
 
 from consumers.projector import Projector
@@ -42,7 +43,7 @@ from ledger.events import (
 from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
-from projections.jobs import timeline_rows
+from projections.jobs import fold_order, timeline_rows
 from projections.registry import all_projections as registered
 from tests.databases import TemplateDatabases
 from tests.projections.builders import Narrator, at, replica
@@ -159,6 +160,18 @@ def _timelines(
         return {uid: timeline_rows(uow, uid) for uid in uids}
 
 
+def _in_fold_order(
+    store: PostgresEventStore, events: Sequence[Envelope], stream: str
+) -> list[UUID]:
+    """The ids of ``stream``'s events in the order a timeline lists them: cluster time,
+    then lifecycle rank (a submission before an admission stored ahead of it at the same
+    instant), then store position; not store order."""
+    positions = {e.event_id: e.position for e in store.read_stream(stream)}
+    own = [e for e in events if e.stream == stream]
+    own.sort(key=lambda e: fold_order(e.occurred_at, e.type, positions[e.event_id]))
+    return [e.event_id for e in own]
+
+
 class Boom(Exception):
     pass
 
@@ -187,6 +200,9 @@ class FailsAfterWriting(Projection):
     batches=st.lists(st.integers(1, 25), min_size=1, max_size=8),
     runs=st.lists(st.tuples(st.integers(1, 9), st.booleans()), min_size=1, max_size=12),
 )
+# found by Hypothesis on main: the admission is stored before the submission at one
+# instant, and the fold (hence the timeline) ranks the submission first
+@example(steps=[(("admit", 1), 0), (("submit", 1), 0)], batches=[1], runs=[(1, False)])
 def test_incremental_equals_rebuild(
     databases: TemplateDatabases,
     steps: list[tuple[tuple[Any, ...], int]],
@@ -217,8 +233,8 @@ def test_incremental_equals_rebuild(
         incremental = snapshot(store, all_projections())
         timelines = _timelines(store, events)
         for uid, rows in timelines.items():  # a job's own stream is all in its timeline
-            own = [e.event_id for e in events if e.stream == f"job/{uid}"]
-            assert [r[-1] for r in rows if r[8] == f"job/{uid}"] == own
+            stream = f"job/{uid}"
+            assert [r[-1] for r in rows if r[8] == stream] == _in_fold_order(store, events, stream)
 
         rebuilt = Projector(store, all_projections(), page_size=10_000)
         for projection in rebuilt.projections:
