@@ -8,7 +8,7 @@ import sys
 
 def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        print("usage: python -m bench {store|ingest|watch|project|report|dispatch|api} [options]")
+        print("usage: python -m bench {store|ingest|watch|project|report|dispatch|api|cli} [options]")
         return 2
     name = sys.argv[1]
     try:

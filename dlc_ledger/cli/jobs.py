@@ -32,9 +32,7 @@ from dlc_ledger.cli.tables import (
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
 from dlc_ledger.cli.tables import cell as _cell
-from dlc_ledger.services.why import why_job
 from dlc_ledger.wiring import context
-from projections.dispatch.explain import jsonable
 from projections.inventory.occupancy import GROUP_KEYS, occupied_at
 from projections.inventory.projection import INVENTORY_GROUP_KEYS, capacity_at
 from projections.jobs import find_job, job_detail, list_jobs
@@ -203,6 +201,10 @@ def jobs_why(
     """Why a job is pending (reason, place in its queue and tree, the quota figures that
     block it, estimated start) or was preempted (by whom, which rule, the quota state then,
     GPU-hours lost and their cost); for a running or finished job, its admission."""
+    # the dispatcher's reads and core, imported by this command only (jobs show starts faster)
+    from dlc_ledger.services.why import why_job
+    from projections.dispatch.explain import jsonable
+
     instant = parse_instant(at, option="--at") if at else None
     store = context.open_reader()
     doc = why_job(store, job, at=instant)

@@ -18,7 +18,6 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from dlc_ledger.wiring.embedded_postgres import embedded_database_url
 from dlc_ledger.wiring.settings import Settings, load_settings
 from ledger.errors import Invalid, Unavailable
 from ledger.store.base import EventStore
@@ -56,6 +55,8 @@ def database_url(*, announce: bool = True, create: bool = False) -> str:
     cfg = settings()
     if cfg.database_url:
         return normalise_url(cfg.database_url)
+    from dlc_ledger.wiring.embedded_postgres import embedded_database_url  # only when used
+
     url = embedded_database_url(cfg.data_dir, create=create)
     if announce:
         print(f"using embedded PostgreSQL under {cfg.data_dir / 'postgres'}", file=sys.stderr)

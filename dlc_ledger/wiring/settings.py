@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 from pydantic import AliasChoices, Field, model_validator
@@ -21,9 +21,11 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from dlc_ledger.services.oidc import OidcConfig
 from ledger.errors import Invalid
 from ledger.prices import DEFAULT_MAX_RATE
+
+if TYPE_CHECKING:  # the OIDC module (and PyJWT) is the API's: imported when asked for
+    from dlc_ledger.services.oidc import OidcConfig
 
 __all__ = ["Settings", "load_settings"]
 
@@ -108,6 +110,8 @@ class Settings(BaseSettings):
         """The OIDC settings, or None when OIDC is not configured."""
         if not (self.oidc_issuer and self.oidc_audience and self.oidc_jwks):
             return None
+        from dlc_ledger.services.oidc import OidcConfig
+
         return OidcConfig(
             issuer=self.oidc_issuer,
             audience=self.oidc_audience,

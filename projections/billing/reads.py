@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, text
 
-from ledger.events import PriceBookPublished, SpotPriceChanged
 from ledger.money import default_scale
-from ledger.prices import PriceSchedule
-from ledger.rating import Occupancy
+
+if TYPE_CHECKING:  # the event models and the rating engine load with the first schedule
+    from ledger.prices import PriceSchedule
+    from ledger.rating import Occupancy
 
 __all__ = ["ScaleOf", "currency_scales", "load_schedule", "occupancy_from_row"]
 
@@ -21,6 +22,9 @@ ScaleOf = Callable[[str], int]
 
 def load_schedule(conn: Connection, *, recorded_by: datetime | None = None) -> PriceSchedule:
     """The price schedule from the projection's price events (optionally as recorded by then)."""
+    from ledger.events import PriceBookPublished, SpotPriceChanged
+    from ledger.prices import PriceSchedule
+
     where = "WHERE recorded_at <= :t" if recorded_by is not None else ""
     rows = conn.execute(
         text(f"SELECT type, data FROM billing_prices {where} ORDER BY position"),
@@ -35,6 +39,8 @@ def load_schedule(conn: Connection, *, recorded_by: datetime | None = None) -> P
 
 def occupancy_from_row(row: Any) -> Occupancy:
     """The rating input for a ``billing_occupancies`` row (an end never precedes its start)."""
+    from ledger.rating import Occupancy
+
     start = row.started_at
     end = row.ended_at
     return Occupancy(
@@ -54,13 +60,19 @@ def occupancy_from_row(row: Any) -> Occupancy:
 
 
 def currency_scales(conn: Connection) -> ScaleOf:
-    """The scale each currency is billed at: the price schedule's for its currency, else
-    the ISO 4217 exponent."""
-    schedule = load_schedule(conn)
+    """The scale each currency is billed at: the price books' for their currency (every
+    book of a schedule has the same, :class:`ledger.prices.PriceSchedule`), else the ISO
+    4217 exponent. One row read, no schedule built: every read that shows money asks."""
+    book = conn.execute(
+        text(
+            "SELECT data->>'currency', (data->>'scale')::int FROM billing_prices "
+            "WHERE type = 'PriceBookPublished' ORDER BY position LIMIT 1"
+        )
+    ).first()
 
     def scale_of(currency: str) -> int:
-        if schedule.currency == currency and schedule.scale is not None:
-            return schedule.scale
+        if book is not None and book[0] == currency and book[1] is not None:
+            return int(book[1])
         return default_scale(currency)
 
     return scale_of

@@ -24,10 +24,10 @@ from ledger.envelopes import Envelope, make_envelope
 from ledger.events import JobFailed, JobSucceeded, OccupancyStarted
 from ledger.store.base import EventStore, RecordedEvent
 from ledger.store.chain import GENESIS_HASH, fact_hash, record_hash, stored_fact_hash
-from ledger.store.memory import MemoryEventStore
 from ledger.store.postgres import PostgresEventStore
 from tests.databases import TemplateDatabases
 from tests.factories import EPOCH
+from tests.store.memory_store import MemoryEventStore
 
 # --- known answers -----------------------------------------------------------------
 
