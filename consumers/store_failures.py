@@ -8,7 +8,6 @@ operational or interface error blames the server.
 
 from __future__ import annotations
 
-import orjson
 import psycopg
 import sqlalchemy.exc
 
@@ -58,4 +57,4 @@ def is_unstorable(exc: BaseException) -> bool:
     message still unconsumed: dead-lettering it would hide the bug and lose nothing less."""
     if isinstance(exc, sqlalchemy.exc.DBAPIError | psycopg.Error):
         return _sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES)
-    return isinstance(exc, EventDecodeError | OutOfBounds | NotCanonical | orjson.JSONEncodeError)
+    return isinstance(exc, EventDecodeError | OutOfBounds | NotCanonical)

@@ -59,4 +59,9 @@ def canonical_json(value: Any) -> bytes:
     fields; payloads carry timestamps as strings): orjson renders them natively,
     which is several times faster than formatting each in Python.
     """
-    return orjson.dumps(value, default=_default, option=_OPTIONS)
+    try:
+        return orjson.dumps(value, default=_default, option=_OPTIONS)
+    except orjson.JSONEncodeError as exc:  # orjson's own refusal (an int beyond 64 bits, ...)
+        if isinstance(exc.__cause__, NotCanonical):
+            raise exc.__cause__ from None
+        raise NotCanonical(f"not canonically serialisable: {exc}") from exc

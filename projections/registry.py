@@ -7,6 +7,7 @@ exactly these. Adding a read model is a one-line edit here (plus its migration).
 from __future__ import annotations
 
 from ledger.errors import NotFound
+from ledger.store.base import EventStore
 from projections.base import Projection
 from projections.billing.projection import BillingProjection
 from projections.budgets.projection import BudgetsProjection
@@ -15,6 +16,7 @@ from projections.inventory.occupancy import OccupancyProjection
 from projections.inventory.projection import InventoryProjection
 from projections.jobs import JobsProjection
 from projections.quotas.projection import QuotaProjection
+from projections.steps import catch_up
 
 __all__ = ["all_projections", "projection_named"]
 
@@ -38,3 +40,9 @@ def projection_named(name: str) -> Projection:
     if name not in found:
         raise NotFound(f"no projection named {name!r}; known: {', '.join(sorted(found))}")
     return found[name]
+
+
+def catch_up_all(store: EventStore) -> int:
+    """Every projection to the store's head: what a write use case runs after its append, so
+    every read after it is current (a read never runs it), positions covered returned."""
+    return catch_up(store, all_projections())

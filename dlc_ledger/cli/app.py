@@ -101,10 +101,17 @@ def _root(
     ),
 ) -> None:
     # a callback makes the app a group even with one eagerly registered command
-    if wait_for is not None:
+    if wait_for is not None or _waiting():
         from dlc_ledger.wiring import context
 
-        context.read_wait = (wait_for, wait_timeout)
+        # set on every run: an earlier in-process run's wait must not carry over
+        context.read_wait = None if wait_for is None else (wait_for, wait_timeout)
+
+
+def _waiting() -> bool:
+    """Whether an earlier run in this process left a wait set (the wiring is loaded)."""
+    context = sys.modules.get("dlc_ledger.wiring.context")
+    return getattr(context, "read_wait", None) is not None
 
 
 @app.command("demo")

@@ -12,6 +12,27 @@ price to an invoice line through: ``ledger/prices.py`` (the book) →
 
 from __future__ import annotations
 
-from projections.billing.ticks import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult, tick
+from datetime import datetime, timedelta
+
+from ledger.rating import PeriodFn
+from ledger.store.base import EventStore
+from projections.billing import ticks
+from projections.billing.ticks import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult
+from projections.registry import catch_up_all
 
 __all__ = ["DEFAULT_ACCRUAL_STEP", "DEFAULT_GRACE", "TickResult", "tick"]
+
+
+def tick(
+    store: EventStore,
+    now: datetime,
+    *,
+    grace: timedelta = DEFAULT_GRACE,
+    accrual_step: timedelta = DEFAULT_ACCRUAL_STEP,
+    periods: PeriodFn | None = None,
+) -> TickResult:
+    """One billing tick at cluster instant ``now`` (:func:`projections.billing.ticks.tick`),
+    then every read model to the head: a write use case, so the reads after it are current."""
+    result = ticks.tick(store, now, grace=grace, accrual_step=accrual_step, periods=periods)
+    catch_up_all(store)
+    return result

@@ -44,6 +44,7 @@ from projections.budgets.projection import (
     exhausted_workspaces,
     spent_by_workspace,
 )
+from projections.registry import catch_up_all
 from projections.steps import catch_up
 
 __all__ = [
@@ -151,7 +152,7 @@ def apply_budget_file(
         envelopes, expected = _envelopes(store, events, at or datetime.now(UTC), principal)
         if not dry_run:
             store.append(envelopes, expected_versions=expected)
-            _catch_up(store)
+            catch_up_all(store)  # the reads after an apply see it
     return ApplyResult(lines, envelopes)
 
 
@@ -216,4 +217,7 @@ def check(
     """Store the crossings of the budgets in force at ``at`` (cluster time) not stored yet."""
     _catch_up(store, billing=True)
     with store.reading() as conn:
-        return check_budgets(store, conn, at, source=source)
+        breaches = check_budgets(store, conn, at, source=source)
+    if breaches:
+        catch_up_all(store)  # the crossings it stored, for the reads after it
+    return breaches

@@ -1,11 +1,14 @@
 """Use cases on issued invoices, for the CLI and the API: read one, void it, credit it.
 
 The rules and every statement are in the billing room (:mod:`projections.billing.invoices`);
-this façade is what the outer layer calls, so an edge never reaches into the room.
+this façade is what the outer layer calls, so an edge never reaches into the room. The two
+writes leave every read model at the head after their append (reads never catch up).
 """
 
 from __future__ import annotations
 
+from ledger.store.base import EventStore
+from projections.billing import invoices as room
 from projections.billing.invoices import (
     CREDIT_NOTES_ACCOUNT,
     CreditResult,
@@ -14,9 +17,34 @@ from projections.billing.invoices import (
     VoidResult,
     find_invoice,
     invoice_detail,
-    issue_credit_note,
-    void_invoice,
 )
+from projections.registry import catch_up_all
+
+
+def void_invoice(store: EventStore, invoice_id: str, reason: str, *, principal: str) -> VoidResult:
+    """Void an issued invoice (:func:`projections.billing.invoices.void_invoice`)."""
+    result = room.void_invoice(store, invoice_id, reason, principal=principal)
+    catch_up_all(store)
+    return result
+
+
+def issue_credit_note(
+    store: EventStore,
+    invoice_id: str,
+    amount: str,
+    reason: str,
+    *,
+    principal: str,
+    idempotency_key: str | None = None,
+) -> CreditResult:
+    """Credit part of an issued invoice (:func:`projections.billing.invoices.issue_credit_note`)."""
+    result = room.issue_credit_note(
+        store, invoice_id, amount, reason, principal=principal, idempotency_key=idempotency_key
+    )
+    if result.created:
+        catch_up_all(store)
+    return result
+
 
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",

@@ -18,6 +18,7 @@ from projections.quotas.projection import QuotaProjection
 from projections.quotas.reads import (
     quota_tree,
 )
+from projections.registry import catch_up_all
 from projections.steps import catch_up
 
 __all__ = [
@@ -164,7 +165,7 @@ def apply_quota_file(
         )
         if not dry_run:
             store.append(envelopes, expected_versions=expected)
-            catch_up_quotas(store)
+            catch_up_all(store)  # the reads after an apply see it
     return ApplyResult(lines, envelopes, kept_quotas, kept_bindings)
 
 

@@ -51,8 +51,9 @@ from ledger.rating import (
     next_period,
 )
 from ledger.store.base import EventStore, UnitOfWork
-from projections.billing.projection import catch_up_on
+from projections.billing.projection import BillingProjection, catch_up_on
 from projections.billing.reads import load_schedule, occupancy_from_row
+from projections.steps import catch_up
 
 __all__ = [
     "RATER_CHECKPOINT",
@@ -190,6 +191,8 @@ def rate(
         if on_posted is not None and step.transactions:
             on_posted(step.transactions)
         if step.done:
+            if total.posted:
+                catch_up(store, [BillingProjection()])  # its postings, for the reads after it
             return total
 
 

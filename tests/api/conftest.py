@@ -233,3 +233,11 @@ def same_as_cli(api: object, cli: object) -> bool:
             same_as_cli(a, c) for a, c in zip(api, cli, strict=True)
         )
     return norm(api) == norm(cli)
+
+
+def without_freshness(body: dict[str, object]) -> dict[str, object]:
+    """A page's body less its ``freshness`` (checked: the read models' position and lag)."""
+    fresh = body.get("freshness")
+    assert isinstance(fresh, dict), body
+    assert fresh["behind"] == fresh["head"] - fresh["projected"] >= 0, fresh
+    return {k: v for k, v in body.items() if k != "freshness"}

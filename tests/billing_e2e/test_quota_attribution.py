@@ -9,6 +9,7 @@ from ledger.envelopes import Envelope, make_envelope
 from ledger.events import WorkspaceBound
 from ledger.ids import deterministic_id
 from ledger.store.postgres import PostgresEventStore
+from projections.registry import catch_up_all
 from tests.billing_e2e.helpers import at, ended, started
 from tests.clis import CliCall
 
@@ -40,6 +41,7 @@ def test_usage_follows_the_binding_in_force_when_the_pod_started(
             ended("p4", at("2026-11-04T04:00")),
         ]
     )
+    catch_up_all(store)  # reads never project
     rows = json.loads(cli("report", "usage", "--group-by", "quota", "--format", "json"))
     by_quota = {r["quota"]: r["mgpu_seconds"] for r in rows}
     assert by_quota == {

@@ -17,6 +17,7 @@ from ledger.store.postgres import PostgresEventStore
 from projections.billing import reports as finance_reports
 from projections.inventory import occupancy
 from projections.quotas.reads import series_points
+from projections.registry import catch_up_all
 from tests.billing_e2e.helpers import DEMO_BOOK, at, ended, started
 from tests.clis import CliCall
 from tests.factories import occupancy_started
@@ -53,6 +54,7 @@ def one_open(store: PostgresEventStore, cli: CliCall) -> None:
             ended("b", at("2026-11-05T00:00")),
         ]
     )
+    catch_up_all(store)  # reads never project: the projector (here, the test) does
 
 
 def test_usage_to_a_far_future_counts_open_intervals_up_to_the_cluster_clock(

@@ -32,6 +32,7 @@ from pathlib import Path
 from dlc_ledger.services.prices import publish_price_book
 from ledger.store.postgres import PostgresEventStore
 from projections.quotas.nodes import quota_nodes_at
+from projections.registry import catch_up_all
 from tests.billing_e2e.helpers import at as instant
 from tests.billing_e2e.helpers import book_yaml
 from tests.clis import CliCall
@@ -68,6 +69,7 @@ def _history(store: PostgresEventStore, cli: CliCall) -> None:
             *(occ_ended(f"p{i}", f"j{i}", at(3 * HOUR)) for i in (1, 2, 3)),
         ]
     )
+    catch_up_all(store)  # reads never project: the projector (here, the test) does
 
 
 def test_every_node_by_hand_through_the_read_function(

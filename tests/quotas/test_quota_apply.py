@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from dlc_ledger.cli.app import app
 from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
+from projections.registry import catch_up_all
 from tests.demo_files import DEMO_QUOTAS as DEMO
 from tests.quotas.helpers import occ_started
 
@@ -98,6 +99,7 @@ def test_list_show_and_quota_usage_report(cli: Cli, store: PostgresEventStore) -
     from tests.quotas.helpers import at
 
     store.append([occ_started("p1", "j1", "ws-be", at(60), mode="idle", mgpu=2000)])
+    catch_up_all(store)  # reads never project: the projector (here, the test) does
     listing = json.loads(cli("quotas", "list", "--format", "json"))
     assert [r["quota"] for r in listing][:3] == ["openb", "offline", "be"]
     shown = cli("quotas", "show", "be")
@@ -135,6 +137,7 @@ def test_quota_history_report(cli: Cli, store: PostgresEventStore) -> None:
             occ_ended("p1", "j1", at(90)),
         ]
     )
+    catch_up_all(store)
     rows = json.loads(
         cli(
             "report", "quota-history", "--quota", "be", "--flavor", "gpu/any", "--step", "change",

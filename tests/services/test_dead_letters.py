@@ -51,4 +51,4 @@ def test_an_unknown_id_is_not_found() -> None:
     store = MemoryEventStore()
     with pytest.raises(DeadLetterNotFound, match="no dead letter with id 7") as caught:
         retry_dead_letter(store, 7)
-    assert isinstance(caught.value, NotFound) and isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, NotFound) and isinstance(caught.value, LookupError)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
@@ -417,6 +418,10 @@ class EventStoreContract:
             assert at(uow.read_stream("job/b")) == [2, 4, 7]
             assert at(uow.read_streams(["job/b"], before=8)) == [2, 4, 7]
             assert at(uow.read_positions([7])) == [7]
+            # by event id (an audit trail following causes), in position order
+            ids = [e.event_id for e in uow.read_positions([7, 2])]
+            assert at(uow.read_ids([*reversed(ids), uuid.uuid4()])) == [2, 7]
+            assert uow.read_ids([]) == []
             assert store.head_position() == 6
 
     def test_checkpoints_locked_for_a_step_start_at_zero(self, store: EventStore) -> None:

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from kubesim import BATCH_JOBS
 from projections.inventory.occupancy import occupancy
 from projections.jobs.tables import job_state
+from projections.registry import catch_up_all
 from tests.clis import CliCall
 from tests.dispatch_live.conftest import Live, live, recorder, sim
 from tests.watchers.conftest import terminate
@@ -63,6 +64,7 @@ def test_a_pending_decision_carries_the_estimate_jobs_why_shows(live: Live, cli:
     ]
     stored = datetime.fromisoformat(pending.data["estimated_start"])
     assert stored == expected
+    catch_up_all(live.store)  # the cycle's decisions: reads never project, the projector does
     why = json.loads(cli("jobs", "why", a2, "--format", "json"))["pending"]
     assert datetime.fromisoformat(why["estimate"]["start"]) == expected
     assert why["last_decision"]["estimated_start"] == pending.data["estimated_start"]
@@ -76,6 +78,7 @@ def test_a_pending_decision_carries_the_estimate_jobs_why_shows(live: Live, cli:
     (admit,) = [
         d for d in live.decisions() if d.data.get("job_uid") == a2 and d.data["outcome"] == "admit"
     ]
+    catch_up_all(live.store)
     (row,) = json.loads(cli("report", "estimates", "--per-job", "--format", "json"))
     assert row["job_uid"] == a2
     assert row["error_seconds"] == (admit.occurred_at - expected).total_seconds()
