@@ -8,7 +8,8 @@ import sys
 
 def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        print("usage: python -m bench {store|ingest|watch|project|report|dispatch|api|cli} [options]")
+        names = "store|ingest|watch|project|report|dispatch|api|cli"
+        print(f"usage: python -m bench {{{names}}} [options]")
         return 2
     name = sys.argv[1]
     try:
