@@ -33,7 +33,7 @@ from ledger.envelopes import Envelope
 from ledger.events import BudgetRemoved, BudgetSet
 from ledger.money import default_scale, plain_decimal, round_precise
 from ledger.prices import PriceSchedule
-from ledger.store.postgres import PostgresEventStore
+from ledger.store.base import EventStore
 from projections.billing.projection import BillingProjection
 from projections.billing.reads import load_schedule
 from projections.budgets.checks import BudgetBreach, check_budgets
@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 
-def _catch_up(store: PostgresEventStore, *, billing: bool = False) -> None:
+def _catch_up(store: EventStore, *, billing: bool = False) -> None:
     """The write use cases' step (apply, check): decide on what is stored."""
     projections = [BillingProjection(), BudgetsProjection()] if billing else [BudgetsProjection()]
     catch_up(store, projections)
@@ -110,7 +110,7 @@ class ApplyResult:
 
 
 def _envelopes(
-    store: PostgresEventStore,
+    store: EventStore,
     events: list[BudgetSet | BudgetRemoved],
     at: datetime,
     source: str,
@@ -127,7 +127,7 @@ def _envelopes(
 
 
 def apply_budget_file(
-    store: PostgresEventStore,
+    store: EventStore,
     text: str,
     *,
     principal: str,
@@ -156,7 +156,7 @@ def apply_budget_file(
     return ApplyResult(lines, envelopes)
 
 
-def default_instant(store: PostgresEventStore) -> datetime:
+def default_instant(store: EventStore) -> datetime:
     """ "Now" for budgets: the wall clock, or the cluster's when it is a replay's virtual one
     (:func:`dlc_ledger.services.clocks.billing_now`), as billing runs use."""
     return billing_instant(store, None).at
@@ -178,7 +178,7 @@ class BudgetStatus:
     since: datetime
 
 
-def budget_statuses(store: PostgresEventStore, at: datetime) -> list[BudgetStatus]:
+def budget_statuses(store: EventStore, at: datetime) -> list[BudgetStatus]:
     """Every budget in force at ``at`` (cluster time) with the posted cost of ``at``'s
     period up to ``at``, in the billing scale, by workspace (a read: as projected)."""
     with store.reading() as conn:
@@ -212,7 +212,7 @@ def budget_statuses(store: PostgresEventStore, at: datetime) -> list[BudgetStatu
 
 
 def check(
-    store: PostgresEventStore, at: datetime, *, source: str = "scheduler"
+    store: EventStore, at: datetime, *, source: str = "scheduler"
 ) -> list[BudgetBreach]:
     """Store the crossings of the budgets in force at ``at`` (cluster time) not stored yet."""
     _catch_up(store, billing=True)

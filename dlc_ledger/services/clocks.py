@@ -15,7 +15,7 @@ from sqlalchemy import text
 from dlc_ledger.services.errors import Conflict
 from ledger.canonical import format_timestamp
 from ledger.rating import PeriodFn, calendar_months
-from ledger.store.postgres import PostgresEventStore
+from ledger.store.base import EventStore
 from ledger.store.views import latest_cluster_time_sql
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-def observed_cluster_time(store: PostgresEventStore) -> datetime | None:
+def observed_cluster_time(store: EventStore) -> datetime | None:
     """The latest ``occurred_at`` of a cluster fact (a job or node stream); None if none."""
     with store.reading() as conn:
         value = conn.execute(text(latest_cluster_time_sql())).scalar_one()
@@ -63,7 +63,7 @@ def billing_now(
 
 
 def billing_instant(
-    store: PostgresEventStore,
+    store: EventStore,
     until: datetime | None,
     *,
     force: bool = False,

@@ -23,7 +23,7 @@ from ledger.prices import (
     PriceSchedule,
     implausible_rates,
 )
-from ledger.store.postgres import PostgresEventStore
+from ledger.store.base import EventStore
 
 __all__ = [
     "SOURCE",
@@ -52,7 +52,7 @@ def _content_id(kind: str, payload: dict[str, Any]) -> UUID:
 
 
 def all_price_events(
-    store: PostgresEventStore,
+    store: EventStore,
 ) -> list[tuple[Any, PriceBookPublished | SpotPriceChanged]]:
     """Every price event in publication order, with its record."""
     out: list[tuple[Any, PriceBookPublished | SpotPriceChanged]] = []
@@ -84,7 +84,7 @@ def _refuse_implausible(
 
 
 def publish_price_book(
-    store: PostgresEventStore,
+    store: EventStore,
     book: PriceBook,
     *,
     at: datetime | None = None,
@@ -144,7 +144,7 @@ def publish_price_book(
 
 
 def publish_spot_price(
-    store: PostgresEventStore,
+    store: EventStore,
     resource: str,
     rate: Decimal,
     effective_from: datetime,

@@ -13,7 +13,7 @@ from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
 from ledger.quotas import QuotaTree, diff, keep_absent, spec_hash
-from ledger.store.postgres import PostgresEventStore
+from ledger.store.base import EventStore
 from projections.quotas.projection import QuotaProjection
 from projections.quotas.reads import (
     quota_tree,
@@ -45,7 +45,7 @@ def _stream(event: EventData) -> tuple[str, str]:
 
 
 def quota_envelopes(
-    store: PostgresEventStore,
+    store: EventStore,
     events: list[EventData],
     *,
     at: datetime,
@@ -57,13 +57,13 @@ def quota_envelopes(
     return apply_envelopes(changes, store.stream_version, at=at, source=source)
 
 
-def catch_up_quotas(store: PostgresEventStore) -> None:
+def catch_up_quotas(store: EventStore) -> None:
     """The quota projection to the head: a write use case's step (an apply diffs against
     the tree as stored, and its reader reads what it applied)."""
     catch_up(store, [QuotaProjection()])
 
 
-def current_tree(store: PostgresEventStore) -> QuotaTree:
+def current_tree(store: EventStore) -> QuotaTree:
     """The quota tree as projected (a read: no catch-up)."""
     with store.snapshot() as uow:
         return quota_tree(uow.connection)
@@ -135,7 +135,7 @@ class ApplyResult:
 
 
 def apply_quota_file(
-    store: PostgresEventStore,
+    store: EventStore,
     text: str,
     *,
     principal: str,
@@ -169,7 +169,7 @@ def apply_quota_file(
     return ApplyResult(lines, envelopes, kept_quotas, kept_bindings)
 
 
-def lands_inside_history(store: PostgresEventStore, at: datetime) -> str | None:
+def lands_inside_history(store: EventStore, at: datetime) -> str | None:
     """A warning when ``at`` falls before cluster facts already stored (a replay's
     history lies in virtual time, often ahead of the wall clock)."""
     observed = observed_cluster_time(store)

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, select
 
 from dlc_ledger.services.errors import NotFound
 from ledger.errors import Invalid
-from ledger.store.postgres import PostgresEventStore
+from ledger.store.base import EventStore
 from projections.budgets.projection import exhausted_workspaces
 from projections.dispatch.estimates import estimate_errors, projected_now
 from projections.dispatch.explain import explain_job
@@ -42,7 +42,7 @@ def _now(conn: Connection, at: datetime | None) -> datetime:
 
 
 def why_job(
-    store: PostgresEventStore,
+    store: EventStore,
     ref: str,
     *,
     at: datetime | None = None,
@@ -95,7 +95,7 @@ def _unname_outsiders(conn: Connection, doc: dict[str, Any], workspaces: Collect
 
 
 def queue_page(
-    store: PostgresEventStore,
+    store: EventStore,
     quota: str,
     *,
     at: datetime | None = None,
@@ -123,7 +123,7 @@ def queue_page(
 
 
 def estimates_report(
-    store: PostgresEventStore,
+    store: EventStore,
     *,
     start: datetime | None = None,
     end: datetime | None = None,

@@ -27,7 +27,8 @@ from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counting_flavors, topological_order
 from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
 from projections.pages import MAX_REPORT_ROWS, check_report_rows
-from projections.quotas.projection import day_of, hour_of, quota_nodes, quota_workspaces
+from projections.quotas.buckets import day_of, hour_of
+from projections.quotas.tables import quota_nodes, quota_workspaces
 
 __all__ = [
     "CHANGE_SUMS",

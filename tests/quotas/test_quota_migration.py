@@ -14,13 +14,9 @@ from consumers.projector import Projector
 from ledger.store.engines import make_engine
 from ledger.store.postgres import PostgresEventStore
 from migrations.runner import downgrade, upgrade
-from projections.quotas.projection import (
-    QuotaProjection,
-    day_of,
-    hour_of,
-    quota_change_days,
-    quota_change_hours,
-)
+from projections.quotas.buckets import day_of, hour_of
+from projections.quotas.projection import QuotaProjection
+from projections.quotas.tables import quota_change_days, quota_change_hours
 from tests.databases import TemplateDatabases
 from tests.projections.tables import net_quota_changes, table_rows
 from tests.quotas.helpers import at, occ_ended, occ_started, submitted, tree_events

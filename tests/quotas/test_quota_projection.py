@@ -22,7 +22,8 @@ from ledger.events import JobAdmitted, JobPreempted, JobStarted, JobSucceeded
 from ledger.quotas import NO_QUOTA
 from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.postgres import PostgresEventStore
-from projections.quotas.projection import QuotaProjection, day_of, hour_of
+from projections.quotas.buckets import day_of, hour_of
+from projections.quotas.projection import QuotaProjection
 from projections.quotas.reads import _raw_at, usage_at, usage_history
 from tests.databases import TemplateDatabases
 from tests.projections.tables import net_quota_changes

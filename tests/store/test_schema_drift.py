@@ -68,3 +68,17 @@ def test_the_comparison_sees_a_missing_table_column_and_index(database_url: str)
 def test_projection_tables_are_the_declared_ones(projection: Any) -> None:
     for table in projection.tables:
         assert metadata.tables[table.name] is table
+
+
+def test_importing_the_schema_alone_registers_every_table() -> None:
+    # Alembic's env.py imports projections.schema and nothing else: a table registered only
+    # because some other module happened to be imported first would escape the comparison
+    import subprocess
+    import sys
+
+    code = "import projections.schema as s\nprint(','.join(sorted(s.metadata.tables)))\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    alone = set(done.stdout.strip().split(","))
+    assert alone == set(metadata.tables), set(metadata.tables) ^ alone
+    for projection in all_projections():
+        assert {t.name for t in projection.tables} <= alone, projection.name
