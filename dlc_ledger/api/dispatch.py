@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
+from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import (
     AtQuery,
     CursorQuery,
@@ -79,7 +80,7 @@ def get_why(
         money_fields(p, scale_of) if p.get("currency") else p for p in doc["preemptions"]
     ]
     out: dict[str, Any] = plain(doc)
-    return out
+    return with_freshness(request, out)
 
 
 @router.get(

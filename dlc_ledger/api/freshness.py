@@ -16,7 +16,7 @@ from fastapi import Query, Request, Response
 
 from projections.freshness import Freshness, read_freshness, wait_for_position
 
-__all__ = ["freshness_body", "freshness_headers", "track_freshness"]
+__all__ = ["freshness_body", "freshness_headers", "track_freshness", "with_freshness"]
 
 
 def track_freshness(
@@ -61,3 +61,9 @@ def freshness_headers(request: Request, response: Response) -> None:
     response.headers["Ledger-Head-Position"] = str(body["head"])
     response.headers["Ledger-Projected-Position"] = str(body["projected"])
     response.headers["Ledger-Behind"] = str(body["behind"])
+
+
+def with_freshness(request: Request, document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` (a route's JSON body) with its ``freshness`` object."""
+    fresh = freshness_body(request)
+    return document if fresh is None else {**document, "freshness": fresh}

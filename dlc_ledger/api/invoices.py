@@ -16,6 +16,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery, csv_response, wants_csv
+from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import CursorQuery, LimitQuery, listing, plain
 from dlc_ledger.api.models_billing import InvoiceDetail, InvoicePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
@@ -96,4 +97,4 @@ def get_invoice(
     header["lines"] = lines
     header["credit_notes"] = [money_fields(note, scale_of) for note in found.credit_notes]
     out: dict[str, Any] = plain(header)
-    return out
+    return with_freshness(request, out)

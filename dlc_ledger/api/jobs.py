@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from dlc_ledger.api.auth import CurrentPrincipal
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
+from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, page_of
 from dlc_ledger.api.models import JobDetail, JobPage, TimelinePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
@@ -74,7 +75,7 @@ def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> JobDetai
         detail: dict[str, Any] = job_detail(uow, found, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
-    return JobDetail.model_validate(detail)
+    return JobDetail.model_validate(with_freshness(request, detail))
 
 
 @router.get(

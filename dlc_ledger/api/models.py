@@ -148,6 +148,7 @@ class JobDetail(Job):
     occupied: list[Occupied]
     timeline: list[TimelineEntry]
     cost: list[JobCost]
+    freshness: Freshness | None = None
 
 
 class Event(Strict):

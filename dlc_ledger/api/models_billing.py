@@ -113,6 +113,7 @@ class InvoiceDetail(Strict):
     credited_display: str
     lines: list[InvoiceLine]
     credit_notes: list[CreditNote]
+    freshness: Freshness | None = None
 
 
 class InventoryRow(Strict):

@@ -157,6 +157,7 @@ class Why(Strict):
     admission: Admission | None
     preemptions: list[WhyPreemption]
     summary: str
+    freshness: Freshness | None = None
 
 
 class WaitsRow(Strict):

@@ -63,9 +63,11 @@ def test_an_api_read_says_how_far_behind_and_moves_no_checkpoint(
     assert response.json()["freshness"] == {"head": head, "projected": projected, "behind": 2}
     assert [j["job_uid"] for j in response.json()["items"]] == ["job-1"]  # as projected
     assert _checkpoints(behind) == before  # the read projected nothing
-    # every route says it, documents with no page too
+    # every route says it; a document says it in its body too
     whoami = client.get("/v1/whoami", headers=auth)
     assert whoami.headers["Ledger-Behind"] == "2"
+    job = client.get("/v1/jobs/job-1", headers=auth).json()
+    assert job["freshness"] == {"head": head, "projected": projected, "behind": 2}
 
 
 def test_an_api_read_waits_for_a_position_bounded(
