@@ -10,6 +10,7 @@ for the rest) and anything unexpected
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from ledger.errors import Conflict, LedgerError, NotFound, Unavailable
+from ledger.store.failures import as_ledger_error
 
 __all__ = ["PROBLEM_RESPONSES", "Problem", "install_problem_handlers", "problem_response"]
 
@@ -89,8 +91,17 @@ async def _refused(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    _LOG.exception("unexpected error on %s %s", request.method, request.url.path)
-    return problem_response(request, 500, "internal error; see the server log")
+    known = as_ledger_error(exc)  # the database's word on the request, as a kind of the tree
+    if isinstance(known, Unavailable):  # never its address or driver text: the log has them
+        _LOG.warning("database unavailable on %s %s: %s", request.method, request.url.path, known)
+        return problem_response(request, 503, "the database is unavailable; try again")
+    if known is not None:
+        return await _refused(request, known)
+    # a bug, not the client's request: the traceback goes to the log under an id the
+    # client is given, never the internals themselves
+    error_id = uuid.uuid4().hex[:12]
+    _LOG.exception("unexpected error %s on %s %s", error_id, request.method, request.url.path)
+    return problem_response(request, 500, f"internal error {error_id}; see the server log")
 
 
 def install_problem_handlers(app: FastAPI) -> None:

@@ -30,7 +30,7 @@ from dlc_ledger.api.listing import (
 from dlc_ledger.api.models_quotas import QueuePage, QuotaTreePage, SeriesPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
-from dlc_ledger.services.errors import InvalidRequest, NotFound
+from dlc_ledger.services.errors import NotFound
 from dlc_ledger.services.quota_rows import node_row, series_row
 from dlc_ledger.services.why import queue_page
 from projections.billing.reads import currency_scales
@@ -79,10 +79,7 @@ def get_quota_tree(
     with store.snapshot() as uow:
         nodes = quota_nodes_at(uow.connection, at, window, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
-    try:
-        rows = [money_fields(node_row(nodes, f, with_at=True), scale_of) for f in nodes.flavors]
-    except ValueError as exc:  # cost in several currencies
-        raise InvalidRequest(str(exc)) from None
+    rows = [money_fields(node_row(nodes, f, with_at=True), scale_of) for f in nodes.flavors]
     items, following = page_of(rows, limit, cursor)
     return listing(request, items, following, name="quota-tree", fmt=fmt, at=nodes.at)
 
@@ -111,11 +108,8 @@ def get_quota_series(
     with store.reading() as conn:
         if quota not in quota_names(conn) or not quota_in_scope(conn, quota, principal.scope):
             raise NotFound(f"no quota {quota!r}")
-        try:
-            points = series_points(conn, step.value, start, end)
-            rows = usage_series(conn, points, step.value, quota=quota)
-        except ValueError as exc:  # too many points or rows: narrow the window
-            raise InvalidRequest(str(exc)) from None
+        points = series_points(conn, step.value, start, end)  # Invalid: narrow the window
+        rows = usage_series(conn, points, step.value, quota=quota)
     items, following = page_of([series_row(r) for r in rows], limit, cursor)
     return listing(request, items, following, name="quota-series", fmt=fmt)
 

@@ -193,16 +193,16 @@ def test_a_workspace_token_gets_its_own_totals_only(
     assert usage["items"][0]["mgpu_seconds"] == 3 * 3600 * 1000
 
 
-def test_an_unreachable_database_is_a_bare_500_problem() -> None:
+def test_an_unreachable_database_is_a_bare_503_problem() -> None:
     broken = PostgresEventStore("postgresql+psycopg://postgres@127.0.0.1:1/nowhere")
     try:
         with TestClient(create_app(broken), raise_server_exceptions=False) as test_client:
             response = test_client.get("/v1/whoami", headers=bearer("dlct_" + "x" * 43))
     finally:
         broken.close()
-    assert response.status_code == 500
+    assert response.status_code == 503  # unavailable: the error tree's kind, try again
     assert response.headers["content-type"] == PROBLEM
-    assert response.json()["detail"] == "internal error; see the server log"
+    assert response.json()["detail"] == "the database is unavailable; try again"
     assert "127.0.0.1" not in response.text and "psycopg" not in response.text
 
 
@@ -234,3 +234,28 @@ def test_metrics_count_requests_by_route_template(
     assert requests_to("/v1/jobs/{uid}") == before + 2
     text = client.get("/metrics/").text
     assert "dlc_api_request_seconds_bucket" in text and "/v1/jobs/a-1" not in text
+
+
+def test_a_bug_is_a_500_with_an_error_id_the_log_has_too(
+    client: TestClient,
+    tokens: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import re
+
+    import dlc_ledger.api.jobs
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise TypeError("unsupported operand type(s)")
+
+    monkeypatch.setattr(dlc_ledger.api.jobs, "list_jobs", broken)
+    with caplog.at_level(logging.ERROR, logger="dlc_ledger.api"):
+        response = client.get("/v1/jobs", headers=bearer(tokens["admin"]))
+    assert response.status_code == 500
+    found = re.fullmatch(
+        r"internal error ([0-9a-f]{12}); see the server log", response.json()["detail"]
+    )
+    assert found is not None, response.json()
+    assert "unsupported operand" not in response.text  # internals stay in the log
+    assert any(found.group(1) in r.getMessage() and r.exc_info for r in caplog.records)
