@@ -31,7 +31,7 @@ from psycopg import sql
 from sqlalchemy.engine import URL
 
 from consumers.private import private_dir, private_file
-from ledger.errors import Unavailable
+from ledger.errors import NotFound, Unavailable
 
 __all__ = [
     "DATABASE_NAME",
@@ -45,7 +45,7 @@ __all__ = [
 DATABASE_NAME = "dlc_ledger"
 
 
-class NoEmbeddedDatabase(Unavailable):
+class NoEmbeddedDatabase(NotFound):
     """The data directory holds no embedded database and the command may not create one."""
 
 

@@ -19,12 +19,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ledger.errors import Unavailable
+
 __all__ = ["Component", "ComponentFailed", "Supervisor"]
 
 log = logging.getLogger(__name__)
 
 
-class ComponentFailed(RuntimeError):
+class ComponentFailed(Unavailable):
     """A component raised or stopped by itself; the message names it."""
 
     def __init__(self, name: str, cause: BaseException | None) -> None:

@@ -45,6 +45,7 @@ from dlc_ledger.wiring.components import (
 )
 from dlc_ledger.wiring.supervisor import Supervisor
 from kubesim.driver import Speed
+from ledger.errors import Conflict
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = ["TOKEN_NAME", "Running", "UpPlan", "run_up"]
@@ -127,7 +128,7 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise Conflict(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock
 
 
