@@ -38,7 +38,7 @@ __all__ = [
     "ProjectionStatus",
     "Projector",
     "StopFlag",
-    "catch_up_to_read",
+    "catch_up_if_behind",
     "caught_up",
     "checkpoint_name",
 ]
@@ -195,17 +195,18 @@ def caught_up(store: EventStore, projections: Sequence[Projection]) -> bool:
         return all(uow.load_checkpoint(checkpoint_name(p)).position >= head for p in projections)
 
 
-def catch_up_to_read(store: EventStore, projections: Sequence[Projection]) -> None:
-    """Bring ``projections`` to the store's head before a read command reads them.
+def catch_up_if_behind(store: EventStore, projections: Sequence[Projection]) -> None:
+    """Bring ``projections`` to the store's head before a consumer decides from them (the
+    live dispatcher's refresh, ``dispatch --no-project`` turns it off). Reads never do this
+    (``docs/CONVENTIONS.md``, "Reads never write").
 
-    A read-only role (``dlc_ledger_reader``) may not move a checkpoint: it reads the
+    A read-only role (``dlc_ledger_reader``) may not move a checkpoint: it decides from the
     projections as the projector left them, and one line on stderr says how far behind.
 
-    Read-only first: when every checkpoint is at the head already (the usual case for
-    an API request, the projector running beside it) nothing is locked or written. A
-    catch-up step takes its checkpoints ``FOR UPDATE`` in a write transaction, which
-    made concurrent readers of one projection queue behind each other for nothing
-    (``python -m bench api``)."""
+    Read-only first: when every checkpoint is at the head already (the usual case, the
+    projector running beside it) nothing is locked or written. A catch-up step takes its
+    checkpoints ``FOR UPDATE`` in a write transaction, which made concurrent callers of one
+    projection queue behind each other for nothing (``python -m bench api``)."""
     if caught_up(store, projections):
         return
     projector = Projector(store, projections)

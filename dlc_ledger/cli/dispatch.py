@@ -58,7 +58,7 @@ def dispatch(
     from consumers.dispatcher import CycleOutcome, Dispatcher, LeaseBusy, run_dispatcher
     from consumers.dispatcher.kube_actuator import KubeActuator
     from consumers.metrics import serve_metrics
-    from consumers.projector import catch_up_to_read
+    from consumers.projector import catch_up_if_behind
     from dlc_ledger.wiring import context
     from dlc_ledger.wiring.kube import kube_configuration
     from dlc_ledger.wiring.signals import stop_on_signals
@@ -81,7 +81,7 @@ def dispatch(
     dispatcher = Dispatcher(
         store,
         KubeActuator(api),
-        refresh=(lambda: catch_up_to_read(store, reads)) if project else None,
+        refresh=(lambda: catch_up_if_behind(store, reads)) if project else None,
         budgets=StoreBudgetGate(store),
     )
     stop = threading.Event()

@@ -211,9 +211,7 @@ def budget_statuses(store: EventStore, at: datetime) -> list[BudgetStatus]:
     return out
 
 
-def check(
-    store: EventStore, at: datetime, *, source: str = "scheduler"
-) -> list[BudgetBreach]:
+def check(store: EventStore, at: datetime, *, source: str = "scheduler") -> list[BudgetBreach]:
     """Store the crossings of the budgets in force at ``at`` (cluster time) not stored yet."""
     _catch_up(store, billing=True)
     with store.reading() as conn:

@@ -1,6 +1,6 @@
-"""``catch_up_to_read``: a reader's catch-up projects what is behind, and takes no lock
-and no write transaction when every checkpoint is at the head already (every API
-request pays it)."""
+"""``catch_up_if_behind``: the dispatcher's refresh projects what is behind, and takes no
+lock and no write transaction when every checkpoint is at the head already (every cycle
+pays it)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 import pytest
 from sqlalchemy import text
 
-from consumers.projector import catch_up_to_read, caught_up
+from consumers.projector import catch_up_if_behind, caught_up
 from ledger.events import JobSubmitted, JobSucceeded
 from ledger.store.base import UnitOfWork
 from ledger.store.postgres import PostgresEventStore
@@ -49,13 +49,13 @@ def test_behind_then_at_head(store: PostgresEventStore, readonly: _NoWrites) -> 
     _jobs(store, n, 0, 3)
     assert not caught_up(store, [JobsProjection()])
     with pytest.raises(AssertionError, match="write transaction"):
-        catch_up_to_read(readonly, [JobsProjection()])  # behind: it must write
-    catch_up_to_read(store, [JobsProjection()])
+        catch_up_if_behind(readonly, [JobsProjection()])  # behind: it must write
+    catch_up_if_behind(store, [JobsProjection()])
     assert _jobs_projected(store) == 3
     assert caught_up(store, [JobsProjection()])
-    catch_up_to_read(readonly, [JobsProjection()])  # at the head: reads only
+    catch_up_if_behind(readonly, [JobsProjection()])  # at the head: reads only
 
     _jobs(store, n, 3, 2)  # new events: behind again, and caught up on the next read
     assert not caught_up(store, [JobsProjection()])
-    catch_up_to_read(store, [JobsProjection()])
+    catch_up_if_behind(store, [JobsProjection()])
     assert _jobs_projected(store) == 5
