@@ -2,7 +2,7 @@
 the billing commands share.
 
 The reports themselves live in :mod:`projections.billing.reports`; this module
-parses options, brings the billing projection up to date and prints rows.
+parses options and prints the rows (as projected: reads never project).
 """
 
 from __future__ import annotations

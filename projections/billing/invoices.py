@@ -251,11 +251,22 @@ def issue_credit_note(
         return CreditResult(before, created=False)
     if inv.status != "issued":
         raise Conflict(f"invoice {invoice_id} is {inv.status}: credit notes need an issued one")
-    open_minor = inv.total_minor - inv.credited_minor
+    # the period's credits, voided revisions' included: a void carries the credit notes
+    # issued on it to the re-issue, so a period is never credited beyond its total
+    credited = _period_credited(store, inv.workspace, inv.period)
+    open_minor = max(0, inv.total_minor - credited)
     if minor > open_minor:
+        carried = credited - inv.credited_minor
+        also = (
+            f", {format_minor(carried, scale, inv.currency)} of it on voided revisions of "
+            f"{inv.period}"
+            if carried
+            else ""
+        )
         raise Conflict(
             f"credit of {format_minor(minor, scale, inv.currency)} exceeds what is left on the "
-            f"invoice ({format_minor(open_minor, scale, inv.currency)})"
+            f"invoice ({format_minor(open_minor, scale, inv.currency)}); "
+            f"{format_minor(credited, scale, inv.currency)} credited already{also}"
         )
     stream = f"invoice/{invoice_id}"
     version = store.stream_version(stream)
@@ -291,6 +302,19 @@ def issue_credit_note(
     )
     catch_up_billing(store)  # the caller reads its own write
     return CreditResult(note, created=True)
+
+
+def _period_credited(store: EventStore, workspace: str, period: str) -> int:
+    """Minor units credited on every invoice of ``workspace``'s ``period``, voided included."""
+    with store.snapshot() as uow:
+        value = uow.connection.execute(
+            text(
+                "SELECT COALESCE(sum(credited_minor), 0) FROM billing_invoices "
+                "WHERE workspace = :w AND period = :p"
+            ),
+            {"w": workspace, "p": period},
+        ).scalar_one()
+    return int(value)
 
 
 def _existing_note(store: EventStore, note_id: str) -> CreditNoteIssued | None:

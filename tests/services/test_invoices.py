@@ -153,3 +153,22 @@ def test_billing_instant_refuses_a_future_until_unless_forced(store: PostgresEve
     # no --until, the wall clock a year ahead: a replayed history, billed to its end
     replayed = billing_instant(store, None, wall=observed + timedelta(days=365))
     assert (replayed.at, replayed.replayed) == (observed, True)
+
+
+def test_a_void_carries_its_credit_notes_to_the_reissue(store: PostgresEventStore) -> None:
+    # the audit's case: credited in full, voided, re-issued, credited in full again
+    first = _issued(store)  # 24.00 USD
+    issue_credit_note(store, first, "24.00", "outage", principal=WHO)
+    void_invoice(store, first, "wrong usage", principal=WHO)
+    (second,) = tick(store, at("2026-12-03T00:00")).invoices
+    assert second != first and find_invoice(store, second).total_minor == 2400
+    with pytest.raises(Conflict, match=r"left on the invoice \(0.00 USD\); 24.00 USD credited"):
+        issue_credit_note(store, second, "24.00", "outage again", principal=WHO)
+    with pytest.raises(Conflict, match="of it on voided revisions of 2026-11"):
+        issue_credit_note(store, second, "0.01", "a cent", principal=WHO)
+    with store.engine.connect() as conn:
+        credited = conn.execute(
+            text("SELECT sum(amount_minor) FROM billing_postings WHERE account = :a"),
+            {"a": CREDIT_NOTES_ACCOUNT},
+        ).scalar_one()
+    assert credited == 2400  # the period credited once, never beyond its total

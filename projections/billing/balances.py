@@ -1,0 +1,127 @@
+"""The books as an accountant reads them: the trial balance and the receivables by age.
+
+Every posting the ledger holds (rating, rounding, reversals, credit notes) is summed per
+account and currency, debits (positive) apart from credits (negative). The ledger only
+ever posts balanced transactions (:func:`ledger.accounts.check_balanced`), so in every
+currency the debits equal the credits, at full precision; a trial balance that does not
+is a bug the report says out loud (``balanced``). ``at`` (cluster time) counts the
+transactions that occurred by then. Amounts are decimal strings in the currency, at the
+postings' full precision (rating posts below the minor unit; invoices round once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from ledger.money import plain_decimal
+from projections.billing.reads import ScaleOf
+
+__all__ = ["AGE_BUCKETS", "TrialBalance", "receivables_by_age", "trial_balance"]
+
+#: Receivable age buckets, in days since the period a posting belongs to ended: (label, from, to).
+AGE_BUCKETS = (("0-30", 0, 30), ("31-60", 31, 60), ("61-90", 61, 90), ("over-90", 91, None))
+
+
+def _amount(minor: Any, scale: int) -> str:
+    return plain_decimal(Decimal(minor).scaleb(-scale))
+
+
+@dataclass(frozen=True)
+class TrialBalance:
+    rows: list[dict[str, Any]]  # account, currency, debit, credit, balance
+    totals: list[dict[str, Any]]  # per currency: debit, credit, and whether they agree
+
+    @property
+    def balanced(self) -> bool:
+        return all(t["balanced"] for t in self.totals)
+
+
+def trial_balance(
+    conn: Connection, scale_of: ScaleOf, *, at: datetime | None = None
+) -> TrialBalance:
+    """Every account's debits, credits and balance (postings that occurred by ``at``)."""
+    found = conn.execute(
+        text(
+            "SELECT p.account, p.currency, "
+            "COALESCE(sum(p.amount_minor) FILTER (WHERE p.amount_minor > 0), 0) AS debit, "
+            "COALESCE(-sum(p.amount_minor) FILTER (WHERE p.amount_minor < 0), 0) AS credit, "
+            "sum(p.amount_minor) AS balance "
+            "FROM billing_postings p JOIN billing_transactions t USING (transaction_id) "
+            "WHERE CAST(:at AS timestamptz) IS NULL OR t.occurred_at <= :at "
+            "GROUP BY p.account, p.currency ORDER BY p.currency, p.account"
+        ),
+        {"at": at},
+    ).all()
+    rows: list[dict[str, Any]] = []
+    sums: dict[str, list[Decimal]] = {}
+    for account, currency, debit, credit, balance in found:
+        scale = scale_of(currency)
+        rows.append(
+            {
+                "account": account,
+                "currency": currency,
+                "debit": _amount(debit, scale),
+                "credit": _amount(credit, scale),
+                "balance": _amount(balance, scale),
+            }
+        )
+        total = sums.setdefault(currency, [Decimal(0), Decimal(0)])
+        total[0] += Decimal(debit)
+        total[1] += Decimal(credit)
+    totals = [
+        {
+            "currency": currency,
+            "debit": _amount(debit, scale_of(currency)),
+            "credit": _amount(credit, scale_of(currency)),
+            "balanced": debit == credit,
+        }
+        for currency, (debit, credit) in sorted(sums.items())
+    ]
+    return TrialBalance(rows, totals)
+
+
+#: When a posting's amount falls due: the end of its billing period (the month it was posted
+#: to, UTC; an invoice closes it), or, without a period (a credit note), when it occurred.
+_DUE_FROM = (
+    "COALESCE(CAST(to_date(t.period || '-01', 'YYYY-MM-DD') + interval '1 month' "
+    "AS timestamp) AT TIME ZONE 'UTC', t.occurred_at)"
+)
+
+
+def receivables_by_age(conn: Connection, scale_of: ScaleOf, at: datetime) -> list[dict[str, Any]]:
+    """What each workspace owes at ``at`` (its ``receivable/<workspace>`` balance): ``open``,
+    posted to a period not ended yet (not invoiced), then by days since the period ended
+    (:data:`AGE_BUCKETS`), as accounts receivable are aged from their invoices."""
+    age = f"(CAST(:at AS timestamptz) - {_DUE_FROM})"
+    buckets = [f"COALESCE(sum(p.amount_minor) FILTER (WHERE {_DUE_FROM} > :at), 0)"]
+    for _, start, to in AGE_BUCKETS:
+        upper = "" if to is None else f" AND {age} < make_interval(days => {to + 1})"
+        buckets.append(
+            f"COALESCE(sum(p.amount_minor) FILTER (WHERE {_DUE_FROM} <= :at "
+            f"AND {age} >= make_interval(days => {start}){upper}), 0)"
+        )
+    found = conn.execute(
+        text(
+            f"SELECT substr(p.account, length('receivable/') + 1) AS workspace, p.currency, "
+            f"{', '.join(buckets)}, sum(p.amount_minor) "
+            "FROM billing_postings p JOIN billing_transactions t USING (transaction_id) "
+            "WHERE p.account LIKE 'receivable/%' AND t.occurred_at <= :at "
+            "GROUP BY 1, 2 ORDER BY 2, 1"
+        ),
+        {"at": at},
+    ).all()
+    out = []
+    labels = ["open", *(label for label, _, _ in AGE_BUCKETS)]
+    for workspace, currency, *amounts in found:
+        scale = scale_of(currency)
+        row: dict[str, Any] = {"workspace": workspace, "currency": currency}
+        for label, amount in zip(labels, amounts[:-1], strict=True):
+            row[label] = _amount(amount, scale)
+        row["total"] = _amount(amounts[-1], scale)
+        out.append(row)
+    return out

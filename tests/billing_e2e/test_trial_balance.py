@@ -1,0 +1,51 @@
+"""``dlc-ledger ledger balance``: the trial balance balances after every finance command,
+and receivables are aged from the end of the period they were posted to."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from dlc_ledger.services.billing import tick
+from dlc_ledger.services.invoices import issue_credit_note, void_invoice
+from dlc_ledger.services.prices import publish_price_book
+from ledger.store.postgres import PostgresEventStore
+from tests.billing_e2e.helpers import at, demo_book, ended, started
+from tests.clis import CliCall
+
+
+def _books(cli: CliCall, *args: str) -> dict[str, list[dict[str, object]]]:
+    return json.loads(cli("ledger", "balance", "--format", "json", *args))  # type: ignore[no-any-return]
+
+
+def test_the_books_balance_after_every_finance_command(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    start = at("2026-11-05T00:00")
+    store.append([started("a", start), ended("a", start + timedelta(hours=10))])
+    store.append([started("b", at("2026-12-20T00:00"), workspace="ws-b")])
+    (invoice,) = tick(store, at("2026-12-02T00:00")).invoices  # November: 24.00 USD
+    checks = [_books(cli)]
+    issue_credit_note(store, invoice, "4.00", "goodwill", principal="test")
+    checks.append(_books(cli))
+    void_invoice(store, invoice, "wrong", principal="test")
+    tick(store, at("2026-12-31T00:00"))  # the re-issue, and ws-b's December accrued
+    checks.append(_books(cli))
+    for books in checks:
+        (total,) = books["totals"]
+        assert total["balanced"] is True and total["debit"] == total["credit"], books
+    accounts = {row["account"]: row for row in checks[-1]["accounts"]}
+    assert accounts["revenue/credit-notes"]["balance"] == "4"
+    assert accounts["receivable/ws-a"]["balance"] == "20"  # 24.00 invoiced, 4.00 credited
+
+    # aged at 2027-01-15: November's receivable ended 45 days ago, December's is 14 days old
+    aged = {r["workspace"]: r for r in _books(cli, "--at", "2027-01-15T00:00:00Z")["receivables"]}
+    assert aged["ws-a"]["31-60"] == "20" and aged["ws-a"]["total"] == "20"
+    assert aged["ws-b"]["0-30"] == aged["ws-b"]["total"] != "0"
+    # at the end of December, ws-b's usage is still open (not invoiced)
+    december = {
+        r["workspace"]: r for r in _books(cli, "--at", "2026-12-31T00:00:00Z")["receivables"]
+    }
+    assert december["ws-b"]["open"] == december["ws-b"]["total"]
+    assert "(balanced)" in cli("ledger", "balance")
