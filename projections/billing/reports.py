@@ -351,10 +351,57 @@ def _ledger_cost(
         f"SELECT {', '.join([*keys, 'currency'])}, sum(amount_minor) AS cost "
         f"FROM {table} WHERE {' AND '.join(where)} GROUP BY {group} ORDER BY {group}"
     )
-    return [
-        _cost_row({k: getattr(r, k) for k in group_by}, Decimal(r.cost), r.currency)
+    sums = {
+        (*(getattr(r, k) for k in group_by), r.currency): Decimal(r.cost)
         for r in conn.execute(text(sql), params)
+    }
+    for key, amount in _roundings(conn, group_by, window).items():
+        sums[key] = sums.get(key, Decimal(0)) + amount
+    return [
+        _cost_row(dict(zip(group_by, key[:-1], strict=True)), precise, key[-1])
+        for key, precise in sorted(sums.items(), key=lambda item: _sort_key(item[0]))
     ]
+
+
+#: The group key value of an invoice's rounding on keys it has none of (quota, user, ...).
+ROUNDING = "(rounding)"
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
+    return tuple("" if v is None else str(v) for v in key)
+
+
+def _roundings(
+    conn: Connection, group_by: Sequence[str], window: ReportWindow
+) -> dict[tuple[Any, ...], Decimal]:
+    """The invoices' roundings (net of a voided invoice's reversal), by the group keys: an
+    invoice rounds each line once, so the ledger's cost of a closed period is its invoices'
+    totals only with them. Keyed by workspace and month; on any other key they stand as
+    :data:`ROUNDING` (a visible row, never spread over jobs or quotas)."""
+    where = ["usage_period IS NULL", "period IS NOT NULL", "workspace IS NOT NULL"]
+    params: dict[str, Any] = {}
+    if window.as_of is not None:
+        where.append("recorded_at <= :as_of")
+        params["as_of"] = window.as_of
+    where += _months_within(window, "period", params)
+    if window.workspaces is not None:
+        where.append("workspace = ANY(:workspaces)")
+        params["workspaces"] = _scope(window)
+    out: dict[tuple[Any, ...], Decimal] = {}
+    for r in conn.execute(
+        text(
+            "SELECT workspace, period, currency, sum(amount_minor) AS amount "
+            f"FROM billing_transactions WHERE {' AND '.join(where)} "
+            "GROUP BY workspace, period, currency"
+        ),
+        params,
+    ):
+        if not r.amount:
+            continue
+        values = {"workspace": r.workspace, "month": r.period}
+        key = (*(values.get(k, ROUNDING) for k in group_by), r.currency)
+        out[key] = out.get(key, Decimal(0)) + Decimal(r.amount)
+    return out
 
 
 def _months_within(window: ReportWindow, column: str, params: dict[str, Any]) -> list[str]:

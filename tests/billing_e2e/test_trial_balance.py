@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from decimal import Decimal
 
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.invoices import issue_credit_note, void_invoice
@@ -49,3 +50,38 @@ def test_the_books_balance_after_every_finance_command(
     }
     assert december["ws-b"]["open"] == december["ws-b"]["total"]
     assert "(balanced)" in cli("ledger", "balance")
+
+
+def test_the_ledgers_cost_of_a_closed_period_is_its_invoices_total(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    # three jobs whose lines each end in a fraction of a cent: the invoice rounds each line
+    # once, and the ledger's cost shows that rounding (merged by workspace and month, a
+    # visible "(rounding)" row on any other key)
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    start = at("2026-11-05T00:00")
+    store.append(
+        [
+            started("a", start),
+            ended("a", start + timedelta(seconds=37.5 * 3)),
+            started("c", start, workspace="ws-a", mode="idle"),
+            ended("c", start + timedelta(seconds=41)),
+        ]
+    )
+    (invoice,) = tick(store, at("2026-12-02T00:00")).invoices
+    by_month = json.loads(
+        cli("report", "cost", "--group-by", "workspace,month", "--source", "ledger",
+            "--format", "json")
+    )  # fmt: skip
+    (shown,) = json.loads(cli("invoices", "list", "--format", "json"))
+    assert shown["invoice_id"] == invoice
+    assert [(r["workspace"], r["month"], r["cost_minor"]) for r in by_month] == [
+        ("ws-a", "2026-11", shown["total_minor"])
+    ]
+    by_mode = json.loads(
+        cli("report", "cost", "--group-by", "billing_mode", "--source", "ledger",
+            "--format", "json")
+    )  # fmt: skip
+    assert "(rounding)" in {r["billing_mode"] for r in by_mode}
+    total = sum(Decimal(r["cost_minor_precise"]) for r in by_mode)
+    assert total == shown["total_minor"]
