@@ -27,7 +27,12 @@ from dlc_ledger.cli.options import (
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows, escape_controls
 from dlc_ledger.services.billing import DEFAULT_GRACE, TickResult, tick
 from dlc_ledger.services.clocks import billing_instant
-from dlc_ledger.services.invoices import invoice_detail, issue_credit_note, void_invoice
+from dlc_ledger.services.invoices import (
+    find_invoice,
+    invoice_detail,
+    issue_credit_note,
+    void_invoice,
+)
 from dlc_ledger.wiring.context import open_reader, open_store
 from ledger.canonical import format_timestamp
 from ledger.money import format_minor
@@ -240,9 +245,15 @@ def list_credits(
     """Credit notes, oldest first, with their invoice's workspace and period, a page at a
     time."""
     store = open_reader()
+    if invoice_id is not None:
+        find_invoice(store, invoice_id)  # an unknown invoice is an error, not "(no rows)"
     with store.reading() as conn:
         page = credit_note_page(
             conn, invoice_id=invoice_id, workspace=workspace, limit=limit, cursor=cursor
         )
-    emit_rows(page.rows, fmt)
+        if not page.rows and cursor is None:  # a typo in a name is an error, not "(no rows)"
+            require_known("workspace", workspace, billing_workspaces(conn), option="--workspace")
+        scale_of = currency_scales(conn)
+    # amounts as everywhere: minor units, currency, scale and the decimal amount
+    emit_rows(with_amounts(page.rows, fmt, scale_of), fmt)
     print_next_cursor(page.next_cursor)

@@ -85,3 +85,22 @@ def test_the_ledgers_cost_of_a_closed_period_is_its_invoices_total(
     assert "(rounding)" in {r["billing_mode"] for r in by_mode}
     total = sum(Decimal(r["cost_minor_precise"]) for r in by_mode)
     assert total == shown["total_minor"]
+
+
+def test_credit_notes_list_with_currency_scale_and_decimal(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    start = at("2026-11-05T00:00")
+    store.append([started("a", start), ended("a", start + timedelta(hours=10))])
+    (invoice,) = tick(store, at("2026-12-02T00:00")).invoices
+    issue_credit_note(store, invoice, "10.00", "outage", principal="test")
+    (note,) = json.loads(cli("invoices", "credits", "list", "--format", "json"))
+    assert (note["amount_minor"], note["currency"], note["scale"]) == (1000, "USD", 2)
+    assert note["amount"] == "10.00"
+    table = cli("invoices", "credits", "list")
+    assert "10.00" in table and "1,000" not in table
+    assert "no workspace 'ws-nope'" in cli(
+        "invoices", "credits", "list", "--workspace", "ws-nope", ok=False
+    )
+    assert "no invoice 'nope'" in cli("invoices", "credits", "list", "--invoice", "nope", ok=False)
