@@ -192,6 +192,7 @@ def test_credit_notes_are_idempotent_exact_and_listed(
         (500, "goodwill", "ws-a"),
         (150, "sla", "ws-a"),
     ]
-    assert cli("invoices", "credits", "list", "--invoice", "nope").strip() == "(no rows)"
+    # an unknown invoice is an error like every other filter, not "(no rows)"
+    assert "no invoice 'nope'" in cli("invoices", "credits", "list", "--invoice", "nope", ok=False)
     (inv,) = json.loads(cli("invoices", "list", "--format", "json"))
     assert inv["credited_minor"] == 650
