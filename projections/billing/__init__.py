@@ -10,7 +10,9 @@ Money enters only as events, and every statement on the billing tables is here:
 - ``closing``: closes due periods, one ``InvoiceIssued`` per workspace and period;
 - ``ticks``: one scheduled tick at a cluster instant (rate, accrue, close);
 - ``invoices``: an invoice read, voided, credited;
-- ``reports``, ``invoice_pages``: the finance reports and the invoice list.
+- ``reports``, ``invoice_pages``: the finance reports, the invoice and credit-note lists;
+- ``balances``: the trial balance and receivables by age; ``trails``: an invoice line's
+  audit trail back to the cluster facts.
 
 The pure rules (rating, accounts, rounding, invoice building) are in ``ledger``; the
 use cases the CLI and the API call are in ``dlc_ledger.services.billing`` and
