@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import Depends, FastAPI, Request, Response
 
 from dlc_ledger.api import (
+    books,
     chain,
     dispatch,
     events,
@@ -62,6 +63,7 @@ def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = Non
     app.include_router(invoices.router)
     app.include_router(inventory.router)
     app.include_router(chain.router)
+    app.include_router(books.router)
     app.mount("/metrics", metrics_app())
     mount_dashboard(app)
 

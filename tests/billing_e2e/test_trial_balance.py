@@ -104,3 +104,38 @@ def test_credit_notes_list_with_currency_scale_and_decimal(
         "invoices", "credits", "list", "--workspace", "ws-nope", ok=False
     )
     assert "no invoice 'nope'" in cli("invoices", "credits", "list", "--invoice", "nope", ok=False)
+
+
+def test_the_books_through_the_api_for_bookkeepers_only(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from dlc_ledger.api.app import create_app
+    from dlc_ledger.services.tokens import create_token
+
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    start = at("2026-11-05T00:00")
+    store.append([started("a", start), ended("a", start + timedelta(hours=10))])
+    tick(store, at("2026-12-02T00:00"))
+    secrets = {
+        role: create_token(store, [role], name=role, created_by="test").secret
+        for role in ("finance", "auditor", "workspace:ws-a")
+    }
+    with TestClient(create_app(store), raise_server_exceptions=False) as client:
+
+        def get(role: str, **params: str) -> object:
+            auth = {"Authorization": f"Bearer {secrets[role]}"}
+            return client.get("/v1/ledger/balance", headers=auth, params=params)
+
+        response = get("finance")
+        assert response.status_code == 200, response.text  # type: ignore[attr-defined]
+        body = response.json()  # type: ignore[attr-defined]
+        cli_books = _books(cli)
+        assert body["accounts"] == cli_books["accounts"]
+        assert body["totals"] == cli_books["totals"] and body["totals"][0]["balanced"]
+        (ws_a,) = body["receivables"]
+        # aged at the cluster clock (the last pod's end, 2026-11-05): November is still open
+        assert (ws_a["workspace"], ws_a["open"], ws_a["total"]) == ("ws-a", "24", "24")
+        assert get("auditor", at="2027-01-15T00:00:00Z").json()["receivables"][0]["d31_60"] == "24"  # type: ignore[attr-defined]
+        assert get("workspace:ws-a").status_code == 403  # type: ignore[attr-defined]
