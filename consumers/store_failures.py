@@ -14,6 +14,7 @@ import sqlalchemy.exc
 from ledger.bounds import OutOfBounds
 from ledger.canonical import NotCanonical
 from ledger.envelopes import EventDecodeError
+from ledger.store.failures import sqlstate
 
 __all__ = ["is_transient_store_error", "is_unstorable"]
 
@@ -22,16 +23,11 @@ __all__ = ["is_transient_store_error", "is_unstorable"]
 _DATA_SQLSTATE_CLASSES = ("22", "23", "54")
 
 
-def _sqlstate(exc: BaseException) -> str:
-    orig = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc
-    return str(getattr(orig, "sqlstate", None) or "")
-
-
 def is_transient_store_error(exc: BaseException) -> bool:
     """A database outage (retry later), as opposed to a bug or a bad message."""
     if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.connection_invalidated:
         return True
-    if _sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES):
+    if sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES):
         return False
     return isinstance(
         exc,
@@ -56,5 +52,5 @@ def is_unstorable(exc: BaseException) -> bool:
     (any other ``TypeError``, ``ValueError``, ...) stops the consumer, loudly, with the
     message still unconsumed: dead-lettering it would hide the bug and lose nothing less."""
     if isinstance(exc, sqlalchemy.exc.DBAPIError | psycopg.Error):
-        return _sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES)
+        return sqlstate(exc).startswith(_DATA_SQLSTATE_CLASSES)
     return isinstance(exc, EventDecodeError | OutOfBounds | NotCanonical)

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from ledger.errors import Invalid, Unavailable
 from ledger.store.base import EventStore, UnitOfWork
+from projections.steps import CHECKPOINT_PREFIX
 
 __all__ = ["MAX_WAIT_SECONDS", "Freshness", "read_freshness", "wait_for_position"]
 
 #: The longest a read may wait for a position (a careless client cannot hold a worker).
 MAX_WAIT_SECONDS = 30.0
-_PREFIX = "projection:"
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def read_freshness(uow: UnitOfWork) -> Freshness:
 
     A store no projection has run on yet counts as projected to 0."""
     head = uow.head_position()
-    positions = [c.position for c in uow.checkpoints(_PREFIX)]
+    positions = [c.position for c in uow.checkpoints(CHECKPOINT_PREFIX)]
     return Freshness(head, min(positions, default=0))
 
 

@@ -22,11 +22,15 @@ from collections.abc import Sequence
 from ledger.store.base import EventStore, UnitOfWork
 from projections.base import Projection
 
-__all__ = ["advance_on", "catch_up", "checkpoint_name"]
+__all__ = ["CHECKPOINT_PREFIX", "advance_on", "catch_up", "checkpoint_name"]
+
+
+#: Every projection's checkpoint is named ``projection:<name>``.
+CHECKPOINT_PREFIX = "projection:"
 
 
 def checkpoint_name(projection: Projection) -> str:
-    return f"projection:{projection.name}"
+    return f"{CHECKPOINT_PREFIX}{projection.name}"
 
 
 def advance_on(

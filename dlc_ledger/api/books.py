@@ -17,9 +17,8 @@ from dlc_ledger.api.listing import AtQuery, plain
 from dlc_ledger.api.models import Freshness, Strict
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.tokens import Principal
-from projections.billing.balances import receivables_by_age, trial_balance
+from projections.billing.balances import read_books
 from projections.billing.reads import currency_scales
-from projections.billing.reports import cluster_clock
 
 __all__ = ["Books", "router"]
 
@@ -81,16 +80,13 @@ def get_balance(request: Request, _principal: Bookkeeper, at: AtQuery = None) ->
     totals per currency (``balanced``: debits equal credits), and each workspace's receivable
     by age at ``at`` (default: the cluster clock)."""
     with request.app.state.store.reading() as conn:
-        scale_of = currency_scales(conn)
-        books = trial_balance(conn, scale_of, at=at)
-        aged_at = at or cluster_clock(conn)
-        aged = [] if aged_at is None else receivables_by_age(conn, scale_of, aged_at)
-    receivables = [{_AGE_FIELDS.get(k, k): v for k, v in row.items()} for row in aged]
+        books = read_books(conn, currency_scales(conn), at)
+    receivables = [{_AGE_FIELDS.get(k, k): v for k, v in row.items()} for row in books.receivables]
     document: dict[str, Any] = plain(
         {
-            "accounts": books.rows,
-            "totals": books.totals,
-            "receivables_at": aged_at,
+            "accounts": books.balance.rows,
+            "totals": books.balance.totals,
+            "receivables_at": books.aged_at,
             "receivables": receivables,
         }
     )

@@ -16,8 +16,7 @@ from dlc_ledger.cli.options import CLUSTER, parse_optional_instant
 from dlc_ledger.cli.tables import DocumentFormat, DocumentFormatOption, render_table
 from dlc_ledger.wiring.context import open_reader
 from ledger.errors import Conflict
-from projections.billing.balances import receivables_by_age, trial_balance
-from projections.billing.reports import cluster_clock
+from projections.billing.balances import read_books
 
 __all__ = ["ledger_app"]
 
@@ -41,10 +40,8 @@ def balance(
     instant = parse_optional_instant(at, option="--at")
     store = open_reader()
     with store.reading() as conn:
-        scale_of = currency_scales(conn)
-        books = trial_balance(conn, scale_of, at=instant)
-        aged_at = instant or cluster_clock(conn)
-        receivables = [] if aged_at is None else receivables_by_age(conn, scale_of, aged_at)
+        read = read_books(conn, currency_scales(conn), instant)
+    books, aged_at, receivables = read.balance, read.aged_at, read.receivables
     if fmt is DocumentFormat.json:
         document = {"accounts": books.rows, "totals": books.totals, "receivables": receivables}
         typer.echo(json.dumps(document, indent=2, default=str))

@@ -21,7 +21,13 @@ from sqlalchemy.exc import (
 
 from ledger.errors import Conflict, Invalid, LedgerError, Unavailable
 
-__all__ = ["as_ledger_error"]
+__all__ = ["as_ledger_error", "sqlstate"]
+
+
+def sqlstate(exc: BaseException) -> str:
+    """The SQLSTATE a database error carries (SQLAlchemy's or the driver's own), else ""."""
+    orig = exc.orig if isinstance(exc, StatementError) else exc
+    return str(getattr(orig, "sqlstate", None) or "")
 
 
 def _reason(exc: StatementError) -> str:
@@ -34,19 +40,19 @@ def as_ledger_error(exc: BaseException) -> LedgerError | None:
     when it is not a database error."""
     if not isinstance(exc, StatementError):
         return None
-    sqlstate = str(getattr(exc.orig, "sqlstate", None) or "")
-    if isinstance(exc, OperationalError | InterfaceError) and not sqlstate.startswith("54"):
+    state = sqlstate(exc)
+    if isinstance(exc, OperationalError | InterfaceError) and not state.startswith("54"):
         return Unavailable(f"database unreachable: {_reason(exc)}")
-    if sqlstate == "42501":
+    if state == "42501":
         # insufficient_privilege: the role (docs/store.md) or the append-only trigger refused
         return Conflict(f"refused by the database: {_reason(exc)}")
     if isinstance(exc, ProgrammingError):
         return Unavailable(
             f"database error: {_reason(exc)} (is the schema migrated? dlc-ledger db upgrade)"
         )
-    if isinstance(exc, IntegrityError) or sqlstate.startswith("23"):
+    if isinstance(exc, IntegrityError) or state.startswith("23"):
         return Conflict(f"refused by the database: {_reason(exc)}")
-    if isinstance(exc, DataError) or sqlstate.startswith(("22", "54")):
+    if isinstance(exc, DataError) or state.startswith(("22", "54")):
         return Invalid(f"invalid value: {_reason(exc)}")
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return Unavailable(f"database connection lost: {_reason(exc)}")

@@ -20,8 +20,16 @@ from sqlalchemy import Connection, text
 
 from ledger.money import plain_decimal
 from projections.billing.reads import ScaleOf
+from projections.billing.reports import cluster_clock
 
-__all__ = ["AGE_BUCKETS", "TrialBalance", "receivables_by_age", "trial_balance"]
+__all__ = [
+    "AGE_BUCKETS",
+    "Books",
+    "TrialBalance",
+    "read_books",
+    "receivables_by_age",
+    "trial_balance",
+]
 
 #: Receivable age buckets, in days since the period a posting belongs to ended: (label, from, to).
 AGE_BUCKETS = (("0-30", 0, 30), ("31-60", 31, 60), ("61-90", 61, 90), ("over-90", 91, None))
@@ -125,3 +133,21 @@ def receivables_by_age(conn: Connection, scale_of: ScaleOf, at: datetime) -> lis
         row["total"] = _amount(amounts[-1], scale)
         out.append(row)
     return out
+
+
+@dataclass(frozen=True)
+class Books:
+    """The trial balance, and the receivables aged at ``aged_at`` (None: nothing posted)."""
+
+    balance: TrialBalance
+    aged_at: datetime | None
+    receivables: list[dict[str, Any]]
+
+
+def read_books(conn: Connection, scale_of: ScaleOf, at: datetime | None = None) -> Books:
+    """What ``ledger balance`` and ``GET /v1/ledger/balance`` show: the trial balance of
+    the postings that occurred by ``at``, and the receivables aged at ``at`` (default: the
+    cluster clock)."""
+    aged_at = at or cluster_clock(conn)
+    receivables = [] if aged_at is None else receivables_by_age(conn, scale_of, aged_at)
+    return Books(trial_balance(conn, scale_of, at=at), aged_at, receivables)

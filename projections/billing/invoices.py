@@ -8,8 +8,9 @@ credits the workspace's receivable and debits ``revenue/credit-notes``). ``sourc
 each event is the principal that asked (a CLI user, an API token).
 
 Reads read the projection as it is; the two writes bring it to the head before they
-decide (an invoice voided a moment ago is voided) and after they append (the caller
-reads its own write).
+decide (an invoice voided a moment ago is voided). After their append, the use cases
+(:mod:`dlc_ledger.services.invoices`) bring every read model to the head, billing
+included, so the caller reads its own write.
 """
 
 from __future__ import annotations
@@ -166,7 +167,6 @@ def void_invoice(store: EventStore, invoice_id: str, reason: str, *, principal: 
             *reversed_rounding,
         ],
     )
-    catch_up_billing(store)  # the caller reads its own write
     return VoidResult(invoice_id, str(voided), rounding_reversed=bool(reversed_rounding))
 
 
@@ -300,7 +300,6 @@ def issue_credit_note(
         ],
         expected_versions={stream: version},
     )
-    catch_up_billing(store)  # the caller reads its own write
     return CreditResult(note, created=True)
 
 
