@@ -22,7 +22,7 @@ from fastapi import Query, Request, Response
 from pydantic import AwareDatetime, BeforeValidator
 
 from dlc_ledger.api.csv_responses import ListFormat, csv_response, wants_csv
-from dlc_ledger.api.freshness import freshness_body
+from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.services.errors import InvalidRequest
 from ledger.canonical import format_timestamp
 from ledger.errors import Invalid
@@ -121,11 +121,7 @@ def listing(
     ready = [plain(item) for item in items]
     if wants_csv(request, fmt):
         return csv_response(request, ready, name=name, next_cursor=next_cursor)
-    fresh = freshness_body(request)
-    body = {**plain(extra), "items": ready, "next_cursor": next_cursor}
-    if fresh is not None:
-        body["freshness"] = fresh
-    return body
+    return with_freshness(request, {**plain(extra), "items": ready, "next_cursor": next_cursor})
 
 
 def listed_report(
