@@ -51,9 +51,8 @@ from ledger.rating import (
     next_period,
 )
 from ledger.store.base import EventStore, UnitOfWork
-from projections.billing.projection import BillingProjection, catch_up_on
+from projections.billing.projection import catch_up_billing, catch_up_on
 from projections.billing.reads import load_schedule, occupancy_from_row
-from projections.steps import catch_up
 
 __all__ = [
     "RATER_CHECKPOINT",
@@ -192,7 +191,7 @@ def rate(
             on_posted(step.transactions)
         if step.done:
             if total.posted:
-                catch_up(store, [BillingProjection()])  # its postings, for the reads after it
+                catch_up_billing(store)  # its postings, for the reads after it
             return total
 
 
