@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from consumers.billing_metrics import record_tick
 from ledger.store.base import EventStore
 from projections.billing.ticks import DEFAULT_GRACE, TickResult, tick
+from projections.subscriptions import advance
 
 __all__ = ["build_scheduler", "serve"]
 
@@ -34,7 +35,9 @@ def build_scheduler(
     from apscheduler.schedulers.background import BackgroundScheduler
 
     def job() -> None:
-        result = tick(store, clock(), grace=grace)
+        now = clock()
+        advance(store, now)  # renewals ordered by now are invoiced by this tick's close
+        result = tick(store, now, grace=grace)
         record_tick(result.rated.posted, result.rated.unrateable, len(result.invoices))
         if on_tick is not None:
             on_tick(result)

@@ -30,6 +30,7 @@ from kubesim.objects import (
     job_object,
     node_object,
     pod_object,
+    resource_group_of,
     terminate_pod,
 )
 from kubesim.resources import BATCH_JOBS, NODES, PODS
@@ -203,7 +204,11 @@ class TraceDriver:
                         cpu_milli=node.cpu_milli,
                         memory_mib=node.memory_mib,
                         gpu_model=node.gpu_model,
-                        labels={"dlc.ledger/trace": trace.name},
+                        labels={
+                            "dlc.ledger/trace": trace.name,
+                            # resource groups by GPU model (docs/subscriptions.md)
+                            "dlc.ledger/resource-group": resource_group_of(node.gpu_model),
+                        },
                     ),
                 )
         if prime:

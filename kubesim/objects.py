@@ -30,6 +30,7 @@ __all__ = [
     "node_object",
     "owner_reference",
     "pod_object",
+    "resource_group_of",
     "terminate_pod",
 ]
 
@@ -46,6 +47,12 @@ ANNOTATION_TRACE_NAME = "dlc.ledger/trace-name"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 Object = dict[str, Any]
+
+
+def resource_group_of(gpu_model: str | None) -> str:
+    """The resource group a trace node joins: one per GPU model (``gpu-g2``), ``cpu``
+    for nodes without GPUs (label ``dlc.ledger/resource-group``)."""
+    return f"gpu-{gpu_model.lower()}" if gpu_model else "cpu"
 
 
 def node_object(

@@ -20,7 +20,13 @@ from decimal import Decimal
 
 from ledger.envelopes import Envelope, make_envelope
 from ledger.errors import Invalid
-from ledger.events import BillingMode, LedgerTransactionPosted, Posting, RatedUsage
+from ledger.events import (
+    BillingMode,
+    LedgerTransactionPosted,
+    Posting,
+    RatedUsage,
+    SubscriptionCharge,
+)
 from ledger.ids import deterministic_id
 from ledger.money import precise_decimal, precise_from_decimal
 from ledger.rating import LineDelta
@@ -97,6 +103,7 @@ def balanced_transaction(
     memo: str = "",
     reverses: str | None = None,
     usage: RatedUsage | None = None,
+    charge: SubscriptionCharge | None = None,
 ) -> LedgerTransactionPosted:
     """A ``LedgerTransactionPosted`` payload, refused unless it balances per currency."""
     check_balanced(postings)
@@ -108,6 +115,7 @@ def balanced_transaction(
         memo=memo,
         reverses=reverses,
         usage=usage,
+        charge=charge,
     )
 
 

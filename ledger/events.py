@@ -73,6 +73,7 @@ __all__ = [
     "NodeCordoned",
     "NodeRegistered",
     "NodeRemoved",
+    "NodeSpec",
     "NotAClusterFact",
     "NotFromAWatcher",
     "NotificationDelivered",
@@ -93,6 +94,15 @@ __all__ = [
     "RatedUsage",
     "ReplicaSpec",
     "SpotPriceChanged",
+    "SubscriptionCancelled",
+    "SubscriptionCharge",
+    "SubscriptionExpired",
+    "SubscriptionPricesPublished",
+    "SubscriptionPurchased",
+    "SubscriptionRenewalFailed",
+    "SubscriptionRenewed",
+    "SubscriptionTerm",
+    "SubscriptionTermUnit",
     "Victim",
     "WorkspaceBound",
     "WrongStream",
@@ -385,6 +395,17 @@ class QuotaSpec(_Part):
     fair_sharing_weight: Decimal = Field(default=Decimal(1), ge=0)
     #: on a root quota: its whole tree orders and preempts by dominant resource share
     fair_sharing: bool = False
+    #: the subscribed resource groups its guarantee draws on (none: public capacity);
+    #: a quota naming none inherits its parent's (docs/subscriptions.md)
+    resource_groups: Annotated[tuple[LabelValue, ...], Bound(items=64)] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_no_groups(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # left out when empty, so specs applied before groups existed hash as they did
+        data: dict[str, Any] = handler(self)
+        if not data.get("resource_groups"):
+            data.pop("resource_groups", None)
+        return data
 
 
 @event_type("QuotaCreated")
@@ -493,6 +514,28 @@ class RatedUsage(_Part):
     rate: Decimal | None = None
 
 
+SubscriptionTermUnit = Literal["month", "year"]
+
+
+class SubscriptionCharge(_Part):
+    """What a subscription transaction bills (a term ordered) or refunds, so an invoice
+    line needs nothing but the transaction: ``nodes`` x ``unit_price`` (per node per
+    term, locked at order) for the term ``[starts_at, ends_at)``; a refund is negative."""
+
+    subscription_id: str = Name
+    term: int = Field(ge=1)
+    kind: Literal["purchase", "renewal", "refund"]
+    workspace: str = Name
+    group: str = Name
+    spec: str = Name
+    nodes: int = Field(ge=1)
+    unit: SubscriptionTermUnit
+    unit_price: Decimal = Field(ge=0)
+    starts_at: AwareDatetime
+    ends_at: AwareDatetime
+    detail: str = ""
+
+
 @event_type("LedgerTransactionPosted", version=2)
 class LedgerTransactionPosted(EventData):
     transaction_id: str = Name
@@ -502,6 +545,16 @@ class LedgerTransactionPosted(EventData):
     memo: str = ""
     reverses: str | None = None
     usage: RatedUsage | None = None  # set on rating transactions (additive, optional)
+    # set on subscription charges and refunds (additive; left out of the payload when
+    # None, so transactions stored before it hash as they did)
+    charge: SubscriptionCharge | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_charge(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("charge") is None:
+            data.pop("charge", None)
+        return data
 
 
 @upcaster("LedgerTransactionPosted", 1)
@@ -660,3 +713,105 @@ class NotificationFailed(EventData):
     notification_id: str = Name
     attempts: int = Field(ge=1)
     error: str
+
+
+# --- subscriptions (docs/subscriptions.md) -------------------------------------------
+
+
+class NodeSpec(_Part):
+    """A node spec sold by subscription: its resources and its price per node per term."""
+
+    flavor: Flavor = "gpu/any"
+    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
+    cpu_milli: CpuMilli = NonNegative
+    memory_mib: Annotated[int, Bound(MAX_NODE_MEMORY_MIB)] = NonNegative
+    monthly: Decimal = Field(ge=0)
+    yearly: Decimal = Field(ge=0)
+
+
+@event_type("SubscriptionPricesPublished")
+class SubscriptionPricesPublished(EventData):
+    """The subscription section of a price book: node specs and their term prices, in
+    force from ``effective_from`` for terms ordered from then on (a price already locked
+    into a term never changes)."""
+
+    book_id: str = Name
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    scale: int = Field(ge=0, le=6)
+    effective_from: AwareDatetime
+    specs: dict[str, NodeSpec]
+
+
+class SubscriptionTerm(_Part):
+    """One paid term: ``[starts_at, ends_at)`` at the prices locked when it was ordered."""
+
+    term: int = Field(ge=1)
+    unit: SubscriptionTermUnit
+    starts_at: AwareDatetime
+    ends_at: AwareDatetime
+    unit_price: Decimal = Field(ge=0)  # per node for this term
+    monthly_price: Decimal = Field(ge=0)  # the spec's monthly price then (refund rule)
+    yearly_price: Decimal = Field(ge=0)
+    amount_minor: int = NonNegative  # nodes x unit_price, in minor units
+    book_id: str = Name
+    ordered_at: AwareDatetime
+
+
+@event_type("SubscriptionPurchased")
+class SubscriptionPurchased(EventData):
+    """Nodes of one spec bought into a resource group for a month or a year, paid by a
+    workspace; billed in full at ``ordered_at`` into deferred revenue."""
+
+    subscription_id: str = Name
+    group: LabelValue = Name
+    spec: str = Name
+    nodes: int = Field(ge=1, le=100_000)
+    workspace: LabelValue = Name
+    auto_renew: bool = False
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    scale: int = Field(ge=0, le=6)
+    node: NodeSpec
+    first: SubscriptionTerm
+    key: str | None = None
+
+
+@event_type("SubscriptionRenewed")
+class SubscriptionRenewed(EventData):
+    """A next term ordered (by hand, or automatically from 3 days before expiry); it
+    starts where the previous one ends, at the price in force when ordered."""
+
+    subscription_id: str = Name
+    next: SubscriptionTerm
+    automatic: bool = False
+
+
+@event_type("SubscriptionRenewalFailed")
+class SubscriptionRenewalFailed(EventData):
+    subscription_id: str = Name
+    term: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    error: str
+
+
+@event_type("SubscriptionCancelled")
+class SubscriptionCancelled(EventData):
+    """Unsubscribed: at the end of the term (no refund, no renewal) or immediately (the
+    refund rule of docs/subscriptions.md; ``refund_minor`` is credited)."""
+
+    subscription_id: str = Name
+    mode: Literal["end-of-term", "immediately"]
+    effective_at: AwareDatetime
+    refund_minor: int = NonNegative
+    no_reason: bool = False  # the once-a-year 5-day full refund was used
+    rule: str = ""
+    reason: str = ""
+
+
+@event_type("SubscriptionExpired")
+class SubscriptionExpired(EventData):
+    """The last term ended: the capacity stops being schedulable at ``ended_at`` and is
+    released (jobs on it stopped) after the grace, at ``released_at``."""
+
+    subscription_id: str = Name
+    ended_at: AwareDatetime
+    released_at: AwareDatetime

@@ -20,7 +20,14 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from ledger.accounts import receivable_account, rounding_transaction, rounding_transaction_id
 from ledger.errors import Invalid
-from ledger.events import BillingMode, InvoiceIssued, InvoiceLine, LedgerTransactionPosted
+from ledger.events import (
+    BillingMode,
+    InvoiceIssued,
+    InvoiceLine,
+    LedgerTransactionPosted,
+    Posting,
+    SubscriptionCharge,
+)
 from ledger.ids import deterministic_id
 from ledger.money import (
     exact_context,
@@ -84,11 +91,16 @@ def build_invoice(
     """
     account = receivable_account(workspace)
     groups: dict[tuple[str, BillingMode, str], _Acc] = {}
+    charges: list[InvoiceLine] = []
     for txn in transactions:
         if txn.period != period:
             continue
         mine = [p for p in txn.postings if p.account == account]
         if not mine:
+            continue
+        if txn.charge is not None and txn.charge.workspace == workspace:
+            currency = _one_currency(txn, mine, currency)
+            charges.append(_charge_line(txn, txn.charge, mine, currency))
             continue
         if txn.usage is None or txn.usage.workspace != workspace:
             raise NotInvoiceable(
@@ -133,6 +145,7 @@ def build_invoice(
                 amount_precise=precise_decimal(acc.precise),
             )
         )
+    lines.extend(sorted(charges, key=lambda line: (line.description, line.transaction_ids)))
     the_id = invoice_id(workspace, period, revision)
     total = sum(line.amount_minor for line in lines)
     precise_total = sum(_precise(line) for line in lines)
@@ -149,6 +162,49 @@ def build_invoice(
             if precise_from_decimal(total) != precise_total
             else None
         ),
+    )
+
+
+def _one_currency(
+    txn: LedgerTransactionPosted, postings: list[Posting], currency: str | None
+) -> str:
+    for p in postings:
+        if currency is None:
+            currency = p.currency
+        elif p.currency != currency:
+            raise NotInvoiceable(
+                f"transaction {txn.transaction_id} is in {p.currency}, invoice in {currency}"
+            )
+    assert currency is not None
+    return currency
+
+
+def _charge_line(
+    txn: LedgerTransactionPosted,
+    charge: SubscriptionCharge,
+    postings: list[Posting],
+    currency: str,
+) -> InvoiceLine:
+    """A subscription term ordered (or refunded): one line, already in whole minor units."""
+    precise = sum(precise_from_decimal(p.amount_minor) for p in postings)
+    unit = f"node-{charge.unit}"
+    span = f"{charge.starts_at:%Y-%m-%d} to {charge.ends_at:%Y-%m-%d}"
+    what = {"purchase": "subscription", "renewal": "renewal", "refund": "refund of"}[charge.kind]
+    return InvoiceLine(
+        description=(
+            f"{what} {charge.subscription_id} term {charge.term}: {charge.nodes} x "
+            f"{charge.spec} in {charge.group}, {span}, at {rate_key(charge.unit_price)} "
+            f"{currency}/{unit}"
+        ),
+        workspace=charge.workspace,
+        resource=f"subscription/{charge.spec}",
+        billing_mode="quota",
+        quantity=Decimal(charge.nodes if charge.kind != "refund" else -charge.nodes),
+        unit=unit,
+        amount_minor=round_precise(precise),
+        transaction_ids=(txn.transaction_id,),
+        rate=charge.unit_price,
+        amount_precise=precise_decimal(precise),
     )
 
 

@@ -30,11 +30,26 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ledger.canonical import parse_timestamp
 from ledger.errors import Invalid, NotFound
-from ledger.events import BillingMode, PriceBookPublished, Rates, SpotPriceChanged
+from ledger.events import (
+    BillingMode,
+    NodeSpec,
+    PriceBookPublished,
+    Rates,
+    SpotPriceChanged,
+    SubscriptionPricesPublished,
+)
 from ledger.money import MAX_SCALE, exact_context
 
 __all__ = [
@@ -119,6 +134,24 @@ class PriceBook(_Strict):
     effective_from: datetime
     rates: _RateTable
     idle_multiplier: str = Field(pattern=_DECIMAL_PATTERN)
+    #: node specs sold by subscription, with their monthly and yearly prices, as written
+    #: (checked by :func:`ledger.subscriptions.specs.node_specs_from_document`); optional
+    subscriptions: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _specs(self) -> PriceBook:
+        self.node_specs()  # every problem of the section is a validation error
+        return self
+
+    def node_specs(self) -> dict[str, NodeSpec]:
+        """The subscription section's node specs (empty: the book sells none)."""
+        # imported here: ledger.subscriptions books through ledger.accounts, which rates
+        # through this module
+        from ledger.subscriptions.specs import node_specs_from_document
+
+        if self.subscriptions is None:
+            return {}
+        return node_specs_from_document(self.subscriptions, self.scale)
 
     @field_validator("currency", mode="before")
     @classmethod
@@ -161,6 +194,19 @@ class PriceBook(_Strict):
                 spot={k: Decimal(v) for k, v in self.rates.spot.items()},
             ),
             idle_multiplier=Decimal(self.idle_multiplier),
+        )
+
+    def subscription_event(self) -> SubscriptionPricesPublished | None:
+        """The ``SubscriptionPricesPublished`` of its subscription section (None: none)."""
+        specs = self.node_specs()
+        if not specs:
+            return None
+        return SubscriptionPricesPublished(
+            book_id=self.id,
+            currency=self.currency,
+            scale=self.scale,
+            effective_from=self.effective_from,
+            specs=specs,
         )
 
 

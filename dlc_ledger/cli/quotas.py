@@ -81,6 +81,14 @@ def apply(
         ),
     ] = False,
     at: EffectiveAtOption = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Apply a tree whose guarantees exceed the subscribed capacity of the "
+            "resource groups they name (the shortfall is printed).",
+        ),
+    ] = False,
 ) -> None:
     """Make the quota tree match FILE: append only the differences (idempotent)."""
     try:
@@ -90,8 +98,16 @@ def apply(
     store = context.open_store()
     when = parse_instant(at, option="--effective-at") if at else datetime.now(UTC)
     result = apply_quota_file(
-        store, text, principal=context.local_principal(), at=when, dry_run=dry_run, prune=prune
+        store,
+        text,
+        principal=context.local_principal(),
+        at=when,
+        dry_run=dry_run,
+        prune=prune,
+        force=force,
     )
+    for problem in result.over_capacity:
+        typer.echo(f"warning: over subscribed capacity (--force): {problem}", err=True)
     if at is None and result.events:
         warning = lands_inside_history(store, when)
         if warning:

@@ -19,6 +19,7 @@ from ledger.store.base import EventStore
 from projections.billing import ticks
 from projections.billing.ticks import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult
 from projections.registry import catch_up_all
+from projections.subscriptions import advance
 
 __all__ = ["DEFAULT_ACCRUAL_STEP", "DEFAULT_GRACE", "TickResult", "tick"]
 
@@ -31,8 +32,11 @@ def tick(
     accrual_step: timedelta = DEFAULT_ACCRUAL_STEP,
     periods: PeriodFn | None = None,
 ) -> TickResult:
-    """One billing tick at cluster instant ``now`` (:func:`projections.billing.ticks.tick`),
-    then every read model to the head: a write use case, so the reads after it are current."""
+    """One billing tick at cluster instant ``now``: the subscriptions' renewals, expiries
+    and recognition due (:func:`projections.subscriptions.advance`), then rating and
+    closing (:func:`projections.billing.ticks.tick`), then every read model to the head:
+    a write use case, so the reads after it are current."""
+    advance(store, now)  # subscription terms ordered by now are billed in this close
     result = ticks.tick(store, now, grace=grace, accrual_step=accrual_step, periods=periods)
     catch_up_all(store)
     return result

@@ -99,13 +99,60 @@ def publish_price_book(
     refused. ``at`` is the publication's cluster time (default now).
     """
     event = book.to_event()
+    section = book.subscription_event()
     payload = event.model_dump(mode="json")
     stream = f"pricebook/{book.id}"
     event_id = _content_id("book", payload)
+    section_id = (
+        None if section is None else _content_id("subscriptions", section.model_dump(mode="json"))
+    )
     existing = store.read_stream(stream)
-    for record in existing:
-        if record.event_id == event_id:
+    stored = {record.event_id for record in existing}
+    if event_id in stored:
+        if section_id is None or section_id in stored:
             return PublishResult(stream, str(event_id), added=False)
+    else:
+        _check_new_book(store, book, event, existing, force=force, max_rate=max_rate)
+    if dry_run:
+        return PublishResult(stream, str(event_id), added=False, dry_run=True)
+    now = at or datetime.now(UTC)
+    envelopes = []
+    if event_id not in stored:
+        envelopes.append(
+            make_envelope(
+                event,
+                event_id=event_id,
+                stream=stream,
+                occurred_at=now,
+                observed_at=now,
+                source=SOURCE,
+            )
+        )
+    if section is not None and section_id is not None and section_id not in stored:
+        envelopes.append(
+            make_envelope(
+                section,
+                event_id=section_id,
+                stream=stream,
+                occurred_at=now,
+                observed_at=now,
+                source=SOURCE,
+            )
+        )
+    result = store.append(envelopes, expected_versions={stream: len(existing)})
+    return PublishResult(stream, str(envelopes[0].event_id), added=bool(result.positions))
+
+
+def _check_new_book(
+    store: EventStore,
+    book: PriceBook,
+    event: PriceBookPublished,
+    existing: list[Any],
+    *,
+    force: bool,
+    max_rate: Decimal | None,
+) -> None:
+    for record in existing:
         other = decode(record.envelope)
         if isinstance(other, PriceBookPublished) and other.effective_from == event.effective_from:
             raise Invalid(
@@ -128,19 +175,6 @@ def publish_price_book(
         _refuse_implausible(event, max_rate, f"price book {book.id!r}")
     # refuses a second currency or scale (a line item must never mix them)
     PriceSchedule([*published, event])
-    if dry_run:
-        return PublishResult(stream, str(event_id), added=False, dry_run=True)
-    now = at or datetime.now(UTC)
-    envelope = make_envelope(
-        event,
-        event_id=event_id,
-        stream=stream,
-        occurred_at=now,
-        observed_at=now,
-        source=SOURCE,
-    )
-    result = store.append([envelope], expected_versions={stream: len(existing)})
-    return PublishResult(stream, str(envelope.event_id), added=bool(result.positions))
 
 
 def publish_spot_price(

@@ -11,15 +11,18 @@ from dlc_ledger.services.yaml_files import parse_quota_tree
 from ledger.applies import ApplyChange, apply_envelopes
 from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData
+from ledger.errors import Invalid
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
 from ledger.quotas import QuotaTree, diff, keep_absent, spec_hash
 from ledger.store.base import EventStore
+from ledger.subscriptions import capacity_problems, group_capacity
 from projections.quotas.projection import QuotaProjection
 from projections.quotas.reads import (
     quota_tree,
 )
 from projections.registry import catch_up_all
 from projections.steps import catch_up
+from projections.subscriptions import load_subscriptions
 
 __all__ = [
     "ApplyResult",
@@ -132,6 +135,8 @@ class ApplyResult:
     # absent from the file and not pruned:
     kept_quotas: list[str] = dataclasses.field(default_factory=list)
     kept_bindings: list[str] = dataclasses.field(default_factory=list)
+    # guarantees beyond the subscribed capacity they draw on, applied with force
+    over_capacity: list[str] = dataclasses.field(default_factory=list)
 
 
 def apply_quota_file(
@@ -142,12 +147,15 @@ def apply_quota_file(
     at: datetime | None = None,
     dry_run: bool = False,
     prune: bool = False,
+    force: bool = False,
 ) -> ApplyResult:
     """Diff ``text`` against the projected tree; append the differences unless dry-run.
 
     Quotas and workspace bindings the file leaves out are kept unless ``prune``; the
     events take effect at ``at`` (cluster time; default now) and name ``principal``
-    (who applied it, e.g. ``api/alice``) as their source.
+    (who applied it, e.g. ``api/alice``) as their source. A tree whose guarantees exceed
+    the subscribed capacity of the resource groups they name (at ``at``) is refused
+    unless ``force``, which applies it and reports the shortfalls in ``over_capacity``.
     """
     desired = parse_quota_tree(text)
     catch_up_quotas(store)
@@ -158,6 +166,13 @@ def apply_quota_file(
         desired, kept_quotas, kept_bindings = keep_absent(current, desired)
     events = diff(current, desired)
     lines = [describe(current, e) for e in events]
+    over = _over_capacity(store, desired, at or datetime.now(UTC)) if events else []
+    if over and not force:
+        raise Invalid(
+            "the tree guarantees more than its resource groups hold: "
+            + "; ".join(over)
+            + " (buy subscriptions first, or pass --force to apply it anyway)"
+        )
     envelopes: list[Envelope] = []
     if events:
         envelopes, expected = quota_envelopes(
@@ -166,7 +181,14 @@ def apply_quota_file(
         if not dry_run:
             store.append(envelopes, expected_versions=expected)
             catch_up_all(store)  # the reads after an apply see it
-    return ApplyResult(lines, envelopes, kept_quotas, kept_bindings)
+    return ApplyResult(lines, envelopes, kept_quotas, kept_bindings, over)
+
+
+def _over_capacity(store: EventStore, tree: QuotaTree, at: datetime) -> list[str]:
+    if not any(spec.resource_groups for spec in tree.specs.values()):
+        return []
+    capacity = group_capacity(load_subscriptions(store).values(), at)
+    return capacity_problems(tree.specs, capacity)
 
 
 def lands_inside_history(store: EventStore, at: datetime) -> str | None:

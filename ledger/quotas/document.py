@@ -36,8 +36,10 @@ _NODE_FIELDS = frozenset(
         "fair_sharing_weight",
         "fair_sharing",
         "workspaces",
+        "resource_groups",
     }
 )
+_GROUP = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 _QUEUE_POLICIES = (
     "FIFO",
     "RoundRobin",
@@ -157,6 +159,13 @@ def build_quota_tree(nodes: Sequence[Any]) -> QuotaTree:
                     f"workspace {ws!r} is bound to both {bindings[ws]!r} and {name!r}"
                 )
             bindings[ws] = name
+        groups = node.get("resource_groups") or []
+        if not isinstance(groups, list) or not all(
+            isinstance(g, str) and _GROUP.match(g) for g in groups
+        ):
+            raise QuotaTreeError(
+                f"quota {name!r}: resource_groups must be a list of resource group names"
+            )
         explicit_min[name] = "min" in node
         raw_nodes[name] = {
             "quota_id": name,
@@ -165,6 +174,7 @@ def build_quota_tree(nodes: Sequence[Any]) -> QuotaTree:
             "max": _quantities(name, "max", node.get("max")),
             "lend_limit": _quantities(name, "lend_limit", node.get("lend_limit")),
             "preemption": node.get("preemption") or {},
+            "resource_groups": tuple(sorted(set(groups))),
             **_queue_fields(name, node),
         }
     for name, node in raw_nodes.items():

@@ -53,7 +53,7 @@ def _revision(conn: Connection, workspace: str, period: str) -> int:
     )
 
 
-def _usage_transactions(
+def _invoiced_transactions(
     conn: Connection, workspace: str, period: str
 ) -> list[LedgerTransactionPosted]:
     return [
@@ -61,7 +61,8 @@ def _usage_transactions(
         for (data,) in conn.execute(
             text(
                 "SELECT data FROM billing_transactions "
-                "WHERE period = :p AND workspace = :w AND usage_period IS NOT NULL "
+                "WHERE period = :p AND workspace = :w "
+                "AND (usage_period IS NOT NULL OR data->'charge' IS NOT NULL) "
                 "ORDER BY position"
             ),
             {"p": period, "w": workspace},
@@ -88,7 +89,7 @@ def close_periods(
         for workspace, period in _due(conn):
             if period_end(period, period_fn) + grace > now:
                 continue
-            txns = _usage_transactions(conn, workspace, period)
+            txns = _invoiced_transactions(conn, workspace, period)
             revision = _revision(conn, workspace, period)
             invoice = build_invoice(workspace, period, txns, now, revision=revision)
             event_id = deterministic_id("event", "InvoiceIssued", invoice.invoice_id)

@@ -5,5 +5,6 @@ from __future__ import annotations
 
 from projections.inventory.occupancy import jobs_holding_at
 from projections.inventory.occupancy import occupancy as occupancy_table
+from projections.inventory.projection import capacity_at
 
-__all__ = ["jobs_holding_at", "occupancy_table"]
+__all__ = ["capacity_at", "jobs_holding_at", "occupancy_table"]

@@ -21,6 +21,13 @@ rates:                        # per unit-hour: GPU-hour, core-hour, GiB-hour
   public: {gpu/any: "2.40", cpu: "0.048", memory: "0.006"}
   spot:   {gpu/any: "0.90", cpu: "0.020", memory: "0.002"}
 idle_multiplier: "0.30"       # jobs on borrowed idle capacity pay 30% of the public rate
+# Node specs sold by subscription (docs/subscriptions.md): resources per node and the
+# price per node for a month or a year. The year is ~2 months cheaper than 12 monthly
+# terms; a yearly term left early is refunded at the monthly price (its discount lost).
+subscriptions:
+  ml.g2.8xlarge:      {flavor: gpu/G2, gpus: 8, cpu: 96, memory_gib: 384, monthly: "9800.00", yearly: "98000.00"}
+  ml.t4.2xlarge:      {flavor: gpu/T4, gpus: 2, cpu: 104, memory_gib: 512, monthly: "2100.00", yearly: "21000.00"}
+  ml.v100m32.8xlarge: {flavor: gpu/V100M32, gpus: 8, cpu: 96, memory_gib: 768, monthly: "13500.00", yearly: "135000.00"}
 """
 
 
@@ -37,6 +44,11 @@ def test_demo_book_ships_verbatim_and_parses() -> None:
     }
     assert event.rates.spot["gpu/any"] == Decimal("0.90")
     assert event.idle_multiplier == Decimal("0.30")
+    section = load_price_book(DEMO).subscription_event()
+    assert section is not None and section.book_id == "demo-2026"
+    g2 = section.specs["ml.g2.8xlarge"]
+    assert (g2.flavor, g2.gpus, g2.cpu_milli, g2.memory_mib) == ("gpu/G2", 8, 96_000, 393_216)
+    assert (g2.monthly, g2.yearly) == (Decimal("9800.00"), Decimal("98000.00"))
 
 
 def _broken(old: str, new: str) -> str:

@@ -35,8 +35,13 @@ def test_prices_publish_dry_run_duplicate_instant_and_sanity_bound(
     assert "public gpu/any 2.40" in dry and "appended nothing" in dry
     assert store.head_position() == 0
     cli("prices", "publish", str(DEMO_BOOK), "--effective-at", "2026-11-01T00:00:00Z")
-    (record,) = store.read_stream("pricebook/demo-2026")
-    assert record.envelope.occurred_at == at("2026-11-01T00:00")
+    # the book and its subscription section (node specs)
+    records = store.read_stream("pricebook/demo-2026")
+    assert [r.envelope.type for r in records] == [
+        "PriceBookPublished",
+        "SubscriptionPricesPublished",
+    ]
+    assert all(r.envelope.occurred_at == at("2026-11-01T00:00") for r in records)
     # another book at the same effective_from, 1,000,000x the rate: refused twice over
     wild = _book(tmp_path, "wild", **{"id: demo-2026": "id: wild", '"2.40"': '"2400000"'})
     error = cli("prices", "publish", str(wild), ok=False)

@@ -129,7 +129,7 @@ def test_price_and_invoice_commands(store: PostgresEventStore, cli: CliCall, tmp
     changed.write_text(DEMO_BOOK.read_text().replace('"2.40"', '"2.50"'))
     error = cli("prices", "publish", str(changed), ok=False)
     assert "already published with different content" in error
-    assert len(store.read_stream("pricebook/demo-2026")) == 1
+    assert len(store.read_stream("pricebook/demo-2026")) == 2  # the book and its node specs
     cli("prices", "spot", "gpu/any", "1.10", "--from", "2026-11-02T00:00:00Z")
     listed = json.loads(cli("prices", "list", "--format", "json"))
     assert [r["kind"] for r in listed] == ["book", "spot"]

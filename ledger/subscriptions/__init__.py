@@ -1,0 +1,62 @@
+"""Subscriptions: nodes of a spec bought into resource groups by the month or year.
+
+The pure rules (no IO): term arithmetic (:mod:`.terms`), the price section of a book
+(:mod:`.specs`), a subscription's state folded from its events (:mod:`.model`), the
+refund rule (:mod:`.refunds`), daily revenue recognition (:mod:`.recognition`), the
+transactions they post (:mod:`.postings`) and the capacity they give the quota tree
+(:mod:`.capacity`). docs/subscriptions.md states each rule with an example.
+"""
+
+from ledger.subscriptions.capacity import (
+    capacity_problems,
+    drawing_groups,
+    group_capacity,
+    node_resources,
+)
+from ledger.subscriptions.model import (
+    RELEASE_GRACE,
+    RENEWAL_LEAD,
+    Status,
+    Subscription,
+    fold_subscriptions,
+)
+from ledger.subscriptions.postings import (
+    charge_transaction,
+    deferred_account,
+    recognition_transactions,
+    refund_transaction,
+    subscription_revenue_account,
+)
+from ledger.subscriptions.recognition import recognised_by, recognition_days
+from ledger.subscriptions.refunds import NO_REASON_WINDOW, Refund, TermRefund, refund_for
+from ledger.subscriptions.specs import SpecSchedule, UnknownSpec, node_specs_from_document
+from ledger.subscriptions.terms import add_terms, days_used, term_end
+
+__all__ = [
+    "NO_REASON_WINDOW",
+    "RELEASE_GRACE",
+    "RENEWAL_LEAD",
+    "Refund",
+    "SpecSchedule",
+    "Status",
+    "Subscription",
+    "TermRefund",
+    "UnknownSpec",
+    "add_terms",
+    "capacity_problems",
+    "charge_transaction",
+    "days_used",
+    "deferred_account",
+    "drawing_groups",
+    "fold_subscriptions",
+    "group_capacity",
+    "node_resources",
+    "node_specs_from_document",
+    "recognised_by",
+    "recognition_days",
+    "recognition_transactions",
+    "refund_for",
+    "refund_transaction",
+    "subscription_revenue_account",
+    "term_end",
+]
