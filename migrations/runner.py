@@ -41,7 +41,7 @@ HEADS = frozenset(
         "0014_dispatch",
         "0015_budgets",
         "0016_tokens",
-        "0017_billing_job_reads",
+        "0018_billing_quota_groups",
     }
 )
 

@@ -25,6 +25,7 @@ REPORTS = {
     "waits": "dlc_ledger.cli.dispatch_reports:report_waits",
     "preemptions": "dlc_ledger.cli.dispatch_reports:report_preemptions",
     "goodput": "dlc_ledger.cli.dispatch_reports:report_goodput",
+    "subscriptions": "dlc_ledger.cli.subscription_reports:report_subscriptions",
 }
 
 SUMMARIES = {
@@ -65,6 +66,11 @@ SUMMARIES = {
     "goodput": (
         "Occupied time that ended in success over all occupied time (GPU-weighted and "
         "plain), for occupancies that ended in the window, by quota or workspace."
+    ),
+    "subscriptions": (
+        "Subscribed GPU-hours vs used by the quotas' own jobs, lent to idle-mode jobs of "
+        "others (and what they paid), idle; cost and cost per used GPU-hour; by quota or "
+        "workspace, each group's cost shown back by guarantee and by use."
     ),
 }
 

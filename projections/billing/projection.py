@@ -45,6 +45,7 @@ from projections.billing.tables import (
     billing_occupancies,
     billing_postings,
     billing_prices,
+    billing_quota_groups,
     billing_transactions,
     billing_usage_lines,
     billing_workspace_quotas,
@@ -73,6 +74,9 @@ class _Page:
     # workspace -> (quota, position): bindings known so far; loaded on first need
     bindings: dict[str, tuple[str | None, int]] | None = None
     bound: dict[str, tuple[str | None, int]] = field(default_factory=dict)  # changed here
+    # quota -> (parent, groups it names); loaded on first need, None: deleted in the page
+    quotas: dict[str, tuple[str | None, tuple[str, ...]] | None] | None = None
+    quotas_changed: dict[str, int] = field(default_factory=dict)  # quota -> position
 
 
 class BillingProjection(Projection):
@@ -90,10 +94,14 @@ class BillingProjection(Projection):
         billing_invoice_lines,
         billing_credit_notes,
         billing_workspace_quotas,
+        billing_quota_groups,
     )
     event_types = frozenset(
         {
             "WorkspaceBound",
+            "QuotaCreated",
+            "QuotaChanged",
+            "QuotaDeleted",
             "OccupancyStarted",
             "OccupancyEnded",
             "PriceBookPublished",
@@ -122,6 +130,8 @@ class BillingProjection(Projection):
                 binding = (d.get("quota"), record.position)
                 _bindings(page, conn)[d["workspace"]] = binding
                 page.bound[d["workspace"]] = binding
+            elif kind in ("QuotaCreated", "QuotaChanged", "QuotaDeleted"):
+                _fold_quota(page, record, conn)
             elif kind not in self.event_types:
                 continue
             else:
@@ -175,6 +185,45 @@ def _bindings(page: _Page, conn: Connection) -> dict[str, tuple[str | None, int]
     return page.bindings
 
 
+def _quotas(page: _Page, conn: Connection) -> dict[str, tuple[str | None, tuple[str, ...]] | None]:
+    if page.quotas is None:
+        page.quotas = {
+            quota: (parent, tuple(groups))
+            for quota, parent, groups in conn.execute(
+                text("SELECT quota, parent, resource_groups FROM billing_quota_groups")
+            ).all()
+        }
+    return page.quotas
+
+
+def _fold_quota(page: _Page, record: RecordedEvent, conn: Connection) -> None:
+    d = record.data
+    quotas = _quotas(page, conn)
+    if record.type == "QuotaDeleted":
+        quotas[d["quota_id"]] = None
+        page.quotas_changed[d["quota_id"]] = record.position
+        return
+    spec = d["spec"]
+    quotas[spec["quota_id"]] = (spec.get("parent"), tuple(spec.get("resource_groups") or ()))
+    page.quotas_changed[spec["quota_id"]] = record.position
+
+
+def _draws_on_groups(page: _Page, conn: Connection, quota: str | None) -> bool:
+    """Whether ``quota`` (or its nearest ancestor naming any) draws on resource groups."""
+    quotas = _quotas(page, conn)
+    seen: set[str] = set()
+    while quota is not None and quota not in seen:
+        seen.add(quota)
+        entry = quotas.get(quota)
+        if entry is None:
+            return False
+        parent, groups = entry
+        if groups:
+            return True
+        quota = parent
+    return False
+
+
 def _fold_start(page: _Page, record: RecordedEvent, conn: Connection) -> None:
     d = record.data
     halves = page.occupancies.setdefault(d["occupancy_id"], [None, None])
@@ -185,6 +234,9 @@ def _fold_start(page: _Page, record: RecordedEvent, conn: Connection) -> None:
         # the pod named no quota: its workspace's binding when it started (events are
         # folded in position order, so this is a function of the store, not of paging)
         quota = _bindings(page, conn).get(d["workspace"], (None, 0))[0]
+    mode = d.get("billing_mode", "public")
+    if mode == "public" and _draws_on_groups(page, conn, quota):
+        mode = "quota"  # runs on capacity its quota's subscriptions paid for
     halves[0] = (
         d["job_uid"],
         d["workspace"],
@@ -194,7 +246,7 @@ def _fold_start(page: _Page, record: RecordedEvent, conn: Connection) -> None:
         d["mgpu"],
         d["cpu_milli"],
         d["memory_mib"],
-        d.get("billing_mode", "public"),
+        mode,
         _ts(d["started_at"]),
         record.event_id,
         record.position,
@@ -449,6 +501,23 @@ _MONTHLY = _add_on_conflict(billing_cost_monthly, ("amount_minor",))
 
 
 def _write(conn: Connection, page: _Page) -> None:
+    if page.quotas_changed and page.quotas is not None:
+        quotas = page.quotas
+        with driver(conn).cursor() as cur:
+            gone = sorted(q for q in page.quotas_changed if quotas.get(q) is None)
+            if gone:
+                cur.execute("DELETE FROM billing_quota_groups WHERE quota = ANY(%s)", (gone,))
+            cur.executemany(
+                "INSERT INTO billing_quota_groups (quota, parent, resource_groups, position) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (quota) DO UPDATE SET "
+                "parent = EXCLUDED.parent, resource_groups = EXCLUDED.resource_groups, "
+                "position = EXCLUDED.position",
+                [
+                    (q, entry[0], orjson.dumps(list(entry[1])).decode(), pos)
+                    for q, pos in sorted(page.quotas_changed.items())
+                    if (entry := quotas.get(q)) is not None
+                ],
+            )
     if page.bound:
         with driver(conn).cursor() as cur:
             cur.executemany(

@@ -37,6 +37,7 @@ __all__ = [
     "billing_occupancies",
     "billing_postings",
     "billing_prices",
+    "billing_quota_groups",
     "billing_transactions",
     "billing_usage_lines",
     "billing_workspace_quotas",
@@ -235,5 +236,17 @@ billing_workspace_quotas = Table(
     metadata,
     Column("workspace", Text, primary_key=True),
     Column("quota", Text),
+    Column("position", BigInteger, nullable=False),
+)
+
+#: quota -> (parent, resource groups it names) as of the events folded so far: an
+#: occupancy of a quota that draws on subscribed groups (its own or an ancestor's) is
+#: rated in billing mode ``quota`` (prepaid) rather than pay-as-you-go (docs/subscriptions.md)
+billing_quota_groups = Table(
+    "billing_quota_groups",
+    metadata,
+    Column("quota", Text, primary_key=True),
+    Column("parent", Text),
+    Column("resource_groups", JSONB, nullable=False),
     Column("position", BigInteger, nullable=False),
 )
