@@ -13,6 +13,7 @@ show`` and ``invoices show``. Running it again adds nothing.
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from decimal import Decimal
 from importlib.resources import as_file
 from pathlib import Path
@@ -21,17 +22,25 @@ from typing import Any
 import typer
 
 from consumers.projector import Projector
+from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.tables import render_rows
-from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS
+from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS, DEMO_SUBSCRIPTIONS
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import observed_cluster_time
+from dlc_ledger.services.subscription_reports import subscription_report
+from dlc_ledger.services.subscriptions import subscription_row, subscriptions
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.replay import run_replay
 from ledger.errors import Unavailable
 from ledger.money import default_scale, format_minor
 from projections.billing.reads import load_schedule
 from projections.billing.reports import ReportWindow, cost_report, usage_report
-from projections.billing.trails import InvoiceTrail, largest_gpu_line_trail, trace_span_seconds
+from projections.billing.trails import (
+    InvoiceTrail,
+    largest_gpu_line_trail,
+    subscription_lines,
+    trace_span_seconds,
+)
 from projections.quotas.reads import usage_at
 from projections.registry import all_projections
 
@@ -63,9 +72,19 @@ def _gpu_hours(mgpu_seconds: int) -> str:
 
 def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
     # package data as files (a no-op where the package is a directory, as installed)
-    with as_file(DEMO_QUOTAS) as quotas, as_file(DEMO_PRICE_BOOK) as pricebook:
+    with (
+        as_file(DEMO_QUOTAS) as quotas,
+        as_file(DEMO_PRICE_BOOK) as pricebook,
+        as_file(DEMO_SUBSCRIPTIONS) as plan,
+    ):
         summary = run_replay(
-            "openb", "openb", quotas=quotas, pricebook=pricebook, fresh=fresh, yes=yes
+            "openb",
+            "openb",
+            quotas=quotas,
+            pricebook=pricebook,
+            subscriptions=plan,
+            fresh=fresh,
+            yes=yes,
         )
     typer.echo(
         f"replayed {summary.instances:,} pods on {summary.nodes:,} nodes in "
@@ -86,6 +105,7 @@ def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
             f"{len(billed.invoices)} invoices issued by this run"
         )
         _print_reports(store)
+        _print_subscriptions(store, trace_end)
     finally:
         store.close()
     _print_dashboard_hint()
@@ -165,6 +185,46 @@ def _print_reports(store: Any) -> None:
             )
         typer.echo(render_rows(rows, "table"))
         _print_invoice_trail(largest_gpu_line_trail(uow), money)
+
+
+def _print_subscriptions(store: Any, trace_end: datetime) -> None:
+    subs = subscriptions(store)
+    if not subs:
+        return
+    _heading(f"Subscriptions at {trace_end:%Y-%m-%d %H:%M}Z (what the online quotas run on)")
+    keep = (
+        "subscription_id",
+        "group",
+        "spec",
+        "nodes",
+        "workspace",
+        "term",
+        "status",
+        "terms",
+        "paid_minor",
+        "refunded_minor",
+        "currency",
+    )
+    with store.reading() as conn:
+        scale_of = currency_scales(conn)
+        lines = subscription_lines(conn)
+    rows = [{k: v for k, v in subscription_row(s, trace_end).items() if k in keep} for s in subs]
+    typer.echo(render_rows(with_amounts(rows, "table", scale_of), "table"))
+    _heading("Subscription lines on the invoices (billed in full at order; refunds credited)")
+    shown = [
+        {
+            "period": r["period"],
+            "workspace": r["workspace"],
+            "line": r["description"],
+            "amount_minor": r["amount_minor"],
+            "currency": r["currency"],
+        }
+        for r in lines
+    ]
+    typer.echo(render_rows(with_amounts(shown, "table", scale_of), "table"))
+    _heading("Are we using what we pay for? (report subscriptions, whole trace)")
+    report = subscription_report(store, "group", subs[0].starts_at, trace_end)
+    typer.echo(render_rows(with_amounts(report, "table", scale_of), "table"))
 
 
 def _print_invoice_trail(trail: InvoiceTrail | None, money: _Money) -> None:

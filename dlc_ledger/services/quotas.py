@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -100,6 +101,9 @@ def _changes(old: QuotaSpec, new: QuotaSpec) -> str:
                         )
             else:
                 parts.append(f"{field} {a[field]} -> {b[field]}")
+    if old.resource_groups != new.resource_groups:
+        was = ", ".join(old.resource_groups) or "public capacity"
+        parts.append(f"draws on {', '.join(new.resource_groups) or 'public capacity'} (was {was})")
     return "; ".join(parts)
 
 
@@ -109,7 +113,8 @@ def describe(current: QuotaTree, event: EventData) -> str:
         s = event.spec
         return (
             f"created quota {s.quota_id} (parent {s.parent or '-'}; "
-            f"min {format_quantities(s.min)}; max {format_quantities(s.max)})"
+            f"min {format_quantities(s.min)}; max {format_quantities(s.max)}"
+            + (f"; draws on {', '.join(s.resource_groups)})" if s.resource_groups else ")")
         )
     if isinstance(event, QuotaChanged):
         return (
@@ -164,6 +169,53 @@ def apply_quota_file(
     kept_bindings: list[str] = []
     if not prune:
         desired, kept_quotas, kept_bindings = keep_absent(current, desired)
+    return _apply_tree(
+        store, current, desired, principal=principal, at=at, dry_run=dry_run, force=force,
+        kept=(kept_quotas, kept_bindings),
+    )  # fmt: skip
+
+
+def draw_on_groups(
+    store: EventStore,
+    draws: Mapping[str, Sequence[str]],
+    *,
+    principal: str,
+    at: datetime | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+) -> ApplyResult:
+    """Make each quota of ``draws`` draw on the resource groups listed for it (an empty
+    list: public capacity again), the rest of the tree as applied; checked and appended
+    as :func:`apply_quota_file` does."""
+    catch_up_quotas(store)
+    current = current_tree(store)
+    unknown = sorted(set(draws) - set(current.specs))
+    if unknown:
+        raise Invalid(
+            f"unknown quota(s) {', '.join(unknown)} (known: {', '.join(sorted(current.specs))})"
+        )
+    specs = dict(current.specs)
+    for quota, groups in draws.items():
+        specs[quota] = specs[quota].model_copy(
+            update={"resource_groups": tuple(sorted(set(groups)))}
+        )
+    desired = QuotaTree(specs=specs, bindings=current.bindings)
+    return _apply_tree(
+        store, current, desired, principal=principal, at=at, dry_run=dry_run, force=force
+    )
+
+
+def _apply_tree(
+    store: EventStore,
+    current: QuotaTree,
+    desired: QuotaTree,
+    *,
+    principal: str,
+    at: datetime | None,
+    dry_run: bool,
+    force: bool,
+    kept: tuple[list[str], list[str]] = ([], []),
+) -> ApplyResult:
     events = diff(current, desired)
     lines = [describe(current, e) for e in events]
     over = _over_capacity(store, desired, at or datetime.now(UTC)) if events else []
@@ -181,7 +233,7 @@ def apply_quota_file(
         if not dry_run:
             store.append(envelopes, expected_versions=expected)
             catch_up_all(store)  # the reads after an apply see it
-    return ApplyResult(lines, envelopes, kept_quotas, kept_bindings, over)
+    return ApplyResult(lines, envelopes, kept[0], kept[1], over)
 
 
 def _over_capacity(store: EventStore, tree: QuotaTree, at: datetime) -> list[str]:

@@ -8,13 +8,18 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.store.views import job_time_span_sql
 from projections.billing.reports import invoice_job_costs
 
-__all__ = ["InvoiceTrail", "largest_gpu_line_trail", "trace_span_seconds"]
+__all__ = [
+    "InvoiceTrail",
+    "largest_gpu_line_trail",
+    "subscription_lines",
+    "trace_span_seconds",
+]
 
 
 @dataclass(frozen=True)
@@ -69,3 +74,18 @@ def trace_span_seconds(uow: UnitOfWork) -> float:
     """Cluster seconds between the first and the last job fact stored (0: none)."""
     value = uow.connection.execute(text(job_time_span_sql())).scalar_one()
     return float(value or 0)
+
+
+def subscription_lines(conn: Connection) -> list[dict[str, Any]]:
+    """The subscription lines (terms ordered, refunds) of every issued invoice, in order."""
+    return [
+        dict(r)
+        for r in conn.execute(
+            text(
+                "SELECT i.period, i.workspace, l.description, l.amount_minor, i.currency "
+                "FROM billing_invoice_lines l JOIN billing_invoices i USING (invoice_id) "
+                "WHERE l.resource LIKE 'subscription/%' AND i.status = 'issued' "
+                "ORDER BY i.period, i.workspace, l.line_no"
+            )
+        ).mappings()
+    ]

@@ -25,9 +25,17 @@ idle_multiplier: "0.30"       # jobs on borrowed idle capacity pay 30% of the pu
 # price per node for a month or a year. The year is ~2 months cheaper than 12 monthly
 # terms; a yearly term left early is refunded at the monthly price (its discount lost).
 subscriptions:
-  ml.g2.8xlarge:      {flavor: gpu/G2, gpus: 8, cpu: 96, memory_gib: 384, monthly: "9800.00", yearly: "98000.00"}
-  ml.t4.2xlarge:      {flavor: gpu/T4, gpus: 2, cpu: 104, memory_gib: 512, monthly: "2100.00", yearly: "21000.00"}
-  ml.v100m32.8xlarge: {flavor: gpu/V100M32, gpus: 8, cpu: 96, memory_gib: 768, monthly: "13500.00", yearly: "135000.00"}
+  ml.g2.8xlarge:
+    {flavor: gpu/G2, gpus: 8, cpu: 96, memory_gib: 384, monthly: "9800.00", yearly: "98000.00"}
+  ml.t4.2xlarge:
+    {flavor: gpu/T4, gpus: 2, cpu: 104, memory_gib: 512, monthly: "2100.00", yearly: "21000.00"}
+  ml.v100m32.8xlarge:
+    flavor: gpu/V100M32
+    gpus: 8
+    cpu: 96
+    memory_gib: 768
+    monthly: "13500.00"
+    yearly: "135000.00"
 """
 
 

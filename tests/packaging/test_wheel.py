@@ -60,6 +60,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "kubesim/data/alibaba-gpu-v2025/disaggregated_DLRM_trace.csv",
         "dlc_ledger/resources/pricebooks/demo-2026.yaml",
         "dlc_ledger/resources/quotas/demo.yaml",
+        "dlc_ledger/resources/subscriptions/demo.yaml",
         "migrations/alembic.ini",
         # the dashboard served at / and its vendored chart library with its licence
         "dlc_ledger/api/dashboard/index.html",

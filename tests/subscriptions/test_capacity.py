@@ -43,7 +43,7 @@ def test_a_tree_beyond_subscribed_capacity_is_refused_unless_forced(
 ) -> None:
     publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
     when = at("2027-01-02T00:00")
-    with pytest.raises(Invalid, match="'gpu-g2' .* has no subscribed capacity"):
+    with pytest.raises(Invalid, match=r"'gpu-g2' .* has no subscribed capacity"):
         apply_quota_file(store, TREE, principal="test", at=when)
     _buy(store, 1)  # 8 GPUs: 16 are guaranteed
     with pytest.raises(Invalid, match=r"quota 'root' guarantees more .* gpu 16,000 > 8,000"):

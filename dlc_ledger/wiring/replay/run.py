@@ -75,6 +75,7 @@ def run_replay(
     speed: Speed = "max",
     quotas: Path | None = None,
     pricebook: Path | None = None,
+    subscriptions: Path | None = None,
     fresh: bool = False,
     yes: bool = False,
     limit: int | None = None,
@@ -114,7 +115,7 @@ def run_replay(
         bootstrap = bootstrap or context.kafka_bootstrap()
         partitions = partitions or context.settings().partitions
         topic = replay_topic(store, bootstrap, partitions)
-        apply_reference_data(store, quotas, pricebook, loaded.epoch, say)
+        apply_reference_data(store, quotas, pricebook, loaded.epoch, say, subscriptions)
         summary = ReplaySummary.expected(loaded, f"replay-{loaded.name}", topic)
         before = StoreCounts.read(store)
         site = PipelineSite(
