@@ -40,8 +40,10 @@ from ledger.dispatch.cycle import relevant_changes
 from ledger.envelopes import Envelope
 from ledger.events import AdmissionDecided, PreemptionDecided
 from ledger.store.base import DuplicateEventConflict, EventStore
+from ledger.subscriptions import released_quotas
 from projections.dispatch.estimates import runtime_medians, start_estimates
 from projections.dispatch.reads import DecisionRecord, DispatchJob, DispatchView, read_dispatch
+from projections.subscriptions import load_subscriptions
 
 __all__ = ["BudgetGate", "CycleOutcome", "Dispatcher"]
 
@@ -79,6 +81,8 @@ class CycleOutcome:
     #: admissions and victims decided, not yet confirmed by the watched state
     unconfirmed: int = 0
     budget_stopped: tuple[str, ...] = ()
+    #: running jobs stopped because their quota's subscribed capacity was released
+    released_stopped: tuple[str, ...] = ()
     unplaced: int = 0
     result: CycleResult = field(default_factory=CycleResult, repr=False)
 
@@ -97,6 +101,8 @@ class CycleOutcome:
         ]
         if self.budget_stopped:
             parts.append(f"budget-stopped {len(self.budget_stopped)}")
+        if self.released_stopped:
+            parts.append(f"subscription-expired stopped {len(self.released_stopped)}")
         if self.unplaced:
             parts.append(f"no quota {self.unplaced}")
         if self.failures:
@@ -134,6 +140,8 @@ class Dispatcher:
         # decisions stored by this process the read model may not show yet
         self._recent: dict[str, DecisionRecord] = {}
         self._previous: CycleInput | None = None
+        # quotas whose subscribed capacity was released, as of the last read
+        self._released: frozenset[str] = frozenset()
 
     @contextmanager
     def _snapshot(self) -> Iterator[Connection]:
@@ -142,13 +150,17 @@ class Dispatcher:
 
     def read(self, now: datetime) -> tuple[DispatchView, Sequence[str]]:
         """The cycle's view at ``now`` and the jobs budgets stop."""
+        bought = list(load_subscriptions(self.store).values())
         with self.reads() as conn:
             blocked: frozenset[str] = frozenset()
             to_stop: Sequence[str] = ()
             if self.budgets is not None:
                 blocked = self.budgets.exhausted_workspaces(conn, now)
                 to_stop = self.budgets.jobs_to_stop(conn, now)
-            view = read_dispatch(conn, now, blocked_workspaces=blocked, recent=self._recent)
+            view = read_dispatch(
+                conn, now, blocked_workspaces=blocked, recent=self._recent, subscriptions=bought
+            )
+        self._released = released_quotas(view.tree.specs, bought, now)
         for uid in [u for u in self._recent if u not in view.jobs]:
             del self._recent[uid]  # ended or gone: nothing left to confirm
         return view, to_stop
@@ -193,6 +205,18 @@ class Dispatcher:
             and view.jobs[uid].billing_mode in _PAY_AS_YOU_GO
             and self._act(view.jobs[uid], "suspend", failures)
         ]
+        # jobs still running on capacity released by an expiry (after its 24-hour grace)
+        # or a cancellation: stopped whatever they pay; their quota admits nothing until
+        # capacity is bought again (pending reason SubscriptionExpired, as `jobs why` says)
+        released_stopped = [
+            uid
+            for uid, job in sorted(view.jobs.items())
+            if job.quota in self._released
+            and job.occupying
+            and uid not in victims
+            and uid not in budget_stopped
+            and self._act(job, "suspend", failures)
+        ]
         return CycleOutcome(
             at=now,
             admitted=tuple(d.job for d in result.admissions),
@@ -204,6 +228,7 @@ class Dispatcher:
             failures=tuple(failures),
             unconfirmed=len(admit) + len(victims),
             budget_stopped=tuple(budget_stopped),
+            released_stopped=tuple(released_stopped),
             unplaced=len(view.unplaced),
             result=result,
         )

@@ -35,12 +35,14 @@ from dlc_ledger.cli.tables import (
     render_table,
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
+from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.quota_rows import node_row, series_row, usage_json, usage_table
 from dlc_ledger.services.quotas import (
     apply_quota_file,
     current_tree,
     format_quantities,
     lands_inside_history,
+    over_capacity_quotas,
 )
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
@@ -144,11 +146,28 @@ _NAMED = 10  # kept nodes named in apply's summary line
 
 
 @quotas_app.command("list")
-def list_quotas(fmt: DocumentFormatOption = DocumentFormat.table) -> None:
-    """Every quota node: parent, min, max, bound workspaces."""
-    tree = current_tree(context.open_reader())
+def list_quotas(
+    fmt: DocumentFormatOption = DocumentFormat.table,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help=f"Capacity as of (default: now, or a replayed cluster's clock): {CLUSTER}.",
+        ),
+    ] = None,
+) -> None:
+    """Every quota node: parent, min, max, bound workspaces, the resource groups it draws
+    on (its own, or inherited from a parent) and whether its guarantee exceeds what they
+    hold now (over: see docs/subscriptions.md)."""
+    store = context.open_reader()
+    tree = current_tree(store)
     rows: list[dict[str, Any]] = []
     from ledger.quotas import topological_order
+    from ledger.subscriptions import drawing_groups
+
+    drawn = drawing_groups(tree.specs)
+    when = parse_instant(at, option="--at") if at else billing_instant(store, None).at
+    over = over_capacity_quotas(store, when)
 
     for name in topological_order(tree.specs):
         spec = tree.specs[name]
@@ -161,12 +180,18 @@ def list_quotas(fmt: DocumentFormatOption = DocumentFormat.table) -> None:
                 "workspaces": tree.workspaces_of(name)
                 if fmt is DocumentFormat.json
                 else ",".join(tree.workspaces_of(name)) or "-",
+                "resource_groups": list(drawn.get(name, ()))
+                if fmt is DocumentFormat.json
+                else ",".join(drawn.get(name, ())) or "-",
+                "capacity": "over" if name in over else "",
             }
         )
     if fmt is DocumentFormat.json:
         typer.echo(json.dumps(rows, indent=2))
     else:
         typer.echo(render_table(rows))
+        for why in sorted(set(over.values())):
+            typer.echo(f"over subscribed capacity: {why}", err=True)
 
 
 @quotas_app.command("show")

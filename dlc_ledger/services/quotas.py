@@ -16,7 +16,7 @@ from ledger.errors import Invalid
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
 from ledger.quotas import QuotaTree, diff, keep_absent, spec_hash
 from ledger.store.base import EventStore
-from ledger.subscriptions import capacity_problems, group_capacity
+from ledger.subscriptions import capacity_problems, capacity_shortfalls, group_capacity
 from projections.quotas.projection import QuotaProjection
 from projections.quotas.reads import (
     quota_tree,
@@ -241,6 +241,20 @@ def _over_capacity(store: EventStore, tree: QuotaTree, at: datetime) -> list[str
         return []
     capacity = group_capacity(load_subscriptions(store).values(), at)
     return capacity_problems(tree.specs, capacity)
+
+
+def over_capacity_quotas(store: EventStore, at: datetime) -> dict[str, str]:
+    """The quotas of the applied tree whose guarantee exceeds the subscribed capacity they
+    draw on at ``at`` (a subscription expired or was cancelled, or --force), with why."""
+    tree = current_tree(store)
+    if not any(spec.resource_groups for spec in tree.specs.values()):
+        return {}
+    capacity = group_capacity(load_subscriptions(store).values(), at)
+    out: dict[str, str] = {}
+    for quotas, message in capacity_shortfalls(tree.specs, capacity):
+        for quota in quotas:
+            out.setdefault(quota, message)
+    return out
 
 
 def lands_inside_history(store: EventStore, at: datetime) -> str | None:

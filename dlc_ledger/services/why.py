@@ -23,6 +23,7 @@ from projections.dispatch.queues import QueuePage, queue_listing
 from projections.jobs import find_job
 from projections.jobs.tables import job_state
 from projections.quotas.scope import quota_in_scope, quota_subtree
+from projections.subscriptions import load_subscriptions
 
 __all__ = ["Exhausted", "estimates_report", "queue_page", "why_job"]
 
@@ -51,12 +52,18 @@ def why_job(
 ) -> dict[str, Any]:
     """Why job ``ref`` (a uid, or a name only one job has) is pending, was preempted, or
     runs; ``workspaces`` (a caller's scope): a job outside them is not found."""
+    bought = list(load_subscriptions(store).values())
     with store.snapshot() as uow:
         conn = uow.connection
         uid = find_job(conn, ref, workspaces=workspaces)
         now = _now(conn, at)
         doc = explain_job(
-            uow, uid, now, blocked_workspaces=exhausted(conn, now), as_at=at is not None
+            uow,
+            uid,
+            now,
+            blocked_workspaces=exhausted(conn, now),
+            as_at=at is not None,
+            subscriptions=bought,
         )
         if workspaces is not None:
             _unname_outsiders(conn, doc, workspaces)
@@ -106,6 +113,7 @@ def queue_page(
 ) -> QueuePage:
     """One page of ``quota``'s pending queue (its subtree's, for an inner quota) in order;
     ``workspaces`` (a caller's scope): a quota outside their subtree is not found."""
+    bought = list(load_subscriptions(store).values())
     with store.snapshot() as uow:
         conn = uow.connection
         if not quota_in_scope(conn, quota, workspaces):
@@ -119,6 +127,7 @@ def queue_page(
             cursor=cursor,
             blocked_workspaces=exhausted(conn, now),
             as_at=at is not None,
+            subscriptions=bought,
         )
 
 

@@ -47,7 +47,12 @@ __all__ = [
 ]
 
 PendingReason = Literal[
-    "ExceedsMaxQuota", "WaitingForQuota", "PreemptionPending", "BudgetExhausted", "Parked"
+    "ExceedsMaxQuota",
+    "WaitingForQuota",
+    "PreemptionPending",
+    "BudgetExhausted",
+    "SubscriptionExpired",
+    "Parked",
 ]
 
 _DEFAULT_QUEUE = QueueSettings()
@@ -67,6 +72,9 @@ class CycleInput:
     parked: frozenset[str] = frozenset()
     #: workspaces whose ``stop`` budget is exhausted: nothing of theirs is admitted
     blocked_workspaces: frozenset[str] = frozenset()
+    #: quotas drawing on resource groups with no subscribed capacity left (expired or
+    #: cancelled): nothing of theirs is admitted onto released capacity
+    expired_quotas: frozenset[str] = frozenset()
     #: preemptors whose victims are still being stopped: they wait, nothing new is decided
     preempting: frozenset[str] = frozenset()
     #: preemptors whose victims have stopped: offered first, before every queue, so the
@@ -315,6 +323,7 @@ def _admit_reserved(state: _Cycle, ordered: list[Incoming]) -> set[str]:
         if j.job in cycle.reserved
         and j.job not in cycle.preempting
         and not (j.workspace and j.workspace in cycle.blocked_workspaces)
+        and j.quota not in cycle.expired_quotas
     ]
     admitted: set[str] = set()
     for job in sorted(candidates, key=lambda j: (-j.priority, j.created_at, j.job)):
@@ -331,6 +340,8 @@ def _not_tried(
     cycle = state.input
     if job.workspace and job.workspace in cycle.blocked_workspaces:
         return "BudgetExhausted"
+    if job.quota in cycle.expired_quotas:
+        return "SubscriptionExpired"
     if not state.ever_fits(job):
         return "ExceedsMaxQuota"
     if (

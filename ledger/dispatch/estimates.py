@@ -63,7 +63,7 @@ MAX_STEPS = 256
 #: ``unknown``: it waits for a running job whose end cannot be projected;
 #: ``budget``: its workspace's budget is exhausted; ``horizon``: still pending after
 #: ``max_steps`` simulated cycles
-Basis = Literal["now", "simulated", "never", "unknown", "budget", "horizon"]
+Basis = Literal["now", "simulated", "never", "unknown", "budget", "subscription", "horizon"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,8 @@ def _any_fits(cycle: CycleInput, admitted: list[Admitted], pending: list[Incomin
     tree = Tree(cycle.quotas, admitted)
     for job in pending:
         if job.workspace and job.workspace in cycle.blocked_workspaces:
+            continue
+        if job.quota in cycle.expired_quotas:
             continue
         request = {k: v for k, v in job.resources.items() if v > 0}
         if tree.fits(job.quota, request, own_cap=job.billing_mode != "idle"):
@@ -242,6 +244,10 @@ def estimate_starts(
             if status.job in wanted and status.job not in out:
                 if status.reason == "BudgetExhausted":
                     out[status.job] = StartEstimate(status.job, None, "budget", steps, released)
+                elif status.reason == "SubscriptionExpired":
+                    out[status.job] = StartEstimate(
+                        status.job, None, "subscription", steps, released
+                    )
                 elif status.reason == "ExceedsMaxQuota":
                     out[status.job] = StartEstimate(status.job, None, "never", steps, released)
         parked = result.parked

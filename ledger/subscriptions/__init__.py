@@ -9,9 +9,12 @@ transactions they post (:mod:`.postings`) and the capacity they give the quota t
 
 from ledger.subscriptions.capacity import (
     capacity_problems,
+    capacity_shortfalls,
     drawing_groups,
+    expired_quotas,
     group_capacity,
     node_resources,
+    released_quotas,
 )
 from ledger.subscriptions.model import (
     RELEASE_GRACE,
@@ -44,10 +47,12 @@ __all__ = [
     "UnknownSpec",
     "add_terms",
     "capacity_problems",
+    "capacity_shortfalls",
     "charge_transaction",
     "days_used",
     "deferred_account",
     "drawing_groups",
+    "expired_quotas",
     "fold_subscriptions",
     "group_capacity",
     "node_resources",
@@ -57,6 +62,7 @@ __all__ = [
     "recognition_transactions",
     "refund_for",
     "refund_transaction",
+    "released_quotas",
     "subscription_revenue_account",
     "term_end",
 ]

@@ -18,9 +18,12 @@ from ledger.subscriptions.model import Subscription
 
 __all__ = [
     "capacity_problems",
+    "capacity_shortfalls",
     "drawing_groups",
+    "expired_quotas",
     "group_capacity",
     "node_resources",
+    "released_quotas",
 ]
 
 Amounts = dict[str, int]
@@ -86,19 +89,23 @@ def _shortfalls(need: Amounts, have: Amounts) -> list[str]:
     ]
 
 
-def capacity_problems(
+def capacity_shortfalls(
     specs: Mapping[str, QuotaSpec], capacity: Mapping[str, Mapping[str, int]]
-) -> list[str]:
-    """Why the guarantees of ``specs`` exceed the subscribed ``capacity`` they draw on
-    (empty: they fit). Each quota naming groups must fit in them, and the quotas naming
-    groups with no ancestor that does (the tops, whose children carve their guarantee)
-    must together fit in the groups they name."""
-    problems: list[str] = []
+) -> list[tuple[tuple[str, ...], str]]:
+    """Why the guarantees of ``specs`` exceed the subscribed ``capacity`` they draw on, each
+    with the quotas concerned (empty: they fit). Each quota naming groups must fit in them,
+    and the quotas naming groups with no ancestor that does (the tops, whose children carve
+    their guarantee) must together fit in the groups they name."""
+    problems: list[tuple[tuple[str, ...], str]] = []
     unknown = sorted({g for s in specs.values() for g in s.resource_groups} - set(capacity))
     for group in unknown:
-        users = sorted(q for q, s in specs.items() if group in s.resource_groups)
+        users = tuple(sorted(q for q, s in specs.items() if group in s.resource_groups))
         problems.append(
-            f"resource group {group!r} (named by {', '.join(users)}) has no subscribed capacity"
+            (
+                users,
+                f"resource group {group!r} (named by {', '.join(users)}) has no "
+                "subscribed capacity",
+            )
         )
     drawn = drawing_groups(specs)
     tops: dict[tuple[str, ...], Amounts] = {}
@@ -111,8 +118,11 @@ def capacity_problems(
         short = _shortfalls(_totals(spec.min), have)
         if short:
             problems.append(
-                f"quota {name!r} guarantees more than its groups "
-                f"{', '.join(spec.resource_groups)} hold: {'; '.join(short)}"
+                (
+                    (name,),
+                    f"quota {name!r} guarantees more than its groups "
+                    f"{', '.join(spec.resource_groups)} hold: {'; '.join(short)}",
+                )
             )
         if not (spec.parent and drawn.get(spec.parent)):
             _add(tops.setdefault(spec.resource_groups, {}), _totals(spec.min))
@@ -121,10 +131,49 @@ def capacity_problems(
         for group in groups:
             _add(have, _totals(capacity.get(group, {})))
         short = _shortfalls(need, have)
-        quotas = sorted(q for q, s in specs.items() if s.resource_groups == groups)
+        quotas = tuple(sorted(q for q, s in specs.items() if s.resource_groups == groups))
         if short and len(quotas) > 1:
             problems.append(
-                f"quotas {', '.join(quotas)} together guarantee more than groups "
-                f"{', '.join(groups)} hold: {'; '.join(short)}"
+                (
+                    quotas,
+                    f"quotas {', '.join(quotas)} together guarantee more than groups "
+                    f"{', '.join(groups)} hold: {'; '.join(short)}",
+                )
             )
     return problems
+
+
+def capacity_problems(
+    specs: Mapping[str, QuotaSpec], capacity: Mapping[str, Mapping[str, int]]
+) -> list[str]:
+    """The messages of :func:`capacity_shortfalls` (empty: the guarantees fit)."""
+    return [message for _, message in capacity_shortfalls(specs, capacity)]
+
+
+def expired_quotas(
+    specs: Mapping[str, QuotaSpec], subs: Iterable[Subscription], at: datetime
+) -> frozenset[str]:
+    """Quotas that draw on groups none of which has schedulable capacity at ``at``: the
+    dispatcher admits nothing of theirs (pending reason ``SubscriptionExpired``)."""
+    capacity = group_capacity(subs, at)
+    return frozenset(
+        q
+        for q, groups in drawing_groups(specs).items()
+        if groups and not any(capacity.get(g) for g in groups)
+    )
+
+
+def released_quotas(
+    specs: Mapping[str, QuotaSpec], subs: Iterable[Subscription], at: datetime
+) -> frozenset[str]:
+    """Expired quotas whose groups had subscriptions, all released by ``at`` (expiry + the
+    24-hour grace, or an immediate cancellation): their running jobs are stopped."""
+    subs = list(subs)
+    bought = {s.group for s in subs}
+    held = {s.group for s in subs if s.starts_at <= at < s.released_at}
+    drawn = drawing_groups(specs)
+    return frozenset(
+        q
+        for q in expired_quotas(specs, subs, at)
+        if any(g in bought for g in drawn[q]) and not any(g in held for g in drawn[q])
+    )

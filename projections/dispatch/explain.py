@@ -14,7 +14,7 @@ preemptions and the work they cost: :mod:`projections.dispatch.losses`; the queu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from ledger.dispatch.model import Incoming, QuotaNode
 from ledger.dispatch.queues import effective_priority
 from ledger.errors import Invalid, NotFound
 from ledger.store.base import RecordedEvent, UnitOfWork
+from ledger.subscriptions import Subscription
 from projections.dispatch.estimates import (
     Runtime,
     projected_ends,
@@ -53,6 +54,10 @@ REASONS: Mapping[str, str] = {
     "PreemptionPending": "jobs are being stopped to make room for it; it starts once they have",
     "BudgetExhausted": "its workspace's budget (action stop) is exhausted: nothing of it is "
     "admitted until the next period or a raised budget",
+    "SubscriptionExpired": "its quota draws on resource groups with no subscribed capacity "
+    "left (the subscriptions expired or were cancelled): nothing of it is admitted onto "
+    "released capacity until nodes are bought again; running jobs are stopped 24 hours "
+    "after expiry",
     "Parked": "BestEffortFIFO parked it after it failed at the head of its queue; it is "
     "retried when capacity frees in its tree or the tree changes",
 }
@@ -203,6 +208,8 @@ def _method(estimate: StartEstimate | None, own: Runtime | None) -> str:
         return "none: it does not fit even once everything else has ended"
     if basis == "budget":
         return "none: its workspace's budget is exhausted"
+    if basis == "subscription":
+        return "none: its quota's subscribed capacity has expired"
     if basis == "unknown":
         return (
             "none: it waits for running jobs whose end cannot be projected "
@@ -226,6 +233,7 @@ def explain_job(
     max_steps: int = MAX_STEPS,
     blocked_workspaces: frozenset[str] = frozenset(),
     as_at: bool = False,
+    subscriptions: Collection[Subscription] = (),
 ) -> dict[str, Any]:
     """Why job ``uid`` is where it is at ``now``: pending (reason, positions, figures, start
     estimate), preempted (by whom, which rule, the state then, work lost and its cost),
@@ -247,7 +255,9 @@ def explain_job(
             )
         status, status_since = then[0], parse_time(then[1])
         events = [e for e in events if e.occurred_at <= now]
-    view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at)
+    view = read_dispatch(
+        conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at, subscriptions=subscriptions
+    )
     known = view.jobs.get(uid)
     pending = any(p.job == uid for p in view.cycle.pending)
     preemptions = preemptions_of(conn, uid, events, now)

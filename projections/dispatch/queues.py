@@ -4,6 +4,7 @@ dispatcher's own input and one :func:`~ledger.dispatch.cycle.plan_cycle` at ``no
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from ledger.dispatch.cycle import QueueSettings, plan_cycle
 from ledger.dispatch.estimates import MAX_STEPS, within_tree
 from ledger.dispatch.queues import effective_priority
 from ledger.errors import NotFound
+from ledger.subscriptions import Subscription
 from projections.dispatch.estimates import runtime_medians, start_estimates
 from projections.dispatch.explain import tiered_reason, whole
 from projections.dispatch.reads import DispatchView, read_dispatch
@@ -59,13 +61,16 @@ def queue_listing(
     max_steps: int = MAX_STEPS,
     blocked_workspaces: frozenset[str] = frozenset(),
     as_at: bool = False,
+    subscriptions: Collection[Subscription] = (),
 ) -> QueuePage:
     """The pending jobs of ``quota`` (a leaf) or of its whole subtree (an inner quota), in
     the order the dispatcher would try them now (their tree's cohort order). ``as_at``:
     ``now`` is a past instant, the queue as it stood then (:func:`read_dispatch`)."""
     check_limit(limit)
     after = decode_cursor(cursor, int, str)[0] if cursor is not None else 0
-    view = read_dispatch(conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at)
+    view = read_dispatch(
+        conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at, subscriptions=subscriptions
+    )
     if quota not in {q.name for q in view.cycle.quotas}:
         names = ", ".join(sorted(q.name for q in view.cycle.quotas)) or "none"
         raise NotFound(f"unknown quota {quota!r} (quotas: {names})")

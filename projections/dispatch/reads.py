@@ -40,6 +40,7 @@ from ledger.dispatch import Admitted, CycleInput, Incoming
 from ledger.dispatch.trees import DispatchConfig, dispatch_config
 from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counted_flavor
+from ledger.subscriptions import Subscription, expired_quotas
 from projections.dispatch.decisions import dispatch_decisions
 from projections.inventory import jobs_holding_at
 from projections.jobs import existed_by, job_state, parse_time, preemptions_at, status_at
@@ -310,6 +311,7 @@ def read_dispatch(
     blocked_workspaces: frozenset[str] = frozenset(),
     recent: Mapping[str, DecisionRecord] | None = None,
     as_at: bool = False,
+    subscriptions: Collection[Subscription] = (),
 ) -> DispatchView:
     """The cycle's input at ``now`` and what it rests on. ``recent``: decisions the caller
     stored that the read model may not show yet (the newer by position wins).
@@ -319,7 +321,9 @@ def read_dispatch(
     history of them), the jobs as they stood then, the decisions taken by then
     (the read model keeps a job's latest decision only: one taken later is left out).
     Without it the jobs are read as projected now (the live loop, and what it has
-    projected is the latest anyway)."""
+    projected is the latest anyway). ``subscriptions``: what was bought
+    (:func:`projections.subscriptions.load_subscriptions`); the quotas drawing on groups
+    with no capacity left at ``now`` admit nothing (``CycleInput.expired_quotas``)."""
     tree = quota_tree(conn)
     if as_at:
         # the specs then, in the current tree's order (its arrival order), as a live
@@ -428,6 +432,7 @@ def read_dispatch(
         queues=config.queues,
         parked=parked,
         blocked_workspaces=blocked_workspaces,
+        expired_quotas=expired_quotas(tree.specs, subscriptions, now),
         preempting=preempting,
         reserved=reserved,
         fair_sharing=config.fair_sharing,

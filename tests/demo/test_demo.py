@@ -21,6 +21,35 @@ from tests.databases import TemplateDatabases
 from tests.up.processes import get, interrupt, running_up
 
 
+def _table(out: str, heading: str) -> list[list[str]]:
+    """The rows of the table printed under ``heading`` (cells split on 2+ spaces)."""
+    lines = out.split(heading, 1)[1].splitlines()[3:]  # heading, underline, header, rule
+    rows = []
+    for line in lines[1:]:
+        if not line.strip():
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return rows
+
+
+def _subscriptions_add_up(out: str) -> None:
+    """The utilisation table against the occupancy figures of the same run: what the
+    groups' own quotas used is the prepaid (quota-mode) GPU-hours, what they lent is the
+    idle-mode GPU-hours; the refund and the renewals are on the invoices."""
+    usage = {
+        (r[0], r[1]): float(r[2].replace(",", ""))
+        for r in _table(out, "by workspace and billing mode")
+    }
+    groups = _table(out, "Are we using what we pay for?")
+    used = sum(float(r[2]) + float(r[6]) for r in groups)  # used + over
+    lent = sum(float(r[3]) for r in groups)
+    prepaid = sum(v for (_, mode), v in usage.items() if mode == "quota")
+    assert abs(used - prepaid) < 0.5, (used, prepaid)
+    assert abs(lent - usage[("ws-be", "idle")]) < 0.5, (lent, usage)
+    assert "refund of sub-" in out and "renewal sub-" in out
+    assert re.search(r"gpu-v100m32 .* cancelled .* 8,100\.00", out)
+
+
 @pytest.mark.slow
 def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: Path) -> None:
     url = databases.empty()  # the demo migrates it itself
@@ -47,6 +76,7 @@ def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: 
         # usage reaches the leaf quotas the demo tree binds the workspaces to
         assert re.search(r"^ls\s+[\d,]+\.\d\s+32\s+\d+%$", out, re.MULTILINE), out
         assert "<- ledger transaction" in out
+        _subscriptions_add_up(out)
         _open_the_dashboard_as_the_demo_says(out, env)
 
         second = subprocess.run(

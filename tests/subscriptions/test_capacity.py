@@ -3,6 +3,7 @@ bought, and the jobs of a quota that draws on groups run prepaid (billing mode q
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -11,10 +12,11 @@ from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.resource_groups import resource_groups
-from dlc_ledger.services.subscriptions import purchase
+from dlc_ledger.services.subscriptions import purchase, subscriptions
 from ledger.errors import Invalid
 from ledger.store.postgres import PostgresEventStore
 from tests.billing_e2e.helpers import at, demo_book, ended, query, started
+from tests.clis import CliCall
 
 TREE = """
 quotas:
@@ -33,9 +35,16 @@ quotas:
 
 def _buy(store: PostgresEventStore, nodes: int) -> None:
     purchase(
-        store, group="gpu-g2", spec="ml.g2.8xlarge", nodes=nodes, term="year",
-        workspace="ws-sub", principal="test", at=at("2027-01-01T00:00"), key=f"n{nodes}",
-    )  # fmt: skip
+        store,
+        group="gpu-g2",
+        spec="ml.g2.8xlarge",
+        nodes=nodes,
+        term="year",
+        workspace="ws-sub",
+        principal="test",
+        at=at("2027-01-01T00:00"),
+        key=f"n{nodes}",
+    )
 
 
 def test_a_tree_beyond_subscribed_capacity_is_refused_unless_forced(
@@ -111,3 +120,23 @@ def test_utilisation_splits_subscribed_time_into_used_lent_and_idle(
     (quota,) = subscription_report(store, "quota", start, start + timedelta(days=1))
     assert quota["quota"] == "team" and quota["used_gpu_hours"] == "10.00"
     assert quota["cost_by_use_minor"] == quota["cost_by_guarantee_minor"] == row["cost_minor"]
+
+
+def test_a_quota_over_capacity_after_a_cancellation_is_flagged(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    from dlc_ledger.services.subscriptions import cancel
+
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    _buy(store, 2)
+    apply_quota_file(store, TREE, principal="test", at=at("2027-01-02T00:00"))
+    (sub,) = [s.subscription_id for s in subscriptions(store)]
+    rows = json.loads(cli("quotas", "list", "--format", "json", "--at", "2027-01-10"))
+    assert {r["quota"]: (r["resource_groups"], r["capacity"]) for r in rows} == {
+        "root": (["gpu-g2"], ""),
+        "team": (["gpu-g2"], ""),
+        "payg": ([], ""),
+    }
+    cancel(store, sub, principal="test", immediately=True, at=at("2027-01-20T00:00"))
+    rows = json.loads(cli("quotas", "list", "--format", "json", "--at", "2027-01-21"))
+    assert {r["quota"] for r in rows if r["capacity"] == "over"} == {"root"}
