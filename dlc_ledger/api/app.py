@@ -25,6 +25,7 @@ from dlc_ledger.api import (
     jobs,
     quotas,
     reports,
+    subscriptions,
     whoami,
 )
 from dlc_ledger.api.dashboard_mount import mount_dashboard
@@ -48,7 +49,10 @@ def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = Non
     app = FastAPI(
         title="DLC Ledger API",
         version=VERSION,
-        description="Read API over the ledger's projections and store (docs/api.md).",
+        description=(
+            "API over the ledger's projections and store: reads, and subscription orders "
+            "(docs/api.md)."
+        ),
         dependencies=[Depends(reject_nul_characters), Depends(track_freshness)],
     )
     app.state.store = store
@@ -64,6 +68,7 @@ def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = Non
     app.include_router(inventory.router)
     app.include_router(chain.router)
     app.include_router(books.router)
+    app.include_router(subscriptions.router)
     app.mount("/metrics", metrics_app())
     mount_dashboard(app)
 

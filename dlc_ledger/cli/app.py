@@ -195,11 +195,13 @@ def main(argv: list[str] | None = None) -> int:
         print("aborted", file=sys.stderr)
         return 130
     except typer.TyperException as exc:  # usage errors: typer vendors click's exceptions
-        show = getattr(exc, "show", None)
-        if callable(show):  # click's UsageError: the usage line, the hint, the message
-            show()
-        else:
-            print(f"dlc-ledger: error: {exc.format_message()}", file=sys.stderr)
+        # one line, as every refusal: what was wrong and where the help is (click's own
+        # rendering is three lines: usage, hint, message)
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "dlc-ledger"
+        hint = f" (see: {where} --help)" if ctx is not None else ""
+        message = " ".join(exc.format_message().split())
+        print(f"{where}: error: {message}{hint}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

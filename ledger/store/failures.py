@@ -30,6 +30,15 @@ def sqlstate(exc: BaseException) -> str:
     return str(getattr(orig, "sqlstate", None) or "")
 
 
+#: a permission refusal is most often a reader login asked to write
+_WRITER_HINT = " (a write needs a writer login: docs/store.md, database roles)"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _reason(exc: StatementError) -> str:
     text = str(exc.orig).strip()
     return text.splitlines()[0] if text else type(exc.orig).__name__
@@ -39,13 +48,16 @@ def as_ledger_error(exc: BaseException) -> LedgerError | None:
     """``exc`` as a kind of the tree when it is the database's word on a request; None
     when it is not a database error."""
     if not isinstance(exc, StatementError):
+        # the adapter's own driver calls (appends, COPY) raise psycopg's errors unwrapped
+        if sqlstate(exc) == "42501":
+            return Conflict(f"refused by the database: {_first_line(exc)}{_WRITER_HINT}")
         return None
     state = sqlstate(exc)
     if isinstance(exc, OperationalError | InterfaceError) and not state.startswith("54"):
         return Unavailable(f"database unreachable: {_reason(exc)}")
     if state == "42501":
         # insufficient_privilege: the role (docs/store.md) or the append-only trigger refused
-        return Conflict(f"refused by the database: {_reason(exc)}")
+        return Conflict(f"refused by the database: {_reason(exc)}{_WRITER_HINT}")
     if isinstance(exc, ProgrammingError):
         return Unavailable(
             f"database error: {_reason(exc)} (is the schema migrated? dlc-ledger db upgrade)"

@@ -1,12 +1,13 @@
 """Every route of docs/openapi.json, for every role: no token → 401, workspace A's token never
 sees workspace B's jobs, events, costs, quotas, queue, waits, preemptions or invoices, the
-global roles see everything, a route limited to some roles is 403 for the others, the
-auditor writes nothing. A route added to the document without an entry here fails the
-test."""
+global roles see everything, a route limited to some roles is 403 for the others, a write
+is for the roles it names (403 for the others: the auditor writes nothing). A route added to
+the document without an entry here fails the test."""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -14,26 +15,75 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from dlc_ledger.services.subscriptions import purchase
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import ROLES, bearer
+from tests.projections.builders import EPOCH
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs/openapi.json").read_text())
 B_MARKERS = ("ws-b", "b-1")  # any of them in a body: workspace B's data leaked
 SAME_FOR_ALL = {"/v1/whoami"}  # shows the caller, no workspace's data
 SHARED = {"/v1/inventory"}  # the cluster's capacity: no workspace's data, one answer for all
-#: routes only some roles may use (403 for the others), with no workspace's data
+BOOKKEEPERS = {"admin", "finance", "auditor"}
+#: routes only some roles may use (403 for the others), unscoped
 ROLE_LIMITED = {
     "/v1/chain/verify": {"admin", "auditor"},
-    "/v1/ledger/balance": {"admin", "finance", "auditor"},
+    "/v1/ledger/balance": BOOKKEEPERS,
+    "/v1/subscriptions": BOOKKEEPERS,
+    "/v1/subscriptions/{subscription_id}": BOOKKEEPERS,
+    "/v1/resource-groups": BOOKKEEPERS,
+    "/v1/resource-groups/{group}": BOOKKEEPERS,
 }
-#: role-limited routes whose allowed roles do read every workspace's data (the books)
-ALL_WORKSPACES = {"/v1/ledger/balance"}
+#: role-limited routes whose allowed roles do read every workspace's data (the books, the
+#: subscriptions and who pays them); the others hold none (a resource group names no payer)
+ALL_WORKSPACES = {
+    "/v1/ledger/balance",
+    "/v1/subscriptions",
+    "/v1/subscriptions/{subscription_id}",
+}
+#: every documented write, by path and method: the roles it is for (403 for the others)
+WRITE_ROLES = {
+    ("/v1/subscriptions", "post"): {"admin", "finance"},
+    ("/v1/subscriptions/{subscription_id}/renew", "post"): {"admin", "finance"},
+    ("/v1/subscriptions/{subscription_id}/cancel", "post"): {"admin", "finance"},
+}
 WINDOW = "from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z"
 WRITES = ("post", "put", "patch", "delete")
+#: workspace B's subscription, as a purchase's body (its id holds no B marker, so only
+#: the payer names B)
+B_SUBSCRIPTION: dict[str, object] = {
+    "group": "gpu-g2",
+    "spec": "ml.g2.8xlarge",
+    "nodes": 1,
+    "term": "month",
+    "workspace": "ws-b",
+    "key": "matrix-b",
+}
+B_BOUGHT_AT = EPOCH + timedelta(days=1)
+#: a write's request: (url, JSON body)
+Write = tuple[str, dict[str, object]]
+
+
+def _b_subscription(store: PostgresEventStore) -> str:
+    order = purchase(
+        store,
+        group="gpu-g2",
+        spec="ml.g2.8xlarge",
+        nodes=1,
+        term="month",
+        workspace="ws-b",
+        principal="test",
+        at=B_BOUGHT_AT,
+        key="matrix-b",
+    )
+    sub_id = order.subscription.subscription_id
+    assert not any(marker in sub_id for marker in B_MARKERS), sub_id
+    return sub_id
 
 
 def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
-    """Per documented path, requests that address workspace B's data."""
+    """Per documented path that reads (GET), requests that address workspace B's data."""
+    sub_id = _b_subscription(store)
     with store.engine.connect() as conn:
         event_id = conn.execute(
             text("SELECT event_id FROM events WHERE stream = 'job/b-1' ORDER BY version LIMIT 1")
@@ -83,14 +133,66 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
         "/v1/inventory": ["/v1/inventory", "/v1/inventory?group_by=node&format=csv"],
         "/v1/chain/verify": ["/v1/chain/verify"],
         "/v1/ledger/balance": ["/v1/ledger/balance", "/v1/ledger/balance?at=2026-12-15T00:00:00Z"],
+        "/v1/subscriptions": [
+            "/v1/subscriptions",
+            "/v1/subscriptions?at=2026-11-15T00:00:00Z&format=csv",
+        ],
+        "/v1/subscriptions/{subscription_id}": [f"/v1/subscriptions/{sub_id}"],
+        "/v1/resource-groups": [
+            "/v1/resource-groups",
+            "/v1/resource-groups?at=2026-11-15T00:00:00Z&format=csv",
+        ],
+        "/v1/resource-groups/{group}": ["/v1/resource-groups/gpu-g2"],
+    }
+
+
+def _b_writes(sub_id: str) -> dict[tuple[str, str], list[Write]]:
+    """Per documented write, dry runs that address workspace B's subscription (an
+    allowed role's answer names B; nothing is appended, so every role asks the same)."""
+    now = "2026-11-20T00:00:00Z"
+    return {
+        ("/v1/subscriptions", "post"): [
+            (
+                "/v1/subscriptions",
+                {**B_SUBSCRIPTION, "key": "matrix-b-2", "at": now, "dry_run": True},
+            ),
+        ],
+        ("/v1/subscriptions/{subscription_id}/renew", "post"): [
+            (f"/v1/subscriptions/{sub_id}/renew", {"at": now, "dry_run": True}),
+        ],
+        ("/v1/subscriptions/{subscription_id}/cancel", "post"): [
+            (f"/v1/subscriptions/{sub_id}/cancel", {"at": now, "dry_run": True}),
+            (
+                f"/v1/subscriptions/{sub_id}/cancel",
+                {"immediately": True, "at": now, "dry_run": True},
+            ),
+        ],
     }
 
 
 @pytest.fixture
 def b_urls(dispatched: TestClient, store: PostgresEventStore) -> dict[str, list[str]]:
     urls = _b_urls(store)
-    assert set(urls) == set(DOCUMENT["paths"]), "give every documented route its B requests"
+    reads = {path for path, operations in DOCUMENT["paths"].items() if "get" in operations}
+    assert set(urls) == reads, "give every documented route its B requests"
     return urls
+
+
+@pytest.fixture
+def b_writes(
+    b_urls: dict[str, list[str]], store: PostgresEventStore
+) -> dict[tuple[str, str], list[Write]]:
+    (sub_url,) = b_urls["/v1/subscriptions/{subscription_id}"]
+    writes = _b_writes(sub_url.rsplit("/", 1)[1])
+    documented = {
+        (path, method)
+        for path, operations in DOCUMENT["paths"].items()
+        for method in operations
+        if method in WRITES
+    }
+    assert set(writes) == set(WRITE_ROLES) == documented, "give every write its roles"
+    assert set(b_urls) | {path for path, _ in writes} == set(DOCUMENT["paths"])
+    return writes
 
 
 def _allowed(path: str, role: str) -> bool:
@@ -107,15 +209,25 @@ def _sees_b(response: httpx.Response) -> bool:
 
 
 def test_no_token_and_bad_tokens_get_401_everywhere(
-    dispatched: TestClient, b_urls: dict[str, list[str]], tokens: dict[str, str]
+    dispatched: TestClient,
+    b_urls: dict[str, list[str]],
+    b_writes: dict[tuple[str, str], list[Write]],
+    tokens: dict[str, str],
 ) -> None:
+    forged: list[dict[str, str]] = [{}, bearer("dlct_forged"), bearer(tokens["admin"] + "x")]
     for path, urls in b_urls.items():
         for method in DOCUMENT["paths"][path]:
             for url in urls:
-                for headers in ({}, bearer("dlct_forged"), bearer(tokens["admin"] + "x")):
+                for headers in forged:
                     response = dispatched.request(method, url, headers=headers)
                     assert response.status_code == 401, (method, url, headers)
                     assert not _sees_b(response)
+    for (_, method), requests in b_writes.items():
+        for url, body in requests:
+            for headers in forged:
+                response = dispatched.request(method, url, json=body, headers=headers)
+                assert response.status_code == 401, (method, url, headers)
+                assert not _sees_b(response)
 
 
 def test_workspace_a_never_sees_workspace_b(
@@ -166,7 +278,10 @@ def test_a_scoped_list_holds_exactly_its_workspaces(
 
 
 def test_the_auditor_reads_and_writes_nothing(
-    dispatched: TestClient, b_urls: dict[str, list[str]], tokens: dict[str, str]
+    dispatched: TestClient,
+    b_urls: dict[str, list[str]],
+    b_writes: dict[tuple[str, str], list[Write]],
+    tokens: dict[str, str],
 ) -> None:
     headers = bearer(tokens["auditor"])
     for path, urls in b_urls.items():
@@ -180,6 +295,36 @@ def test_the_auditor_reads_and_writes_nothing(
                 expected = 403 if method in documented else 405
                 assert response.status_code == expected, (method, url)
                 assert response.headers["content-type"] == "application/problem+json"
+    for (path, _), requests in b_writes.items():
+        if path in b_urls:  # a route that reads too: its writes were asked above
+            continue
+        documented = DOCUMENT["paths"][path]
+        for method in ("get", *WRITES):
+            for url, body in requests:
+                response = dispatched.request(method, url, json=body, headers=headers)
+                expected = 403 if method in documented else 405
+                assert response.status_code == expected, (method, url)
+                assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_writes_are_for_their_roles_only(
+    dispatched: TestClient,
+    b_writes: dict[tuple[str, str], list[Write]],
+    tokens: dict[str, str],
+    store: PostgresEventStore,
+) -> None:
+    head = store.head_position()
+    for (path, method), requests in b_writes.items():
+        for url, body in requests:
+            for role in ROLES:
+                response = dispatched.request(method, url, json=body, headers=bearer(tokens[role]))
+                allowed = not WRITE_ROLES[(path, method)].isdisjoint(ROLES[role])
+                assert response.status_code == (200 if allowed else 403), (role, url, body)
+                if allowed:
+                    assert response.json()["dry_run"] is True, response.text
+                # an allowed role's answer names B's subscription (so the check can fail)
+                assert _sees_b(response) == allowed, (role, url)
+    assert store.head_position() == head  # dry runs, every one
 
 
 def test_the_chain_is_verified_by_admin_and_auditor_only(

@@ -14,11 +14,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dlc_ledger.api.app import openapi_document
+from dlc_ledger.services.subscriptions import purchase
+from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer
+from tests.projections.builders import EPOCH
 
 INSTANTS = ("at", "from", "to", "as_of")
-#: path parameter -> a value naming seeded data (the ``dispatched`` fixture)
-PATHS = {"quota": "q-ws-a", "uid": "a-9"}
+#: path parameter -> a value naming seeded data (the ``dispatched`` fixture; the
+#: subscription's id is known once :func:`_subscribe` bought it)
+PATHS = {"quota": "q-ws-a", "uid": "a-9", "group": "gpu-g2", "subscription_id": ""}
 NOT_INSTANTS = [
     "0",
     "1700000000",
@@ -46,6 +50,21 @@ def _instant_parameters() -> list[tuple[str, str]]:
 ROUTES = _instant_parameters()
 
 
+def _subscribe(store: PostgresEventStore) -> dict[str, str]:
+    """:data:`PATHS` with a subscription bought into its group."""
+    order = purchase(
+        store,
+        group=PATHS["group"],
+        spec="ml.g2.8xlarge",
+        nodes=1,
+        term="month",
+        workspace="ws-a",
+        principal="test",
+        at=EPOCH,
+    )
+    return {**PATHS, "subscription_id": order.subscription.subscription_id}
+
+
 def test_the_document_names_every_route_with_instants() -> None:
     paths = {path for path, _ in ROUTES}
     assert len(ROUTES) >= 18 and len(paths) >= 11, ROUTES
@@ -55,9 +74,14 @@ def test_the_document_names_every_route_with_instants() -> None:
 
 @pytest.mark.parametrize(("path", "name"), ROUTES)
 def test_an_instant_must_be_iso_8601_with_a_zone(
-    dispatched: TestClient, tokens: dict[str, str], path: str, name: str
+    dispatched: TestClient,
+    tokens: dict[str, str],
+    store: PostgresEventStore,
+    path: str,
+    name: str,
 ) -> None:
-    url = re.sub(r"\{([^}:]+)(:[^}]*)?\}", lambda m: PATHS[m.group(1)], path)
+    paths = _subscribe(store) if "{subscription_id}" in path or "{group}" in path else PATHS
+    url = re.sub(r"\{([^}:]+)(:[^}]*)?\}", lambda m: paths[m.group(1)], path)
     headers = bearer(tokens["admin"])
     for value in NOT_INSTANTS:
         response = dispatched.get(url, params={name: value}, headers=headers)

@@ -93,6 +93,13 @@ def test_the_databases_word_becomes_a_kind_without_the_sql() -> None:
         assert isinstance(found, kind) and words in str(found), (exc, found)
         assert "hunter2" not in str(found) and "SELECT" not in str(found)
     assert as_ledger_error(TypeError("not the database")) is None
+    # the adapter's own driver calls (an append) raise psycopg's error unwrapped: a reader
+    # login asked to write is refused, with where the writer logins are described
+    raw = as_ledger_error(
+        psycopg.errors.InsufficientPrivilege("permission denied for table events")
+    )
+    assert isinstance(raw, Conflict) and "writer login" in str(raw), raw
+    assert as_ledger_error(psycopg.errors.UniqueViolation("dup")) is None
     assert isinstance(as_ledger_error(_db_error(sqlalchemy.exc.DataError, "22003")), LedgerError)
 
 

@@ -38,11 +38,13 @@ def test_the_cli_has_the_documented_commands() -> None:
     tops = {path[0] for path in COMMANDS_FOUND if path}
     for name in ("demo", "replay", "watch", "ingest", "project", "projections", "verify",
                  "db", "dead-letters", "broker", "jobs", "quotas", "prices", "billing",
-                 "invoices", "report", "queue", "api", "tokens", "up"):  # fmt: skip
+                 "invoices", "report", "queue", "api", "tokens", "up", "subscriptions",
+                 "resource-groups"):  # fmt: skip
         assert name in tops
     reports = {path[1] for path in COMMANDS_FOUND if len(path) == 2 and path[0] == "report"}
     assert reports == {"usage", "cost", "quota-usage", "quota-history", "quota-series", "occupancy",
-                       "inventory", "waits", "preemptions", "goodput", "estimates"}  # fmt: skip
+                       "inventory", "waits", "preemptions", "goodput", "estimates",
+                       "subscriptions"}  # fmt: skip
 
 
 @pytest.mark.parametrize("path", COMMANDS_FOUND, ids=lambda p: " ".join(p) or "dlc-ledger")

@@ -267,3 +267,18 @@ def test_cost_nets_credit_notes_per_workspace_and_month(billed: str, cli: CliCal
     # a window that leaves November out leaves its credit out too
     assert json.loads(cli("report", "cost", "--net-credits", "--from", "2026-12-01",
                           "--format", "json")) == []  # fmt: skip
+
+
+def test_a_usage_error_is_one_line_with_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from dlc_ledger.cli.app import main
+
+    for args, option in (
+        (("jobs", "list", "--limit", "0"), "--limit"),
+        (("subscriptions", "purchase", "--group", "g", "--spec", "s", "--nodes", "0",
+          "--term", "month", "--workspace", "w"), "--nodes"),
+        (("subscriptions", "purchase", "--group", "g", "--spec", "s", "--nodes", "1",
+          "--term", "week", "--workspace", "w"), "--term"),
+    ):  # fmt: skip
+        assert main(list(args)) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f"Invalid value for '{option}'" in line and "--help)" in line, line

@@ -1,0 +1,223 @@
+"""Request and response models of ``/v1/subscriptions`` and ``/v1/resource-groups``, so
+the OpenAPI document states every field a client sends and reads.
+
+The rows are the use cases' (:func:`dlc_ledger.services.subscriptions.subscription_row`,
+:func:`~dlc_ledger.services.subscriptions.term_rows`,
+:func:`dlc_ledger.services.resource_groups.resource_groups`) with money as ``*_minor`` +
+currency + scale + ``*_display`` (:func:`dlc_ledger.api.reports.money_fields`), as the
+invoices show it. A request body is strict too: a misspelt field is a 422, not a default.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from dlc_ledger.api.listing import Instant
+from dlc_ledger.api.models import DecimalText, Freshness, Strict, Timestamp
+from ledger.bounds import MAX_LABEL_VALUE, MAX_TEXT
+from ledger.subscriptions import Status
+
+__all__ = [
+    "CancelRequest",
+    "CancelResult",
+    "Cancellation",
+    "OrderResult",
+    "PurchaseRequest",
+    "RefundTerm",
+    "RenewRequest",
+    "ResourceGroupDetail",
+    "ResourceGroupPage",
+    "ResourceGroupRow",
+    "SubscriptionDetail",
+    "SubscriptionPage",
+    "SubscriptionSummary",
+    "SubscriptionTermRow",
+]
+
+TermUnit = Literal["month", "year"]
+#: storable text: PostgreSQL text holds no NUL character
+_NO_NUL = r"^[^\x00]*$"
+LabelText = Annotated[str, Field(min_length=1, max_length=MAX_LABEL_VALUE, pattern=_NO_NUL)]
+NameText = Annotated[str, Field(min_length=1, max_length=253, pattern=_NO_NUL)]
+FreeText = Annotated[str, Field(max_length=MAX_TEXT, pattern=_NO_NUL)]
+WriteInstant = Annotated[
+    Instant | None,
+    Field(description="The order instant (ISO 8601 with zone); default the cluster's now."),
+]
+DryRun = Annotated[bool, Field(description="Answer what would happen; append nothing.")]
+
+
+class PurchaseRequest(Strict):
+    """Buy ``nodes`` nodes of ``spec`` into ``group`` for a month or a year, paid by
+    ``workspace`` and billed in full at the order instant (into deferred revenue)."""
+
+    group: LabelText = Field(description="The resource group the nodes join.")
+    spec: NameText = Field(description="A node spec of the price book in force.")
+    nodes: int = Field(ge=1, le=100_000)
+    term: TermUnit
+    workspace: LabelText = Field(description="The workspace that pays.")
+    auto_renew: bool = Field(default=False, description="Renew 3 days before each term ends.")
+    at: WriteInstant = None
+    key: NameText | None = Field(
+        default=None,
+        description=(
+            "Idempotency key: a repeat returns the same subscription (200); without one an "
+            "identical purchase is a 409."
+        ),
+    )
+    dry_run: DryRun = False
+
+
+class RenewRequest(Strict):
+    """Order the next term now, at the price in force; it starts when the last one ends."""
+
+    at: WriteInstant = None
+    dry_run: DryRun = False
+
+
+class CancelRequest(Strict):
+    """End the subscription at the end of the running term (no refund; a renewal ordered
+    ahead is refunded in full), or ``immediately`` with the refund rule."""
+
+    immediately: bool = False
+    at: WriteInstant = None
+    reason: FreeText = Field(default="", description="Why (kept on the event).")
+    dry_run: DryRun = False
+
+
+class SubscriptionSummary(Strict):
+    """A subscription as of an instant: ``term`` and ``unit_price`` are the running
+    term's (else the last's), ``terms`` how many were ordered, ``paid`` their sum."""
+
+    subscription_id: str
+    group: str
+    spec: str
+    nodes: int
+    workspace: str
+    term: TermUnit
+    status: Status
+    auto_renew: bool = Field(description="Whether a next term will still be ordered.")
+    starts_at: Timestamp
+    ends_at: Timestamp = Field(description="When its capacity stops being schedulable.")
+    terms: int
+    unit_price: DecimalText = Field(description="Per node for the term, in the currency.")
+    paid_minor: int
+    refunded_minor: int
+    currency: str
+    scale: int
+    paid_display: str
+    refunded_display: str
+
+
+class SubscriptionTermRow(Strict):
+    """One ordered term, at the price locked when it was ordered."""
+
+    term: int
+    unit: TermUnit
+    starts_at: Timestamp
+    ends_at: Timestamp
+    ordered_at: Timestamp
+    book_id: str
+    unit_price: DecimalText
+    amount_minor: int
+    currency: str
+    scale: int
+    amount_display: str
+
+
+class Cancellation(Strict):
+    """How a subscription was cancelled and what was refunded (docs/subscriptions.md)."""
+
+    mode: Literal["immediately", "end-of-term"]
+    effective_at: Timestamp = Field(description="When its capacity ends.")
+    reason: str
+    no_reason: bool = Field(description="The 5-day full refund was used.")
+    rule: str = Field(description="The refund rule applied, per term.")
+    refund_minor: int
+    currency: str
+    scale: int
+    refund_display: str
+
+
+class RefundTerm(Strict):
+    """One term's part of a cancellation's refund."""
+
+    term: int
+    paid_minor: int
+    consumed_minor: int
+    refund_minor: int
+    why: str
+    currency: str
+    scale: int
+    paid_display: str
+    consumed_display: str
+    refund_display: str
+
+
+class SubscriptionPage(Strict):
+    """Every subscription, by start then id, as of ``at``."""
+
+    items: list[SubscriptionSummary]
+    next_cursor: str | None = None
+    freshness: Freshness | None = None
+    at: Timestamp
+
+
+class SubscriptionDetail(Strict):
+    """One subscription as of ``at``, its terms, and its cancellation (null: none)."""
+
+    subscription: SubscriptionSummary
+    terms: list[SubscriptionTermRow]
+    cancellation: Cancellation | None
+    at: Timestamp
+    freshness: Freshness | None = None
+
+
+class OrderResult(Strict):
+    """A purchase or renewal: the subscription after it (as of the order instant) and the
+    term it ordered. ``created``: appended now (false: an idempotent repeat, or a dry run)."""
+
+    subscription: SubscriptionSummary
+    term: SubscriptionTermRow
+    created: bool
+    dry_run: bool
+    freshness: Freshness | None = None
+
+
+class CancelResult(Strict):
+    """A cancellation: the subscription after it, the cancellation, the refund per term."""
+
+    subscription: SubscriptionSummary
+    cancellation: Cancellation
+    refund_terms: list[RefundTerm]
+    dry_run: bool
+    freshness: Freshness | None = None
+
+
+class ResourceGroupRow(Strict):
+    """A resource group at an instant: subscribed nodes (schedulable subscriptions),
+    delivered nodes (the group's live nodes the watcher saw), the capacity the
+    subscriptions give per flavor/cpu/memory (mGPU, milli-cores, MiB), the quotas that
+    draw on it and the subscriptions bought into it."""
+
+    group: str
+    spec: str | None = Field(description="Null: a group only seen on nodes, never bought.")
+    subscribed_nodes: int
+    delivered_nodes: int
+    capacity: dict[str, int]
+    quotas: list[str]
+    subscriptions: list[str]
+
+
+class ResourceGroupPage(Strict):
+    items: list[ResourceGroupRow]
+    next_cursor: str | None = None
+    freshness: Freshness | None = None
+    at: Timestamp
+
+
+class ResourceGroupDetail(ResourceGroupRow):
+    at: Timestamp
+    freshness: Freshness | None = None
