@@ -10,7 +10,7 @@ invoices show it. A request body is strict too: a misspelt field is a 422, not a
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -221,3 +221,17 @@ class ResourceGroupPage(Strict):
 class ResourceGroupDetail(ResourceGroupRow):
     at: Timestamp
     freshness: Freshness | None = None
+
+
+class UtilisationRows(Strict):
+    """``report subscriptions``: by group or month, subscribed / used / lent / idle /
+    over GPU-hours (decimal strings), what the borrowers paid, utilisation, the cost and
+    the cost per used GPU-hour; by quota or workspace, each group's cost shown back by
+    guarantee and by use. Amounts as ``*_minor`` + currency + scale + ``*_display``
+    (docs/subscriptions.md, "Are we using what we pay for?")."""
+
+    items: list[dict[str, Any]]
+    next_cursor: str | None = None
+    freshness: Freshness | None = None
+    start: Timestamp
+    end: Timestamp

@@ -17,14 +17,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from dlc_ledger.api.auth import require_roles
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
 from dlc_ledger.api.freshness import with_freshness
-from dlc_ledger.api.listing import AtQuery, CursorQuery, LimitQuery, listing, page_of, plain
+from dlc_ledger.api.listing import (
+    AtQuery,
+    CursorQuery,
+    Instant,
+    LimitQuery,
+    listing,
+    page_of,
+    plain,
+)
 from dlc_ledger.api.models_subscriptions import (
     CancelRequest,
     CancelResult,
@@ -35,11 +44,14 @@ from dlc_ledger.api.models_subscriptions import (
     ResourceGroupPage,
     SubscriptionDetail,
     SubscriptionPage,
+    UtilisationRows,
 )
 from dlc_ledger.api.problems import PROBLEM_RESPONSES, Problem
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.clocks import billing_instant
+from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.resource_groups import ResourceGroup, resource_group, resource_groups
+from dlc_ledger.services.subscription_reports import subscription_report
 from dlc_ledger.services.subscriptions import (
     cancel,
     find_subscription,
@@ -54,11 +66,20 @@ from ledger.canonical import format_timestamp
 from ledger.events import SubscriptionTerm
 from ledger.store.base import EventStore
 from ledger.subscriptions import Refund, Subscription
+from projections.billing.reads import currency_scales
 from projections.freshness import read_freshness
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["subscriptions"], responses=PROBLEM_RESPONSES)
+
+
+class GroupBy(StrEnum):
+    group = "group"
+    month = "month"
+    quota = "quota"
+    workspace = "workspace"
+
 
 Reader = Annotated[Principal, Depends(require_roles("admin", "finance", "auditor"))]
 Writer = Annotated[Principal, Depends(require_roles("admin", "finance"))]
@@ -345,3 +366,44 @@ def get_resource_group(
     when = _instant(store, at)
     document = {**_group_row(resource_group(store, group, when)), "at": when}
     return with_freshness(request, plain(document))
+
+
+@router.get(
+    "/subscription-utilisation",
+    response_model=UtilisationRows,
+    response_model_exclude_unset=True,
+    responses=CSV_RESPONSES,
+    summary="Are we using what we pay for? (roles admin, finance, auditor)",
+)
+def get_utilisation(
+    request: Request,
+    _principal: Reader,
+    group_by: Annotated[GroupBy, Query(description="group, month, quota or workspace.")] = (
+        GroupBy.group
+    ),
+    start: Annotated[
+        Instant | None, Query(alias="from", description="Default: first start.")
+    ] = None,
+    end: Annotated[
+        Instant | None, Query(alias="to", description="Default: the cluster clock.")
+    ] = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    """``report subscriptions``: subscribed GPU-hours against their use over a window."""
+    if start is not None and end is not None and end <= start:
+        raise InvalidRequest("to must be after from")
+    store = request.app.state.store
+    lo = start
+    if lo is None:
+        bought = subscriptions(store)
+        lo = bought[0].starts_at if bought else _instant(store, None)
+    hi = end if end is not None else _instant(store, None)
+    rows = subscription_report(store, group_by.value, lo, hi)
+    with store.reading() as conn:
+        scale_of = currency_scales(conn)
+    items, following = page_of([money_fields(r, scale_of) for r in rows], limit, cursor)
+    return listing(
+        request, items, following, name="subscription-utilisation", fmt=fmt, start=lo, end=hi
+    )

@@ -33,6 +33,7 @@ ROLE_LIMITED = {
     "/v1/subscriptions/{subscription_id}": BOOKKEEPERS,
     "/v1/resource-groups": BOOKKEEPERS,
     "/v1/resource-groups/{group}": BOOKKEEPERS,
+    "/v1/subscription-utilisation": BOOKKEEPERS,
 }
 #: role-limited routes whose allowed roles do read every workspace's data (the books, the
 #: subscriptions and who pays them); the others hold none (a resource group names no payer)
@@ -143,6 +144,10 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
             "/v1/resource-groups?at=2026-11-15T00:00:00Z&format=csv",
         ],
         "/v1/resource-groups/{group}": ["/v1/resource-groups/gpu-g2"],
+        "/v1/subscription-utilisation": [
+            "/v1/subscription-utilisation?group_by=workspace",
+            "/v1/subscription-utilisation?from=2026-11-01T00:00:00Z&format=csv",
+        ],
     }
 
 

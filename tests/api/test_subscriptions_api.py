@@ -291,3 +291,24 @@ def test_bad_requests_are_400_or_422(client: TestClient, tokens: dict[str, str])
     other = buy(spec="ml.t4.2xlarge", key="order-t4")  # a group holds one spec
     assert "holds nodes of spec" in _problem(other, 409)
     assert client.get("/v1/subscriptions", params={"at": "0"}, headers=admin).status_code == 422
+
+
+def test_utilisation_matches_the_cli(
+    client: TestClient, tokens: dict[str, str], cli: CliCall
+) -> None:
+    _buy(client, tokens["finance"])
+    window = {"from": "2027-01-10T00:00:00Z", "to": "2027-01-11T00:00:00Z"}
+    response = client.get(
+        "/v1/subscription-utilisation", params=window, headers=bearer(tokens["auditor"])
+    )
+    assert response.status_code == 200, response.text
+    (row,) = response.json()["items"]
+    assert row["subscribed_gpu_hours"] == "384.00" and row["used_gpu_hours"] == "0.00"
+    assert row["currency"] == "USD" and row["cost_display"].endswith(" USD")
+    (printed,) = json.loads(
+        cli("report", "subscriptions", "--format", "json", "--from", window["from"],
+            "--to", window["to"])
+    )  # fmt: skip
+    assert printed["cost_minor"] == row["cost_minor"] and printed["group"] == row["group"]
+    denied = client.get("/v1/subscription-utilisation", headers=bearer(tokens["lead-a"]))
+    assert denied.status_code == 403
