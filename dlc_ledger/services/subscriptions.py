@@ -9,28 +9,32 @@ else the wall clock or a replay's virtual one (:func:`billing_instant`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from dlc_ledger.services.clocks import billing_instant
 from ledger.accounts import transaction_envelope
 from ledger.canonical import format_timestamp
-from ledger.envelopes import EventData, make_envelope
+from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.errors import Conflict, Invalid, NotFound
 from ledger.events import (
     SubscriptionCancelled,
+    SubscriptionPricesPublished,
     SubscriptionPurchased,
     SubscriptionRenewed,
+    SubscriptionTerm,
     SubscriptionTermUnit,
 )
 from ledger.ids import deterministic_id
 from ledger.money import plain_decimal
-from ledger.store.base import EventStore
+from ledger.store.base import EventStore, UnitOfWork
 from ledger.subscriptions import (
     Refund,
     Subscription,
     charge_transaction,
+    deferred_account,
     fold_subscriptions,
     refund_for,
     refund_transaction,
@@ -38,6 +42,8 @@ from ledger.subscriptions import (
 from ledger.subscriptions.orders import next_term, order_term
 from projections.registry import catch_up_all
 from projections.subscriptions import load_specs, load_subscriptions, subscription_stream
+
+T = TypeVar("T")
 
 __all__ = [
     "Cancellation",
@@ -72,8 +78,34 @@ def _instant(store: EventStore, at: datetime | None) -> datetime:
     if at is not None:
         if at.tzinfo is None:
             raise Invalid("instants must carry a UTC offset")
-        return at
+        return at.astimezone(UTC)  # periods and calendar years are UTC's
     return billing_instant(store, None).at
+
+
+_Decision = tuple[T, list[Envelope], dict[str, int]]
+
+
+def _decide_and_append(store: EventStore, decide: Callable[[UnitOfWork], _Decision[T]]) -> T:
+    """Run ``decide`` holding the store's append lock, then append what it decided in the
+    same transaction: the subscriptions it reads stay the latest until the append commits,
+    so a concurrent cancel, renewal, purchase or scheduler tick (each appending under the
+    same lock) cannot slip in between. Then every read model to the head."""
+    with store.transaction() as uow:
+        uow.lock_appends()
+        result, batch, expected = decide(uow)
+        if batch:
+            uow.append(batch, expected_versions=expected)
+    if batch:
+        catch_up_all(store)
+    return result
+
+
+def _booked_until(uow: UnitOfWork, sub: Subscription) -> datetime | None:
+    """The end of the last day already recognised (or of a later event of ``sub``)."""
+    days = uow.read_stream(f"account/{deferred_account(sub.subscription_id)}")
+    events = uow.read_stream(subscription_stream(sub.subscription_id))
+    instants = [r.envelope.occurred_at for r in [*days, *events]]
+    return max(instants) if instants else None
 
 
 def subscriptions(store: EventStore) -> list[Subscription]:
@@ -83,7 +115,11 @@ def subscriptions(store: EventStore) -> list[Subscription]:
     )
 
 
-def find_subscription(store: EventStore, subscription_id: str) -> Subscription:
+def _version(uow: UnitOfWork, stream: str) -> int:
+    return len(uow.read_stream(stream))  # versions are dense from 1
+
+
+def find_subscription(store: EventStore | UnitOfWork, subscription_id: str) -> Subscription:
     sub = load_subscriptions(store).get(subscription_id)
     if sub is None:
         raise NotFound(f"no subscription {subscription_id!r} (see: subscriptions list)")
@@ -139,7 +175,42 @@ def purchase(
     specs = load_specs(store)
     first = order_term(specs, spec, term, nodes, term=1, starts_at=start, ordered_at=start)
     section = specs.section_at(start)
-    current = load_subscriptions(store)
+    return _decide_and_append(
+        store,
+        lambda uow: _purchase(
+            uow,
+            group=group,
+            spec=spec,
+            nodes=nodes,
+            workspace=workspace,
+            principal=principal,
+            auto_renew=auto_renew,
+            key=key,
+            dry_run=dry_run,
+            start=start,
+            first=first,
+            section=section,
+        ),
+    )
+
+
+def _purchase(
+    uow: UnitOfWork,
+    *,
+    group: str,
+    spec: str,
+    nodes: int,
+    workspace: str,
+    principal: str,
+    auto_renew: bool,
+    key: str | None,
+    dry_run: bool,
+    start: datetime,
+    first: SubscriptionTerm,
+    section: SubscriptionPricesPublished,
+) -> _Decision[Order]:
+    term = first.unit
+    current = load_subscriptions(uow)
     for other in current.values():
         if other.group == group and other.spec != spec:
             raise Conflict(
@@ -173,10 +244,10 @@ def purchase(
                 f"idempotency key {key!r} was used for purchase {sub_id} "
                 f"({existing.nodes} x {existing.spec} in {existing.group}); use a new key"
             )
-        return Order(existing, created=False)
+        return Order(existing, created=False), [], {}
     sub = fold_subscriptions([event])[sub_id]
     if dry_run:
-        return Order(sub, created=False, dry_run=True)
+        return Order(sub, created=False, dry_run=True), [], {}
     envelope = make_envelope(
         event,
         event_id=deterministic_id("event", "SubscriptionPurchased", sub_id),
@@ -187,9 +258,7 @@ def purchase(
     )
     charge = charge_transaction(sub, first, str(envelope.event_id))
     batch = [envelope] + ([transaction_envelope(charge, start, source=principal)] if charge else [])
-    store.append(batch, expected_versions={subscription_stream(sub_id): 0})
-    catch_up_all(store)
-    return Order(sub, created=True)
+    return Order(sub, created=True), batch, {subscription_stream(sub_id): 0}
 
 
 def renew(
@@ -202,8 +271,16 @@ def renew(
 ) -> Order:
     """Order the next term by hand, at the price in force now; it starts at the last
     term's end. Refused for a cancelled or expired subscription, or one already renewed."""
-    sub = find_subscription(store, subscription_id)
     now = _instant(store, at)
+    return _decide_and_append(
+        store, lambda uow: _renew(uow, subscription_id, principal, now, dry_run)
+    )
+
+
+def _renew(
+    uow: UnitOfWork, subscription_id: str, principal: str, now: datetime, dry_run: bool
+) -> _Decision[Order]:
+    sub = find_subscription(uow, subscription_id)
     if sub.cancelled is not None:
         raise Conflict(f"subscription {subscription_id} is cancelled: buy a new one instead")
     if sub.expired is not None or now >= sub.ends_at:
@@ -216,11 +293,11 @@ def renew(
             f"subscription {subscription_id} is already renewed until "
             f"{sub.last_term.ends_at.isoformat()} (term {sub.last_term.term} not started)"
         )
-    term = next_term(sub, load_specs(store), now)
+    term = next_term(sub, load_specs(uow), now)
     renewed = SubscriptionRenewed(subscription_id=subscription_id, next=term, automatic=False)
     after = _after(sub, *_later_events(sub), renewed)
     if dry_run:
-        return Order(after, created=False, dry_run=True)
+        return Order(after, created=False, dry_run=True), [], {}
     stream = subscription_stream(subscription_id)
     envelope = make_envelope(
         renewed,
@@ -232,9 +309,7 @@ def renew(
     )
     charge = charge_transaction(after, term, str(envelope.event_id))
     batch = [envelope] + ([transaction_envelope(charge, now, source=principal)] if charge else [])
-    store.append(batch, expected_versions={stream: store.stream_version(stream)})
-    catch_up_all(store)
-    return Order(after, created=True)
+    return Order(after, created=True), batch, {stream: _version(uow, stream)}
 
 
 def _later_events(sub: Subscription) -> list[EventData]:
@@ -254,7 +329,7 @@ def _no_reason_available(subs: dict[str, Subscription], workspace: str, at: date
         s.cancelled is not None
         and s.cancelled.no_reason
         and s.workspace == workspace
-        and s.cancelled.effective_at.year == at.year
+        and s.cancelled.effective_at.astimezone(UTC).year == at.astimezone(UTC).year
         for s in subs.values()
     )
 
@@ -271,12 +346,28 @@ def cancel(
 ) -> Cancellation:
     """Unsubscribe: by default at the end of the running term (no refund; a renewal
     ordered ahead is refunded in full), or ``immediately`` with the refund rule
-    (docs/subscriptions.md). Refused for a cancelled or expired subscription."""
-    subs = load_subscriptions(store)
+    (docs/subscriptions.md). Refused for a cancelled or expired subscription, and for an
+    instant before what its books already hold (a day recognised, a term ordered)."""
+    now = _instant(store, at)
+    return _decide_and_append(
+        store,
+        lambda uow: _cancel(uow, subscription_id, principal, now, immediately, reason, dry_run),
+    )
+
+
+def _cancel(
+    uow: UnitOfWork,
+    subscription_id: str,
+    principal: str,
+    now: datetime,
+    immediately: bool,
+    reason: str,
+    dry_run: bool,
+) -> _Decision[Cancellation]:
+    subs = load_subscriptions(uow)
     sub = subs.get(subscription_id)
     if sub is None:
         raise NotFound(f"no subscription {subscription_id!r} (see: subscriptions list)")
-    now = _instant(store, at)
     if sub.cancelled is not None:
         raise Conflict(
             f"subscription {subscription_id} was already cancelled ({sub.cancelled.mode}, "
@@ -286,6 +377,13 @@ def cancel(
         raise Conflict(
             f"subscription {subscription_id} expired at {sub.ends_at.isoformat()}: "
             "nothing left to cancel"
+        )
+    booked = _booked_until(uow, sub)
+    if booked is not None and now < booked:
+        raise Conflict(
+            f"cannot cancel subscription {subscription_id} at {now.isoformat()}: its books "
+            f"already hold {booked.isoformat()} (a day recognised or a term ordered); cancel "
+            "at or after it"
         )
     running = sub.term_at(now)
     if running is None:  # not started yet: nothing ran, so it ends now
@@ -316,7 +414,7 @@ def cancel(
     )
     after = _after(sub, *_later_events(sub), event)
     if dry_run:
-        return Cancellation(after, refund, dry_run=True)
+        return Cancellation(after, refund, dry_run=True), [], {}
     stream = subscription_stream(subscription_id)
     envelope = make_envelope(
         event,
@@ -330,9 +428,7 @@ def cancel(
     txn = refund_transaction(after, refund, now, str(envelope.event_id))
     if txn is not None:
         batch.append(transaction_envelope(txn, now, source=principal))
-    store.append(batch, expected_versions={stream: store.stream_version(stream)})
-    catch_up_all(store)
-    return Cancellation(after, refund)
+    return Cancellation(after, refund), batch, {stream: _version(uow, stream)}
 
 
 def subscription_row(sub: Subscription, at: datetime) -> dict[str, Any]:

@@ -7,7 +7,7 @@ only); the term's amount is nodes x that price, exact at the book's scale.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ledger.errors import Invalid
 from ledger.events import SubscriptionTerm, SubscriptionTermUnit
@@ -32,6 +32,7 @@ def order_term(
 ) -> SubscriptionTerm:
     """Term number ``term`` of ``nodes`` nodes of ``spec`` from ``starts_at``, priced at
     ``ordered_at`` (:class:`~ledger.subscriptions.specs.UnknownSpec` when not sold then)."""
+    starts_at, ordered_at = starts_at.astimezone(UTC), ordered_at.astimezone(UTC)
     section, node = specs.spec_at(spec, ordered_at)
     if currency is not None and section.currency != currency:
         raise Invalid(

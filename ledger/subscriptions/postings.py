@@ -15,7 +15,7 @@ concurrent scheduler can never post a day twice: the store collapses duplicates.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from ledger.accounts import balanced_transaction, receivable_account
@@ -48,6 +48,7 @@ def subscription_revenue_account(spec: str) -> str:
 
 
 def _period(t: datetime) -> str:
+    t = t.astimezone(UTC)  # periods are UTC months, whatever offset an instant came in
     return f"{t.year:04d}-{t.month:02d}"
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from fractions import Fraction
 
 from ledger.events import SubscriptionTerm
 from ledger.money import to_minor
@@ -53,8 +54,11 @@ class Refund:
 
 def _running(term: SubscriptionTerm, nodes: int, at: datetime, scale: int) -> TermRefund:
     used = days_used(term.starts_at, at)
-    daily = term.monthly_price / _DAYS_PER_MONTH
-    consumed = min(term.amount_minor, to_minor(daily * used * nodes, scale))
+    # exact (a Fraction): a Decimal quotient rounds at 28 digits, and a half-cent with it
+    consumed = min(
+        term.amount_minor,
+        to_minor(Fraction(term.monthly_price) * used * nodes / _DAYS_PER_MONTH, scale),
+    )
     refund = max(0, term.amount_minor - consumed)
     why = (
         f"paid {term.amount_minor} - consumed {consumed} ({used} day(s) x {nodes} node(s) x "

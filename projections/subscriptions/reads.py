@@ -8,12 +8,11 @@ tables: a read is always at the head and a rebuild has nothing to disagree with.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from ledger.catalogue import decode
 from ledger.envelopes import EventData
 from ledger.events import SubscriptionPricesPublished
-from ledger.store.base import EventStore, RecordedEvent
+from ledger.store.base import EventStore, RecordedEvent, UnitOfWork
 from ledger.subscriptions import SpecSchedule, Subscription, fold_subscriptions
 
 __all__ = [
@@ -36,29 +35,34 @@ def subscription_stream(subscription_id: str) -> str:
     return f"subscription/{subscription_id}"
 
 
-def _records(
-    store: EventStore, types: Sequence[str], upto: datetime | None = None
-) -> list[RecordedEvent]:
+#: where the events are read from: the store, or a unit of work that decides on them
+#: (holding the append lock, it must read on its own connection, not take another)
+Source = EventStore | UnitOfWork
+
+
+def _records(source: Source, types: Sequence[str]) -> list[RecordedEvent]:
+    if isinstance(source, UnitOfWork):
+        return source.read_window(0, source.head_position(), types)
     out: list[RecordedEvent] = []
     position = 0
     while True:
-        page = store.read_by_type(types, after_position=position, limit=1000)
+        page = source.read_by_type(types, after_position=position, limit=1000)
         if not page:
             return out
-        out.extend(r for r in page if upto is None or r.recorded_at <= upto)
+        out.extend(page)
         position = page[-1].position
 
 
-def load_subscriptions(store: EventStore) -> dict[str, Subscription]:
+def load_subscriptions(source: Source) -> dict[str, Subscription]:
     """Every subscription's state, by id, from its events in store order."""
-    events: list[EventData] = [decode(r.envelope) for r in _records(store, SUBSCRIPTION_TYPES)]
+    events: list[EventData] = [decode(r.envelope) for r in _records(source, SUBSCRIPTION_TYPES)]
     return fold_subscriptions(events)
 
 
-def load_specs(store: EventStore) -> SpecSchedule:
+def load_specs(source: Source) -> SpecSchedule:
     """The node specs and prices of every published subscription section."""
     sections = []
-    for record in _records(store, ("SubscriptionPricesPublished",)):
+    for record in _records(source, ("SubscriptionPricesPublished",)):
         data = decode(record.envelope)
         assert isinstance(data, SubscriptionPricesPublished)
         sections.append(data)

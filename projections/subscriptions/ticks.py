@@ -28,7 +28,7 @@ from ledger.events import (
     SubscriptionRenewed,
 )
 from ledger.ids import deterministic_id
-from ledger.store.base import EventStore
+from ledger.store.base import EventStore, UnitOfWork
 from ledger.subscriptions import (
     RELEASE_GRACE,
     RENEWAL_LEAD,
@@ -71,7 +71,10 @@ def _envelope(
     )
 
 
-def _renewals(sub: Subscription, specs: SpecSchedule, now: datetime) -> list[Envelope]:
+def _renewals(
+    sub: Subscription, specs: SpecSchedule, now: datetime
+) -> tuple[list[Envelope], Subscription]:
+    """The renewals (and failed attempts) due by ``now``, and ``sub`` after them."""
     out: list[Envelope] = []
     while sub.renews():
         last = sub.last_term
@@ -79,7 +82,7 @@ def _renewals(sub: Subscription, specs: SpecSchedule, now: datetime) -> list[Env
         attempt = len(sub.renewal_failures) + 1
         when = max(due, last.starts_at) + timedelta(days=attempt - 1)
         if when > now or attempt > RENEWAL_ATTEMPTS or when >= last.ends_at:
-            return out
+            return out, sub
         try:
             term = next_term(sub, specs, when)
         except NotFound as exc:
@@ -101,7 +104,7 @@ def _renewals(sub: Subscription, specs: SpecSchedule, now: datetime) -> list[Env
         charge = charge_transaction(sub, term, str(envelope.event_id))
         if charge is not None:
             out.append(transaction_envelope(charge, when, source=SCHEDULER_SOURCE))
-    return out
+    return out, sub
 
 
 def _with_term(sub: Subscription, renewed: SubscriptionRenewed) -> Subscription:
@@ -126,11 +129,11 @@ def _expiry(sub: Subscription, now: datetime) -> list[Envelope]:
     return [_envelope(expired, sub, end)]
 
 
-def _recognitions(store: EventStore, sub: Subscription, now: datetime) -> list[Envelope]:
+def _recognitions(uow: UnitOfWork, sub: Subscription, now: datetime) -> list[Envelope]:
     # the days already posted are on the deferred account's stream: skip them rather
     # than hand the store a year of duplicates every minute
     stream = f"account/{deferred_account(sub.subscription_id)}"
-    posted = {r.event_id for r in store.read_stream(stream)}
+    posted = {r.event_id for r in uow.read_stream(stream)}
     out = []
     for at, txn in recognition_transactions(sub, now):
         envelope = transaction_envelope(txn, at, source=SCHEDULER_SOURCE)
@@ -140,22 +143,23 @@ def _recognitions(store: EventStore, sub: Subscription, now: datetime) -> list[E
 
 
 def advance(store: EventStore, now: datetime) -> SubscriptionTick:
-    """Book every renewal, expiry and day of recognition due by ``now``."""
-    subs = load_subscriptions(store)
-    specs = load_specs(store)
-    ordered: list[Envelope] = []
-    for sub in subs.values():
-        ordered.extend(_renewals(sub, specs, now))
-    if ordered:
-        store.append(ordered)
-        subs = load_subscriptions(store)
-    ends: list[Envelope] = []
-    days: list[Envelope] = []
-    for sub in subs.values():
-        ends.extend(_expiry(sub, now))
-        days.extend(_recognitions(store, sub, now))
-    if ends or days:
-        store.append([*ends, *days])
+    """Book every renewal, expiry and day of recognition due by ``now``.
+
+    It decides holding the store's append lock (as a cancel or a purchase does), so a
+    renewal is never booked for a subscription cancelled meanwhile."""
+    with store.transaction() as uow:
+        uow.lock_appends()
+        specs = load_specs(uow)
+        ordered: list[Envelope] = []
+        ends: list[Envelope] = []
+        days: list[Envelope] = []
+        for sub in load_subscriptions(uow).values():
+            renewals, sub = _renewals(sub, specs, now)
+            ordered.extend(renewals)
+            ends.extend(_expiry(sub, now))
+            days.extend(_recognitions(uow, sub, now))
+        if ordered or ends or days:
+            uow.append([*ordered, *ends, *days])
     return SubscriptionTick(
         renewed=sum(1 for e in ordered if e.type == "SubscriptionRenewed"),
         renewal_failures=sum(1 for e in ordered if e.type == "SubscriptionRenewalFailed"),
