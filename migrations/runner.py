@@ -42,6 +42,7 @@ HEADS = frozenset(
         "0015_budgets",
         "0016_tokens",
         "0018_billing_quota_groups",
+        "0019_notifications",
     }
 )
 

@@ -9,7 +9,7 @@ would escape the drift test (``tests/store/test_schema_drift.py``).
 
 from __future__ import annotations
 
-from ledger.store import access_tokens, watcher_tables
+from ledger.store import access_tokens, notification_tables, watcher_tables
 from ledger.store.schema import metadata
 from projections.billing import tables as billing_tables
 from projections.budgets import projection as budget_tables
@@ -25,6 +25,7 @@ __all__ = ["TABLE_MODULES", "metadata"]
 #: linter can drop an import that looks unused).
 TABLE_MODULES = (
     access_tokens,
+    notification_tables,
     watcher_tables,
     billing_tables,
     budget_tables,

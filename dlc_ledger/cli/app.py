@@ -34,6 +34,7 @@ COMMANDS = {
     "budgets": "dlc_ledger.cli.budgets:budgets_app",
     "subscriptions": "dlc_ledger.cli.subscriptions:subscriptions_app",
     "resource-groups": "dlc_ledger.cli.resource_groups:resource_groups_app",
+    "notifications": "dlc_ledger.cli.notifications:notifications_app",
     "verify": "dlc_ledger.cli.store:verify",
     "db": "dlc_ledger.cli.store:db_app",
     "dead-letters": "dlc_ledger.cli.store:dead_letters_app",
@@ -64,6 +65,9 @@ SUMMARIES = {
     "budgets": "Budgets per workspace and month: apply a YAML file, show, check.",
     "subscriptions": "Subscriptions: nodes bought into resource groups by the month or year.",
     "resource-groups": "Resource groups: subscribed and delivered nodes, capacity, quotas.",
+    "notifications": (
+        "The event centre: rules on job, quota, budget and subscription events; delivery."
+    ),
     "verify": "Recompute the hash chain; exit 0 if intact, 1 naming the first broken position.",
     "db": "Database schema and connection.",
     "dead-letters": "Events that could not be stored.",

@@ -1,0 +1,62 @@
+"""The event centre's long-running component: match stored facts against the rules and
+send what is due (``dlc-ledger notifications send``; docs/notifications.md).
+
+:mod:`.facts` turns stored events into facts, :mod:`.timed` finds the time-based ones,
+:mod:`.matcher` queues a notification per rule x fact and fills the outbox,
+:mod:`.transports` delivers one (a signed webhook, an apprise URL), :mod:`.sender` works
+the outbox with retries. :func:`step` is one round of both.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from consumers.notifications.matcher import MATCHER_CHECKPOINT, MatchResult, match
+from consumers.notifications.sender import SendResult, send_due
+from consumers.notifications.transports import Attempt, Message, deliver
+from ledger.notifications import RetryPolicy
+from ledger.store.base import EventStore
+
+__all__ = [
+    "MATCHER_CHECKPOINT",
+    "Attempt",
+    "MatchResult",
+    "Message",
+    "SendResult",
+    "deliver",
+    "send_due",
+    "serve",
+    "step",
+]
+
+
+def step(
+    store: EventStore,
+    cluster_now: datetime,
+    *,
+    policy: RetryPolicy | None = None,
+    wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> tuple[MatchResult, SendResult]:
+    """Match what was stored since the last step (time-based facts at ``cluster_now``),
+    then send every notification due on the ``wall`` clock."""
+    with store.transaction() as uow:
+        matched = match(uow, cluster_now)
+    return matched, send_due(store, now=wall, policy=policy)
+
+
+def serve(
+    store: EventStore,
+    stop: threading.Event,
+    cluster_clock: Callable[[], datetime],
+    *,
+    interval: float = 1.0,
+    on_step: Callable[[MatchResult, SendResult], None] | None = None,
+) -> None:
+    """:func:`step` every ``interval`` seconds until ``stop`` is set."""
+    while not stop.is_set():
+        matched, sent = step(store, cluster_clock())
+        if on_step is not None:
+            on_step(matched, sent)
+        stop.wait(0 if sent.attempted else interval)

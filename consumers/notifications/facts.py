@@ -1,0 +1,142 @@
+"""Stored events as the facts rules name (:class:`ledger.notifications.Fact`).
+
+A job's facts carry what its ``JobSubmitted`` said (workspace, quota, billing mode, name,
+user), read from its own stream up to the fact's position, so a fact's context is what
+was known when it happened. A budget's ``NotificationQueued`` (the crossing's own note,
+target ``workspace/<ws>``) is the ``BudgetExceeded`` fact: delivering it through the
+workspace's rules is what delivers budget notifications.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.catalogue import decode
+from ledger.events import (
+    AdmissionDecided,
+    JobSubmitted,
+    NotificationQueued,
+    PreemptionDecided,
+    SubscriptionExpired,
+    SubscriptionPurchased,
+)
+from ledger.notifications import JOB_FACTS, Fact
+from ledger.store.base import RecordedEvent, UnitOfWork
+
+__all__ = ["FACT_TYPES", "facts_of"]
+
+FACT_TYPES = frozenset(
+    {
+        *JOB_FACTS,
+        "AdmissionDecided",
+        "PreemptionDecided",
+        "NotificationQueued",
+        "SubscriptionExpired",
+    }
+)
+
+
+class _Jobs:
+    """Each job's submission, read once per window."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
+        self.seen: dict[str, JobSubmitted | None] = {}
+
+    def submitted(self, uid: str, position: int) -> JobSubmitted | None:
+        if uid not in self.seen:
+            found = None
+            for record in self.uow.read_stream(f"job/{uid}", upto=position):
+                if record.type == "JobSubmitted":
+                    data = decode(record.envelope)
+                    assert isinstance(data, JobSubmitted)
+                    found = data
+                    break
+            self.seen[uid] = found
+        return self.seen[uid]
+
+
+def _job_fact(
+    jobs: _Jobs, event: str, uid: str, record: RecordedEvent, data: dict[str, Any]
+) -> Fact:
+    job = jobs.submitted(uid, record.position)
+    return Fact(
+        event=event,
+        occurred_at=record.occurred_at,
+        cause=str(record.event_id),
+        workspace=job.workspace if job else None,
+        quota=job.quota if job else None,
+        billing_mode=job.billing_mode if job else None,
+        job_uid=uid,
+        job_name=job.name if job else None,
+        user=job.user if job else None,
+        data=data,
+    )
+
+
+def facts_of(uow: UnitOfWork, records: list[RecordedEvent]) -> list[Fact]:
+    """The facts in ``records`` (store order)."""
+    jobs = _Jobs(uow)
+    out: list[Fact] = []
+    for record in records:
+        kind = record.type
+        if kind in JOB_FACTS:
+            d = record.data
+            details = {k: d[k] for k in ("reason", "by") if d.get(k)}
+            out.append(_job_fact(jobs, kind, d["job_uid"], record, details))
+        elif kind == "AdmissionDecided":
+            a = decode(record.envelope)
+            assert isinstance(a, AdmissionDecided)
+            if a.outcome == "admit" and a.borrowing:
+                out.append(
+                    _job_fact(
+                        jobs, "QuotaOverAdmission", a.job_uid, record, {"admitted_to": a.quota}
+                    )
+                )
+        elif kind == "PreemptionDecided":
+            p = decode(record.envelope)
+            assert isinstance(p, PreemptionDecided)
+            victims = [
+                {"job_uid": v.job_uid, "quota": v.quota, "reason": v.reason} for v in p.victims
+            ]
+            out.append(
+                _job_fact(
+                    jobs,
+                    "PreemptionDecided",
+                    p.preemptor,
+                    record,
+                    {"victims": victims, "reason": p.reason},
+                )
+            )
+        elif kind == "NotificationQueued":
+            n = decode(record.envelope)
+            assert isinstance(n, NotificationQueued)
+            if n.rule is None and n.target.startswith("workspace/"):
+                out.append(
+                    Fact(
+                        event="BudgetExceeded",
+                        occurred_at=record.occurred_at,
+                        cause=str(record.event_id),
+                        workspace=n.target.removeprefix("workspace/"),
+                        data={"subject": n.subject, **n.body},
+                    )
+                )
+        elif kind == "SubscriptionExpired":
+            e = decode(record.envelope)
+            assert isinstance(e, SubscriptionExpired)
+            bought = uow.read_stream(record.stream, upto=record.position)
+            first = decode(bought[0].envelope) if bought else None
+            payer = first.workspace if isinstance(first, SubscriptionPurchased) else None
+            out.append(
+                Fact(
+                    event="SubscriptionExpired",
+                    occurred_at=record.occurred_at,
+                    cause=str(record.event_id),
+                    workspace=payer,
+                    data={
+                        "subscription_id": e.subscription_id,
+                        "released_at": e.released_at.isoformat(),
+                    },
+                )
+            )
+    return out

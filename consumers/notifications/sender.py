@@ -1,0 +1,156 @@
+"""The sender: the outbox's due notifications, delivered at least once, in order per job.
+
+Each notification is sent in its own transaction that holds its outbox row (``FOR UPDATE
+SKIP LOCKED``: two senders never send one at once) and, on the answer, appends
+``NotificationDelivered`` (attempts, latency from its queueing) or — after the policy's
+attempts or age — ``NotificationFailed``, with the row moved to match; a failure below
+that schedules the next attempt (:class:`ledger.notifications.RetryPolicy`, honouring
+``Retry-After``). A sender killed mid-send commits nothing: the row is still queued and
+the notification goes again with the same ``webhook-id``. A notification waits while an
+earlier one of the same job (``order_key``) is undelivered, so a job's notifications
+arrive in order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy import text
+
+from consumers.notifications.transports import Attempt, Message, deliver
+from ledger.envelopes import make_envelope
+from ledger.events import NotificationDelivered, NotificationFailed
+from ledger.ids import deterministic_id
+from ledger.notifications import RetryPolicy, retry_after
+from ledger.store.base import EventStore, UnitOfWork
+
+__all__ = ["SENDER_SOURCE", "SendResult", "send_due"]
+
+SENDER_SOURCE = "notifications/sender"
+
+Deliver = Callable[[Message, datetime], Attempt]
+
+_DUE = (
+    "SELECT o.notification_id, o.target, o.event_type, o.subject, o.payload, o.attempts, "
+    "o.queued_at, o.rule FROM notification_outbox o "
+    "WHERE o.status = 'queued' AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= :now) "
+    "AND o.notification_id <> ALL(CAST(:tried AS text[])) "
+    "AND NOT EXISTS (SELECT 1 FROM notification_outbox e WHERE e.order_key = o.order_key "
+    "AND e.status = 'queued' AND e.position < o.position) "
+    "ORDER BY o.position LIMIT 1 FOR UPDATE OF o SKIP LOCKED"
+)
+
+
+@dataclass
+class SendResult:
+    delivered: list[str] = field(default_factory=list)
+    retried: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def attempted(self) -> int:
+        return len(self.delivered) + len(self.retried) + len(self.failed)
+
+
+def _secret_env(uow: UnitOfWork, rule: str) -> str | None:
+    row = uow.connection.execute(
+        text(
+            "SELECT data FROM events WHERE type = 'NotificationRuleSet' "
+            "AND stream = :s ORDER BY position DESC LIMIT 1"
+        ),
+        {"s": f"notification-rule/{rule}"},
+    ).first()
+    if row is None:
+        return None
+    target = row[0]["rule"]["target"]
+    return target.get("secret_env") if isinstance(target, dict) else None
+
+
+def _one(
+    store: EventStore,
+    now: datetime,
+    policy: RetryPolicy,
+    send: Deliver,
+    result: SendResult,
+) -> bool:
+    with store.transaction() as uow:
+        # one attempt per notification per call: a retry due at once waits for the next
+        tried = [*result.delivered, *result.retried, *result.failed]
+        row = uow.connection.execute(text(_DUE), {"now": now, "tried": tried}).first()
+        if row is None:
+            return False
+        nid, target, event_type, subject, payload, attempts, queued_at, rule = row
+        message = Message(nid, target, _secret_env(uow, rule), event_type, subject, payload)
+        attempt = send(message, now)
+        attempts += 1
+        stream = f"notification/{nid}"
+        if attempt.ok:
+            latency = int((now - queued_at).total_seconds() * 1000)
+            event: NotificationDelivered | NotificationFailed = NotificationDelivered(
+                notification_id=nid, attempts=attempts, latency_ms=max(latency, 0)
+            )
+            status, bucket = "delivered", result.delivered
+        elif policy.gives_up(attempts, queued_at, now):
+            event = NotificationFailed(notification_id=nid, attempts=attempts, error=attempt.error)
+            status, bucket = "failed", result.failed
+        else:
+            wait = policy.delay(nid, attempts, retry_after(attempt.retry_after, now))
+            uow.connection.execute(
+                text(
+                    "UPDATE notification_outbox SET attempts = :a, next_attempt_at = :n, "
+                    "last_error = :e WHERE notification_id = :id"
+                ),
+                {"a": attempts, "n": now + wait, "e": attempt.error, "id": nid},
+            )
+            result.retried.append(nid)
+            return True
+        uow.append(
+            [
+                make_envelope(
+                    event,
+                    event_id=deterministic_id("event", event.type_name, nid),
+                    stream=stream,
+                    occurred_at=now,
+                    observed_at=now,
+                    source=SENDER_SOURCE,
+                )
+            ]
+        )
+        uow.connection.execute(
+            text(
+                "UPDATE notification_outbox SET status = :s, attempts = :a, finished_at = :f, "
+                "last_error = :e, latency_ms = :l WHERE notification_id = :id"
+            ),
+            {
+                "s": status,
+                "a": attempts,
+                "f": now,
+                "e": attempt.error or None,
+                "l": getattr(event, "latency_ms", None),
+                "id": nid,
+            },
+        )
+        bucket.append(nid)
+        return True
+
+
+def send_due(
+    store: EventStore,
+    *,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    policy: RetryPolicy | None = None,
+    send: Deliver | None = None,
+    env: Mapping[str, str] | None = None,
+    limit: int = 1000,
+) -> SendResult:
+    """Send every notification due now (up to ``limit``), one transaction each."""
+    policy = policy or RetryPolicy()
+    environment = os.environ if env is None else env
+    transport: Deliver = send or (lambda m, t: deliver(m, t, environment))
+    result = SendResult()
+    while result.attempted < limit and _one(store, now(), policy, transport, result):
+        pass
+    return result

@@ -1,0 +1,11 @@
+"""The notifications context: the event centre's rules as applied and its deliveries."""
+
+from projections.notifications.reads import (
+    DELIVERY_STATUSES,
+    deliveries,
+    job_workspaces,
+    requeue,
+    rule_book,
+)
+
+__all__ = ["DELIVERY_STATUSES", "deliveries", "job_workspaces", "requeue", "rule_book"]

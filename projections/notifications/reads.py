@@ -1,0 +1,89 @@
+"""The event centre's reads: rules as applied, and deliveries from the outbox.
+
+Rules are few and folded from their events on read (``NotificationRuleSet`` /
+``NotificationRuleRemoved``); deliveries are the outbox's rows, newest first, a
+caller's workspaces being a condition of the query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from ledger.catalogue import decode
+from ledger.events import NotificationRuleRemoved, NotificationRuleSet
+from ledger.notifications import RuleBook
+from ledger.store.base import EventStore
+
+__all__ = ["DELIVERY_STATUSES", "deliveries", "job_workspaces", "requeue", "rule_book"]
+
+DELIVERY_STATUSES = ("queued", "delivered", "failed")
+
+
+def rule_book(store: EventStore) -> RuleBook:
+    """Every rule's history (in force from each change's ``occurred_at``)."""
+    changes: list[tuple[datetime, NotificationRuleSet | NotificationRuleRemoved]] = []
+    position = 0
+    while True:
+        page = store.read_by_type(
+            ["NotificationRuleSet", "NotificationRuleRemoved"], after_position=position
+        )
+        if not page:
+            return RuleBook(changes)
+        for record in page:
+            data = decode(record.envelope)
+            assert isinstance(data, NotificationRuleSet | NotificationRuleRemoved)
+            changes.append((record.occurred_at, data))
+        position = page[-1].position
+
+
+def deliveries(
+    conn: Connection,
+    *,
+    status: str | None = None,
+    workspaces: Collection[str] | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
+    """The latest notifications (newest first), optionally of one status."""
+    return [
+        dict(r)
+        for r in conn.execute(
+            text(
+                "SELECT notification_id, rule, workspace, event_type, target, subject, status, "
+                "attempts, last_error, occurred_at, queued_at, next_attempt_at, finished_at, "
+                "latency_ms FROM notification_outbox "
+                "WHERE (CAST(:s AS text) IS NULL OR status = :s) "
+                "AND (CAST(:scope AS text[]) IS NULL OR workspace = ANY(CAST(:scope AS text[]))) "
+                "ORDER BY position DESC LIMIT :n"
+            ),
+            {"s": status, "n": limit, "scope": None if workspaces is None else sorted(workspaces)},
+        ).mappings()
+    ]
+
+
+def requeue(conn: Connection, notification_id: str) -> str | None:
+    """Put a failed (or queued) notification back in the queue, due now; its status before
+    (None: no such notification)."""
+    row = conn.execute(
+        text("SELECT status FROM notification_outbox WHERE notification_id = :id FOR UPDATE"),
+        {"id": notification_id},
+    ).first()
+    if row is None:
+        return None
+    conn.execute(
+        text(
+            "UPDATE notification_outbox SET status = 'queued', attempts = 0, "
+            "next_attempt_at = NULL, finished_at = NULL WHERE notification_id = :id"
+        ),
+        {"id": notification_id},
+    )
+    return str(row[0])
+
+
+def job_workspaces(conn: Connection) -> set[str]:
+    """Every workspace a job was seen in (a rule may name them as well as the tree's)."""
+    rows = conn.execute(text("SELECT DISTINCT workspace FROM job_state")).all()
+    return {str(w) for (w,) in rows if w}
