@@ -23,6 +23,7 @@ from dlc_ledger.api import (
     inventory,
     invoices,
     jobs,
+    notifications,
     quotas,
     reports,
     subscriptions,
@@ -69,6 +70,7 @@ def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = Non
     app.include_router(chain.router)
     app.include_router(books.router)
     app.include_router(subscriptions.router)
+    app.include_router(notifications.router)
     app.mount("/metrics", metrics_app())
     mount_dashboard(app)
 

@@ -12,6 +12,7 @@ component's (``dlc-ledger notifications send``: :mod:`consumers.notifications`).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +35,15 @@ from ledger.store.base import EventStore
 from projections.notifications import deliveries, job_workspaces, requeue, rule_book
 from projections.registry import catch_up_all
 
-__all__ = ["RulesApplied", "apply_rules_file", "delivery_rows", "retry", "rule_rows"]
+__all__ = [
+    "RulesApplied",
+    "apply_rules_file",
+    "delivery_rows",
+    "remove_rule",
+    "retry",
+    "rule_rows",
+    "set_rule",
+]
 
 
 @dataclass(frozen=True)
@@ -81,21 +90,7 @@ def apply_rules_file(
         r.get("workspace") for r in (raw.get("rules") or []) if isinstance(r, dict)
     }
     events = diff_rules(current, desired, [str(w) for w in listed if w])
-    changes = []
-    for event in events:
-        if isinstance(event, NotificationRuleSet):
-            stream = rule_stream(event.rule.workspace, event.rule.name)
-        else:
-            stream = rule_stream(event.workspace, event.name)
-        digest = hashlib.sha256(canonical_json(event.model_dump(mode="json"))).hexdigest()
-        changes.append(ApplyChange(event, stream, digest))
-    envelopes, expected = apply_envelopes(
-        changes, store.stream_version, at=at or datetime.now(UTC), source=principal
-    )
-    if envelopes and not dry_run:
-        store.append(envelopes, expected_versions=expected)
-        catch_up_all(store)
-    return RulesApplied([_describe(e) for e in events], envelopes)
+    return _append_changes(store, events, principal, at, dry_run=dry_run)
 
 
 def _rule_row(rule: NotificationRule) -> dict[str, Any]:
@@ -126,10 +121,18 @@ def rule_rows(store: EventStore, workspace: str | None = None) -> list[dict[str,
 
 
 def delivery_rows(
-    store: EventStore, *, failed: bool = False, limit: int = 100
+    store: EventStore,
+    *,
+    failed: bool = False,
+    status: str | None = None,
+    workspaces: frozenset[str] | None = None,
+    limit: int = 100,
 ) -> list[dict[str, Any]]:
+    """The latest notifications, newest first (``workspaces``: a caller's scope)."""
     with store.reading() as conn:
-        return deliveries(conn, status="failed" if failed else None, limit=limit)
+        return deliveries(
+            conn, status="failed" if failed else status, workspaces=workspaces, limit=limit
+        )
 
 
 def retry(store: EventStore, notification_id: str) -> str:
@@ -139,3 +142,78 @@ def retry(store: EventStore, notification_id: str) -> str:
     if before is None:
         raise NotFound(f"no notification {notification_id!r} (see: notifications deliveries)")
     return before
+
+
+def set_rule(
+    store: EventStore,
+    workspace: str,
+    name: str,
+    body: dict[str, Any],
+    *,
+    principal: str,
+    at: datetime | None = None,
+    admin: bool = False,
+    dry_run: bool = False,
+) -> RulesApplied:
+    """Create or replace one rule (the API's PUT): ``body`` is a rule as in a file, without
+    ``name`` and ``workspace``, which the path gives. Setting the same rule again stores
+    nothing."""
+    if "name" in body or "workspace" in body:
+        raise RuleFileError("name and workspace come from the path, not the body")
+    workspaces, quotas = _known(store)
+    desired = rules_from_document(
+        {"rules": [{**body, "name": name, "workspace": workspace}]},
+        workspaces=workspaces,
+        quotas=quotas,
+        admin=admin,
+    )
+    current = rule_book(store).current()
+    key = (workspace, name)
+    events = [] if current.get(key) == desired[key] else [NotificationRuleSet(rule=desired[key])]
+    return _append_changes(store, events, principal, at, dry_run=dry_run)
+
+
+def remove_rule(
+    store: EventStore,
+    workspace: str,
+    name: str,
+    *,
+    principal: str,
+    at: datetime | None = None,
+    dry_run: bool = False,
+) -> RulesApplied:
+    """Delete one rule (the API's DELETE); an unknown one is not found."""
+    if (workspace, name) not in rule_book(store).current():
+        raise NotFound(f"no rule {name!r} in workspace {workspace!r}")
+    return _append_changes(
+        store,
+        [NotificationRuleRemoved(workspace=workspace, name=name)],
+        principal,
+        at,
+        dry_run=dry_run,
+    )
+
+
+def _append_changes(
+    store: EventStore,
+    events: Sequence[NotificationRuleSet | NotificationRuleRemoved],
+    principal: str,
+    at: datetime | None,
+    *,
+    dry_run: bool = False,
+) -> RulesApplied:
+    changes = []
+    for event in events:
+        if isinstance(event, NotificationRuleSet):
+            stream = rule_stream(event.rule.workspace, event.rule.name)
+        else:
+            stream = rule_stream(event.workspace, event.name)
+        digest = hashlib.sha256(canonical_json(event.model_dump(mode="json"))).hexdigest()
+        changes.append(ApplyChange(event, stream, digest))
+    envelopes, expected = apply_envelopes(
+        changes, store.stream_version, at=at or datetime.now(UTC), source=principal
+    )
+    if envelopes and not dry_run:
+        store.append(envelopes, expected_versions=expected)
+        catch_up_all(store)
+    return RulesApplied([_describe(e) for e in events], envelopes)

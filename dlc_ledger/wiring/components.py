@@ -14,7 +14,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "billing_component",
     "dispatcher_component",
     "ingest_component",
+    "notifications_component",
     "projector_component",
     "replay_component",
     "watcher_component",
@@ -198,6 +199,25 @@ def billing_component(
             store.close()
 
     return Component("billing", run)
+
+
+def notifications_component(
+    store_url: str, clock: Callable[[PostgresEventStore], datetime] | None
+) -> Component:
+    """The event centre's matcher and sender (``dlc-ledger notifications send``); ``clock``
+    (given the store) is the cluster's "now" for time-based rules, default the wall clock."""
+    from consumers.notifications import serve
+
+    def run(stop: threading.Event, ready: threading.Event) -> None:
+        store = PostgresEventStore(store_url)
+        cluster = (lambda: datetime.now(UTC)) if clock is None else (lambda: clock(store))
+        ready.set()
+        try:
+            serve(store, stop, cluster)
+        finally:
+            store.close()
+
+    return Component("notifications", run)
 
 
 def dispatcher_component(

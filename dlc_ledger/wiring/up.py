@@ -39,6 +39,7 @@ from dlc_ledger.wiring.components import (
     billing_component,
     dispatcher_component,
     ingest_component,
+    notifications_component,
     projector_component,
     replay_component,
     watcher_component,
@@ -296,6 +297,7 @@ def run_up(
         supervisor.start(
             billing_component(url, timedelta(seconds=plan.billing_interval), side.billing_clock)
         )
+        supervisor.start(notifications_component(url, side.billing_clock))
         if plan.runs_dispatcher:
             _start_dispatcher(plan, url, side.parts, supervisor)
         elif plan.dispatch:

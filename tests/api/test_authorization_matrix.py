@@ -15,6 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from consumers.notifications.matcher import match
+from dlc_ledger.services.notifications import set_rule
 from dlc_ledger.services.subscriptions import purchase
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import ROLES, bearer
@@ -47,6 +49,9 @@ WRITE_ROLES = {
     ("/v1/subscriptions", "post"): {"admin", "finance"},
     ("/v1/subscriptions/{subscription_id}/renew", "post"): {"admin", "finance"},
     ("/v1/subscriptions/{subscription_id}/cancel", "post"): {"admin", "finance"},
+    # a workspace's rules: an admin, or a token of that workspace (the writes ask for B's)
+    ("/v1/notifications/rules/{workspace}/{name}", "put"): {"admin", "workspace:ws-b"},
+    ("/v1/notifications/rules/{workspace}/{name}", "delete"): {"admin", "workspace:ws-b"},
 }
 WINDOW = "from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z"
 WRITES = ("post", "put", "patch", "delete")
@@ -61,6 +66,10 @@ B_SUBSCRIPTION: dict[str, object] = {
     "key": "matrix-b",
 }
 B_BOUGHT_AT = EPOCH + timedelta(days=1)
+B_RULE: dict[str, object] = {
+    "events": ["JobStarted"],
+    "target": {"webhook": "http://127.0.0.1:9/hook", "secret_env": "B_HOOK"},
+}
 #: a write's request: (url, JSON body)
 Write = tuple[str, dict[str, object]]
 
@@ -79,6 +88,10 @@ def _b_subscription(store: PostgresEventStore) -> str:
     )
     sub_id = order.subscription.subscription_id
     assert not any(marker in sub_id for marker in B_MARKERS), sub_id
+    # workspace B's notification rule, and a notification it queued for B's job
+    set_rule(store, "ws-b", "b-rule", B_RULE, principal="test", at=EPOCH, admin=True)
+    with store.transaction() as uow:
+        match(uow, EPOCH + timedelta(days=1))
     return sub_id
 
 
@@ -134,6 +147,14 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
         "/v1/inventory": ["/v1/inventory", "/v1/inventory?group_by=node&format=csv"],
         "/v1/chain/verify": ["/v1/chain/verify"],
         "/v1/ledger/balance": ["/v1/ledger/balance", "/v1/ledger/balance?at=2026-12-15T00:00:00Z"],
+        "/v1/notifications/rules": [
+            "/v1/notifications/rules",
+            "/v1/notifications/rules?workspace=ws-b&format=csv",
+        ],
+        "/v1/notifications/deliveries": [
+            "/v1/notifications/deliveries",
+            "/v1/notifications/deliveries?status=queued&format=csv",
+        ],
         "/v1/subscriptions": [
             "/v1/subscriptions",
             "/v1/subscriptions?at=2026-11-15T00:00:00Z&format=csv",
@@ -164,6 +185,13 @@ def _b_writes(sub_id: str) -> dict[tuple[str, str], list[Write]]:
         ],
         ("/v1/subscriptions/{subscription_id}/renew", "post"): [
             (f"/v1/subscriptions/{sub_id}/renew", {"at": now, "dry_run": True}),
+        ],
+        ("/v1/notifications/rules/{workspace}/{name}", "put"): [
+            ("/v1/notifications/rules/ws-b/b-rule-2?dry_run=true", B_RULE),
+            ("/v1/notifications/rules/ws-b/b-rule?dry_run=true", {**B_RULE, "enabled": False}),
+        ],
+        ("/v1/notifications/rules/{workspace}/{name}", "delete"): [
+            ("/v1/notifications/rules/ws-b/b-rule?dry_run=true", {}),
         ],
         ("/v1/subscriptions/{subscription_id}/cancel", "post"): [
             (f"/v1/subscriptions/{sub_id}/cancel", {"at": now, "dry_run": True}),
