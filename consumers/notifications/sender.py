@@ -1,7 +1,7 @@
 """The sender: the outbox's due notifications, delivered at least once, in order per job.
 
-Each notification is sent in its own transaction that holds its outbox row (``FOR UPDATE
-SKIP LOCKED``: two senders never send one at once) and, on the answer, appends
+Notifications are sent in batches, each in a transaction that holds their outbox rows
+(``FOR UPDATE SKIP LOCKED``: two senders never send one at once) and, on the answers, appends
 ``NotificationDelivered`` (attempts, latency from its queueing) or — after the policy's
 attempts or age — ``NotificationFailed``, with the row moved to match; a failure below
 that schedules the next attempt (:class:`ledger.notifications.RetryPolicy`, honouring
@@ -17,19 +17,23 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import text
 
 from consumers.notifications.transports import Attempt, Message, deliver
-from ledger.envelopes import make_envelope
+from ledger.envelopes import Envelope, make_envelope
 from ledger.events import NotificationDelivered, NotificationFailed
 from ledger.ids import deterministic_id
 from ledger.notifications import RetryPolicy, retry_after
 from ledger.store.base import EventStore, UnitOfWork
 
-__all__ = ["SENDER_SOURCE", "SendResult", "send_due"]
+__all__ = ["SEND_BATCH", "SENDER_SOURCE", "SendResult", "send_due"]
 
 SENDER_SOURCE = "notifications/sender"
+#: notifications sent per transaction: one commit for many sends (a crash sends the
+#: uncommitted ones of the batch again, with their ids: at least once)
+SEND_BATCH = 200
 
 Deliver = Callable[[Message, datetime], Attempt]
 
@@ -40,7 +44,7 @@ _DUE = (
     "AND o.notification_id <> ALL(CAST(:tried AS text[])) "
     "AND NOT EXISTS (SELECT 1 FROM notification_outbox e WHERE e.order_key = o.order_key "
     "AND e.status = 'queued' AND e.position < o.position) "
-    "ORDER BY o.position LIMIT 1 FOR UPDATE OF o SKIP LOCKED"
+    "ORDER BY o.position LIMIT :n FOR UPDATE OF o SKIP LOCKED"
 )
 
 
@@ -69,71 +73,85 @@ def _secret_env(uow: UnitOfWork, rule: str) -> str | None:
     return target.get("secret_env") if isinstance(target, dict) else None
 
 
-def _one(
+def _batch(
     store: EventStore,
     now: datetime,
     policy: RetryPolicy,
     send: Deliver,
     result: SendResult,
+    secrets: dict[str, str | None],
+    size: int,
 ) -> bool:
+    """Up to ``size`` due notifications (the head of each job's queue) sent, and their
+    outcomes committed together: one commit for many sends, and still at least once (a
+    crash before the commit sends them all again, with the same ids)."""
     with store.transaction() as uow:
         # one attempt per notification per call: a retry due at once waits for the next
         tried = [*result.delivered, *result.retried, *result.failed]
-        row = uow.connection.execute(text(_DUE), {"now": now, "tried": tried}).first()
-        if row is None:
+        rows = uow.connection.execute(text(_DUE), {"now": now, "tried": tried, "n": size}).all()
+        if not rows:
             return False
-        nid, target, event_type, subject, payload, attempts, queued_at, rule = row
-        message = Message(nid, target, _secret_env(uow, rule), event_type, subject, payload)
-        attempt = send(message, now)
-        attempts += 1
-        stream = f"notification/{nid}"
-        if attempt.ok:
-            latency = int((now - queued_at).total_seconds() * 1000)
-            event: NotificationDelivered | NotificationFailed = NotificationDelivered(
-                notification_id=nid, attempts=attempts, latency_ms=max(latency, 0)
-            )
-            status, bucket = "delivered", result.delivered
-        elif policy.gives_up(attempts, queued_at, now):
-            event = NotificationFailed(notification_id=nid, attempts=attempts, error=attempt.error)
-            status, bucket = "failed", result.failed
-        else:
-            wait = policy.delay(nid, attempts, retry_after(attempt.retry_after, now))
-            uow.connection.execute(
-                text(
-                    "UPDATE notification_outbox SET attempts = :a, next_attempt_at = :n, "
-                    "last_error = :e WHERE notification_id = :id"
-                ),
-                {"a": attempts, "n": now + wait, "e": attempt.error, "id": nid},
-            )
-            result.retried.append(nid)
-            return True
-        uow.append(
-            [
+        events: list[Envelope] = []
+        updates: list[dict[str, Any]] = []
+        for nid, target, event_type, subject, payload, attempts, queued_at, rule in rows:
+            if rule not in secrets:
+                secrets[rule] = _secret_env(uow, rule)
+            attempt = send(Message(nid, target, secrets[rule], event_type, subject, payload), now)
+            attempts += 1
+            if not attempt.ok and not policy.gives_up(attempts, queued_at, now):
+                wait = policy.delay(nid, attempts, retry_after(attempt.retry_after, now))
+                uow.connection.execute(
+                    text(
+                        "UPDATE notification_outbox SET attempts = :a, next_attempt_at = :n, "
+                        "last_error = :e WHERE notification_id = :id"
+                    ),
+                    {"a": attempts, "n": now + wait, "e": attempt.error, "id": nid},
+                )
+                result.retried.append(nid)
+                continue
+            event: NotificationDelivered | NotificationFailed
+            if attempt.ok:
+                latency = max(int((now - queued_at).total_seconds() * 1000), 0)
+                event = NotificationDelivered(
+                    notification_id=nid, attempts=attempts, latency_ms=latency
+                )
+                status, bucket = "delivered", result.delivered
+            else:
+                event = NotificationFailed(
+                    notification_id=nid, attempts=attempts, error=attempt.error
+                )
+                status, bucket = "failed", result.failed
+            events.append(
                 make_envelope(
                     event,
                     event_id=deterministic_id("event", event.type_name, nid),
-                    stream=stream,
+                    stream=f"notification/{nid}",
                     occurred_at=now,
                     observed_at=now,
                     source=SENDER_SOURCE,
                 )
-            ]
-        )
-        uow.connection.execute(
-            text(
-                "UPDATE notification_outbox SET status = :s, attempts = :a, finished_at = :f, "
-                "last_error = :e, latency_ms = :l WHERE notification_id = :id"
-            ),
-            {
-                "s": status,
-                "a": attempts,
-                "f": now,
-                "e": attempt.error or None,
-                "l": getattr(event, "latency_ms", None),
-                "id": nid,
-            },
-        )
-        bucket.append(nid)
+            )
+            updates.append(
+                {
+                    "s": status,
+                    "a": attempts,
+                    "f": now,
+                    "e": attempt.error or None,
+                    "l": getattr(event, "latency_ms", None),
+                    "id": nid,
+                }
+            )
+            bucket.append(nid)
+        if events:
+            uow.append(events)
+            uow.connection.execute(
+                text(
+                    "UPDATE notification_outbox SET status = :s, attempts = :a, "
+                    "finished_at = :f, last_error = :e, latency_ms = :l "
+                    "WHERE notification_id = :id"
+                ),
+                updates,
+            )
         return True
 
 
@@ -145,12 +163,16 @@ def send_due(
     send: Deliver | None = None,
     env: Mapping[str, str] | None = None,
     limit: int = 1000,
+    batch: int = SEND_BATCH,
 ) -> SendResult:
     """Send every notification due now (up to ``limit``), one transaction each."""
     policy = policy or RetryPolicy()
     environment = os.environ if env is None else env
     transport: Deliver = send or (lambda m, t: deliver(m, t, environment))
     result = SendResult()
-    while result.attempted < limit and _one(store, now(), policy, transport, result):
+    secrets: dict[str, str | None] = {}  # rule -> its secret's variable, read once a call
+    while result.attempted < limit and _batch(
+        store, now(), policy, transport, result, secrets, min(batch, limit - result.attempted)
+    ):
         pass
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,6 +29,7 @@ class Receiver:
 
     answers: list[int] = field(default_factory=list)
     retry_after: str | None = None
+    delay: float = 0.0  # seconds before answering (a slow receiver)
     received: list[Received] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -37,6 +39,8 @@ class Receiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 body = self.rfile.read(length)
+                if owner.delay:
+                    time.sleep(owner.delay)
                 with owner._lock:
                     owner.received.append(
                         Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
