@@ -28,7 +28,7 @@ from ledger.ids import deterministic_id
 from ledger.notifications import RetryPolicy, retry_after
 from ledger.store.base import EventStore, UnitOfWork
 
-__all__ = ["SEND_BATCH", "SENDER_SOURCE", "SendResult", "send_due"]
+__all__ = ["SENDER_SOURCE", "SEND_BATCH", "SendResult", "send_due"]
 
 SENDER_SOURCE = "notifications/sender"
 #: notifications sent per transaction: one commit for many sends (a crash sends the
