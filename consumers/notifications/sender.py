@@ -14,7 +14,7 @@ arrive in order.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,12 +28,14 @@ from ledger.ids import deterministic_id
 from ledger.notifications import RetryPolicy, retry_after
 from ledger.store.base import EventStore, UnitOfWork
 
-__all__ = ["SENDER_SOURCE", "SEND_BATCH", "SendResult", "send_due"]
+__all__ = ["SENDER_SOURCE", "SEND_BATCH", "SUMMARY_OVER", "SendResult", "send_due"]
 
 SENDER_SOURCE = "notifications/sender"
 #: notifications sent per transaction: one commit for many sends (a crash sends the
 #: uncommitted ones of the batch again, with their ids: at least once)
 SEND_BATCH = 200
+#: more notifications than this due at once for one target become one summary message
+SUMMARY_OVER = 20
 
 Deliver = Callable[[Message, datetime], Attempt]
 
@@ -73,6 +75,53 @@ def _secret_env(uow: UnitOfWork, rule: str) -> str | None:
     return target.get("secret_env") if isinstance(target, dict) else None
 
 
+def _send_grouped(
+    rows: Sequence[Any],
+    secrets: Mapping[str, str | None],
+    send: Deliver,
+    now: datetime,
+) -> dict[str, Attempt]:
+    """Each row's attempt. A target with more than :data:`SUMMARY_OVER` notifications due
+    at once (a preemption storm) gets one summary message listing them all, not a flood;
+    its outcome is each one's."""
+    groups: dict[tuple[str, str | None], list[Any]] = {}
+    for row in rows:
+        groups.setdefault((row.target, secrets[row.rule]), []).append(row)
+    outcomes: dict[str, Attempt] = {}
+    for (target, secret_env), group in groups.items():
+        if len(group) > SUMMARY_OVER:
+            ids = sorted(r.notification_id for r in group)
+            kinds = {str(r.event_type) for r in group}
+            summary = Message(
+                notification_id=str(deterministic_id("notification-summary", *ids)),
+                target=target,
+                secret_env=secret_env,
+                event_type="notifications.summary",
+                subject=f"{len(group)} notifications ({', '.join(sorted(kinds))})",
+                payload={
+                    "count": len(group),
+                    "notifications": [
+                        {
+                            "id": r.notification_id,
+                            "type": r.event_type,
+                            "subject": r.subject,
+                            "data": r.payload,
+                        }
+                        for r in group
+                    ],
+                },
+            )
+            attempt = send(summary, now)
+            outcomes.update((r.notification_id, attempt) for r in group)
+            continue
+        for r in group:
+            message = Message(
+                r.notification_id, r.target, secret_env, r.event_type, r.subject, r.payload
+            )
+            outcomes[r.notification_id] = send(message, now)
+    return outcomes
+
+
 def _batch(
     store: EventStore,
     now: datetime,
@@ -93,10 +142,12 @@ def _batch(
             return False
         events: list[Envelope] = []
         updates: list[dict[str, Any]] = []
-        for nid, target, event_type, subject, payload, attempts, queued_at, rule in rows:
-            if rule not in secrets:
-                secrets[rule] = _secret_env(uow, rule)
-            attempt = send(Message(nid, target, secrets[rule], event_type, subject, payload), now)
+        for row in rows:
+            if row.rule not in secrets:
+                secrets[row.rule] = _secret_env(uow, row.rule)
+        outcomes = _send_grouped(rows, secrets, send, now)
+        for nid, _target, _type, _subject, _payload, attempts, queued_at, _rule in rows:
+            attempt = outcomes[nid]
             attempts += 1
             if not attempt.ok and not policy.gives_up(attempts, queued_at, now):
                 wait = policy.delay(nid, attempts, retry_after(attempt.retry_after, now))

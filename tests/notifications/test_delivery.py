@@ -21,6 +21,7 @@ from ledger.errors import Invalid
 from ledger.events import (
     EventData,
     JobFailed,
+    JobPreempted,
     JobQueued,
     JobSubmitted,
     JobSucceeded,
@@ -301,3 +302,24 @@ def test_a_bad_rule_is_refused_with_the_known_names(store: PostgresEventStore) -
             apply_rules_file(store, text, principal="test", at=T0)
     assert rule_rows(store) == []
     assert os.environ["LS_HOOK"] == SECRET
+
+
+def test_a_preemption_storm_is_one_summary_message(
+    store: PostgresEventStore, receiver: Receiver
+) -> None:
+    _setup(store)
+    apply_rules_file(store, _rules(receiver.url, "[JobPreempted]"), principal="test", at=T0)
+    storm = []
+    for i in range(30):
+        uid = f"p{i:02d}"
+        storm += [
+            *_submit(uid, f"train-{i}", "ws-a", T0),
+            _job(uid, JobPreempted(job_uid=uid), T0 + timedelta(minutes=1), "preempted"),
+        ]
+    store.append(storm)
+    assert _until_idle(store) == 30  # every notification delivered...
+    (hit,) = receiver.received  # ... in one message
+    summary = Webhook(SECRET).verify(hit.body, hit.headers)
+    assert summary["type"] == "notifications.summary" and summary["data"]["count"] == 30
+    assert {n["type"] for n in summary["data"]["notifications"]} == {"job.preempted"}
+    assert {r["status"] for r in delivery_rows(store)} == {"delivered"}
