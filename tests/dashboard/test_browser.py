@@ -452,3 +452,25 @@ def test_the_main_controls_are_reached_with_tab(watched: Watched, served: Served
     settled(page, "jobs")
     expect(page.locator("#jobs tbody tr").first).to_be_visible()
     stayed_clean(watched, served)
+
+
+def test_the_notifications_view_shows_rules_and_deliveries(
+    watched: Watched, served: Served
+) -> None:
+    rule = {
+        "events": ["JobFailed"],
+        "target": {"webhook": "http://127.0.0.1:9/hook", "secret_env": "DASH_HOOK"},
+    }
+    answer = served.api.put("/v1/notifications/rules/ws-burstable/dash-failures", json=rule)
+    assert answer.status_code in (200, 201), answer.text
+    try:
+        page = sign_in(watched, served, "#/notifications")
+        settled(page, "notifications")
+        rows = table_rows(page, "#notification-rules tbody tr")
+        shown_rules = {(r["cells"]["workspace"], r["cells"]["name"]) for r in rows}
+        assert ("ws-burstable", "dash-failures") in shown_rules
+        assert "webhook:http://127.0.0.1:9/hook" in page.inner_text("#notification-rules")
+        expect(page.locator("#notification-deliveries")).to_be_visible()
+        stayed_clean(watched, served)
+    finally:
+        served.api.delete("/v1/notifications/rules/ws-burstable/dash-failures")

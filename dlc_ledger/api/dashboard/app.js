@@ -7,11 +7,15 @@ import { h } from "./dom.js";
 import { clearError, showError } from "./notify.js";
 import { costView } from "./views/cost.js";
 import { jobView, jobsView } from "./views/jobs.js";
+import { notificationsView } from "./views/notifications.js";
 import { quotasView } from "./views/quotas.js";
 import { queuesView } from "./views/queues.js";
 import { seriesView } from "./views/series.js";
 
-const VIEWS = { quotas: quotasView, series: seriesView, queues: queuesView, jobs: jobsView, job: jobView, cost: costView };
+const VIEWS = {
+  quotas: quotasView, series: seriesView, queues: queuesView, jobs: jobsView, job: jobView, cost: costView,
+  notifications: notificationsView,
+};
 const main = document.getElementById("main");
 const session = document.getElementById("session");
 const nav = document.getElementById("views");
