@@ -9,6 +9,7 @@ the outbox with retries. :func:`step` is one round of both.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,8 +17,12 @@ from datetime import UTC, datetime
 from consumers.notifications.matcher import MATCHER_CHECKPOINT, MatchResult, match
 from consumers.notifications.sender import SendResult, send_due
 from consumers.notifications.transports import Attempt, Message, deliver
+from ledger.errors import Unavailable
 from ledger.notifications import RetryPolicy
 from ledger.store.base import EventStore
+from ledger.store.failures import as_ledger_error
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MATCHER_CHECKPOINT",
@@ -54,9 +59,19 @@ def serve(
     interval: float = 1.0,
     on_step: Callable[[MatchResult, SendResult], None] | None = None,
 ) -> None:
-    """:func:`step` every ``interval`` seconds until ``stop`` is set."""
+    """:func:`step` every ``interval`` seconds until ``stop`` is set. A database outage
+    (the server restarting, a connection terminated) loses nothing — the outbox and the
+    checkpoint are where the last commit left them — so it is logged and the step tried
+    again after ``interval``; any other error is a bug and stops the component."""
     while not stop.is_set():
-        matched, sent = step(store, cluster_clock())
+        try:
+            matched, sent = step(store, cluster_clock())
+        except Exception as exc:
+            if not isinstance(as_ledger_error(exc), Unavailable):
+                raise
+            log.warning("notifications: the database is unavailable, retrying: %s", exc)
+            stop.wait(interval)
+            continue
         if on_step is not None:
             on_step(matched, sent)
         stop.wait(0 if sent.attempted else interval)

@@ -16,10 +16,9 @@ from consumers.notifications import send_due, step
 from consumers.notifications.matcher import match
 from dlc_ledger.services.notifications import apply_rules_file, delivery_rows, retry, rule_rows
 from dlc_ledger.services.quotas import apply_quota_file
-from ledger.envelopes import Envelope, make_envelope
+from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.errors import Invalid
 from ledger.events import (
-    EventData,
     JobFailed,
     JobPreempted,
     JobQueued,
