@@ -125,7 +125,10 @@ def test_up_watches_the_cluster_a_kubeconfig_names(database_url: str, tmp_path: 
             "--dispatch-interval", "0.5",
         ) as up:  # fmt: skip
             printed = "".join(up.printed)
-            assert "running ingest, watcher, projector, billing, dispatcher, api" in printed
+            assert (
+                "running ingest, watcher, projector, billing, notifications, dispatcher, api"
+                in printed
+            )
             assert "kubesim:" not in printed  # nothing of its own: the cluster is given
             deadline = time.monotonic() + 45
             while not get(f"{up.url}/v1/jobs?limit=5", up.token)[1]["items"]:
