@@ -37,23 +37,30 @@ FACT_TYPES = frozenset(
 
 
 class _Jobs:
-    """Each job's submission, read once per window."""
+    """Each job's submission, read for the whole window in one query."""
 
-    def __init__(self, uow: UnitOfWork) -> None:
-        self.uow = uow
-        self.seen: dict[str, JobSubmitted | None] = {}
+    def __init__(self, uow: UnitOfWork, records: list[RecordedEvent]) -> None:
+        uids = {_uid_of(r) for r in records} - {None}
+        upto = max((r.position for r in records), default=0)
+        self.seen: dict[str, tuple[int, JobSubmitted]] = {}
+        streams = sorted(f"job/{uid}" for uid in uids)
+        for record in uow.read_streams(streams, before=upto + 1) if streams else ():
+            if record.type == "JobSubmitted" and record.stream[4:] not in self.seen:
+                data = decode(record.envelope)
+                assert isinstance(data, JobSubmitted)
+                self.seen[record.stream[4:]] = (record.position, data)
 
     def submitted(self, uid: str, position: int) -> JobSubmitted | None:
-        if uid not in self.seen:
-            found = None
-            for record in self.uow.read_stream(f"job/{uid}", upto=position):
-                if record.type == "JobSubmitted":
-                    data = decode(record.envelope)
-                    assert isinstance(data, JobSubmitted)
-                    found = data
-                    break
-            self.seen[uid] = found
-        return self.seen[uid]
+        found = self.seen.get(uid)
+        return found[1] if found is not None and found[0] <= position else None
+
+
+def _uid_of(record: RecordedEvent) -> str | None:
+    if record.type in JOB_FACTS or record.type == "AdmissionDecided":
+        return str(record.data["job_uid"])
+    if record.type == "PreemptionDecided":
+        return str(record.data["preemptor"])
+    return None
 
 
 def _job_fact(
@@ -76,7 +83,7 @@ def _job_fact(
 
 def facts_of(uow: UnitOfWork, records: list[RecordedEvent]) -> list[Fact]:
     """The facts in ``records`` (store order)."""
-    jobs = _Jobs(uow)
+    jobs = _Jobs(uow, records)
     out: list[Fact] = []
     for record in records:
         kind = record.type
