@@ -96,6 +96,15 @@ def test_db_status_names_the_branches(database_url: str) -> None:
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith("revision: ")
-    assert "(the heads of 7 independent migration branches" in first and "up to date" in first
-    labels = [line.split()[0] for line in done.stdout.splitlines()[1:8]]
-    assert labels == ["billing", "budgets", "dispatch", "jobs", "quotas", "tokens", "watchers"]
+    assert "(the heads of 8 independent migration branches" in first and "up to date" in first
+    labels = [line.split()[0] for line in done.stdout.splitlines()[1:9]]
+    assert labels == [
+        "billing",
+        "budgets",
+        "dispatch",
+        "jobs",
+        "notifications",
+        "quotas",
+        "tokens",
+        "watchers",
+    ]
