@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from dlc_ledger.services.clocks import billing_instant
 from ledger.accounts import transaction_envelope
 from ledger.canonical import format_timestamp
-from ledger.envelopes import Envelope, EventData, make_envelope
+from ledger.envelopes import Envelope, make_envelope
 from ledger.errors import Conflict, Invalid, NotFound
 from ledger.events import (
     SubscriptionCancelled,
@@ -124,11 +124,6 @@ def find_subscription(store: EventStore | UnitOfWork, subscription_id: str) -> S
     if sub is None:
         raise NotFound(f"no subscription {subscription_id!r} (see: subscriptions list)")
     return sub
-
-
-def _after(sub: Subscription, *events: EventData) -> Subscription:
-    folded = fold_subscriptions([_purchase_of(sub), *events])
-    return folded[sub.subscription_id]
 
 
 def _purchase_of(sub: Subscription) -> SubscriptionPurchased:
@@ -295,7 +290,7 @@ def _renew(
         )
     term = next_term(sub, load_specs(uow), now)
     renewed = SubscriptionRenewed(subscription_id=subscription_id, next=term, automatic=False)
-    after = _after(sub, *_later_events(sub), renewed)
+    after = sub.after(renewed)
     if dry_run:
         return Order(after, created=False, dry_run=True), [], {}
     stream = subscription_stream(subscription_id)
@@ -310,18 +305,6 @@ def _renew(
     charge = charge_transaction(after, term, str(envelope.event_id))
     batch = [envelope] + ([transaction_envelope(charge, now, source=principal)] if charge else [])
     return Order(after, created=True), batch, {stream: _version(uow, stream)}
-
-
-def _later_events(sub: Subscription) -> list[EventData]:
-    events: list[EventData] = [
-        SubscriptionRenewed(subscription_id=sub.subscription_id, next=t) for t in sub.terms[1:]
-    ]
-    events.extend(sub.renewal_failures)
-    if sub.cancelled is not None:
-        events.append(sub.cancelled)
-    if sub.expired is not None:
-        events.append(sub.expired)
-    return events
 
 
 def _no_reason_available(subs: dict[str, Subscription], workspace: str, at: datetime) -> bool:
@@ -412,7 +395,7 @@ def _cancel(
         rule=refund.rule,
         reason=reason,
     )
-    after = _after(sub, *_later_events(sub), event)
+    after = sub.after(event)
     if dry_run:
         return Cancellation(after, refund, dry_run=True), [], {}
     stream = subscription_stream(subscription_id)

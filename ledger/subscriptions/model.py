@@ -99,6 +99,19 @@ class Subscription:
                 return term
         return None
 
+    def after(self, event: EventData) -> Subscription:
+        """This subscription once ``event`` (a later event of its stream) has happened: what
+        the fold does, and what a decision expects its own event to make of it."""
+        if isinstance(event, SubscriptionRenewed):
+            return replace(self, terms=(*self.terms, event.next), renewal_failures=())
+        if isinstance(event, SubscriptionRenewalFailed):
+            return replace(self, renewal_failures=(*self.renewal_failures, event))
+        if isinstance(event, SubscriptionCancelled):
+            return replace(self, cancelled=event, auto_renew=False)
+        if isinstance(event, SubscriptionExpired):
+            return replace(self, expired=event)
+        return self
+
     def renews(self) -> bool:
         """Whether the scheduler may still order a next term."""
         return self.auto_renew and self.cancelled is None and self.expired is None
@@ -124,18 +137,8 @@ def _apply(subs: dict[str, Subscription], event: EventData) -> None:
         )
         return
     sub = subs.get(getattr(event, "subscription_id", ""))
-    if sub is None:
-        return
-    if isinstance(event, SubscriptionRenewed):
-        subs[sub.subscription_id] = replace(
-            sub, terms=(*sub.terms, event.next), renewal_failures=()
-        )
-    elif isinstance(event, SubscriptionRenewalFailed):
-        subs[sub.subscription_id] = replace(sub, renewal_failures=(*sub.renewal_failures, event))
-    elif isinstance(event, SubscriptionCancelled):
-        subs[sub.subscription_id] = replace(sub, cancelled=event, auto_renew=False)
-    elif isinstance(event, SubscriptionExpired):
-        subs[sub.subscription_id] = replace(sub, expired=event)
+    if sub is not None:
+        subs[sub.subscription_id] = sub.after(event)
 
 
 def fold_subscriptions(events: Iterable[EventData]) -> dict[str, Subscription]:

@@ -16,7 +16,7 @@ term, day) make a repeated or concurrent tick a no-op (the store collapses dupli
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ledger.accounts import transaction_envelope
@@ -93,26 +93,18 @@ def _renewals(
                 error=str(exc),
             )
             out.append(_envelope(failed, sub, when, str(last.term + 1), str(attempt)))
-            sub = _with_failure(sub, failed)
+            sub = sub.after(failed)
             continue
         renewed = SubscriptionRenewed(
             subscription_id=sub.subscription_id, next=term, automatic=True
         )
         envelope = _envelope(renewed, sub, when, str(term.term))
         out.append(envelope)
-        sub = _with_term(sub, renewed)
+        sub = sub.after(renewed)
         charge = charge_transaction(sub, term, str(envelope.event_id))
         if charge is not None:
             out.append(transaction_envelope(charge, when, source=SCHEDULER_SOURCE))
     return out, sub
-
-
-def _with_term(sub: Subscription, renewed: SubscriptionRenewed) -> Subscription:
-    return replace(sub, terms=(*sub.terms, renewed.next), renewal_failures=())
-
-
-def _with_failure(sub: Subscription, failed: SubscriptionRenewalFailed) -> Subscription:
-    return replace(sub, renewal_failures=(*sub.renewal_failures, failed))
 
 
 def _expiry(sub: Subscription, now: datetime) -> list[Envelope]:
