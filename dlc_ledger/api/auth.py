@@ -26,7 +26,7 @@ from dlc_ledger.services.oidc import (
 )
 from dlc_ledger.services.tokens import Principal, authenticate
 
-__all__ = ["CurrentPrincipal", "current_principal", "require_roles"]
+__all__ = ["CurrentPrincipal", "current_principal", "event_source", "require_roles"]
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -87,3 +87,14 @@ def require_roles(*roles: str) -> Callable[[Principal], Principal]:
         return principal
 
     return check
+
+
+#: the longest ``source`` an envelope takes (:class:`ledger.envelopes.Envelope`)
+_MAX_SOURCE = 200
+
+
+def event_source(principal: Principal) -> str:
+    """Who the events a request appends name: the token's name and id, as the access log
+    does (``api/<name>(<id>)``), the name cut to fit an envelope's ``source``."""
+    tail = f"({principal.token_id})"
+    return f"api/{principal.name[: _MAX_SOURCE - len('api/') - len(tail)]}{tail}"

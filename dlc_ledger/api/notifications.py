@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Query, Request, Response
 
-from dlc_ledger.api.auth import CurrentPrincipal
+from dlc_ledger.api.auth import CurrentPrincipal, event_source
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
 from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, page_of, plain
@@ -27,13 +27,6 @@ from projections.notifications import DELIVERY_STATUSES
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/notifications", tags=["notifications"], responses=PROBLEM_RESPONSES)
-
-_MAX_SOURCE = 253
-
-
-def _source(principal: Principal) -> str:
-    tail = f"({principal.token_id})"
-    return f"api/{principal.name[: _MAX_SOURCE - len('api/') - len(tail)]}{tail}"
 
 
 def _may_manage(principal: Principal, workspace: str) -> bool:
@@ -118,7 +111,7 @@ def put_rule(
         workspace,
         name,
         body,
-        principal=_source(principal),
+        principal=event_source(principal),
         at=effective_at,
         admin="admin" in principal.roles,
         dry_run=dry_run,
@@ -144,7 +137,7 @@ def delete_rule(
         request.app.state.store,
         workspace,
         name,
-        principal=_source(principal),
+        principal=event_source(principal),
         at=effective_at,
         dry_run=dry_run,
     )

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from dlc_ledger.api.auth import require_roles
+from dlc_ledger.api.auth import event_source, require_roles
 from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
 from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import (
@@ -92,13 +92,6 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
         "description": "Conflict (already cancelled, expired or renewed; a key reused)",
     }
 }
-_MAX_SOURCE = 200  # an envelope's ``source``
-
-
-def _source(principal: Principal) -> str:
-    """Who the events name: the token's name and id, as the access log does."""
-    tail = f"({principal.token_id})"
-    return f"api/{principal.name[: _MAX_SOURCE - len('api/') - len(tail)]}{tail}"
 
 
 def _instant(store: EventStore, at: datetime | None) -> datetime:
@@ -245,7 +238,7 @@ def post_subscription(
         nodes=body.nodes,
         term=body.term,
         workspace=body.workspace,
-        principal=_source(principal),
+        principal=event_source(principal),
         auto_renew=body.auto_renew,
         at=when,
         key=body.key,
@@ -281,7 +274,7 @@ def post_renewal(
     store = request.app.state.store
     when = _instant(store, body.at)
     order = renew(
-        store, subscription_id, principal=_source(principal), at=when, dry_run=body.dry_run
+        store, subscription_id, principal=event_source(principal), at=when, dry_run=body.dry_run
     )
     sub = order.subscription
     document = {
@@ -312,7 +305,7 @@ def post_cancellation(
     done = cancel(
         store,
         subscription_id,
-        principal=_source(principal),
+        principal=event_source(principal),
         immediately=body.immediately,
         at=when,
         reason=body.reason,
