@@ -11,14 +11,22 @@ apply is refused rather than interleaved.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from ledger.canonical import canonical_json
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.ids import deterministic_id
 
-__all__ = ["ApplyChange", "apply_envelopes"]
+__all__ = ["ApplyChange", "apply_envelopes", "content_digest"]
+
+
+def content_digest(event: EventData) -> str:
+    """A digest of what ``event`` says (sha256 of its canonical JSON): two renderings of one
+    change digest the same, any difference in it digests differently."""
+    return hashlib.sha256(canonical_json(event.model_dump(mode="json"))).hexdigest()
 
 
 @dataclass(frozen=True)

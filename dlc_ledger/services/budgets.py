@@ -10,14 +10,13 @@ crossings (:func:`projections.budgets.checks.check_budgets`).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
-from ledger.applies import ApplyChange, apply_envelopes
+from ledger.applies import ApplyChange, apply_envelopes, content_digest
 from ledger.budgets import (
     Budget,
     BudgetFileError,
@@ -28,7 +27,6 @@ from ledger.budgets import (
     period_of,
     rescale,
 )
-from ledger.canonical import canonical_json
 from ledger.envelopes import Envelope
 from ledger.events import BudgetRemoved, BudgetSet
 from ledger.money import default_scale, plain_decimal, round_precise
@@ -116,11 +114,7 @@ def _envelopes(
     source: str,
 ) -> tuple[list[Envelope], dict[str, int]]:
     changes = [
-        ApplyChange(
-            event,
-            budget_stream(event.workspace),
-            hashlib.sha256(canonical_json(event.model_dump(mode="json"))).hexdigest(),
-        )
+        ApplyChange(event, budget_stream(event.workspace), content_digest(event))
         for event in events
     ]
     return apply_envelopes(changes, store.stream_version, at=at, source=source)

@@ -11,7 +11,6 @@ component's (``dlc-ledger notifications send``: :mod:`consumers.notifications`).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,8 +18,7 @@ from typing import Any
 
 from dlc_ledger.services.quotas import current_tree
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
-from ledger.applies import ApplyChange, apply_envelopes
-from ledger.canonical import canonical_json
+from ledger.applies import ApplyChange, apply_envelopes, content_digest
 from ledger.envelopes import Envelope
 from ledger.errors import NotFound
 from ledger.events import NotificationRule, NotificationRuleRemoved, NotificationRuleSet
@@ -208,8 +206,7 @@ def _append_changes(
             stream = rule_stream(event.rule.workspace, event.rule.name)
         else:
             stream = rule_stream(event.workspace, event.name)
-        digest = hashlib.sha256(canonical_json(event.model_dump(mode="json"))).hexdigest()
-        changes.append(ApplyChange(event, stream, digest))
+        changes.append(ApplyChange(event, stream, content_digest(event)))
     envelopes, expected = apply_envelopes(
         changes, store.stream_version, at=at or datetime.now(UTC), source=principal
     )

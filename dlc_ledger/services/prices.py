@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -10,11 +9,11 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from ledger.canonical import canonical_json
+from ledger.applies import content_digest
 from ledger.catalogue import decode
 from ledger.envelopes import make_envelope
 from ledger.errors import Invalid
-from ledger.events import PriceBookPublished, SpotPriceChanged
+from ledger.events import PriceBookPublished, SpotPriceChanged, SubscriptionPricesPublished
 from ledger.ids import deterministic_id
 from ledger.prices import (
     DEFAULT_MAX_RATE,
@@ -46,9 +45,10 @@ class PublishResult:
     dry_run: bool = False
 
 
-def _content_id(kind: str, payload: dict[str, Any]) -> UUID:
-    digest = hashlib.sha256(canonical_json(payload)).hexdigest()
-    return deterministic_id("price", kind, digest)
+def _content_id(
+    kind: str, event: PriceBookPublished | SpotPriceChanged | SubscriptionPricesPublished
+) -> UUID:
+    return deterministic_id("price", kind, content_digest(event))
 
 
 def all_price_events(
@@ -100,12 +100,9 @@ def publish_price_book(
     """
     event = book.to_event()
     section = book.subscription_event()
-    payload = event.model_dump(mode="json")
     stream = f"pricebook/{book.id}"
-    event_id = _content_id("book", payload)
-    section_id = (
-        None if section is None else _content_id("subscriptions", section.model_dump(mode="json"))
-    )
+    event_id = _content_id("book", event)
+    section_id = None if section is None else _content_id("subscriptions", section)
     existing = store.read_stream(stream)
     stored = {record.event_id for record in existing}
     if event_id in stored:
@@ -211,7 +208,7 @@ def publish_spot_price(
         _known_flavor(schedule, resource, effective_from)
         _refuse_implausible(event, max_rate, f"spot {resource}")
     stream = f"pricebook/spot/{resource}"
-    event_id = _content_id("spot", event.model_dump(mode="json"))
+    event_id = _content_id("spot", event)
     for record in store.read_stream(stream):
         if record.event_id == event_id:
             return PublishResult(stream, str(event_id), added=False)
