@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dlc_ledger.services.quotas import draw_on_groups
-from dlc_ledger.services.subscriptions import cancel, purchase
+from dlc_ledger.services.subscriptions import cancel, purchase, subscriptions
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
-from ledger.errors import Conflict, Invalid
+from ledger.errors import Invalid, NotFound
 from ledger.events import SubscriptionTermUnit
 from ledger.money import format_minor
 from ledger.store.base import EventStore
@@ -156,32 +156,23 @@ def carve_plan(store: EventStore, plan: Plan, epoch: datetime, principal: str) -
     if plan.draws:
         result = draw_on_groups(store, plan.draws, principal=principal, at=epoch)
         lines.extend(result.lines)
+    bought = {s.key: s for s in subscriptions(store) if s.key is not None}
     for p in plan.purchases:
         if p.cancel is None:
             continue
-        order = purchase(
+        planned = bought.get(p.key)
+        if planned is None:
+            raise NotFound(f"the plan cancels {p.key!r}, which was not bought (buy_plan first)")
+        if planned.cancelled is not None or planned.expired is not None:
+            continue  # cancelled by an earlier run (or over)
+        done = cancel(
             store,
-            group=p.group,
-            spec=p.spec,
-            nodes=p.nodes,
-            term=p.term,
-            workspace=p.workspace,
+            planned.subscription_id,
             principal=principal,
-            auto_renew=p.auto_renew,
-            at=epoch + p.after,
-            key=p.key,
+            immediately=p.cancel.immediately,
+            at=epoch + p.cancel.after,
+            reason=p.cancel.reason,
         )
-        try:
-            done = cancel(
-                store,
-                order.subscription.subscription_id,
-                principal=principal,
-                immediately=p.cancel.immediately,
-                at=epoch + p.cancel.after,
-                reason=p.cancel.reason,
-            )
-        except Conflict:
-            continue  # cancelled by an earlier run
         sub = done.subscription
         refund = format_minor(done.refund.amount_minor, sub.scale, sub.currency)
         lines.append(f"cancelled {sub.subscription_id} ({p.key}): refund {refund}")
