@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
+from dlc_ledger.cli.applies import echo_applied
 from dlc_ledger.cli.options import CLUSTER, EffectiveAtOption, parse_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.services.budgets import (
@@ -69,22 +70,7 @@ def apply(
         warning = lands_inside_history(store, result.events[0].occurred_at)
         if warning:
             typer.echo(warning, err=True)
-    if not result.lines:
-        typer.echo("no changes")
-        return
-    for line, envelope in zip(result.lines, result.events, strict=True):
-        if dry_run:
-            typer.echo(
-                f"would append {envelope.type} to {envelope.stream} at "
-                f"{format_timestamp(envelope.occurred_at)}: {line}"
-            )
-        else:
-            typer.echo(line)
-    typer.echo(
-        f"would apply {len(result.lines)} change(s); appended nothing (--dry-run)"
-        if dry_run
-        else f"applied {len(result.lines)} change(s)"
-    )
+    echo_applied(result.lines, result.events, dry_run=dry_run)
 
 
 @budgets_app.command("show")

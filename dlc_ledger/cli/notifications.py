@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from dlc_ledger.cli.applies import echo_applied
 from dlc_ledger.cli.options import EffectiveAtOption, parse_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.services.clocks import billing_instant
@@ -25,7 +26,6 @@ from dlc_ledger.services.notifications import (
     rule_rows,
 )
 from dlc_ledger.wiring import context
-from ledger.canonical import format_timestamp
 from ledger.errors import NotFound
 
 __all__ = ["notifications_app"]
@@ -56,21 +56,7 @@ def apply(
     result = apply_rules_file(
         store, text, principal=context.local_principal(), at=when, dry_run=dry_run
     )
-    if not result.lines:
-        typer.echo("no changes")
-        return
-    for line, envelope in zip(result.lines, result.events, strict=True):
-        prefix = (
-            f"would append {envelope.type} at {format_timestamp(envelope.occurred_at)}: "
-            if dry_run
-            else ""
-        )
-        typer.echo(prefix + line)
-    typer.echo(
-        f"would apply {len(result.lines)} change(s); appended nothing (--dry-run)"
-        if dry_run
-        else f"applied {len(result.lines)} change(s)"
-    )
+    echo_applied(result.lines, result.events, dry_run=dry_run)
 
 
 @rules_app.command("list")

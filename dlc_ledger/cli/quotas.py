@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
+from dlc_ledger.cli.applies import echo_applied
 from dlc_ledger.cli.options import (
     CLUSTER,
     EffectiveAtOption,
@@ -114,22 +115,7 @@ def apply(
         warning = lands_inside_history(store, when)
         if warning:
             typer.echo(warning, err=True)
-    if not result.lines:
-        typer.echo("no changes")
-    for line, envelope in zip(result.lines, result.events, strict=True):
-        if dry_run:
-            typer.echo(
-                f"would append {envelope.type} to {envelope.stream} at "
-                f"{format_timestamp(envelope.occurred_at)}: {line}"
-            )
-        else:
-            typer.echo(line)
-    if result.lines:
-        typer.echo(
-            f"would apply {len(result.lines)} change(s); appended nothing (--dry-run)"
-            if dry_run
-            else f"applied {len(result.lines)} change(s)"
-        )
+    echo_applied(result.lines, result.events, dry_run=dry_run)
     kept = [f"quota {q}" for q in result.kept_quotas] + [
         f"workspace {w}" for w in result.kept_bindings
     ]
