@@ -22,16 +22,16 @@ from consumers.notifications.facts import FACT_TYPES, facts_of
 from consumers.notifications.timed import timed_facts
 from ledger.catalogue import decode
 from ledger.envelopes import Envelope, make_envelope
-from ledger.events import NotificationQueued, NotificationRuleRemoved, NotificationRuleSet
+from ledger.events import NotificationQueued
 from ledger.ids import deterministic_id
-from ledger.notifications import RuleBook, matches, notification_for
+from ledger.notifications import matches, notification_for
 from ledger.store.base import RecordedEvent, UnitOfWork
+from projections.notifications import rule_book
 
-__all__ = ["MATCHER_CHECKPOINT", "MATCHER_SOURCE", "MatchResult", "load_rules", "match"]
+__all__ = ["MATCHER_CHECKPOINT", "MATCHER_SOURCE", "MatchResult", "match"]
 
 MATCHER_CHECKPOINT = "notifications:matcher"
 MATCHER_SOURCE = "notifications/matcher"
-_RULE_TYPES = ("NotificationRuleSet", "NotificationRuleRemoved")
 
 
 @dataclass(frozen=True)
@@ -39,17 +39,6 @@ class MatchResult:
     facts: int
     queued: int  # notifications newly queued
     upto: int  # the position matched up to
-
-
-def load_rules(uow: UnitOfWork, upto: int | None = None) -> RuleBook:
-    """Every rule's history from the store (its events up to ``upto``, default the head)."""
-    head = uow.head_position() if upto is None else upto
-    changes: list[tuple[datetime, NotificationRuleSet | NotificationRuleRemoved]] = []
-    for record in uow.read_window(0, head, _RULE_TYPES):
-        data = decode(record.envelope)
-        assert isinstance(data, NotificationRuleSet | NotificationRuleRemoved)
-        changes.append((record.occurred_at, data))
-    return RuleBook(changes)
 
 
 def _queued(note: NotificationQueued, at: datetime) -> Envelope:
@@ -103,7 +92,7 @@ def match(uow: UnitOfWork, now: datetime) -> MatchResult:
     after = uow.load_checkpoint(MATCHER_CHECKPOINT, for_update=True).position or 0
     head = uow.head_position()
     records = uow.read_window(after, head, sorted(FACT_TYPES))
-    book = load_rules(uow, head)
+    book = rule_book(uow, head)
     _outbox(uow, records)
     notes: dict[str, NotificationQueued] = {}
     facts = facts_of(uow, records)

@@ -22,7 +22,7 @@ from ledger.prices import (
     PriceSchedule,
     implausible_rates,
 )
-from ledger.store.base import EventStore
+from ledger.store.base import EventStore, read_all_of_types
 
 __all__ = [
     "SOURCE",
@@ -56,18 +56,11 @@ def all_price_events(
 ) -> list[tuple[Any, PriceBookPublished | SpotPriceChanged]]:
     """Every price event in publication order, with its record."""
     out: list[tuple[Any, PriceBookPublished | SpotPriceChanged]] = []
-    position = 0
-    while True:
-        page = store.read_by_type(
-            ["PriceBookPublished", "SpotPriceChanged"], after_position=position, limit=1000
-        )
-        if not page:
-            return out
-        for record in page:
-            data = decode(record.envelope)
-            assert isinstance(data, PriceBookPublished | SpotPriceChanged)
-            out.append((record, data))
-        position = page[-1].position
+    for record in read_all_of_types(store, ["PriceBookPublished", "SpotPriceChanged"]):
+        data = decode(record.envelope)
+        assert isinstance(data, PriceBookPublished | SpotPriceChanged)
+        out.append((record, data))
+    return out
 
 
 def _refuse_implausible(

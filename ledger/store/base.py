@@ -49,6 +49,7 @@ __all__ = [
     "StoreError",
     "UnitOfWork",
     "VerifyResult",
+    "read_all_of_types",
 ]
 
 
@@ -421,3 +422,22 @@ class EventStore(abc.ABC):
                 return
             yield from rows
             position = rows[-1].position
+
+
+def read_all_of_types(
+    source: EventStore | UnitOfWork, types: Sequence[str], *, upto: int | None = None
+) -> list[RecordedEvent]:
+    """Every event of ``types`` (up to position ``upto``; default the head), in position
+    order: from a store, page by page; from a unit of work that decides on them (it may
+    hold the append lock, so it reads on its own connection rather than take another),
+    in one read."""
+    if isinstance(source, UnitOfWork):
+        return source.read_window(0, source.head_position() if upto is None else upto, types)
+    out: list[RecordedEvent] = []
+    position = 0
+    while True:
+        page = source.read_by_type(types, after_position=position, limit=1000)
+        if not page:
+            return out
+        out.extend(r for r in page if upto is None or r.position <= upto)
+        position = page[-1].position

@@ -16,28 +16,23 @@ from sqlalchemy import Connection, text
 from ledger.catalogue import decode
 from ledger.events import NotificationRuleRemoved, NotificationRuleSet
 from ledger.notifications import RuleBook
-from ledger.store.base import EventStore
+from ledger.store.base import EventStore, UnitOfWork, read_all_of_types
 
 __all__ = ["DELIVERY_STATUSES", "deliveries", "job_workspaces", "requeue", "rule_book"]
 
 DELIVERY_STATUSES = ("queued", "delivered", "failed")
+RULE_TYPES = ("NotificationRuleSet", "NotificationRuleRemoved")
 
 
-def rule_book(store: EventStore) -> RuleBook:
-    """Every rule's history (in force from each change's ``occurred_at``)."""
+def rule_book(source: EventStore | UnitOfWork, upto: int | None = None) -> RuleBook:
+    """Every rule's history (in force from each change's ``occurred_at``), from its events
+    up to position ``upto`` (default the head)."""
     changes: list[tuple[datetime, NotificationRuleSet | NotificationRuleRemoved]] = []
-    position = 0
-    while True:
-        page = store.read_by_type(
-            ["NotificationRuleSet", "NotificationRuleRemoved"], after_position=position
-        )
-        if not page:
-            return RuleBook(changes)
-        for record in page:
-            data = decode(record.envelope)
-            assert isinstance(data, NotificationRuleSet | NotificationRuleRemoved)
-            changes.append((record.occurred_at, data))
-        position = page[-1].position
+    for record in read_all_of_types(source, RULE_TYPES, upto=upto):
+        data = decode(record.envelope)
+        assert isinstance(data, NotificationRuleSet | NotificationRuleRemoved)
+        changes.append((record.occurred_at, data))
+    return RuleBook(changes)
 
 
 def deliveries(

@@ -7,12 +7,10 @@ tables: a read is always at the head and a rebuild has nothing to disagree with.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ledger.catalogue import decode
 from ledger.envelopes import EventData
 from ledger.events import SubscriptionPricesPublished
-from ledger.store.base import EventStore, RecordedEvent, UnitOfWork
+from ledger.store.base import EventStore, UnitOfWork, read_all_of_types
 from ledger.subscriptions import SpecSchedule, Subscription, fold_subscriptions
 
 __all__ = [
@@ -36,33 +34,21 @@ def subscription_stream(subscription_id: str) -> str:
 
 
 #: where the events are read from: the store, or a unit of work that decides on them
-#: (holding the append lock, it must read on its own connection, not take another)
 Source = EventStore | UnitOfWork
-
-
-def _records(source: Source, types: Sequence[str]) -> list[RecordedEvent]:
-    if isinstance(source, UnitOfWork):
-        return source.read_window(0, source.head_position(), types)
-    out: list[RecordedEvent] = []
-    position = 0
-    while True:
-        page = source.read_by_type(types, after_position=position, limit=1000)
-        if not page:
-            return out
-        out.extend(page)
-        position = page[-1].position
 
 
 def load_subscriptions(source: Source) -> dict[str, Subscription]:
     """Every subscription's state, by id, from its events in store order."""
-    events: list[EventData] = [decode(r.envelope) for r in _records(source, SUBSCRIPTION_TYPES)]
+    events: list[EventData] = [
+        decode(r.envelope) for r in read_all_of_types(source, SUBSCRIPTION_TYPES)
+    ]
     return fold_subscriptions(events)
 
 
 def load_specs(source: Source) -> SpecSchedule:
     """The node specs and prices of every published subscription section."""
     sections = []
-    for record in _records(source, ("SubscriptionPricesPublished",)):
+    for record in read_all_of_types(source, ("SubscriptionPricesPublished",)):
         data = decode(record.envelope)
         assert isinstance(data, SubscriptionPricesPublished)
         sections.append(data)
