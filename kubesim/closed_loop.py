@@ -11,6 +11,12 @@ Job Complete or Failed. Suspended again while running (a preemption), the contro
 the pod (graceful, in virtual time); the next resume starts the FULL run length again: the
 work since the last start is lost, as for a training job without checkpoints.
 
+A job that declares a maximum run time (annotation ``dlc.ledger/max-run-seconds``, from the
+row's annotations) is due for a stop at its start + that maximum: :meth:`next_instant` says
+so, so the lockstep loop runs a dispatcher cycle then; the dispatcher stops it by setting
+its ``activeDeadlineSeconds``, the Job controller fails it ``DeadlineExceeded`` and it ends
+``Failed`` here (``timed_out``), never queued again.
+
 Rows the trace never scheduled are withdrawn (pods and Job deleted) at their deletion second,
 running or not: their user gave up. Rows still running at the trace's end run their observed
 length (end - scheduled) and then succeed. Rows the trace marks pre-existing (running before
@@ -29,7 +35,7 @@ import logging
 from dataclasses import dataclass
 
 from kubesim.driver import _CREATE, _TERMINATE, TraceDriver
-from kubesim.objects import pod_object, terminate_pod
+from kubesim.objects import ANNOTATION_MAX_RUN, pod_object, terminate_pod
 from kubesim.resources import BATCH_JOBS, PODS
 from kubesim.server import KubeSim
 from kubesim.store import Object
@@ -65,6 +71,8 @@ class JobRun:
     preemptions: int = 0
     ended: str | None = None  # "Succeeded" | "Failed" | "Withdrawn"
     ended_at: float | None = None
+    #: failed by its deadline: the dispatcher stopped it at its maximum run time
+    timed_out: bool = False
 
 
 class ClosedLoopDriver(TraceDriver):
@@ -82,6 +90,7 @@ class ClosedLoopDriver(TraceDriver):
         self._pod_uids: dict[tuple[str, str], str] = {}
         self.end = end if end is not None else _last_second(trace)
         super().__init__(sim, trace, "max", prime=True)
+        sim.cluster.job_failed = self._failed_by_controller
 
     # -- plan and progress -----------------------------------------------------------------
 
@@ -100,6 +109,15 @@ class ClosedLoopDriver(TraceDriver):
 
     def unfinished(self) -> list[str]:
         return sorted(f"{ns}/{name}" for (ns, name), r in self.runs.items() if r.ended is None)
+
+    def waiting(self) -> list[str]:
+        """The unfinished jobs that are suspended now (queued: never admitted, or preempted)."""
+        out = []
+        for (ns, name), run in self.runs.items():
+            job = self.sim.store.find(BATCH_JOBS, ns, name) if run.ended is None else None
+            if job is not None and job["spec"].get("suspend"):
+                out.append(f"{ns}/{name}")
+        return sorted(out)
 
     def progress(self) -> tuple[float, int]:
         """(virtual seconds now, the slice's end); runs delayed by the dispatcher may go on
@@ -176,6 +194,15 @@ class ClosedLoopDriver(TraceDriver):
             store.delete(BATCH_JOBS, inst.namespace, inst.job_name)
         self._end(run, "Withdrawn")
 
+    def _failed_by_controller(self, job: Object) -> None:
+        """The Job controller failed a job past its deadline (the dispatcher's stop at its
+        maximum run time): it has ended, its running pod's work is lost."""
+        meta = job["metadata"]
+        run = self.runs.get((meta["namespace"], meta["name"]))
+        if run is not None and run.ended is None:
+            run.timed_out = True
+            self._end(run, "Failed")
+
     def _end(self, run: JobRun, how: str) -> None:
         run.ended, run.ended_at = how, self.sim.clock.seconds()
         if self.finished and self.next_time() is None:
@@ -196,6 +223,11 @@ class ClosedLoopDriver(TraceDriver):
         if run.starts:
             run.preemptions += 1
         run.starts += 1
+        limit = dict(inst.annotations).get(ANNOTATION_MAX_RUN, "")
+        if limit.isdigit() and int(limit) > 0:
+            # nothing happens then by itself: a timer, so the lockstep loop's next instant
+            # is the one the dispatcher stops the job at
+            self.sim.cluster.schedule(self.sim.clock.seconds() + int(limit), lambda: None)
         length = run_length(inst, self.end)
         if length is None:
             return  # never scheduled in the trace: runs until withdrawn

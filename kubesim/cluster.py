@@ -1,5 +1,7 @@
 """Cluster behaviour on top of the store: graceful deletion in virtual time, and the small
-part of the Job / training-operator controllers that suspend and resume rely on.
+part of the Job / training-operator controllers that suspend and resume rely on, with the
+job timeout (``activeDeadlineSeconds``, counted from ``status.startTime``, which a resume
+resets): past it the job's pods are deleted and the job fails ``DeadlineExceeded``.
 
 Both the HTTP front end and the trace driver go through this class, so a DELETE from the
 dispatcher and a deletion from the trace produce the same events.
@@ -21,7 +23,7 @@ from kubesim.objects import mark_job_finished, pod_object, terminate_pod
 from kubesim.resources import BATCH_JOBS, MPIJOBS, PODS, PYTORCHJOBS, TFJOBS, ResourceType
 from kubesim.store import Object, Store
 
-__all__ = ["Cluster", "suspend_flag"]
+__all__ = ["Cluster", "active_deadline", "suspend_flag"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,18 @@ def suspend_flag(res: ResourceType, obj: Object | None) -> bool:
     return False
 
 
+def active_deadline(res: ResourceType, obj: Object | None) -> int | None:
+    """A Job's ``spec.activeDeadlineSeconds`` (Kubeflow: ``spec.runPolicy``'s), None unset."""
+    spec = (obj or {}).get("spec") or {}
+    if res == BATCH_JOBS:
+        value = spec.get("activeDeadlineSeconds")
+    elif res in _KUBEFLOW:
+        value = (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")
+    else:
+        return None
+    return None if value is None else int(value)
+
+
 class Cluster:
     """Store + virtual clock + timers; the write operations with Kubernetes side effects."""
 
@@ -52,6 +66,9 @@ class Cluster:
         # Called with a freshly created Pending pod the job controller made (on resume);
         # the trace driver installs one that binds it at the current virtual time.
         self.pod_scheduler: Callable[[Object], None] | None = None
+        # Called with a job the controller failed by itself (its deadline passed); the
+        # closed-loop driver installs one that records the job's end.
+        self.job_failed: Callable[[Object], None] | None = None
 
     # -- virtual time ----------------------------------------------------------------------
 
@@ -96,6 +113,8 @@ class Cluster:
             old, new = self.store.update(res, namespace, name, mutate)
             if suspend_flag(res, old) != suspend_flag(res, new):
                 self._on_suspend_changed(res, new, suspend_flag(res, new))
+            elif active_deadline(res, old) != active_deadline(res, new):
+                self._watch_deadline(res, namespace, name)
             return self.store.get(res, namespace, name)
 
     def delete(
@@ -194,8 +213,48 @@ class Cluster:
             status["conditions"] = conds
             if res == BATCH_JOBS:
                 status["active"] = 0 if suspended else 1
+            # the deadline's clock restarts on resume, as the Job controller resets it
+            if suspended:
+                status.pop("startTime", None)
+            else:
+                status["startTime"] = now
 
         self.store.update(res, meta["namespace"], meta["name"], set_status)
+        if not suspended:
+            self._watch_deadline(res, meta["namespace"], meta["name"])
+
+    def _watch_deadline(self, res: ResourceType, namespace: str, name: str) -> None:
+        """Fail the job now if it has been active past its deadline, else check again then."""
+        job = self.store.find(res, namespace, name)
+        if job is None or suspend_flag(res, job) or self._finished(job):
+            return
+        deadline = active_deadline(res, job)
+        started = (job.get("status") or {}).get("startTime")
+        if deadline is None or not started:
+            return
+        due = self._seconds_of(started) + deadline
+        if due > self.clock.seconds():
+            uid = job["metadata"]["uid"]
+            self.schedule(due, lambda: self._deadline_due(res, namespace, name, uid))
+            return
+        for pod in list(self.store.iter_owned(PODS, job["metadata"]["uid"])):
+            if not pod["metadata"].get("deletionTimestamp"):
+                self._delete_pod(pod, None)
+        now = self.clock.timestamp()
+        self.store.update(
+            res,
+            namespace,
+            name,
+            lambda j: mark_job_finished(j, now, failed=True, reason="DeadlineExceeded"),
+        )
+        if self.job_failed is not None:
+            self.job_failed(self.store.get(res, namespace, name))
+
+    def _deadline_due(self, res: ResourceType, namespace: str, name: str, uid: str) -> None:
+        with self.store.lock:
+            job = self.store.find(res, namespace, name)
+            if job is not None and job["metadata"]["uid"] == uid:
+                self._watch_deadline(res, namespace, name)
 
     @staticmethod
     def _finished(job: Object) -> bool:

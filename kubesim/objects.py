@@ -44,6 +44,8 @@ LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
 ANNOTATION_GPU_MILLI = "dlc.ledger/gpu-milli"
 ANNOTATION_TRACE = "dlc.ledger/trace"
 ANNOTATION_TRACE_NAME = "dlc.ledger/trace-name"
+#: a job's declared maximum run time (seconds), which the dispatcher enforces
+ANNOTATION_MAX_RUN = "dlc.ledger/max-run-seconds"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 Object = dict[str, Any]
@@ -265,12 +267,15 @@ def terminate_pod(pod: Object, now: str, *, failed: bool, exit_code: int | None 
     return pod
 
 
-def mark_job_finished(job: Object, now: str, *, failed: bool) -> Object:
+def mark_job_finished(
+    job: Object, now: str, *, failed: bool, reason: str = "BackoffLimitExceeded"
+) -> Object:
+    """The Job's ``Complete`` or ``Failed`` condition (``reason``: why it failed)."""
     status = job.setdefault("status", {})
     status["active"] = 0
     if failed:
         status["failed"] = 1
-        kind, reason = "Failed", "BackoffLimitExceeded"
+        kind = "Failed"
     else:
         status["succeeded"] = 1
         status["completionTime"] = now

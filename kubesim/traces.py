@@ -100,12 +100,23 @@ class Trace:
     instances: tuple[TraceInstance, ...]
     end: int  # the largest timestamp in the file
     notes: dict[str, int] = field(default_factory=dict)
+    #: ``(start, end)`` trace seconds of :meth:`between`'s window; None: the whole file
+    window: tuple[int, int] | None = None
 
     def head(self, count: int) -> Trace:
         """The first `count` instances (for quick runs); nodes and end are kept."""
         return Trace(
             self.name, self.epoch, self.nodes, self.instances[:count], self.end, self.notes
         )
+
+    def between(self, start: int, end: int) -> Trace:
+        """The instances created in ``[start, end)`` (trace seconds), at their own times, so
+        cluster time stays the full trace's; nodes and the file's end are kept (a row the
+        trace never ended runs to it, as in the whole trace)."""
+        if not 0 <= start < end:
+            raise ValueError(f"a trace window starts before it ends ({start}, {end})")
+        kept = tuple(i for i in self.instances if start <= i.created < end)
+        return Trace(self.name, self.epoch, self.nodes, kept, self.end, self.notes, (start, end))
 
 
 def _open(source: TraceFile) -> TextIO:

@@ -45,6 +45,7 @@ from ledger.money import plain_decimal, precise_from_decimal
 __all__ = [
     "CLUSTER_FACT_TYPES",
     "JOB_LIFECYCLE_TYPES",
+    "MAX_RUN_SECONDS",
     "WATCHER_SOURCE_PREFIX",
     "AdmissionDecided",
     "BillingMode",
@@ -127,6 +128,8 @@ OccupancyEndReason = Literal[
 ]
 Name = Field(min_length=1, max_length=253)
 NonNegative = Field(ge=0)
+#: the longest maximum run time a job may declare: a year (seconds)
+MAX_RUN_SECONDS = 366 * 86_400
 
 # Bounds of new facts (ledger.bounds; enforced at the wire and in make_envelope, never on
 # read): a pod's quantities are at most one node's, attribution strings label values.
@@ -195,6 +198,14 @@ class JobSubmitted(EventData):
     priority: Priority = 0
     billing_mode: BillingMode = "public"
     replicas: Annotated[tuple[ReplicaSpec, ...], Bound(items=MAX_REPLICA_SPECS)] = ()
+    #: the job's declared maximum run time (annotation ``dlc.ledger/max-run-seconds``, the
+    #: platform's job timeout): the dispatcher stops it there; left out of the payload when
+    #: unset, so jobs submitted before it hash as they did
+    max_run_seconds: Annotated[PositiveInt | None, Bound(MAX_RUN_SECONDS, 1)] = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_none(handler, self, "max_run_seconds")
 
 
 class JobTransition(EventData):
@@ -368,6 +379,8 @@ QueuePolicy = Literal[
 ]
 WithinQuotaPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
+#: what a job that can never fit does at the head of its queue (docs/dispatch.md)
+UnfitHead = Literal["Retry", "Skip"]
 
 
 class BorrowWithin(_Part):
@@ -395,6 +408,9 @@ class QuotaSpec(_Part):
     balance_timeout: PositiveInt | None = None
     #: seconds: ``Intelligent`` adds +1 effective priority per interval waited (up to 6)
     aging_interval: PositiveInt | None = None
+    #: a job that can never fit is retried at its queue's head, holding a FIFO queue
+    #: (``Retry``: PAI's and Kueue's), or set aside (``Skip``)
+    on_unfit_head: UnfitHead = "Retry"
     #: Kueue's fair-sharing weight (0: the quota's share is infinite, it borrows last)
     fair_sharing_weight: Decimal = Field(default=Decimal(1), ge=0)
     #: on a root quota: its whole tree orders and preempts by dominant resource share
@@ -409,6 +425,9 @@ class QuotaSpec(_Part):
         data: dict[str, Any] = handler(self)
         if not data.get("resource_groups"):
             data.pop("resource_groups", None)
+        # likewise the default: specs applied before the choice existed hash as they did
+        if data.get("on_unfit_head") == "Retry":
+            data.pop("on_unfit_head", None)
         return data
 
 
@@ -630,13 +649,15 @@ class Victim(_Part):
 @event_type("AdmissionDecided")
 class AdmissionDecided(EventData):
     """The dispatcher's decision about a pending job: ``admit`` (it is resumed next), or
-    ``pending`` with a tiered ``reason`` (stored when the reason changes, not per cycle).
+    ``pending`` with a tiered ``reason`` (stored when the reason changes, not per cycle);
+    or about a running one: ``stop`` with reason ``MaxRunTimeExceeded`` (it ran past its
+    declared maximum: it is stopped for good, ``state["run"]`` says ``ran`` and ``max``).
     ``attempt`` is the job's pending episode (its preemptions so far), ``state`` the quota
     figures it was decided on (``docs/dispatch.md``, "The live loop")."""
 
     job_uid: str = Name
     quota: str
-    outcome: Literal["admit", "preempt", "pending"]
+    outcome: Literal["admit", "preempt", "pending", "stop"]
     borrowing: bool = False
     state: dict[str, dict[str, int]] = {}
     reason: str | None = None
@@ -645,6 +666,15 @@ class AdmissionDecided(EventData):
     #: 1-based places in its quota's queue and its whole tree (pending decisions)
     position: int | None = None
     cohort_position: int | None = None
+    #: the estimated start as a range (docs/dispatch.md, "Why?"): the low and high
+    #: percentile starts; left out when unset, so decisions stored before them hash as
+    #: they did (``high`` unset with a ``low``: no upper bound)
+    estimated_start_low: AwareDatetime | None = None
+    estimated_start_high: AwareDatetime | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_none(handler, self, "estimated_start_low", "estimated_start_high")
 
 
 @event_type("PreemptionDecided")

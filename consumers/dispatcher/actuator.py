@@ -37,3 +37,7 @@ class Actuator(Protocol):
 
     def delete_pods(self, job: JobRef) -> None:
         """Delete the job's pods at once (an idle-mode victim's are reclaimed first)."""
+
+    def stop(self, job: JobRef, max_run_seconds: int) -> None:
+        """End the job for good, as its platform's timeout would, once it has run
+        ``max_run_seconds`` (it is not queued again)."""

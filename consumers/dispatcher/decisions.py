@@ -4,10 +4,12 @@ deterministic ids so a retried cycle never stores a decision twice.
 Ids are over (job, pending episode, what): an admission once per episode (``attempt``:
 the job's preemptions so far); a preemption per set of victims (each with its own
 episode); a pending decision per change of reason (the count of pending decisions the
-episode already has). Decisions go on the stream ``dispatch/<job uid>`` (the preemptor's
-for a preemption); ``state`` holds the quota figures the decision rests on:
-``request``, and per quota of the job's path and of each victim ``<quota>.used``
-(before the decision), ``<quota>.min``, ``<quota>.max`` per resource key.
+episode already has); a stop at the job's maximum run time once per episode (an
+``AdmissionDecided`` with outcome ``stop``, reason ``MaxRunTimeExceeded``). Decisions go
+on the stream ``dispatch/<job uid>`` (the preemptor's for a preemption); ``state`` holds
+the quota figures the decision rests on: ``request``, and per quota of the job's path and
+of each victim ``<quota>.used`` (before the decision), ``<quota>.min``, ``<quota>.max``
+per resource key.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from ledger.dispatch import Admitted, CycleInput, Decision, PendingStatus
+from ledger.dispatch.estimates import StartEstimate
+from ledger.dispatch.timeouts import MAX_RUN_REASON, Overrun
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import AdmissionDecided, PreemptionDecided, Victim
 from ledger.ids import deterministic_id
@@ -28,6 +32,7 @@ __all__ = [
     "pending_event",
     "preemption_event",
     "record_of",
+    "stop_event",
 ]
 
 DISPATCHER_SOURCE = "dispatcher"
@@ -150,10 +155,11 @@ def pending_event(
     previous: DecisionRecord | None,
     figures: Figures,
     now: datetime,
-    estimated_start: datetime | None = None,
+    estimate: StartEstimate | None = None,
 ) -> Envelope | None:
     """A pending decision when the job's reason changed since its latest decision of this
-    episode (None: unchanged, nothing to store), with its estimated start if known."""
+    episode (None: unchanged, nothing to store), with its estimated start and range if
+    known."""
     same = previous if previous is not None and previous.attempt == job.attempt else None
     if same is not None and same.outcome == "pending" and same.reason == status.reason:
         return None
@@ -168,9 +174,28 @@ def pending_event(
         attempt=job.attempt,
         position=status.position,
         cohort_position=status.cohort_position,
-        estimated_start=estimated_start,
+        estimated_start=estimate.start if estimate else None,
+        estimated_start_low=estimate.low if estimate else None,
+        estimated_start_high=estimate.high if estimate and estimate.low else None,
     )
     return _envelope(data, job.uid, now, str(job.attempt), "pending", str(count + 1), status.reason)
+
+
+def stop_event(overrun: Overrun, job: DispatchJob, figures: Figures, now: datetime) -> Envelope:
+    """The decision to stop a running job at its maximum run time (once per episode);
+    ``state["run"]``: the seconds it had run and its maximum."""
+    quota = job.quota or overrun.quota
+    state = figures.state(job.resources, figures.path(quota))
+    state["run"] = {"ran_seconds": int(overrun.ran_seconds), "max_run_seconds": overrun.max_seconds}
+    data = AdmissionDecided(
+        job_uid=job.uid,
+        quota=quota,
+        outcome="stop",
+        state=state,
+        reason=MAX_RUN_REASON,
+        attempt=job.attempt,
+    )
+    return _envelope(data, job.uid, now, str(job.attempt), "stop")
 
 
 def record_of(

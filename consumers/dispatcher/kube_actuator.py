@@ -3,6 +3,11 @@ client: batch Jobs through ``spec.suspend`` (BatchV1Api), Kubeflow jobs through
 ``spec.runPolicy.suspend`` (CustomObjectsApi, kubeflow.org/v1), pods deleted through
 CoreV1Api (marked ``dlc.ledger/preempted-by`` first, so the watcher ends their occupancy
 ``preempted``). A job or pod that is gone (404) needs nothing more: that is not an error.
+
+A stop at the job's maximum run time sets the platform's own timeout,
+``activeDeadlineSeconds`` (the Job's, a Kubeflow job's ``runPolicy``'s, a bare pod's): the
+job has run that long, so its controller fails it at once (``DeadlineExceeded``), deleting
+its pods, and the job keeps its record instead of being deleted.
 """
 
 from __future__ import annotations
@@ -40,6 +45,38 @@ class KubeActuator:
 
     def suspend(self, job: JobRef) -> None:
         self._set_suspend(job, True)
+
+    def stop(self, job: JobRef, max_run_seconds: int) -> None:
+        deadline: dict[str, Any] = {"activeDeadlineSeconds": max_run_seconds}
+        if job.kind == "Job":
+            self._call(
+                job,
+                "patch spec.activeDeadlineSeconds",
+                lambda: self.batch.patch_namespaced_job(
+                    job.name, job.namespace, {"spec": deadline}
+                ),
+            )
+        elif job.kind in KUBEFLOW_PLURALS:
+            self._call(
+                job,
+                "patch spec.runPolicy.activeDeadlineSeconds",
+                lambda: self.custom.patch_namespaced_custom_object(
+                    "kubeflow.org",
+                    "v1",
+                    job.namespace,
+                    KUBEFLOW_PLURALS[job.kind],
+                    job.name,
+                    {"spec": {"runPolicy": deadline}},
+                ),
+            )
+        elif job.kind == "Pod":
+            self._call(
+                job,
+                "patch the pod's spec.activeDeadlineSeconds",
+                lambda: self.core.patch_namespaced_pod(job.name, job.namespace, {"spec": deadline}),
+            )
+        else:
+            raise ActuationError(f"{job.kind} {job.namespace}/{job.name} cannot be stopped")
 
     def delete_pods(self, job: JobRef) -> None:
         pods = self._call(

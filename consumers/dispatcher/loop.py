@@ -12,6 +12,11 @@ next cycle. A quota change never evicts by itself: only a preemption decision su
 The budgets seam (:class:`BudgetGate`) gives the workspaces whose ``stop`` budget is
 exhausted (nothing of theirs is admitted) and the jobs to stop (suspended, never a
 subscription ``quota``-mode job).
+
+A running job past its declared maximum run time (:mod:`ledger.dispatch.timeouts`) is
+stopped for good: a ``stop`` decision (``MaxRunTimeExceeded``) is stored, then the actuator
+ends it (:meth:`~consumers.dispatcher.actuator.Actuator.stop`), every cycle until it no
+longer runs; it is never suspended (a suspended job queues again).
 """
 
 from __future__ import annotations
@@ -34,14 +39,18 @@ from consumers.dispatcher.decisions import (
     pending_event,
     preemption_event,
     record_of,
+    stop_event,
 )
 from ledger.dispatch import CycleInput, CycleResult, plan_cycle
 from ledger.dispatch.cycle import relevant_changes
+from ledger.dispatch.estimates import StartEstimate
+from ledger.dispatch.timeouts import Overrun, overruns
 from ledger.envelopes import Envelope
 from ledger.events import AdmissionDecided, PreemptionDecided
 from ledger.store.base import DuplicateEventConflict, EventStore
 from ledger.subscriptions import released_quotas
-from projections.dispatch.estimates import runtime_medians, start_estimates
+from projections.dispatch.estimates import run_times, start_estimates
+from projections.dispatch.limits import max_run_times
 from projections.dispatch.reads import DecisionRecord, DispatchJob, DispatchView, read_dispatch
 from projections.subscriptions import load_subscriptions
 
@@ -83,6 +92,8 @@ class CycleOutcome:
     budget_stopped: tuple[str, ...] = ()
     #: running jobs stopped because their quota's subscribed capacity was released
     released_stopped: tuple[str, ...] = ()
+    #: running jobs stopped at their maximum run time (``MaxRunTimeExceeded``)
+    max_run_stopped: tuple[str, ...] = ()
     unplaced: int = 0
     result: CycleResult = field(default_factory=CycleResult, repr=False)
 
@@ -103,6 +114,8 @@ class CycleOutcome:
             parts.append(f"budget-stopped {len(self.budget_stopped)}")
         if self.released_stopped:
             parts.append(f"subscription-expired stopped {len(self.released_stopped)}")
+        if self.max_run_stopped:
+            parts.append(f"max-run stopped {len(self.max_run_stopped)}")
         if self.unplaced:
             parts.append(f"no quota {self.unplaced}")
         if self.failures:
@@ -183,7 +196,10 @@ class Dispatcher:
         started = time.perf_counter()
         result = plan_cycle(view.cycle)
         metrics.record_cycle(view.cycle, result, time.perf_counter() - started)
-        events = self._decisions(view, result, now)
+        over = self._overruns(view, now)
+        events = self._decisions(view, result, now) + [
+            _typed(stop_event(o, view.jobs[o.job], Figures(view.cycle), now)) for o in over
+        ]
         stored = self._store(events)
 
         admit = {d.job for d in result.admissions} | set(view.admitting)
@@ -194,12 +210,22 @@ class Dispatcher:
         admit -= set(victims)  # an admission not yet carried out, now chosen as a victim
         failures: list[str] = []
         resumed = [uid for uid in sorted(admit) if self._act(view.jobs[uid], "resume", failures)]
+        # a job past its maximum ends, whatever else was decided about it (a victim
+        # suspended instead would queue again); its capacity frees as it stops
+        limit = {o.job: o.max_seconds for o in over}
+        max_run_stopped = [
+            o.job
+            for o in over
+            if self._act(view.jobs[o.job], "stop", failures, max_run_seconds=o.max_seconds)
+        ]
         suspended = [
-            uid for uid in sorted(victims) if self._act(view.jobs[uid], "suspend", failures)
+            uid
+            for uid in sorted(victims)
+            if uid not in limit and self._act(view.jobs[uid], "suspend", failures)
         ]
         budget_stopped = [
             uid
-            for uid in sorted(set(to_stop) - set(victims))
+            for uid in sorted(set(to_stop) - set(victims) - set(limit))
             if uid in view.jobs
             and view.jobs[uid].occupying
             and view.jobs[uid].billing_mode in _PAY_AS_YOU_GO
@@ -215,6 +241,7 @@ class Dispatcher:
             and job.occupying
             and uid not in victims
             and uid not in budget_stopped
+            and uid not in limit
             and self._act(job, "suspend", failures)
         ]
         return CycleOutcome(
@@ -229,6 +256,7 @@ class Dispatcher:
             unconfirmed=len(admit) + len(victims),
             budget_stopped=tuple(budget_stopped),
             released_stopped=tuple(released_stopped),
+            max_run_stopped=tuple(max_run_stopped),
             unplaced=len(view.unplaced),
             result=result,
         )
@@ -266,25 +294,34 @@ class Dispatcher:
                 view.decisions.get(status.job),
                 figures,
                 now,
-                estimated_start=starts.get(status.job),
+                estimate=starts.get(status.job),
             )
             if event is not None:
                 out.append(_typed(event))
         return out
 
-    def _estimates(self, view: DispatchView, jobs: Sequence[str]) -> dict[str, datetime | None]:
-        """Estimated starts of the jobs whose pending decision is stored now (``jobs why``'s
-        estimator, :mod:`projections.dispatch.estimates`); none when estimating is off."""
+    def _estimates(self, view: DispatchView, jobs: Sequence[str]) -> dict[str, StartEstimate]:
+        """Estimated starts and ranges of the jobs whose pending decision is stored now
+        (``jobs why``'s estimator, :mod:`projections.dispatch.estimates`); none when
+        estimating is off."""
         if not self.estimate or not jobs:
             return {}
         with self.reads() as conn:
-            medians = runtime_medians(conn)
+            times = run_times(conn, view.jobs)
         try:
-            found = start_estimates(view, medians, jobs)
+            return start_estimates(view, times, jobs)
         except ValueError:  # an estimate is an aid: it never stops a cycle's decisions
             log.exception("start estimates failed; pending decisions stored without them")
             return {}
-        return {uid: e.start for uid, e in found.items()}
+
+    def _overruns(self, view: DispatchView, now: datetime) -> tuple[Overrun, ...]:
+        """The running jobs past their declared maximum run time at ``now``."""
+        running = [wl for wl in view.cycle.admitted if view.jobs[wl.job].occupying]
+        if not running:
+            return ()
+        with self.reads() as conn:
+            limits = max_run_times(conn, [wl.job for wl in running])
+        return overruns(running, limits, now) if limits else ()
 
     def _store(self, events: list[tuple[Envelope, AdmissionDecided | PreemptionDecided]]) -> int:
         """Append the decisions in one transaction; one whose id is already stored with
@@ -307,11 +344,15 @@ class Dispatcher:
 
     # -- act -------------------------------------------------------------------------------
 
-    def _act(self, job: DispatchJob, action: str, failures: list[str]) -> bool:
+    def _act(
+        self, job: DispatchJob, action: str, failures: list[str], *, max_run_seconds: int = 0
+    ) -> bool:
         ref = JobRef(job.uid, job.namespace, job.name, job.kind)
         try:
             if action == "resume":
                 self.actuator.resume(ref)
+            elif action == "stop":
+                self.actuator.stop(ref, max_run_seconds)
             else:
                 if job.billing_mode == "idle":
                     self.actuator.delete_pods(ref)  # idle capacity is reclaimed at once

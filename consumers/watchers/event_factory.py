@@ -80,6 +80,7 @@ class EventFactory:
             priority=a.priority,
             billing_mode=a.billing_mode,
             replicas=job.replicas,
+            max_run_seconds=job.max_run_seconds,
         )
         return self.envelope(
             data,

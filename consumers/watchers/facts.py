@@ -40,6 +40,7 @@ from consumers.watchers.labels import (
     Resources,
     bounded_text,
     clamped,
+    max_run_seconds,
     node_flavor,
     template_resources,
 )
@@ -292,6 +293,8 @@ class JobFacts:
     suspended: bool | None = None
     suspended_changed_at: datetime | None = None
     suspended_reason: str | None = None
+    #: the declared maximum run time in seconds (``dlc.ledger/max-run-seconds``)
+    max_run_seconds: int | None = None
 
 
 def _suspension(
@@ -402,6 +405,7 @@ def job_facts(obj: Mapping[str, Any]) -> JobFacts:
         suspended=suspended,
         suspended_changed_at=suspended_at,
         suspended_reason=suspended_reason,
+        max_run_seconds=max_run_seconds({**template_annotations, **annotations}),
     )
 
 

@@ -28,13 +28,14 @@ from ledger.bounds import (
     OutOfBounds,
     check_text,
 )
-from ledger.events import BillingMode
+from ledger.events import MAX_RUN_SECONDS, BillingMode
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "ANNOTATION_FLAVOR",
     "ANNOTATION_GPU_MILLI",
+    "ANNOTATION_MAX_RUN",
     "ANNOTATION_PREEMPTED",
     "DEFAULT_BILLING_MODE",
     "DEFAULT_USER",
@@ -48,6 +49,7 @@ __all__ = [
     "Resources",
     "bounded_text",
     "clamped",
+    "max_run_seconds",
     "node_flavor",
     "template_resources",
 ]
@@ -63,6 +65,9 @@ LABEL_NODE_BILLING: Final = "dlc.ledger/node-billing-mode"
 LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
 ANNOTATION_GPU_MILLI: Final = "dlc.ledger/gpu-milli"
 ANNOTATION_FLAVOR: Final = "dlc.ledger/flavor"
+#: a job's maximum run time in whole seconds (the platform's job timeout): the dispatcher
+#: stops it once it has run that long (``MaxRunTimeExceeded``)
+ANNOTATION_MAX_RUN: Final = "dlc.ledger/max-run-seconds"
 #: set by the dispatcher on a pod it deletes to reclaim capacity: the occupancy ends
 #: ``preempted``, not ``deleted`` (the value names who preempted)
 ANNOTATION_PREEMPTED: Final = "dlc.ledger/preempted-by"
@@ -184,6 +189,27 @@ def template_resources(
         clamped(int((mem / MIB).to_integral_value()), MAX_MEMORY_MIB, "memory request (MiB)"),
     )
     return resources, flavor
+
+
+def max_run_seconds(annotations: Mapping[str, str]) -> int | None:
+    """The job's declared maximum run time (:data:`ANNOTATION_MAX_RUN`, whole seconds from 1
+    to a year); None when absent, and when not such a number (a warning: no maximum)."""
+    text = annotations.get(ANNOTATION_MAX_RUN)
+    if text in (None, ""):
+        return None
+    try:
+        seconds = int(str(text).strip())
+    except ValueError:
+        seconds = 0
+    if not 1 <= seconds <= MAX_RUN_SECONDS:
+        log.warning(
+            "%s %r is not whole seconds in [1, %d]: ignored, no maximum",
+            ANNOTATION_MAX_RUN,
+            text,
+            MAX_RUN_SECONDS,
+        )
+        return None
+    return seconds
 
 
 def node_flavor(labels: Mapping[str, str]) -> str | None:

@@ -20,6 +20,8 @@ from dlc_ledger.api import (
     chain,
     dispatch,
     events,
+    extent,
+    finance,
     inventory,
     invoices,
     jobs,
@@ -44,9 +46,15 @@ ACCESS_LOG = logging.getLogger("dlc_ledger.api.access")
 VERSION = "1"
 
 
-def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = None) -> FastAPI:
+def create_app(
+    store: PostgresEventStore | None,
+    oidc: OidcVerifier | None = None,
+    *,
+    run_label: str | None = None,
+) -> FastAPI:
     """The app reading ``store`` (None: no requests, only its OpenAPI document); ``oidc``
-    verifies OIDC bearer JWTs (None: only the ledger's own tokens are accepted)."""
+    verifies OIDC bearer JWTs (None: only the ledger's own tokens are accepted);
+    ``run_label`` names the run it serves (``/v1/extent``'s ``run``)."""
     app = FastAPI(
         title="DLC Ledger API",
         version=VERSION,
@@ -58,11 +66,14 @@ def create_app(store: PostgresEventStore | None, oidc: OidcVerifier | None = Non
     )
     app.state.store = store
     app.state.oidc = oidc
+    app.state.run_label = run_label
     install_problem_handlers(app)
     app.include_router(whoami.router)
     app.include_router(jobs.router)
     app.include_router(events.router)
     app.include_router(reports.router)
+    app.include_router(finance.router)
+    app.include_router(extent.router)
     app.include_router(quotas.router)
     app.include_router(dispatch.router)
     app.include_router(invoices.router)
@@ -107,7 +118,8 @@ def app_from_environment() -> FastAPI:
     OIDC JWTs accepted when ``DLC_OIDC_*`` are set."""
     oidc = context.settings().oidc()
     verifier = None if oidc is None else OidcVerifier(oidc)  # a bad JWKS file fails here
-    return create_app(context.open_store(), verifier)
+    base = context.base_database_url(announce=False)
+    return create_app(context.open_store(), verifier, run_label=context.run_label(base))
 
 
 def openapi_document() -> str:

@@ -20,8 +20,9 @@ from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, pa
 from dlc_ledger.api.models import JobDetail, JobPage, TimelinePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
+from dlc_ledger.services.job_figures import listed_jobs
 from projections.billing.reads import currency_scales
-from projections.jobs import find_job, job_detail, list_jobs, timeline_entries
+from projections.jobs import find_job, job_detail, timeline_entries
 
 __all__ = ["router"]
 
@@ -41,6 +42,13 @@ def get_jobs(
     workspace: str | None = None,
     status: str | None = None,
     user: str | None = None,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="Jobs whose name holds it, or whose uid starts with it (any case).",
+        ),
+    ] = None,
     at: Annotated[
         Instant | None, Query(description="Jobs as they were then (ISO 8601, with zone).")
     ] = None,
@@ -48,18 +56,23 @@ def get_jobs(
     cursor: str | None = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
+    """Each job with its GPU request and model, GPU-hours and cost so far (posted to the
+    ledger), current whatever ``at`` shows."""
     with request.app.state.store.reading() as conn:
-        page = list_jobs(
+        page = listed_jobs(
             conn,
             workspace=workspace,
             status=status,
             user=user,
+            q=q,
             limit=limit,
             at=at,
             cursor=cursor,
             workspaces=principal.scope,
         )
-    return listing(request, page.jobs, page.next_cursor, name="jobs", fmt=fmt)
+        scale_of = currency_scales(conn)
+    items = [money_fields(job, scale_of) for job in page.jobs]
+    return listing(request, items, page.next_cursor, name="jobs", fmt=fmt)
 
 
 @router.get(

@@ -29,6 +29,7 @@ __all__ = [
     "JobCost",
     "JobDetail",
     "JobPage",
+    "ListedJob",
     "Number",
     "Occupied",
     "PreciseMinor",
@@ -94,8 +95,25 @@ class Job(Strict):
     )
 
 
+class ListedJob(Job):
+    """A job of ``/v1/jobs``: what ``jobs list`` shows, with its GPU and cost figures
+    (:mod:`dlc_ledger.services.job_figures`)."""
+
+    gpu_request_mgpu: int = Field(description="Its replicas' count x mGPU, summed.")
+    gpu_model: str | None = Field(
+        description="The GPU model its replicas name, else the models it ran on; null: unknown."
+    )
+    mgpu_seconds: int = Field(description="GPU time occupied so far (report usage).")
+    gpu_hours: DecimalText = Field(description="mgpu_seconds / 3,600,000, to 6 decimals.")
+    cost_minor: int = Field(description="Posted to the ledger so far (report cost by job).")
+    cost_minor_precise: PreciseMinor
+    currency: str | None = Field(description="null: no price book and no cost.")
+    scale: int | None = None
+    cost_display: str | None = None
+
+
 class JobPage(Strict):
-    items: list[Job]
+    items: list[ListedJob]
     next_cursor: str | None = None
     freshness: Freshness | None = None
 

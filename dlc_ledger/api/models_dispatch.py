@@ -31,6 +31,7 @@ __all__ = [
     "PreemptionRow",
     "Runtime",
     "StartEstimate",
+    "Stopped",
     "WaitsPage",
     "WaitsRow",
     "Why",
@@ -46,13 +47,29 @@ Answer = Literal[
 
 
 class Runtime(Strict):
-    """An expected run time: the median of finished jobs' run times, and whose."""
+    """An expected run time: the median of comparable finished jobs' run times, its range's
+    percentiles, and whose."""
 
-    seconds: Number
-    scope: Literal["quota", "workspace", "all"]
+    seconds: Number = Field(description="The median whole run time (s).")
+    low_seconds: Number = Field(description="The range's low percentile (s).")
+    high_seconds: Number = Field(description="The range's high percentile (s).")
+    scope: Literal["quota", "workspace", "all", "tail", "max"] = Field(
+        description="Whose finished jobs: a quota's, a workspace's, all; tail: too few "
+        "comparable jobs ran as long (a heavy tail from its age: as long again at the "
+        "median); max: none known, it runs to its declared maximum."
+    )
     name: str = Field(description="The quota or workspace ('' for all).")
-    jobs: int = Field(description="How many finished jobs it is the median of.")
+    gpus: int | None = Field(
+        description="The GPU class matched (0 none, 1 up to one GPU, 2 two, 3 up to four, "
+        "4 up to eight, ...); null: any."
+    )
+    jobs: int = Field(description="How many finished jobs it rests on.")
     longer_than: Number = Field(description="Of the jobs that ran at least this long (s).")
+    tail_from: Number | None = Field(
+        description="Scope tail: too few comparable jobs ran as long, P(run > x) = "
+        "tail_from / x beyond it (s)."
+    )
+    max_run_seconds: Number | None = Field(description="The job's declared maximum run time.")
 
 
 class StartEstimate(Strict):
@@ -61,6 +78,12 @@ class StartEstimate(Strict):
     basis: Basis
     steps: int = Field(description="Simulated dispatch cycles until it was decided.")
     released: int = Field(description="Running jobs released at their projected ends first.")
+    low: Timestamp | None = Field(
+        description="The range: the low percentile start of the simulated futures."
+    )
+    high: Timestamp | None = Field(
+        description="The range's high percentile start; null with a low: no upper bound."
+    )
 
 
 class BlockingFigure(Strict):
@@ -85,6 +108,17 @@ class LastPending(Strict):
     position: int | None
     cohort_position: int | None
     estimated_start: Timestamp | None
+    estimated_start_low: Timestamp | None
+    estimated_start_high: Timestamp | None
+
+
+class Stopped(Strict):
+    """The dispatcher stopped the job at its declared maximum run time."""
+
+    decided_at: Timestamp
+    reason: str | None = Field(description="MaxRunTimeExceeded.")
+    ran_seconds: int | None
+    max_run_seconds: int | None
 
 
 class PendingPart(Strict):
@@ -155,6 +189,9 @@ class Why(Strict):
     )
     runtime: Runtime | None = Field(default=None, description="answer running or admitted only.")
     admission: Admission | None
+    stopped: Stopped | None = Field(
+        default=None, description="Stopped by the dispatcher at its maximum run time."
+    )
     preemptions: list[WhyPreemption]
     summary: str
     freshness: Freshness | None = None

@@ -108,6 +108,12 @@ class QueueEntry(Strict):
     reason: str
     request: dict[str, Number] = Field(description="Flavor or resource -> quantity.")
     estimated_start: Timestamp | None
+    estimated_start_low: Timestamp | None = Field(
+        description='The start range\'s low percentile (docs/dispatch.md, "Why?").'
+    )
+    estimated_start_high: Timestamp | None = Field(
+        description="The range's high percentile; null with a low: no upper bound."
+    )
     estimate_basis: Basis | None
 
 

@@ -36,7 +36,15 @@ from projections.billing.reports import (
     usage_report,
 )
 
-__all__ = ["CostSource", "money_fields", "router"]
+__all__ = [
+    "AsOfQuery",
+    "CostSource",
+    "WindowFromQuery",
+    "WindowToQuery",
+    "money_fields",
+    "report_window",
+    "router",
+]
 
 router = APIRouter(prefix="/v1", tags=["reports"], responses={**PROBLEM_RESPONSES, **CSV_RESPONSES})
 
@@ -44,6 +52,10 @@ _GROUP = Query(alias="group_by", description=f"Comma-separated, of: {', '.join(G
 _FROM = Query(alias="from", description="Window start, inclusive (ISO 8601 with zone).")
 _TO = Query(alias="to", description="Window end, exclusive; default the cluster clock.")
 _AS_OF = Query(alias="as_of", description="Only what was recorded by then (store time).")
+#: a report's window, as every route over the billing reports takes it
+WindowFromQuery = Annotated[Instant | None, _FROM]
+WindowToQuery = Annotated[Instant | None, _TO]
+AsOfQuery = Annotated[Instant | None, _AS_OF]
 #: a report is one table: its page is as large as a page may be, so a chart reads it whole
 _REPORT_LIMIT = Query(ge=1, le=1000, description="Rows per page (1 to 1,000).")
 
@@ -54,12 +66,15 @@ class CostSource(StrEnum):
     rated = "rated"
 
 
-def _window(
+def report_window(
     principal: Principal,
     start: datetime | None,
     end: datetime | None,
     as_of: datetime | None,
 ) -> ReportWindow:
+    """The report window of a request: ``[from, to)``, ``as_of``, and the token's scope
+    (its workspaces go into the report's SQL); a window that does not end after it
+    starts is a 400."""
     if start is not None and end is not None and end <= start:
         raise InvalidRequest("to must be after from")
     scope = principal.scope
@@ -101,15 +116,15 @@ def get_usage(
     request: Request,
     principal: CurrentPrincipal,
     group_by: Annotated[str, _GROUP] = "workspace",
-    start: Annotated[Instant | None, _FROM] = None,
-    end: Annotated[Instant | None, _TO] = None,
-    as_of: Annotated[Instant | None, _AS_OF] = None,
+    start: WindowFromQuery = None,
+    end: WindowToQuery = None,
+    as_of: AsOfQuery = None,
     limit: Annotated[int, _REPORT_LIMIT] = 1000,
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     keys = _keys(group_by)
-    window = _window(principal, start, end, as_of)
+    window = report_window(principal, start, end, as_of)
     return listed_report(
         request,
         lambda conn: usage_report(conn, keys, window),
@@ -131,9 +146,9 @@ def get_cost(
     request: Request,
     principal: CurrentPrincipal,
     group_by: Annotated[str, _GROUP] = "workspace",
-    start: Annotated[Instant | None, _FROM] = None,
-    end: Annotated[Instant | None, _TO] = None,
-    as_of: Annotated[Instant | None, _AS_OF] = None,
+    start: WindowFromQuery = None,
+    end: WindowToQuery = None,
+    as_of: AsOfQuery = None,
     source: CostSource = CostSource.auto,
     net_credits: bool = False,
     limit: Annotated[int, _REPORT_LIMIT] = 1000,
@@ -141,7 +156,7 @@ def get_cost(
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     keys = _keys(group_by)
-    window = _window(principal, start, end, as_of)
+    window = report_window(principal, start, end, as_of)
 
     def read(conn: Connection) -> list[dict[str, Any]]:
         rows = cost_report(conn, keys, window, source=source.value, net_credits=net_credits)

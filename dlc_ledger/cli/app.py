@@ -20,6 +20,7 @@ __all__ = ["COMMANDS", "SUMMARIES", "app", "entrypoint", "main"]
 # only when used (dlc_ledger/cli/lazy_groups.py); listed in this order after ``demo``.
 COMMANDS = {
     "replay": "dlc_ledger.cli.replay:replay",
+    "runs": "dlc_ledger.cli.runs:runs_app",
     "watch": "dlc_ledger.cli.watch:watch",
     "ingest": "dlc_ledger.cli.ingest:ingest_app",
     "project": "dlc_ledger.cli.projections:project",
@@ -51,6 +52,7 @@ COMMANDS = {
 # their modules (tests/cli/test_help.py checks each against its command's own help).
 SUMMARIES = {
     "replay": "Replay a trace end to end; exit 0 once everything is stored and projected.",
+    "runs": "Replay runs (open-loop, closed-loop, what-if-<policy>): list, choose the default.",
     "watch": "Watch the cluster and publish its facts to Kafka until SIGTERM / Ctrl-C.",
     "ingest": "Consume Kafka into the event store (exactly-once effects).",
     "project": "Bring projections up to date with the event store (once, or live with --follow).",
@@ -109,8 +111,20 @@ def _root(
     wait_timeout: float = typer.Option(
         10.0, "--wait-timeout", metavar="SECONDS", help="The longest --wait-for waits (≤ 30)."
     ),
+    run: str | None = typer.Option(
+        None,
+        "--run",
+        metavar="NAME",
+        help="The replay run to read and write (open-loop, closed-loop, what-if-<policy>; "
+        "default DLC_RUN, else the run the last demo recorded: dlc-ledger runs).",
+    ),
 ) -> None:
     # a callback makes the app a group even with one eagerly registered command
+    if run is not None or "dlc_ledger.wiring.context" in sys.modules:
+        from dlc_ledger.wiring import context
+
+        # set on every run: an earlier in-process run's choice must not carry over
+        context.run_choice = run
     if wait_for is not None or _waiting():
         from dlc_ledger.wiring import context
 
@@ -130,11 +144,27 @@ def demo(
     yes: bool = typer.Option(
         False, "--yes", help="With --fresh and DATABASE_URL set: confirm dropping its tables."
     ),
+    closed_loop: bool = typer.Option(
+        True,
+        "--closed-loop/--open-loop-only",
+        help="After the open-loop replay, replay a window of the trace through the dispatcher.",
+    ),
+    what_if: str = typer.Option(
+        "",
+        "--what-if",
+        metavar="POLICIES",
+        help="Also replay the window under each of these queue policies (e.g. "
+        "FIFO,Balance,Intelligent) and compare them; about a minute each.",
+    ),
 ) -> None:
     """Run the main job on embedded defaults and print what it found."""
     from dlc_ledger.cli.demo import run_demo
+    from dlc_ledger.cli.replay import parse_policy
 
-    run_demo(fresh=fresh, yes=yes)
+    policies = [parse_policy(p.strip()) for p in what_if.split(",") if p.strip()]
+    if policies and not closed_loop:
+        raise typer.BadParameter("--what-if replays closed loop", param_hint="--open-loop-only")
+    run_demo(fresh=fresh, yes=yes, closed_loop=closed_loop, what_if=policies)
 
 
 #: Exit codes (docs/conventions.md, "Errors"): 1 the request was refused (its message says

@@ -13,6 +13,7 @@ show`` and ``invoices show``. Running it again adds nothing.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from importlib.resources import as_file
@@ -24,6 +25,7 @@ import typer
 from consumers.projector import Projector
 from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.tables import render_rows
+from dlc_ledger.cli.what_if import run_what_if
 from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS, DEMO_SUBSCRIPTIONS
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import observed_cluster_time
@@ -31,6 +33,7 @@ from dlc_ledger.services.subscription_reports import subscription_report
 from dlc_ledger.services.subscriptions import subscription_row, subscriptions
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.replay import run_replay
+from dlc_ledger.wiring.runs import OPEN_LOOP
 from ledger.errors import Unavailable
 from ledger.money import default_scale, format_minor
 from projections.billing.reads import load_schedule
@@ -70,7 +73,9 @@ def _gpu_hours(mgpu_seconds: int) -> str:
     return f"{Decimal(mgpu_seconds) / MGPU_SECONDS_PER_GPU_HOUR:,.1f}"
 
 
-def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
+def run_demo(
+    *, fresh: bool = False, yes: bool = False, closed_loop: bool = True, what_if: Sequence[str] = ()
+) -> None:
     # package data as files (a no-op where the package is a directory, as installed)
     with (
         as_file(DEMO_QUOTAS) as quotas,
@@ -85,6 +90,7 @@ def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
             subscriptions=plan,
             fresh=fresh,
             yes=yes,
+            run=OPEN_LOOP,
         )
     typer.echo(
         f"replayed {summary.instances:,} pods on {summary.nodes:,} nodes in "
@@ -92,7 +98,7 @@ def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
         f"({summary.events_stored:,} new), {summary.occupancies_started:,} occupancies, "
         f"{summary.dead_letters} dead letters"
     )
-    store = context.open_store(announce=False)
+    store = context.open_store_at(context.base_database_url(announce=False))
     try:
         trace_end = observed_cluster_time(store)
         if trace_end is None:
@@ -108,6 +114,8 @@ def run_demo(*, fresh: bool = False, yes: bool = False) -> None:
         _print_subscriptions(store, trace_end)
     finally:
         store.close()
+    if closed_loop:
+        run_what_if(what_if)
     _print_dashboard_hint()
 
 

@@ -223,6 +223,13 @@ def jobs_why(
         typer.echo(f"{key.ljust(width)}  {_cell(doc.get(key))}")
     if doc.get("pending"):
         _print_pending(doc["pending"], doc["quota"])
+    stopped = doc.get("stopped")
+    if stopped:
+        typer.echo(
+            f"\nstopped: {_cell(stopped['decided_at'])} by the dispatcher, {stopped['reason']}: "
+            f"ran {_cell(stopped['ran_seconds'])} s of at most "
+            f"{_cell(stopped['max_run_seconds'])} s"
+        )
     admission = doc.get("admission")
     if admission:
         borrowing = " (borrowing)" if admission["borrowing"] else ""
@@ -255,6 +262,9 @@ def _print_pending(pending: dict[str, Any], quota: str | None) -> None:
     )
     est = pending["estimate"] or {}
     typer.echo(f"estimated start: {_cell(est.get('start'))} ({pending['estimate_method']})")
+    if est.get("low") is not None:
+        high = _cell(est["high"]) if est.get("high") is not None else "later (no upper bound)"
+        typer.echo(f"likely between: {_cell(est['low'])} and {high}")
     last = pending.get("last_decision")
     if last:
         typer.echo(

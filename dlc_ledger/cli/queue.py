@@ -29,7 +29,8 @@ queue_app = typer.Typer(help="Pending queues, in the dispatcher's order.", no_ar
 
 _COLUMNS = ("position", "cohort_position", "job_uid", "name", "quota", "priority",
             "effective_priority", "queued_at", "waited_seconds", "reason", "request",
-            "estimated_start", "estimate_basis")  # fmt: skip
+            "estimated_start", "estimated_start_low", "estimated_start_high",
+            "estimate_basis")  # fmt: skip
 
 
 def _request_text(request: dict[str, Any]) -> str:
@@ -52,7 +53,7 @@ def queue_show(
     fmt: FormatOption = RowFormat.table,
 ) -> None:
     """Pending jobs in policy order: position in their quota and in the whole tree,
-    priority (effective, if aged), time waited, reason, request, estimated start."""
+    priority (effective, if aged), time waited, reason, request, estimated start and range."""
     instant = parse_instant(at, option="--at") if at else None
     page = queue_page(context.open_reader(), quota, at=instant, limit=limit, cursor=cursor)
     rows = [{c: row[c] for c in _COLUMNS} for row in page.rows]
@@ -76,9 +77,10 @@ def report_estimates(
     ] = False,
     fmt: FormatOption = RowFormat.table,
 ) -> None:
-    """Start estimates against actual starts: for each wait, the first estimate stored
-    with a pending decision vs its admission; waits, estimated, absolute error p50 / p95 /
-    mean and mean error per quota, in seconds."""
+    """Start estimates against actual starts: for each wait, the first estimate and range
+    stored with a pending decision vs its admission; waits, estimated, absolute error
+    p50 / p95 / mean and mean error in seconds, and the range's calibration: how many
+    waits had one and the shares that started inside, below and above it, per quota."""
     start = parse_instant(since, option="--from") if since else None
     end = parse_instant(until, option="--to") if until else None
     check_window(start, end)

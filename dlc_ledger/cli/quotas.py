@@ -223,6 +223,7 @@ def show(quota: str, fmt: DocumentFormatOption = DocumentFormat.table) -> None:
         queue.append(f"balance_timeout={spec.balance_timeout}s")
     if spec.aging_interval is not None:
         queue.append(f"aging_interval={spec.aging_interval}s")
+    queue.append(f"on_unfit_head={spec.on_unfit_head}")
     typer.echo(f"queue       {' '.join(queue)}")
     fair = f"weight={spec.fair_sharing_weight}"
     if spec.parent is None:

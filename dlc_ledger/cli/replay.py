@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -11,10 +13,22 @@ from typing import Annotated
 import typer
 
 from dlc_ledger.cli.options import CLUSTER, parse_instant
+from dlc_ledger.wiring import context
 from dlc_ledger.wiring.logs import configure_logging
 from dlc_ledger.wiring.replay import run_replay
+from dlc_ledger.wiring.runs import OPEN_LOOP
+from ledger.quotas.document import QUEUE_POLICIES
 
-__all__ = ["TraceFormat", "parse_speed", "replay", "trace_format"]
+__all__ = [
+    "TraceFormat",
+    "default_run_name",
+    "parse_policy",
+    "parse_scale",
+    "parse_speed",
+    "parse_window",
+    "replay",
+    "trace_format",
+]
 
 
 class TraceFormat(StrEnum):
@@ -85,8 +99,41 @@ def replay(
             min=1, help="--closed-loop: seconds of virtual time between dispatcher cycles."
         ),
     ] = 60.0,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FROM/TO",
+            help=f"Only the rows created in this window of cluster time ({CLUSTER}), e.g. "
+            "2027-03-11T00:00Z/2027-03-12T00:00Z.",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            help=f"--closed-loop: stop at this instant ({CLUSTER}), jobs left running and "
+            "queued as they are (the default runs until every job ended)."
+        ),
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="Every queue of --quotas under this policy (FIFO, StrictFIFO, BestEffortFIFO, "
+            "Priority, Balance, Intelligent, RoundRobin): a what-if."
+        ),
+    ] = None,
+    scale_quotas: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FACTOR",
+            help="Every quantity of --quotas times FACTOR (0.25: a quarter of the GPUs).",
+        ),
+    ] = None,
 ) -> None:
-    """Replay a trace end to end; exit 0 once everything is stored and projected."""
+    """Replay a trace end to end; exit 0 once everything is stored and projected.
+
+    An open-loop replay writes into the run named by --run (default open-loop: the
+    configured database); a closed-loop one into its own run (default closed-loop, or
+    what-if-<policy> with --policy), emptied first, which reports then read by default."""
     if closed_loop and quotas is None:
         raise typer.BadParameter(
             "--closed-loop needs a quota tree to dispatch against", param_hint="--quotas"
@@ -96,6 +143,7 @@ def replay(
             "--closed-loop moves in lockstep with the dispatcher", param_hint="--speed"
         )
     configure_logging(logging.WARNING, "%(levelname)s %(name)s %(message)s")
+    run = context.run_choice or default_run_name(closed_loop, policy)
     summary = run_replay(
         trace,
         trace_format(trace, fmt).value,
@@ -110,6 +158,11 @@ def replay(
         partitions=partitions,
         closed_loop=closed_loop,
         cycle=cycle,
+        window=None if window is None else parse_window(window),
+        policy=None if policy is None else parse_policy(policy),
+        scale=None if scale_quotas is None else parse_scale(scale_quotas),
+        run=run,
+        until=None if until is None else parse_instant(until, option="--until"),
     )
     if as_json:
         typer.echo(json.dumps(summary.as_dict()))
@@ -119,3 +172,41 @@ def replay(
     if not summary.ok:
         typer.echo("replay incomplete: the store does not match the trace", err=True)
         raise typer.Exit(1)
+    if run != OPEN_LOOP and not as_json:
+        typer.echo(
+            f"stored as run {run}: reports and the API now read it "
+            "(dlc-ledger runs lists the runs; --run open-loop reads the open-loop one)"
+        )
+
+
+def default_run_name(closed_loop: bool, policy: str | None) -> str:
+    """The run a replay writes into when --run names none."""
+    if not closed_loop:
+        return OPEN_LOOP
+    return "closed-loop" if policy is None else f"what-if-{policy.lower()}"
+
+
+def parse_window(text: str) -> tuple[datetime, datetime]:
+    start, sep, end = text.partition("/")
+    if not sep:
+        raise typer.BadParameter("a window is FROM/TO (two instants)", param_hint="--window")
+    return parse_instant(start, option="--window"), parse_instant(end, option="--window")
+
+
+def parse_policy(text: str) -> str:
+    for name in QUEUE_POLICIES:
+        if name.lower() == text.lower():
+            return name
+    raise typer.BadParameter(
+        f"{text!r} is not one of {', '.join(QUEUE_POLICIES)}", param_hint="--policy"
+    )
+
+
+def parse_scale(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        value = Decimal(0)
+    if not value.is_finite() or not Decimal(0) < value <= Decimal(1000):
+        raise typer.BadParameter("a number above 0 (at most 1000)", param_hint="--scale-quotas")
+    return value

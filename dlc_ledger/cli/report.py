@@ -49,9 +49,10 @@ SUMMARIES = {
     "occupancy": "Resources occupied at an instant (intervals are [start, end)), per group.",
     "inventory": "Nodes and schedulable capacity (cordoned and removed nodes excluded), per group.",
     "estimates": (
-        "Start estimates against actual starts: for each wait, the first estimate stored "
-        "with a pending decision vs its admission; waits, estimated, absolute error p50 / "
-        "p95 / mean and mean error per quota, in seconds."
+        "Start estimates against actual starts: for each wait, the first estimate and range "
+        "stored with a pending decision vs its admission; waits, estimated, absolute error "
+        "p50 / p95 / mean and mean error in seconds, and the range's calibration: how many "
+        "waits had one and the shares that started inside, below and above it, per quota."
     ),
     "waits": (
         "Waits from queued (submitted, or preempted: a requeue is a new wait) to "

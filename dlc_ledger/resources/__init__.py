@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
-__all__ = ["DEMO_PRICE_BOOK", "DEMO_QUOTAS", "DEMO_SUBSCRIPTIONS"]
+__all__ = ["DEMO_BUDGETS", "DEMO_PRICE_BOOK", "DEMO_QUOTAS", "DEMO_SUBSCRIPTIONS"]
 
 #: The demo's price book (format: docs/billing.md): ``dlc-ledger prices publish``.
 DEMO_PRICE_BOOK: Traversable = files(__name__) / "pricebooks" / "demo-2026.yaml"
@@ -19,3 +19,5 @@ DEMO_QUOTAS: Traversable = files(__name__) / "quotas" / "demo.yaml"
 #: What the demo buys at the replay's epoch and which quotas draw on it
 #: (docs/subscriptions.md).
 DEMO_SUBSCRIPTIONS: Traversable = files(__name__) / "subscriptions" / "demo.yaml"
+#: The budgets the demo's closed loop runs under (docs/billing.md, "Budgets").
+DEMO_BUDGETS: Traversable = files(__name__) / "budgets" / "demo.yaml"

@@ -10,9 +10,11 @@ crossings (:func:`projections.budgets.checks.check_budgets`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from sqlalchemy import Connection
 
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
@@ -50,6 +52,7 @@ __all__ = [
     "BudgetStatus",
     "apply_budget_file",
     "budget_statuses",
+    "budget_statuses_on",
     "check",
     "default_instant",
     "parse_budget_file",
@@ -172,36 +175,45 @@ class BudgetStatus:
     since: datetime
 
 
-def budget_statuses(store: EventStore, at: datetime) -> list[BudgetStatus]:
+def budget_statuses(
+    store: EventStore, at: datetime, *, workspaces: Collection[str] | None = None
+) -> list[BudgetStatus]:
     """Every budget in force at ``at`` (cluster time) with the posted cost of ``at``'s
-    period up to ``at``, in the billing scale, by workspace (a read: as projected)."""
+    period up to ``at``, in the billing scale, by workspace (a read: as projected);
+    ``workspaces``: a reader's scope (None: all)."""
     with store.reading() as conn:
-        schedule = load_schedule(conn)
-        scale_of = _scale_of(schedule)
-        budgets = budgets_at(conn, at)
-        exhausted = exhausted_workspaces(conn, at)
-        out: list[BudgetStatus] = []
-        for b in budgets:
-            budget = b.budget
-            period = period_of(budget.period, at).key
-            spent = spent_by_workspace(conn, [budget.workspace], period, at)
-            precise = spent.get((budget.workspace, budget.currency), 0)
-            limit = rescale(budget.amount_minor, budget.scale, scale_of(budget.currency))
-            spent_minor = round_precise(precise)
-            out.append(
-                BudgetStatus(
-                    budget.workspace,
-                    period,
-                    limit,
-                    spent_minor,
-                    limit - spent_minor,
-                    budget.currency,
-                    budget.action,
-                    "exceeded" if is_exceeded(limit, precise) else "ok",
-                    budget.workspace in exhausted,
-                    b.since,
-                )
+        return budget_statuses_on(conn, at, workspaces=workspaces)
+
+
+def budget_statuses_on(
+    conn: Connection, at: datetime, *, workspaces: Collection[str] | None = None
+) -> list[BudgetStatus]:
+    """:func:`budget_statuses` on a caller's snapshot (read with what else it shows)."""
+    scale_of = _scale_of(load_schedule(conn))
+    budgets = budgets_at(conn, at, workspaces=workspaces)
+    exhausted = exhausted_workspaces(conn, at)
+    out: list[BudgetStatus] = []
+    for b in budgets:
+        budget = b.budget
+        period = period_of(budget.period, at).key
+        spent = spent_by_workspace(conn, [budget.workspace], period, at)
+        precise = spent.get((budget.workspace, budget.currency), 0)
+        limit = rescale(budget.amount_minor, budget.scale, scale_of(budget.currency))
+        spent_minor = round_precise(precise)
+        out.append(
+            BudgetStatus(
+                budget.workspace,
+                period,
+                limit,
+                spent_minor,
+                limit - spent_minor,
+                budget.currency,
+                budget.action,
+                "exceeded" if is_exceeded(limit, precise) else "ok",
+                budget.workspace in exhausted,
+                b.since,
             )
+        )
     return out
 
 

@@ -101,6 +101,9 @@ def _changes(old: QuotaSpec, new: QuotaSpec) -> str:
                         )
             else:
                 parts.append(f"{field} {a[field]} -> {b[field]}")
+    if old.on_unfit_head != new.on_unfit_head:
+        # left out of the dump when it is the default (Retry), so compared here
+        parts.append(f"on_unfit_head {old.on_unfit_head} -> {new.on_unfit_head}")
     if old.resource_groups != new.resource_groups:
         was = ", ".join(old.resource_groups) or "public capacity"
         parts.append(f"draws on {', '.join(new.resource_groups) or 'public capacity'} (was {was})")

@@ -17,9 +17,11 @@ from dlc_ledger.services.errors import NotFound
 from ledger.errors import Invalid
 from ledger.store.base import EventStore
 from projections.budgets.projection import exhausted_workspaces
-from projections.dispatch.estimates import estimate_errors, projected_now
+from projections.dispatch.estimates import projected_now
 from projections.dispatch.explain import explain_job
 from projections.dispatch.queues import QueuePage, queue_listing
+from projections.dispatch.reports import DecisionWindow
+from projections.dispatch.reports import estimates_report as estimate_rows
 from projections.jobs import find_job
 from projections.jobs.tables import job_state
 from projections.quotas.scope import quota_in_scope, quota_subtree
@@ -138,6 +140,7 @@ def estimates_report(
     end: datetime | None = None,
     per_job: bool = False,
 ) -> list[dict[str, Any]]:
-    """Stored start estimates against actual starts (see :func:`estimate_errors`)."""
+    """Stored start estimates and ranges against actual starts (see
+    :func:`projections.dispatch.reports.estimates_report`)."""
     with store.snapshot() as uow:
-        return estimate_errors(uow, start=start, end=end, per_job=per_job)
+        return estimate_rows(uow.connection, DecisionWindow(start, end), per_job=per_job)

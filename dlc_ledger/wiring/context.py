@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from dlc_ledger.wiring.runs import OPEN_LOOP, Runs, run_url
 from dlc_ledger.wiring.settings import Settings, load_settings
 from ledger.errors import Invalid, Unavailable
 from ledger.store.base import EventStore
@@ -26,6 +27,8 @@ from ledger.store.postgres import PostgresEventStore
 from migrations.runner import require_current, upgrade
 
 __all__ = [
+    "base_database_url",
+    "current_run",
     "database_url",
     "kafka_bootstrap",
     "local_principal",
@@ -35,6 +38,9 @@ __all__ = [
     "option_database_url",
     "read_wait",
     "ready_schema",
+    "run_choice",
+    "run_label",
+    "run_note",
     "schema_revision",
     "settings",
     "store_opener",
@@ -46,8 +52,56 @@ def settings() -> Settings:
     return load_settings()
 
 
+#: ``dlc-ledger --run NAME``: the run commands read and write (set once by the CLI's root
+#: options); None: ``DLC_RUN``, else the recorded default (:mod:`dlc_ledger.wiring.runs`)
+run_choice: str | None = None
+
+
 def database_url(*, announce: bool = True, create: bool = False) -> str:
-    """``DATABASE_URL``, or the embedded server's (started if needed).
+    """The database of the run in use (:func:`current_run`): ``DATABASE_URL`` or the embedded
+    server's (started if needed) for ``open-loop``, else the run's own beside it."""
+    base = base_database_url(announce=announce, create=create)
+    run = current_run(base)
+    return base if run is None else run_url(base, run)
+
+
+def current_run(base: str) -> str | None:
+    """The run named by ``--run`` or ``DLC_RUN``, else the recorded default (None: the base
+    database, nothing recorded); an unknown run is an error naming the runs there are."""
+    name = run_choice or settings().run
+    runs = Runs(settings().data_dir, base)
+    if name is None:
+        name = runs.default()
+        if name is None or (name != OPEN_LOOP and runs.get(name) is None):
+            return None
+    runs.require(name)
+    return name
+
+
+def run_label(base: str) -> str | None:
+    """``<run>: <what it holds>`` for the run in use; None where no run is recorded."""
+    records = Runs(settings().data_dir, base).records()
+    if not records:
+        return None
+    name = current_run(base) or OPEN_LOOP
+    record = records.get(name)
+    return f"{name}: {record.description if record else 'the exact open-loop replay (the bills)'}"
+
+
+def run_note(base: str) -> str | None:
+    """Which run a read shows, and how to read the others: None where no run is recorded."""
+    label = run_label(base)
+    if label is None:
+        return None
+    name = label.split(":", 1)[0]
+    others = sorted({OPEN_LOOP, *Runs(settings().data_dir, base).records()} - {name})
+    hint = f"; the others: {', '.join(f'--run {n}' for n in others)}" if others else ""
+    return f"run {label}{hint}"
+
+
+def base_database_url(*, announce: bool = True, create: bool = False) -> str:
+    """``DATABASE_URL``, or the embedded server's (started if needed): the ``open-loop``
+    run's database, whichever run is in use.
 
     Only ``create`` makes a new embedded database (``demo``, ``replay``, ``db upgrade``,
     ``watch``, ``ingest``); otherwise a data directory without one is an error.
@@ -146,6 +200,9 @@ def open_reader(*, announce: bool = True) -> PostgresEventStore:
     from projections.freshness import read_freshness, wait_for_position
 
     store = open_store(announce=announce)
+    note = run_note(base_database_url(announce=False))
+    if note and announce:
+        print(note, file=sys.stderr)
     if read_wait is not None:
         seen = wait_for_position(store, *read_wait)
     else:

@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     topic: str = "dlc.cluster-events"
     partitions: int = Field(default=4, ge=1)
     cluster: str = "local"
+    # the replay run commands use (dlc_ledger.wiring.runs); None: the recorded default
+    run: str | None = None
     epoch: str = "2026-11-01T00:00:00Z"
     metrics_port: int = Field(default=0, ge=0, le=65535)
     # sanity bound on published rates, per unit-hour (prices publish/spot refuse more

@@ -44,6 +44,7 @@ from dlc_ledger.wiring.components import (
     replay_component,
     watcher_component,
 )
+from dlc_ledger.wiring.runs import OPEN_LOOP
 from dlc_ledger.wiring.supervisor import Supervisor
 from kubesim.driver import Speed
 from ledger.errors import Conflict
@@ -287,12 +288,19 @@ def run_up(
     store: PostgresEventStore | None = None
     supervisor = Supervisor(stop)
     token_id: str | None = None
+    if plan.replay and context.run_choice is None and context.settings().run is None:
+        # a live replay plays open loop: into the configured database, whichever run the
+        # last demo left in use (dlc_ledger.wiring.runs)
+        context.run_choice = OPEN_LOOP
     try:
         # like replay (a dev tool), up brings a database that is behind up to date
         store = context.open_store(create=True, check=False)
         upgrade_if_behind(store)
         url = context.database_url(announce=False)
         side = _start_cluster_side(plan, store, url, supervisor, say)
+        label = context.run_label(context.base_database_url(announce=False))
+        if label is not None:
+            side.notes.append(f"serving run {label} (dlc-ledger runs lists the others)")
         supervisor.start(projector_component(url))
         supervisor.start(
             billing_component(url, timedelta(seconds=plan.billing_interval), side.billing_clock)

@@ -32,7 +32,13 @@ from typing import Literal
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Decision, DispatchError, Incoming, QuotaNode, Snapshot
 from ledger.dispatch.preemption import IDLE, Decider
-from ledger.dispatch.queues import QueuePolicyName, QueueRun, QueueSettings, queue_order
+from ledger.dispatch.queues import (
+    QueuePolicyName,
+    QueueRun,
+    QueueSettings,
+    queue_order,
+    rank_key,
+)
 from ledger.dispatch.shares import share
 
 __all__ = [
@@ -97,6 +103,9 @@ class PendingStatus:
     #: 1-based position in its quota's queue and in its whole tree (cohort), in policy order
     position: int
     cohort_position: int
+    #: the job ahead whose failure stopped the queue before this one was tried (a holding
+    #: head, a full Balance window), if any
+    held_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,15 @@ class _Cycle:
         self.preemptions: list[Decision] = []
         self.reasons: dict[str, PendingReason] = {}
         self.parked: set[str] = set()
+        #: jobs that can never fit, kept in their queue (``on_unfit_head: Retry``): offered,
+        #: never attempted, blocked as any job that does not fit
+        self.unfit: set[str] = set()
+        self.held_by: dict[str, str] = {}
+
+    def rank(self, job: Incoming) -> tuple[int, datetime, str]:
+        """The order of ``job`` in its queue (effective priority, queue time, name), which
+        heads of different quotas compare by too."""
+        return rank_key(job, self.input.queues.get(job.quota, _DEFAULT_QUEUE), self.input.now)
 
     def _index(self, wl: Admitted) -> None:
         root = self.root_of[wl.quota]
@@ -300,8 +318,15 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
                 state.reasons[job.job] = reason
                 if reason == "Parked":
                     state.parked.add(job.job)
+                elif reason == "ExceedsMaxQuota" and settings.on_unfit_head == "Retry":
+                    # the platform's rule: the head is retried, never skipped
+                    state.unfit.add(job.job)
+                    active.append(job)
         runs.append(QueueRun(quota, active, settings, cycle.now))
     _rounds(state, runs)
+    for run in runs:
+        if run.held_by is not None:
+            state.held_by.update((j.job, run.held_by.job) for j in run.untried())
     admitted = {d.job for d in state.admissions}
     waiting = {quota: [j for j in jobs if j.job not in admitted] for quota, jobs in ordered.items()}
     return CycleResult(
@@ -367,6 +392,9 @@ def _rounds(state: _Cycle, runs: list[QueueRun]) -> None:
             still.append(run)
             offers.append((run, job))
         for run, job in _compete(state, offers):
+            if job.job in state.unfit:
+                run.blocked(job)  # its reason is ExceedsMaxQuota already
+                continue
             if job.job in state.input.preempting:
                 state.reasons[job.job] = "PreemptionPending"
                 run.blocked(job)
@@ -393,13 +421,13 @@ def _compete(state: _Cycle, offers: list[_Offer]) -> list[_Offer]:
     if not state.input.fair_sharing:
         tree = state.tree
 
-        def key(offer: _Offer) -> tuple[bool, int, datetime, str]:
+        def key(offer: _Offer) -> tuple[bool, tuple[int, datetime, str]]:
             job = offer[1]
             borrows = any(
                 tree.raw_usage(job.quota, k) + v > tree.min(job.quota, k)
                 for k, v in _request(job).items()
             )
-            return (borrows, -job.priority, job.created_at, job.job)
+            return (borrows, state.rank(job))
 
         return sorted(offers, key=key)
     by_root: dict[str, list[_Offer]] = {}
@@ -413,7 +441,7 @@ def _tournament(state: _Cycle, node: str, offers: list[_Offer]) -> list[_Offer]:
     by the child's share with its current best job in."""
     tree = state.tree
     if tree.is_leaf(node):
-        return sorted(offers, key=lambda o: (-o[1].priority, o[1].created_at, o[1].job))
+        return sorted(offers, key=lambda o: state.rank(o[1]))
     depth = len(tree.ancestry(node))
     below: dict[str, list[_Offer]] = {}
     for offer in offers:
@@ -421,10 +449,10 @@ def _tournament(state: _Cycle, node: str, offers: list[_Offer]) -> list[_Offer]:
         below.setdefault(path[len(path) - depth - 1], []).append(offer)
     lists = {child: _tournament(state, child, group) for child, group in below.items()}
 
-    def entry(child: str, i: int) -> tuple[tuple[bool, float], int, datetime, str, str, int]:
+    def entry(child: str, i: int) -> tuple[tuple[bool, float], tuple[int, datetime, str], str, int]:
         job = lists[child][i][1]
         drs = share(tree, job.quota, _request(job), of=child).sort_key
-        return (drs, -job.priority, job.created_at, job.job, child, i)
+        return (drs, state.rank(job), child, i)
 
     heap = [entry(child, 0) for child in lists]
     heapq.heapify(heap)
@@ -439,35 +467,37 @@ def _tournament(state: _Cycle, node: str, offers: list[_Offer]) -> list[_Offer]:
 
 def _positions(state: _Cycle, waiting: Mapping[str, list[Incoming]]) -> tuple[PendingStatus, ...]:
     """Each waiting job's position in its quota's queue (policy order) and in its tree's:
-    the quotas' queues merged, their heads compared by priority then queue time."""
+    the quotas' queues merged, their heads compared by the key each queue is ordered by
+    (effective priority, then queue time: :func:`~ledger.dispatch.queues.rank_key`)."""
     out: list[PendingStatus] = []
     by_root: dict[str, list[str]] = {}
     for quota in waiting:
         by_root.setdefault(state.root_of[quota], []).append(quota)
     for root in sorted(by_root):
-        heads: list[tuple[int, datetime, str, str, int]] = []
+        heads: list[tuple[tuple[int, datetime, str], str, int]] = []
         for quota in by_root[root]:
             jobs = waiting[quota]
             if jobs:
-                heads.append(_head(jobs[0], quota, 0))
+                heads.append((state.rank(jobs[0]), quota, 0))
         heapq.heapify(heads)
         cohort = 0
         while heads:
-            _, _, _, quota, i = heapq.heappop(heads)
+            _, quota, i = heapq.heappop(heads)
             job = waiting[quota][i]
             cohort += 1
             out.append(
                 PendingStatus(
-                    job.job, quota, state.reasons.get(job.job, "WaitingForQuota"), i + 1, cohort
+                    job.job,
+                    quota,
+                    state.reasons.get(job.job, "WaitingForQuota"),
+                    i + 1,
+                    cohort,
+                    state.held_by.get(job.job),
                 )
             )
             if i + 1 < len(waiting[quota]):
-                heapq.heappush(heads, _head(waiting[quota][i + 1], quota, i + 1))
+                heapq.heappush(heads, (state.rank(waiting[quota][i + 1]), quota, i + 1))
     return tuple(out)
-
-
-def _head(job: Incoming, quota: str, i: int) -> tuple[int, datetime, str, str, int]:
-    return (-job.priority, job.created_at, job.job, quota, i)
 
 
 def _request(job: Incoming) -> dict[str, float]:

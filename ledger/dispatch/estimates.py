@@ -31,10 +31,20 @@ The work is bounded: at most ``max_steps`` instants are simulated (default
 :func:`ahead_of` narrows the queue to the jobs that decide a start: those the cycle at
 ``now`` admits or reserves for, and those ahead of the job in its tree's order (the
 issue's "projected end of the jobs ahead"); jobs behind it are left out.
+
+A start is uncertain because run times are: :func:`estimate_ranges` states it as a range.
+It runs the same simulation ``samples`` times, each with every job's run time drawn from
+its own distribution (:class:`~ledger.dispatch.runtimes.RunTime`: comparable finished
+jobs, conditional on a running job's age, bounded by a declared maximum), and takes the
+``quantiles`` (default :data:`RANGE_QUANTILES`) of the starts it found: the stated range
+is where the start falls in that share of the simulated futures. The draws are seeded, so
+the same input gives the same range.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -43,13 +53,19 @@ from typing import Literal
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.cycle import CycleInput, CycleResult, plan_cycle
 from ledger.dispatch.model import Admitted, Decision, Incoming, Preemption, QuotaNode
+from ledger.dispatch.runtimes import RunTime
 from ledger.errors import Invalid
 
 __all__ = [
     "MAX_STEPS",
+    "RANGE_GRAIN",
+    "RANGE_QUANTILES",
+    "RANGE_SAMPLES",
     "Basis",
     "StartEstimate",
+    "StartRange",
     "ahead_of",
+    "estimate_ranges",
     "estimate_starts",
     "ever_fits",
     "within_tree",
@@ -57,6 +73,14 @@ __all__ = [
 
 #: simulated cycles at most, per estimate run
 MAX_STEPS = 256
+#: the stated range: these percentiles of the simulated starts
+RANGE_QUANTILES = (0.1, 0.9)
+#: simulated futures a range is taken from
+RANGE_SAMPLES = 16
+#: a range's futures release together the jobs ending within this share of the time
+#: simulated so far (their drawn ends all differ: one instant each would cost a cycle each)
+RANGE_GRAIN = 0.1
+_BELOW_ONE = math.nextafter(1.0, 0.0)
 
 #: ``now``: admitted in the current cycle; ``simulated``: after jobs ahead end;
 #: ``never``: cannot fit even once everything else has ended (ExceedsMaxQuota);
@@ -76,6 +100,23 @@ class StartEstimate:
     steps: int
     #: running jobs released (at their projected ends) before it started
     released: int
+    #: the start range (:func:`estimate_ranges`), when one was estimated; ``high`` None
+    #: with a ``low``: no upper bound (too many simulated futures never started it)
+    low: datetime | None = None
+    high: datetime | None = None
+
+
+@dataclass(frozen=True)
+class StartRange:
+    """Where a job's start falls in the simulated futures (:func:`estimate_ranges`)."""
+
+    job: str
+    #: the lower and upper percentile start; None: beyond every simulated future
+    low: datetime | None
+    high: datetime | None
+    #: futures simulated, and in how many of them it started
+    samples: int
+    started: int
 
 
 def ever_fits(quotas: tuple[QuotaNode, ...], job: Incoming) -> bool:
@@ -161,9 +202,14 @@ def estimate_starts(
     *,
     jobs: Collection[str] | None = None,
     max_steps: int = MAX_STEPS,
+    grain: float = 0.0,
 ) -> dict[str, StartEstimate]:
     """The estimated start of each pending job in ``jobs`` (default: all of
     ``cycle.pending``), keyed by job.
+
+    ``grain``: jobs ending within this share of the time simulated so far after the next
+    end are released with it, at the last of their ends (0: each end is an instant of its
+    own; a range's futures, whose drawn ends all differ, take :data:`RANGE_GRAIN`).
 
     ``ends``: the projected end of each admitted job; ``durations``: the expected run time
     of each pending job once admitted (a job missing from either runs forever).
@@ -182,8 +228,9 @@ def estimate_starts(
         wl.job: (max(ends[wl.job], now) if wl.job in ends else None) for wl in admitted
     }
     run_for = dict(durations)
-    # a job that can never fit is left out: it would only be retried every step
-    pending = [p for p in cycle.pending if p.job not in out]
+    # a job that can never fit stays: the cycle sets it aside or, at the head of a holding
+    # queue (on_unfit_head: Retry), lets it hold the jobs behind it
+    pending = list(cycle.pending)
     parked, preempting = cycle.parked, cycle.preempting
     t, steps, released, exhausted, endless = now, 0, 0, True, False
     moved = False  # time moved on to a release since the last cycle
@@ -261,6 +308,9 @@ def estimate_starts(
             endless = any(e is None for e in end_of.values())
             break
         t = max(t, min(future))
+        if grain:
+            horizon = t + (t - now) * grain
+            t = max(e for e in future if e <= horizon)
         ending = {uid for uid, e in end_of.items() if e is not None and e <= t}
         admitted = [wl for wl in admitted if wl.job not in ending]
         for uid in ending:
@@ -297,3 +347,79 @@ def _preempt(
         if wl.job not in run_for and end is not None:
             run_for[wl.job] = end - wl.admitted_at
     return evicted
+
+
+def estimate_ranges(
+    cycle: CycleInput,
+    running: Mapping[str, RunTime],
+    pending: Mapping[str, RunTime],
+    *,
+    jobs: Collection[str] | None = None,
+    quantiles: tuple[float, float] = RANGE_QUANTILES,
+    samples: int = RANGE_SAMPLES,
+    seed: int = 0,
+    max_steps: int = MAX_STEPS,
+) -> dict[str, StartRange]:
+    """The start range of each pending job in ``jobs`` (default: all of ``cycle.pending``):
+    :func:`estimate_starts` over ``samples`` futures, each admitted job ending at its start
+    plus a run time drawn from ``running[job]`` and each pending job running a time drawn
+    from ``pending[job]`` (a job missing from either runs forever), then the ``quantiles``
+    of the starts found, a future where the job never started counting as later than all.
+    """
+    q_low, q_high = quantiles
+    if not 0 <= q_low <= q_high < 1:
+        raise Invalid(f"range quantiles must satisfy 0 <= low <= high < 1: {quantiles}")
+    if samples < 1:
+        raise Invalid("a range needs at least one simulated future")
+    rng = random.Random(seed)
+    pending_ids = {p.job for p in cycle.pending}
+    wanted = sorted(set(pending_ids if jobs is None else jobs) & pending_ids)
+    found: dict[str, list[float]] = {job: [] for job in wanted}
+    # Latin hypercube: each job's draws cover its distribution's strata evenly, in an
+    # order of its own, so few futures already span each run time's range
+    strata = {
+        job: rng.sample(range(samples), samples)
+        for job in [*(wl.job for wl in cycle.admitted), *(p.job for p in cycle.pending)]
+    }
+
+    def draw(job: str, i: int, runtime: RunTime) -> timedelta:
+        u = min((strata[job][i] + rng.random()) / samples, _BELOW_ONE)
+        return timedelta(seconds=runtime.draw(u))
+
+    for i in range(samples):
+        ends = {
+            wl.job: wl.admitted_at + draw(wl.job, i, running[wl.job])
+            for wl in cycle.admitted
+            if wl.job in running
+        }
+        runs = {p.job: draw(p.job, i, pending[p.job]) for p in cycle.pending if p.job in pending}
+        got = estimate_starts(
+            cycle, ends, runs, jobs=wanted, max_steps=max_steps, grain=RANGE_GRAIN
+        )
+        for job in wanted:
+            start = got[job].start
+            found[job].append(math.inf if start is None else (start - cycle.now).total_seconds())
+    out: dict[str, StartRange] = {}
+    for job, offsets in found.items():
+        offsets.sort()
+        low, high = _quantile(offsets, q_low), _quantile(offsets, q_high)
+        out[job] = StartRange(
+            job,
+            None if math.isinf(low) else cycle.now + timedelta(seconds=low),
+            None if math.isinf(high) else cycle.now + timedelta(seconds=high),
+            samples,
+            sum(1 for x in offsets if not math.isinf(x)),
+        )
+    return out
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks; infinite when a neighbour is."""
+    rank = q * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    if math.isinf(ordered[high]) and rank > low:
+        return math.inf
+    if math.isinf(ordered[low]):
+        return math.inf
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)

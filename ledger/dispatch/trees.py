@@ -75,6 +75,7 @@ def queue_settings(spec: QuotaSpec) -> QueueSettings:
             if spec.aging_interval is not None
             else _DEFAULTS.aging_interval
         ),
+        on_unfit_head=spec.on_unfit_head,
     )
 
 

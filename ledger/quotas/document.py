@@ -18,7 +18,7 @@ from ledger.events import QuotaSpec
 from ledger.quotas.model import QuotaTree, QuotaTreeError, children_of, resource_unit, tree_order
 from ledger.quotas.validate import refuse_cycles, validate_tree
 
-__all__ = ["build_quota_tree", "quota_tree_from_document"]
+__all__ = ["QUEUE_POLICIES", "build_quota_tree", "quota_tree_from_document"]
 
 _KEY = re.compile(r"^(gpu/[A-Za-z0-9][A-Za-z0-9._-]*|cpu|memory)$")
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$")
@@ -33,6 +33,7 @@ _NODE_FIELDS = frozenset(
         "queue_policy",
         "balance_timeout",
         "aging_interval",
+        "on_unfit_head",
         "fair_sharing_weight",
         "fair_sharing",
         "workspaces",
@@ -49,6 +50,9 @@ _QUEUE_POLICIES = (
     "BestEffortFIFO",
     "Priority",
 )
+_UNFIT_HEAD = ("Retry", "Skip")
+#: the queue policies a quota may name (docs/quotas.md)
+QUEUE_POLICIES = _QUEUE_POLICIES
 
 
 def quota_tree_from_document(raw: Any) -> QuotaTree:
@@ -106,6 +110,11 @@ def _queue_fields(name: str, node: dict[str, Any]) -> dict[str, Any]:
         raise QuotaTreeError(
             f"quota {name!r}: queue_policy {policy!r} is not one of {', '.join(_QUEUE_POLICIES)}"
         )
+    unfit = node.get("on_unfit_head", "Retry")
+    if unfit not in _UNFIT_HEAD:
+        raise QuotaTreeError(
+            f"quota {name!r}: on_unfit_head {unfit!r} is not one of {', '.join(_UNFIT_HEAD)}"
+        )
     weight = node.get("fair_sharing_weight", 1)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
         raise QuotaTreeError(
@@ -118,6 +127,7 @@ def _queue_fields(name: str, node: dict[str, Any]) -> dict[str, Any]:
         "queue_policy": policy,
         "balance_timeout": _seconds(name, "balance_timeout", node.get("balance_timeout")),
         "aging_interval": _seconds(name, "aging_interval", node.get("aging_interval")),
+        "on_unfit_head": unfit,
         # through str: a YAML float 0.1 is the decimal 0.1, not its binary neighbour
         "fair_sharing_weight": Decimal(str(weight)),
         "fair_sharing": fair,

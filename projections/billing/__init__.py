@@ -11,6 +11,7 @@ Money enters only as events, and every statement on the billing tables is here:
 - ``ticks``: one scheduled tick at a cluster instant (rate, accrue, close);
 - ``invoices``: an invoice read, voided, credited;
 - ``reports``, ``invoice_pages``: the finance reports, the invoice and credit-note lists;
+  ``top``: a window's costliest groups and its total, ordered and cut in SQL;
 - ``balances``: the trial balance and receivables by age; ``trails``: an invoice line's
   audit trail back to the cluster facts.
 

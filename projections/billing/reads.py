@@ -14,7 +14,13 @@ if TYPE_CHECKING:  # the event models and the rating engine load with the first 
     from ledger.prices import PriceSchedule
     from ledger.rating import Occupancy
 
-__all__ = ["ScaleOf", "currency_scales", "load_schedule", "occupancy_from_row"]
+__all__ = [
+    "ScaleOf",
+    "billing_currency",
+    "currency_scales",
+    "load_schedule",
+    "occupancy_from_row",
+]
 
 #: currency -> its scale (minor-unit exponent)
 ScaleOf = Callable[[str], int]
@@ -59,16 +65,28 @@ def occupancy_from_row(row: Any) -> Occupancy:
     )
 
 
-def currency_scales(conn: Connection) -> ScaleOf:
-    """The scale each currency is billed at: the price books' for their currency (every
-    book of a schedule has the same, :class:`ledger.prices.PriceSchedule`), else the ISO
-    4217 exponent. One row read, no schedule built: every read that shows money asks."""
-    book = conn.execute(
+def _first_book(conn: Connection) -> Any:
+    """The first price book's currency and scale (a row), or None before any."""
+    return conn.execute(
         text(
             "SELECT data->>'currency', (data->>'scale')::int FROM billing_prices "
             "WHERE type = 'PriceBookPublished' ORDER BY position LIMIT 1"
         )
     ).first()
+
+
+def billing_currency(conn: Connection) -> str | None:
+    """The currency cost is billed in (every book of a schedule has the same); None before
+    a price book is published: what a zero cost is stated in."""
+    book = _first_book(conn)
+    return None if book is None else str(book[0])
+
+
+def currency_scales(conn: Connection) -> ScaleOf:
+    """The scale each currency is billed at: the price books' for their currency (every
+    book of a schedule has the same, :class:`ledger.prices.PriceSchedule`), else the ISO
+    4217 exponent. One row read, no schedule built: every read that shows money asks."""
+    book = _first_book(conn)
 
     def scale_of(currency: str) -> int:
         if book is not None and book[0] == currency and book[1] is not None:

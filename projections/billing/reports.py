@@ -48,15 +48,21 @@ from projections.pages import MAX_REPORT_ROWS, check_report_rows
 __all__ = [
     "CREDIT_KEYS",
     "GROUP_KEYS",
+    "ROUNDING",
+    "SUBSCRIPTIONS",
+    "Only",
     "ReportWindow",
     "calendar_days",
     "cluster_clock",
     "cost_report",
+    "cost_row",
     "invoice_job_costs",
     "invoice_lines",
     "job_cost",
+    "ledger_cost_sql",
     "parse_group_by",
     "usage_report",
+    "uses_ledger",
 ]
 
 GROUP_KEYS = ("workspace", "quota", "user", "flavor", "billing_mode", "day", "month", "job")
@@ -119,6 +125,22 @@ def _scope(window: ReportWindow) -> list[str] | None:
     return None if window.workspaces is None else sorted(window.workspaces)
 
 
+#: A report narrowed to some of its groups: a key with a column (not day or month) and
+#: the values kept, e.g. ``("job", ["a-1", "a-2"])``: a page's or a top list's groups.
+Only = tuple[str, Sequence[str]]
+
+
+def _only(only: Only | None, params: dict[str, Any]) -> str:
+    """The SQL condition keeping the groups ``only`` names; its values go into ``params``."""
+    if only is None:
+        return ""
+    key, values = only
+    if key not in _COLUMN:
+        raise Invalid(f"a report is narrowed by {', '.join(_COLUMN)} only, not {key}")
+    params["only"] = sorted(set(values))
+    return f" AND {_COLUMN[key]} = ANY(:only)"
+
+
 def _end(conn: Connection, window: ReportWindow) -> datetime:
     """Where the report's window ends: ``to``, but never past the cluster clock. No fact
     lies beyond the clock, and an open interval is known to run only up to it: counting
@@ -146,9 +168,16 @@ _IN_SCOPE = " AND (CAST(:workspaces AS text[]) IS NULL OR workspace = ANY(:works
 
 
 def usage_report(
-    conn: Connection, group_by: Sequence[str], window: ReportWindow
+    conn: Connection,
+    group_by: Sequence[str],
+    window: ReportWindow,
+    *,
+    only: Only | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows of the group keys + ``mgpu_seconds``, ``cpu_milli_seconds``, ``memory_mib_seconds``."""
+    """Rows of the group keys + ``mgpu_seconds``, ``cpu_milli_seconds``, ``memory_mib_seconds``;
+    ``only``: just the groups it names (their rows are the same as in the whole report)."""
+    params: dict[str, Any] = {}
+    narrowed = _only(only, params)
     end = _end(conn, window)
     start = window.start or datetime(1970, 1, 1, tzinfo=UTC)
     bucket = "day" if "day" in group_by else "month" if "month" in group_by else None
@@ -172,7 +201,7 @@ def usage_report(
     cols = _keys(group_by)
     select_keys = ", ".join(keys_sql)
     sql = f"""
-WITH o AS ({_OCCUPANCIES}{_IN_SCOPE}),
+WITH o AS ({_OCCUPANCIES}{_IN_SCOPE}{narrowed}),
 c AS (
   SELECT o.*, GREATEST(started_at, :from) AS a, LEAST(COALESCE(ended_at, :to), :to) AS b FROM o
 ),
@@ -194,13 +223,15 @@ SELECT {cols + ", " if cols else ""}
  LIMIT :cap
 """
     conn.execute(text("SET LOCAL TimeZone = 'UTC'"))
-    params = {
-        "from": start,
-        "to": end,
-        "as_of": window.as_of,
-        "cap": MAX_REPORT_ROWS + 1,
-        "workspaces": _scope(window),
-    }
+    params.update(
+        {
+            "from": start,
+            "to": end,
+            "as_of": window.as_of,
+            "cap": MAX_REPORT_ROWS + 1,
+            "workspaces": _scope(window),
+        }
+    )
     rows = conn.execute(text(sql), params).all()
     check_report_rows(len(rows), hint=_TOO_MANY)
     out = []
@@ -244,16 +275,9 @@ def _month_aligned(t: datetime | None) -> bool:
 Source = Literal["auto", "ledger", "rated"]
 
 
-def cost_report(
-    conn: Connection,
-    group_by: Sequence[str],
-    window: ReportWindow,
-    *,
-    source: Source = "auto",
-    net_credits: bool = False,
-) -> list[dict[str, Any]]:
-    """Rows of the group keys + ``cost_minor`` (and at full precision) and ``currency``;
-    ``net_credits``: also ``credited_minor`` and ``net_minor`` (see :func:`_net_of_credits`)."""
+def uses_ledger(group_by: Sequence[str], window: ReportWindow, source: Source) -> bool:
+    """Whether a cost report reads the ledger (else it rates the facts): ``auto`` does
+    when the ledger can answer, per month, with no day grouping; ``ledger`` must."""
     ledger_ok = (
         "day" not in group_by and _month_aligned(window.start) and _month_aligned(window.end)
     )
@@ -262,15 +286,31 @@ def cost_report(
             "the ledger books cost per month: day grouping or a window not on month "
             "boundaries needs --source rated"
         )
+    return source == "ledger" or (source == "auto" and ledger_ok)
+
+
+def cost_report(
+    conn: Connection,
+    group_by: Sequence[str],
+    window: ReportWindow,
+    *,
+    source: Source = "auto",
+    net_credits: bool = False,
+    only: Only | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of the group keys + ``cost_minor`` (and at full precision) and ``currency``;
+    ``net_credits``: also ``credited_minor`` and ``net_minor`` (see :func:`_net_of_credits`);
+    ``only``: just the groups it names (their rows are the same as in the whole report)."""
+    ledger = uses_ledger(group_by, window, source)
     if net_credits and not set(group_by) <= CREDIT_KEYS:
         raise Invalid(
             "credit notes are issued per invoice (workspace x month): --net-credits groups "
             "by workspace and/or month only"
         )
-    if source == "ledger" or (source == "auto" and ledger_ok):
-        rows = _ledger_cost(conn, group_by, window)
+    if ledger:
+        rows = _ledger_cost(conn, group_by, window, only)
     else:
-        rows = _rated_cost(conn, group_by, window)
+        rows = _rated_cost(conn, group_by, window, only)
     return _net_of_credits(conn, rows, group_by, window) if net_credits else rows
 
 
@@ -314,7 +354,7 @@ def _net_of_credits(
     # credits whose period shows no cost in the window still reduce what is owed
     for key, credited in sorted(credits.items()):
         row = {**dict(zip(group_by, key[:-1], strict=True)), "currency": key[-1]}
-        out.append(_with_credit(_cost_row(row, Decimal(0), key[-1]), credited))
+        out.append(_with_credit(cost_row(row, Decimal(0), key[-1]), credited))
     return out
 
 
@@ -328,80 +368,88 @@ def _with_credit(row: dict[str, Any], credited: int) -> dict[str, Any]:
     }
 
 
-def _ledger_cost(
-    conn: Connection, group_by: Sequence[str], window: ReportWindow
-) -> list[dict[str, Any]]:
+def ledger_cost_sql(
+    group_by: Sequence[str],
+    window: ReportWindow,
+    params: dict[str, Any],
+    only: Only | None = None,
+) -> str:
+    """The ledger's cost by the group keys, as SQL: one row per group and currency, the
+    keys under their names, ``currency`` and ``cost`` (minor units at full precision, the
+    exact sum: round it once). Its values go into ``params``.
+
+    Usage transactions come per usage month from the pre-aggregated
+    ``billing_cost_monthly``, or ``billing_usage_lines`` to group by job (with ``as_of``,
+    the transactions recorded by then), plus the invoices' roundings (net of a voided
+    invoice's reversal): an invoice rounds each line once, so the ledger's cost of a
+    closed period is its invoices' totals only with them; and the subscription charges
+    (purchases, renewals, refunds: billed per order, not per use). Both are keyed by
+    workspace and month; on any other key they stand as :data:`ROUNDING` or
+    :data:`SUBSCRIPTIONS` (visible groups, never spread over jobs or quotas)."""
     keys = [
         f"{_COLUMN[k]} AS {_q(k)}" if k in _COLUMN else "usage_period AS month" for k in group_by
     ]
     # the monthly aggregate has no job; the usage lines do (job x month x resource x mode)
     table = "billing_usage_lines" if "job" in group_by else "billing_cost_monthly"
     where = ["TRUE"]
-    params: dict[str, Any] = {}
+    rounded = ["usage_period IS NULL", "period IS NOT NULL", "workspace IS NOT NULL"]
     if window.as_of is not None:
         table = "billing_transactions"
         where.append("recorded_at <= :as_of AND usage_period IS NOT NULL")
+        rounded.append("recorded_at <= :as_of")
         params["as_of"] = window.as_of
     where += _months_within(window, "usage_period", params)
+    rounded += _months_within(window, "period", params)
     if window.workspaces is not None:
         where.append("workspace = ANY(:workspaces)")
+        rounded.append("workspace = ANY(:workspaces)")
         params["workspaces"] = _scope(window)
-    group = ", ".join([*(_q(k) for k in group_by), "currency"])
-    sql = (
-        f"SELECT {', '.join([*keys, 'currency'])}, sum(amount_minor) AS cost "
-        f"FROM {table} WHERE {' AND '.join(where)} GROUP BY {group} ORDER BY {group}"
+    if only is not None and only[0] not in group_by:
+        raise Invalid(f"narrowing the ledger's cost by {only[0]} needs grouping by it")
+    narrowed = _only(only, params)
+    params["rounding"] = ROUNDING
+    params["subscriptions"] = SUBSCRIPTIONS
+    named = {"workspace": "workspace", "month": "period"}
+    rounding_keys = [
+        f"{named[k]} AS {_q(k)}" if k in named else f"kind AS {_q(k)}" for k in group_by
+    ]
+    outer = [*(_q(k) for k in group_by), "currency"]
+    kept = f" WHERE {_q(only[0])} = ANY(:only)" if only is not None else ""
+    return (
+        f"SELECT {', '.join(outer)}, sum(amount) AS cost FROM ("
+        f" SELECT {', '.join([*keys, 'currency', 'amount_minor AS amount'])}"
+        f" FROM {table} WHERE {' AND '.join(where)}{narrowed}"
+        " UNION ALL"
+        f" SELECT {', '.join([*rounding_keys, 'currency', 'amount'])} FROM ("
+        "  SELECT workspace, period, currency, sum(amount_minor) AS amount,"
+        "  CASE WHEN data ? 'charge' THEN CAST(:subscriptions AS text)"
+        "  ELSE CAST(:rounding AS text) END AS kind"
+        f"  FROM billing_transactions WHERE {' AND '.join(rounded)}"
+        "  GROUP BY workspace, period, currency, kind HAVING sum(amount_minor) <> 0) r"
+        f") u{kept} GROUP BY {', '.join(outer)}"
     )
-    sums = {
-        (*(getattr(r, k) for k in group_by), r.currency): Decimal(r.cost)
-        for r in conn.execute(text(sql), params)
-    }
-    for key, amount in _roundings(conn, group_by, window).items():
-        sums[key] = sums.get(key, Decimal(0)) + amount
+
+
+def _ledger_cost(
+    conn: Connection, group_by: Sequence[str], window: ReportWindow, only: Only | None
+) -> list[dict[str, Any]]:
+    params: dict[str, Any] = {}
+    rows = conn.execute(text(ledger_cost_sql(group_by, window, params, only)), params)
+    sums = {(*(getattr(r, k) for k in group_by), r.currency): Decimal(r.cost) for r in rows}
     return [
-        _cost_row(dict(zip(group_by, key[:-1], strict=True)), precise, key[-1])
+        cost_row(dict(zip(group_by, key[:-1], strict=True)), precise, key[-1])
         for key, precise in sorted(sums.items(), key=lambda item: _sort_key(item[0]))
     ]
 
 
 #: The group key value of an invoice's rounding on keys it has none of (quota, user, ...).
 ROUNDING = "(rounding)"
+#: ... and of subscription charges (an order's price, its renewals and refunds).
+SUBSCRIPTIONS = "(subscriptions)"
 
 
 def _sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple("" if v is None else str(v) for v in key)
-
-
-def _roundings(
-    conn: Connection, group_by: Sequence[str], window: ReportWindow
-) -> dict[tuple[Any, ...], Decimal]:
-    """The invoices' roundings (net of a voided invoice's reversal), by the group keys: an
-    invoice rounds each line once, so the ledger's cost of a closed period is its invoices'
-    totals only with them. Keyed by workspace and month; on any other key they stand as
-    :data:`ROUNDING` (a visible row, never spread over jobs or quotas)."""
-    where = ["usage_period IS NULL", "period IS NOT NULL", "workspace IS NOT NULL"]
-    params: dict[str, Any] = {}
-    if window.as_of is not None:
-        where.append("recorded_at <= :as_of")
-        params["as_of"] = window.as_of
-    where += _months_within(window, "period", params)
-    if window.workspaces is not None:
-        where.append("workspace = ANY(:workspaces)")
-        params["workspaces"] = _scope(window)
-    out: dict[tuple[Any, ...], Decimal] = {}
-    for r in conn.execute(
-        text(
-            "SELECT workspace, period, currency, sum(amount_minor) AS amount "
-            f"FROM billing_transactions WHERE {' AND '.join(where)} "
-            "GROUP BY workspace, period, currency"
-        ),
-        params,
-    ):
-        if not r.amount:
-            continue
-        values = {"workspace": r.workspace, "month": r.period}
-        key = (*(values.get(k, ROUNDING) for k in group_by), r.currency)
-        out[key] = out.get(key, Decimal(0)) + Decimal(r.amount)
-    return out
 
 
 def _months_within(window: ReportWindow, column: str, params: dict[str, Any]) -> list[str]:
@@ -417,7 +465,7 @@ def _months_within(window: ReportWindow, column: str, params: dict[str, Any]) ->
     return where
 
 
-def _cost_row(keys: dict[str, Any], precise: Decimal, currency: str) -> dict[str, Any]:
+def cost_row(keys: dict[str, Any], precise: Decimal, currency: str | None) -> dict[str, Any]:
     """A cost row: the keys, the cost rounded once (half-even) and at full precision."""
     return {
         **keys,
@@ -428,17 +476,20 @@ def _cost_row(keys: dict[str, Any], precise: Decimal, currency: str) -> dict[str
 
 
 def _rated_cost(
-    conn: Connection, group_by: Sequence[str], window: ReportWindow
+    conn: Connection, group_by: Sequence[str], window: ReportWindow, only: Only | None
 ) -> list[dict[str, Any]]:
+    params: dict[str, Any] = {}
+    narrowed = _only(only, params)
     end = _end(conn, window)
     start = window.start or datetime(1970, 1, 1, tzinfo=UTC)
     schedule = load_schedule(conn, recorded_by=window.as_of)
     if schedule.currency is None:
         return []
     periods = calendar_days() if "day" in group_by else calendar_months()
+    params.update({"from": start, "to": end, "as_of": window.as_of, "workspaces": _scope(window)})
     rows = conn.execute(
-        text(_OCCUPANCIES + _IN_SCOPE + " AND (ended_at IS NULL OR ended_at > :from)"),
-        {"from": start, "to": end, "as_of": window.as_of, "workspaces": _scope(window)},
+        text(_OCCUPANCIES + _IN_SCOPE + narrowed + " AND (ended_at IS NULL OR ended_at > :from)"),
+        params,
     ).all()
     sums: dict[tuple[Any, ...], int] = {}
     for row in rows:
@@ -466,7 +517,7 @@ def _rated_cost(
             sums[key] = sums.get(key, 0) + line.amount_precise
     check_report_rows(len(sums), hint=_TOO_MANY)
     return [
-        _cost_row(dict(zip(group_by, key, strict=True)), precise_decimal(v), schedule.currency)
+        cost_row(dict(zip(group_by, key, strict=True)), precise_decimal(v), schedule.currency)
         for key, v in sorted(sums.items())
     ]
 
@@ -506,6 +557,8 @@ def invoice_job_costs(conn: Connection, invoice_id: str) -> dict[int, list[dict[
     ).all()
     out: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
+        if r.usage is None:  # no usage, so no job: a subscription's term, not a job's use
+            continue
         out.setdefault(r.line_no, []).append(
             {
                 "job_uid": r.job_uid,

@@ -16,7 +16,7 @@ rated up to the instant asked about (their ``as_of``). The rules are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -188,15 +188,19 @@ def current_budgets(conn: Connection) -> dict[str, Budget]:
     return {r.workspace: _budget(r) for r in rows if not r.removed}
 
 
-def budgets_at(conn: Connection, at: datetime) -> list[BudgetInForce]:
+def budgets_at(
+    conn: Connection, at: datetime, *, workspaces: Collection[str] | None = None
+) -> list[BudgetInForce]:
     """The budgets in force at ``at`` (cluster time): each workspace's latest change
-    effective by then, by workspace."""
+    effective by then, by workspace; ``workspaces``: only theirs (a reader's scope)."""
     rows = conn.execute(
         text(
             f"SELECT DISTINCT ON (workspace) {_COLUMNS} FROM budget_changes "
-            "WHERE occurred_at <= :at ORDER BY workspace, occurred_at DESC, position DESC"
+            "WHERE occurred_at <= :at"
+            " AND (CAST(:ws AS text[]) IS NULL OR workspace = ANY(:ws))"
+            " ORDER BY workspace, occurred_at DESC, position DESC"
         ),
-        {"at": at},
+        {"at": at, "ws": None if workspaces is None else sorted(workspaces)},
     )
     return [
         BudgetInForce(_budget(r), str(r.event_id), r.occurred_at) for r in rows if not r.removed
@@ -207,19 +211,20 @@ _POSTED_BY = "COALESCE(as_of, occurred_at)"
 
 
 def spent_by_workspace(
-    conn: Connection, workspaces: Sequence[str], period: str, at: datetime
+    conn: Connection, workspaces: Collection[str] | None, period: str, at: datetime
 ) -> dict[tuple[str, str], int]:
     """Posted cost per (workspace, currency) in ``period`` (``YYYY-MM``), rated up to
-    ``at``, in precise units (10**-9 minor units, as posted)."""
-    if not workspaces:
+    ``at``, in precise units (10**-9 minor units, as posted); ``workspaces`` None: every
+    workspace that has any."""
+    if workspaces is not None and not workspaces:
         return {}
     rows = conn.execute(
         text(
             "SELECT workspace, currency, sum(amount_minor) AS spent FROM billing_transactions "
-            f"WHERE period = :p AND workspace = ANY(:ws) AND {_POSTED_BY} <= :at "
-            "AND currency IS NOT NULL GROUP BY workspace, currency"
+            "WHERE period = :p AND (CAST(:ws AS text[]) IS NULL OR workspace = ANY(:ws)) "
+            f"AND {_POSTED_BY} <= :at AND currency IS NOT NULL GROUP BY workspace, currency"
         ),
-        {"p": period, "ws": sorted(set(workspaces)), "at": at},
+        {"p": period, "ws": None if workspaces is None else sorted(set(workspaces)), "at": at},
     )
     return {(r.workspace, r.currency): precise_from_decimal(r.spent) for r in rows}
 

@@ -24,6 +24,8 @@ from ledger.canonical import format_timestamp
 from ledger.dispatch.cycle import CycleResult, PendingStatus, QueueSettings, plan_cycle
 from ledger.dispatch.estimates import (
     MAX_STEPS,
+    RANGE_QUANTILES,
+    RANGE_SAMPLES,
     StartEstimate,
     ever_fits,
     within_tree,
@@ -31,13 +33,15 @@ from ledger.dispatch.estimates import (
 from ledger.dispatch.figures import blocking_figures
 from ledger.dispatch.model import Incoming, QuotaNode
 from ledger.dispatch.queues import effective_priority
+from ledger.dispatch.runtimes import RunTime
 from ledger.errors import Invalid, NotFound
 from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.subscriptions import Subscription
 from projections.dispatch.estimates import (
-    Runtime,
+    describe_runtime,
     projected_ends,
-    runtime_medians,
+    run_times,
+    runtime_json,
     start_estimates,
 )
 from projections.dispatch.losses import preemptions_of
@@ -80,6 +84,9 @@ def _estimate_json(estimate: StartEstimate | None, now: datetime) -> dict[str, A
         "basis": estimate.basis,
         "steps": estimate.steps,
         "released": estimate.released,
+        # the range: the low and high percentile start of the simulated futures
+        "low": estimate.low,
+        "high": estimate.high,
     }
 
 
@@ -109,6 +116,21 @@ def _admission(events: list[RecordedEvent]) -> dict[str, Any] | None:
     }
 
 
+def _stop(events: list[RecordedEvent]) -> dict[str, Any] | None:
+    """The dispatcher's stop of the job at its maximum run time, if it stopped it."""
+    stops = [e for e in events if e.type == "AdmissionDecided" and e.data.get("outcome") == "stop"]
+    if not stops:
+        return None
+    event = stops[-1]
+    run = event.data.get("state", {}).get("run", {})
+    return {
+        "decided_at": event.occurred_at,
+        "reason": event.data.get("reason"),
+        "ran_seconds": run.get("ran_seconds"),
+        "max_run_seconds": run.get("max_run_seconds"),
+    }
+
+
 def _last_pending(events: list[RecordedEvent], attempt: int) -> dict[str, Any] | None:
     """The dispatcher's latest pending decision about the job's current wait."""
     pending = [
@@ -127,6 +149,8 @@ def _last_pending(events: list[RecordedEvent], attempt: int) -> dict[str, Any] |
         "position": data.get("position"),
         "cohort_position": data.get("cohort_position"),
         "estimated_start": data.get("estimated_start"),
+        "estimated_start_low": data.get("estimated_start_low"),
+        "estimated_start_high": data.get("estimated_start_high"),
     }
 
 
@@ -143,9 +167,9 @@ def _pending_part(
     result: CycleResult = plan_cycle(tree)
     status: PendingStatus | None = next((s for s in result.pending if s.job == uid), None)
     admitted_now = any(d.job == uid for d in result.admissions)
-    medians = runtime_medians(conn)
-    estimate = start_estimates(view, medians, [uid], max_steps=max_steps).get(uid)
-    own = medians.of(job.quota, job.workspace)
+    times = run_times(conn, view.jobs)
+    estimate = start_estimates(view, times, [uid], max_steps=max_steps).get(uid)
+    own = times.pending(job)
     figures = blocking_figures(tree.quotas, tree.admitted, job)
     if status is not None:
         reason: str | None = tiered_reason(status, job, tree.quotas)
@@ -154,10 +178,11 @@ def _pending_part(
     else:
         reason = "PreemptionPending"  # it preempts this cycle: it starts after its victims
     queue_length = sum(1 for s in result.pending if s.quota == job.quota)
+    settings = view.cycle.queues.get(job.quota, QueueSettings())
     return {
         "reason": reason,
         "reason_text": (
-            REASONS.get(reason, reason)
+            _reason_text(reason, view, result, status, settings)
             if reason
             else "it fits now: the dispatcher admits it at its next cycle"
         ),
@@ -188,9 +213,51 @@ def _pending_part(
         ],
         "estimate": _estimate_json(estimate, now),
         "estimate_method": _method(estimate, own),
-        "runtime": own.as_json() if own else None,
+        "runtime": runtime_json(own) if own else None,
         "last_decision": _last_pending(events, view.jobs[uid].attempt if uid in view.jobs else 0),
     }
+
+
+def _reason_text(
+    reason: str,
+    view: DispatchView,
+    result: CycleResult,
+    status: PendingStatus | None,
+    settings: QueueSettings,
+) -> str:
+    """The reason for people, with what holds the queue: said of a job never tried behind a
+    blocked one, and of a head that can never fit but is retried, never skipped
+    (``on_unfit_head: Retry``)."""
+    text = REASONS.get(reason, reason)
+    if status is None:
+        return text
+    policy = settings.policy
+    if status.reason == "ExceedsMaxQuota":
+        behind = sum(1 for s in result.pending if s.held_by == status.job)
+        if not behind:
+            return text
+        return (
+            f"{text}; its quota's {policy} queue retries it at its head and never skips it "
+            f"(on_unfit_head: Retry), so the {behind} job(s) behind it wait until it is "
+            "withdrawn or its quota grows (on_unfit_head: Skip would let them pass)"
+        )
+    if status.held_by is None:
+        return text
+    holder = next((s for s in result.pending if s.job == status.held_by), None)
+    known = view.jobs.get(status.held_by)
+    name = f"{known.name} ({status.held_by})" if known else status.held_by
+    if holder is not None and holder.reason == "ExceedsMaxQuota":
+        # not "fits once jobs ahead of it finish": no finishing job lets it in
+        return (
+            f"it is never tried: {name}, ahead of it in its quota's {policy} queue, can "
+            "never fit as configured (ExceedsMaxQuota) and is retried at the head, never "
+            "skipped (on_unfit_head: Retry), so the queue waits until it is withdrawn or "
+            "the quota grows (on_unfit_head: Skip would let the queue pass it)"
+        )
+    return (
+        f"{text}; it is not tried yet: {name}, ahead of it in its quota's {policy} queue, "
+        "does not fit now and holds the queue behind it"
+    )
 
 
 def whole(value: float) -> float | int:
@@ -198,7 +265,7 @@ def whole(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
-def _method(estimate: StartEstimate | None, own: Runtime | None) -> str:
+def _method(estimate: StartEstimate | None, own: RunTime | None) -> str:
     if estimate is None:
         return "no estimate"
     basis = estimate.basis
@@ -217,11 +284,19 @@ def _method(estimate: StartEstimate | None, own: Runtime | None) -> str:
         )
     if basis == "horizon":
         return f"none within {estimate.steps} simulated cycles"
-    runtime = f"; its own run time: {own.describe()}" if own else ""
+    runtime = f"; its own run time: {describe_runtime(own)}" if own else ""
+    low, high = RANGE_QUANTILES
+    span = (
+        f"; range: the {low:.0%}-{high:.0%} percentile start of {RANGE_SAMPLES} simulated "
+        "futures, each job's run time drawn from its comparable finished jobs"
+        if estimate.low is not None
+        else ""
+    )
     return (
         f"simulated the dispatcher forward over {estimate.steps} instant(s): "
         f"{estimate.released} running job(s) released at their projected ends (start + the "
-        f"median run time of finished jobs of their quota, else workspace, else all){runtime}"
+        "median run time of comparable finished jobs: same quota and GPU request, else "
+        f"wider; never past a declared maximum){span}{runtime}"
     )
 
 
@@ -293,6 +368,7 @@ def explain_job(
         doc["answer"] = "running" if status in ("Running", "Restarting", "Stopping") else "admitted"
         doc.update(_projected_end(conn, view, uid))
     doc["admission"] = _admission(events)
+    doc["stopped"] = _stop(events)
     doc["preemptions"] = preemptions
     # last in every document, whichever answer wrote it (one key order for all answers)
     doc["summary"] = doc.pop("summary", None) or _summary(doc)
@@ -304,13 +380,11 @@ def _projected_end(conn: Connection, view: DispatchView, uid: str) -> dict[str, 
     wl = next((a for a in view.cycle.admitted if a.job == uid), None)
     if wl is None:
         return {"projected_end": None, "runtime": None}
-    medians = runtime_medians(conn)
-    ran = max(0.0, (view.cycle.now - wl.admitted_at).total_seconds())
-    runtime = medians.of(wl.quota, wl.workspace, ran=ran)
+    times = run_times(conn, [uid])
+    runtime = times.running(wl, view.cycle.now)
     return {
-        "projected_end": projected_ends((wl,), medians, view.cycle.now).get(uid),
-        # None with a projected end: it ran longer than any finished job, as long again
-        "runtime": runtime.as_json() if runtime is not None else None,
+        "projected_end": projected_ends((wl,), times, view.cycle.now).get(uid),
+        "runtime": runtime_json(runtime) if runtime is not None else None,
     }
 
 
@@ -330,6 +404,11 @@ def _summary(doc: dict[str, Any]) -> str:
             if est and est["start"] is not None
             else ""
         )
+        if est and est.get("low") is not None and est["low"] != est.get("high"):
+            high = est.get("high")
+            start += f" (likely {format_timestamp(est['low'])} to " + (
+                f"{format_timestamp(high)})" if high is not None else "later)"
+            )
         reason = p["reason"] or "fits now"
         again = " (preempted before, pending again)" if doc["preemptions"] else ""
         return f"pending{again}: {reason}, {where}{start}"
@@ -343,6 +422,12 @@ def _summary(doc: dict[str, Any]) -> str:
     preempted = f"; preempted {len(doc['preemptions'])} time(s)" if doc["preemptions"] else ""
     end = doc.get("projected_end")
     ending = f"; projected end {format_timestamp(end)}" if end else ""
+    stop = doc.get("stopped")
+    if stop:
+        ending += (
+            f"; stopped at {format_timestamp(stop['decided_at'])}: {stop['reason']} (ran "
+            f"{stop['ran_seconds']} s, maximum {stop['max_run_seconds']} s)"
+        )
     return f"{answer} ({doc['status']}): {admitted}{preempted}{ending}"
 
 

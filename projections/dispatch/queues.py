@@ -16,7 +16,7 @@ from ledger.dispatch.estimates import MAX_STEPS, within_tree
 from ledger.dispatch.queues import effective_priority
 from ledger.errors import NotFound
 from ledger.subscriptions import Subscription
-from projections.dispatch.estimates import runtime_medians, start_estimates
+from projections.dispatch.estimates import run_times, start_estimates
 from projections.dispatch.explain import tiered_reason, whole
 from projections.dispatch.reads import DispatchView, read_dispatch
 from projections.pages import check_limit, decode_cursor, encode_cursor
@@ -81,8 +81,8 @@ def queue_listing(
     )
     statuses = [s for s in statuses if s.cohort_position > after]
     page, more = statuses[:limit], len(statuses) > limit
-    medians = runtime_medians(conn)
-    estimates = start_estimates(view, medians, [s.job for s in page], max_steps=max_steps)
+    times = run_times(conn, view.jobs)
+    estimates = start_estimates(view, times, [s.job for s in page], max_steps=max_steps)
     incoming = {p.job: p for p in view.cycle.pending}
     rows = []
     for s in page:
@@ -105,6 +105,8 @@ def queue_listing(
                 "reason": tiered_reason(s, job, view.cycle.quotas),
                 "request": {k: whole(v) for k, v in job.resources.items()},
                 "estimated_start": estimate.start if estimate else None,
+                "estimated_start_low": estimate.low if estimate else None,
+                "estimated_start_high": estimate.high if estimate else None,
                 "estimate_basis": estimate.basis if estimate else None,
             }
         )

@@ -19,10 +19,18 @@ quota resolved through the workspace binding):
 - **goodput**: of the occupancies that ended in ``[from, to)``, the share of occupied
   GPU-hours (``goodput``) and of occupied hours (``time_goodput``) whose pod ended in
   success (``end_reason = completed``), by quota or by workspace.
+- **estimates**: per wait (a job's pending episode, ``attempt``) that has a pending
+  ``AdmissionDecided`` and was admitted in ``[from, to)``, the first ``estimated_start``
+  and the first range (``estimated_start_low`` / ``_high``) stored with a pending decision
+  of the episode against the admission: the error (actual - estimated) and whether the
+  start fell inside the range, below or above it (:func:`estimates_report`); the
+  calibration as one figure: :func:`estimate_coverage`.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -30,6 +38,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
+from ledger.dispatch.runtimes import percentile
 from ledger.errors import Invalid
 from ledger.store.views import typed_events
 from projections.dispatch.estimates import projected_now
@@ -39,7 +48,12 @@ from projections.quotas import subtree_condition
 
 __all__ = [
     "GOODPUT_KEYS",
+    "Coverage",
     "DecisionWindow",
+    "EstimatedWait",
+    "estimate_coverage",
+    "estimate_waits",
+    "estimates_report",
     "goodput_report",
     "preemptions_report",
     "wait_intervals",
@@ -307,3 +321,201 @@ def goodput_report(
         )
     check_report_rows(len(out), hint="narrow --from/--to")
     return out
+
+
+# One row per wait with a pending decision and an admission: its first estimate, its first
+# range, the admission (each the first of the episode by store position)
+_ESTIMATES = f"""
+WITH d AS (
+    SELECT position, occurred_at, data->>'job_uid' AS job_uid,
+           COALESCE((data->>'attempt')::int, 0) AS attempt, data->>'outcome' AS outcome,
+           data->>'quota' AS quota, (data->>'estimated_start')::timestamptz AS est,
+           (data->>'estimated_start_low')::timestamptz AS low,
+           (data->>'estimated_start_high')::timestamptz AS high
+      FROM {typed_events("AdmissionDecided")} a
+     WHERE data->>'outcome' IN ('pending', 'admit')
+), w AS (
+    SELECT job_uid, attempt,
+           (array_agg(quota ORDER BY position) FILTER (WHERE outcome = 'pending'))[1]
+               AS pending_quota,
+           (array_agg(occurred_at ORDER BY position)
+               FILTER (WHERE outcome = 'pending' AND est IS NOT NULL))[1] AS estimated_at,
+           (array_agg(est ORDER BY position)
+               FILTER (WHERE outcome = 'pending' AND est IS NOT NULL))[1] AS estimated_start,
+           (array_agg(low ORDER BY position)
+               FILTER (WHERE outcome = 'pending' AND low IS NOT NULL))[1] AS low,
+           (array_agg(high ORDER BY position)
+               FILTER (WHERE outcome = 'pending' AND low IS NOT NULL))[1] AS high,
+           (array_agg(occurred_at ORDER BY position) FILTER (WHERE outcome = 'admit'))[1]
+               AS actual_start,
+           (array_agg(quota ORDER BY position) FILTER (WHERE outcome = 'admit'))[1]
+               AS admitted_quota
+      FROM d GROUP BY job_uid, attempt
+)
+SELECT job_uid, attempt, COALESCE(NULLIF(admitted_quota, ''), pending_quota) AS quota,
+       estimated_at, estimated_start, low, high, actual_start
+  FROM w
+ WHERE pending_quota IS NOT NULL AND actual_start IS NOT NULL
+   AND actual_start >= :from AND actual_start < :to
+"""
+
+
+@dataclass(frozen=True)
+class EstimatedWait:
+    """One wait's first stored estimate and range against its admission."""
+
+    job_uid: str
+    attempt: int
+    quota: str
+    estimated_at: datetime | None
+    estimated_start: datetime | None
+    #: the range; ``high`` None with a ``low``: no upper bound
+    low: datetime | None
+    high: datetime | None
+    actual_start: datetime
+
+    @property
+    def error_seconds(self) -> float | None:
+        """actual - estimated (positive: it started later than estimated)."""
+        if self.estimated_start is None:
+            return None
+        return (self.actual_start - self.estimated_start).total_seconds()
+
+    @property
+    def in_range(self) -> Literal["inside", "below", "above"] | None:
+        """Where the actual start fell against the range (None: no range)."""
+        if self.low is None:
+            return None
+        if self.actual_start < self.low:
+            return "below"
+        if self.high is not None and self.actual_start > self.high:
+            return "above"
+        return "inside"
+
+
+def estimate_waits(
+    conn: Connection, window: DecisionWindow = DecisionWindow()
+) -> list[EstimatedWait]:
+    """The waits admitted in the window that the dispatcher decided pending, by admission."""
+    scoped, params = window.in_subtree("quota")
+    rows = conn.execute(text(f"SELECT * FROM ({_ESTIMATES}) e WHERE {scoped}"), params).all()
+    waits = [
+        EstimatedWait(
+            str(r.job_uid),
+            int(r.attempt),
+            str(r.quota or "-"),
+            r.estimated_at,
+            r.estimated_start,
+            r.low,
+            r.high,
+            r.actual_start,
+        )
+        for r in rows
+    ]
+    waits.sort(key=lambda w: (w.actual_start, w.job_uid, w.attempt))
+    return waits
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How well the stored ranges held: of the waits with a range, the share whose actual
+    start fell inside it, below it (earlier) and above it (later)."""
+
+    waits: int
+    #: waits that had a range
+    ranged: int
+    inside: int
+    below: int
+    above: int
+
+    def share(self, count: int) -> float | None:
+        return None if not self.ranged else count / self.ranged
+
+    @property
+    def coverage(self) -> float | None:
+        """The share inside the range (None without a range)."""
+        return self.share(self.inside)
+
+    @staticmethod
+    def of(waits: Sequence[EstimatedWait]) -> Coverage:
+        where = [w.in_range for w in waits]
+        return Coverage(
+            len(waits),
+            sum(1 for x in where if x is not None),
+            where.count("inside"),
+            where.count("below"),
+            where.count("above"),
+        )
+
+
+def estimate_coverage(conn: Connection, window: DecisionWindow = DecisionWindow()) -> Coverage:
+    """The calibration of the stored ranges over every quota (``report estimates``'
+    ``(all)`` row): how many waits had a range, and where their starts fell."""
+    return Coverage.of(estimate_waits(conn, window))
+
+
+def _error_figures(errors: Sequence[float]) -> dict[str, float | None]:
+    """p50/p95/mean of the absolute errors and the mean signed error, to a tenth of a second
+    (estimates and starts are cluster instants to the second); None without errors."""
+    names = ("p50_abs_error_seconds", "p95_abs_error_seconds", "mean_abs_error_seconds")
+    if not errors:
+        return dict.fromkeys((*names, "mean_error_seconds"))
+    absolute = sorted(abs(x) for x in errors)
+    figures = (percentile(absolute, 0.5), percentile(absolute, 0.95), statistics.fmean(absolute))
+    out: dict[str, float | None] = {n: round(v, 1) for n, v in zip(names, figures, strict=True)}
+    out["mean_error_seconds"] = round(statistics.fmean(errors), 1)
+    return out
+
+
+def _share(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def estimates_report(
+    conn: Connection, window: DecisionWindow = DecisionWindow(), *, per_job: bool = False
+) -> list[dict[str, Any]]:
+    """Start estimates against actual starts (module docstring). Rows per quota and
+    ``(all)``: the waits, how many had an estimate, their absolute error's p50 / p95 / mean
+    and the mean error; how many had a range (``ranged``) and the shares whose start fell
+    inside, below and above it. With ``per_job``, one row per wait (no estimate: its
+    estimate and error None; no range: ``low``, ``high`` and ``in_range`` None)."""
+    waits = estimate_waits(conn, window)
+    if per_job:
+        check_report_rows(len(waits), hint="narrow --from/--to")
+        return [
+            {
+                "job_uid": w.job_uid,
+                "attempt": w.attempt,
+                "quota": w.quota,
+                "estimated_at": w.estimated_at,
+                "estimated_start": w.estimated_start,
+                "estimated_start_low": w.low,
+                "estimated_start_high": w.high,
+                "actual_start": w.actual_start,
+                "error_seconds": w.error_seconds,
+                "in_range": w.in_range,
+            }
+            for w in waits
+        ]
+    groups: dict[str | None, list[EstimatedWait]] = {None: []}
+    for w in waits:
+        groups.setdefault(w.quota, []).append(w)
+        groups[None].append(w)
+    rows = []
+    for group in [*sorted(q for q in groups if q is not None), None]:
+        members = groups[group]
+        errors = [e for w in members if (e := w.error_seconds) is not None]
+        cover = Coverage.of(members)
+        rows.append(
+            {
+                "quota": group if group is not None else "(all)",
+                "waits": len(members),
+                "estimated": len(errors),
+                **_error_figures(errors),
+                "ranged": cover.ranged,
+                "inside": _share(cover.coverage),
+                "below": _share(cover.share(cover.below)),
+                "above": _share(cover.share(cover.above)),
+            }
+        )
+    return rows

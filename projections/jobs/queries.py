@@ -27,6 +27,7 @@ __all__ = [
     "JobPage",
     "find_job",
     "job_detail",
+    "jobs_by_uid",
     "late_flags",
     "list_jobs",
     "timeline_entries",
@@ -95,8 +96,12 @@ def list_jobs(
     at: datetime | None = None,
     cursor: str | None = None,
     workspaces: Collection[str] | None = None,
+    q: str | None = None,
 ) -> JobPage:
     """Jobs, newest submission first, filtered, one page; JSON-ready dicts.
+
+    ``q``: jobs whose name holds it, or whose uid starts with it (case-insensitive; ``%``
+    and ``_`` are plain characters), for a search box.
 
     ``at`` (cluster time): only jobs that existed then, with their status, running time
     and end as of that instant (``status`` filters on it). Pages are keyed on
@@ -114,6 +119,14 @@ def list_jobs(
         query = query.where(job_state.c.workspace.in_(sorted(workspaces)))
     if user is not None:
         query = query.where(job_state.c.user == user)
+    if q:
+        text_q = _like_literal(q)
+        query = query.where(
+            or_(
+                job_state.c.name.ilike(f"%{text_q}%", escape="\\"),
+                job_state.c.job_uid.ilike(f"{text_q}%", escape="\\"),
+            )
+        )
     if status is not None and at is None:
         query = query.where(job_state.c.status == status)
     if at is not None:
@@ -128,8 +141,11 @@ def list_jobs(
     query = query.order_by(submitted.desc(), job_state.c.job_uid)
     jobs: list[dict[str, Any]] = []
     last: Any = None
-    # with ``at`` and ``status`` the status filter is applied after the rewrite: read on
-    for row in conn.execution_options(yield_per=limit).execute(query):
+    # with ``at`` and ``status`` the status filter is applied after the rewrite: read on.
+    # The option is the statement's: on the connection it would stay set (SQLAlchemy 2
+    # changes a connection's options in place), and the caller's next reads would each
+    # open a server-side cursor, which a ``SET`` cannot run in.
+    for row in conn.execute(query.execution_options(yield_per=limit)):
         job = _job_dict(row)
         if at is not None:
             as_at(job, row.transitions, at)
@@ -140,6 +156,22 @@ def list_jobs(
         jobs.append(job)
         last = row
     return JobPage(jobs, None)
+
+
+def jobs_by_uid(
+    conn: Connection, uids: Collection[str], *, workspaces: Collection[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The jobs of ``uids`` as :func:`list_jobs` shows them, by uid (one indexed read; a
+    uid unknown, or outside ``workspaces``, is absent)."""
+    query = job_state.select().where(job_state.c.job_uid.in_(sorted(set(uids))))
+    if workspaces is not None:
+        query = query.where(job_state.c.workspace.in_(sorted(workspaces)))
+    return {row.job_uid: _job_dict(row) for row in conn.execute(query)}
+
+
+def _like_literal(value: str) -> str:
+    """``value`` matched literally inside a LIKE pattern (escape character ``\\``)."""
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def find_job(conn: Connection, ref: str, *, workspaces: Collection[str] | None = None) -> str:

@@ -50,6 +50,9 @@ def _pending_suffix(data: dict[str, Any]) -> str:
         parts.append(f"position {data['position']} (tree {data.get('cohort_position')})")
     if data.get("estimated_start"):
         parts.append(f"estimated start {data['estimated_start']}")
+    if data.get("estimated_start_low"):
+        high = data.get("estimated_start_high") or "later"
+        parts.append(f"likely {data['estimated_start_low']} to {high}")
     return f": {', '.join(parts)}" if parts else ""
 
 
@@ -81,6 +84,12 @@ def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | No
         return (
             f"pod {pod} released at {data.get('ended_at')} "
             f"({data.get('reason', 'completed')}{estimated})"
+        )
+    if kind == "AdmissionDecided" and data.get("outcome") == "stop":
+        run = data.get("state", {}).get("run", {})
+        return (
+            f"stop decision: {data.get('reason')} (ran {run.get('ran_seconds')} s, maximum "
+            f"{run.get('max_run_seconds')} s)"
         )
     if kind == "AdmissionDecided":
         borrowing = ", borrowing" if data.get("borrowing") else ""

@@ -1,5 +1,5 @@
 """Every route of docs/openapi.json, for every role: no token → 401, workspace A's token never
-sees workspace B's jobs, events, costs, quotas, queue, waits, preemptions or invoices, the
+sees workspace B's jobs, events, costs, budgets, quotas, queue, waits, preemptions or invoices, the
 global roles see everything, a route limited to some roles is 403 for the others, a write
 is for the roles it names (403 for the others: the auditor writes nothing). A route added to
 the document without an entry here fails the test."""
@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from consumers.notifications.matcher import match
+from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.notifications import set_rule
 from dlc_ledger.services.subscriptions import purchase
 from ledger.store.postgres import PostgresEventStore
@@ -25,7 +26,8 @@ from tests.projections.builders import EPOCH
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs/openapi.json").read_text())
 B_MARKERS = ("ws-b", "b-1")  # any of them in a body: workspace B's data leaked
 SAME_FOR_ALL = {"/v1/whoami"}  # shows the caller, no workspace's data
-SHARED = {"/v1/inventory"}  # the cluster's capacity: no workspace's data, one answer for all
+#: one answer for all, no workspace's data: the cluster's capacity, the span of its facts
+SHARED = {"/v1/inventory", "/v1/extent"}
 BOOKKEEPERS = {"admin", "finance", "auditor"}
 #: routes only some roles may use (403 for the others), unscoped
 ROLE_LIMITED = {
@@ -70,6 +72,7 @@ B_RULE: dict[str, object] = {
     "events": ["JobStarted"],
     "target": {"webhook": "http://127.0.0.1:9/hook", "secret_env": "B_HOOK"},
 }
+B_BUDGET = "budgets:\n  - {workspace: ws-b, amount: 1, currency: USD}\n"
 #: a write's request: (url, JSON body)
 Write = tuple[str, dict[str, object]]
 
@@ -90,6 +93,7 @@ def _b_subscription(store: PostgresEventStore) -> str:
     assert not any(marker in sub_id for marker in B_MARKERS), sub_id
     # workspace B's notification rule, and a notification it queued for B's job
     set_rule(store, "ws-b", "b-rule", B_RULE, principal="test", at=EPOCH, admin=True)
+    apply_budget_file(store, B_BUDGET, principal="test", at=EPOCH)
     with store.transaction() as uow:
         match(uow, EPOCH + timedelta(days=1))
     return sub_id
@@ -121,6 +125,17 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
             "/v1/cost?group_by=job&source=rated",
             "/v1/cost?group_by=workspace,month&net_credits=true&source=rated",
         ],
+        "/v1/cost/top": [
+            "/v1/cost/top",
+            "/v1/cost/top?by=workspace&n=500&format=csv",
+            f"/v1/cost/top?by=job&source=rated&{WINDOW}",
+        ],
+        "/v1/month-to-date": [
+            "/v1/month-to-date",
+            "/v1/month-to-date?at=2026-11-15T00:00:00Z&format=csv",
+        ],
+        "/v1/budgets": ["/v1/budgets", "/v1/budgets?at=2026-11-15T00:00:00Z&format=csv"],
+        "/v1/extent": ["/v1/extent"],
         "/v1/quotas/tree": [
             "/v1/quotas/tree",
             f"/v1/quotas/tree?{WINDOW}",

@@ -249,7 +249,7 @@ def test_a_bug_is_a_500_with_an_error_id_the_log_has_too(
     def broken(*args: object, **kwargs: object) -> None:
         raise TypeError("unsupported operand type(s)")
 
-    monkeypatch.setattr(dlc_ledger.api.jobs, "list_jobs", broken)
+    monkeypatch.setattr(dlc_ledger.api.jobs, "listed_jobs", broken)
     with caplog.at_level(logging.ERROR, logger="dlc_ledger.api"):
         response = client.get("/v1/jobs", headers=bearer(tokens["admin"]))
     assert response.status_code == 500

@@ -155,3 +155,60 @@ def test_an_idle_victim_deleted_at_once_runs_its_full_length_after_resume(
     assert not driver.finished
     driver.run_until(250)
     assert driver.finished and driver.runs[("ws-ls", "a")].starts == 2
+
+
+def test_a_job_stopped_at_its_maximum_run_time_ends_and_is_not_queued_again(
+    sim: KubeSim, batch: client.BatchV1Api, core: client.CoreV1Api
+) -> None:
+    # e runs 100 s in the trace but declares a maximum of 30 s
+    row = _row("e", 0, 10, 110, annotations=(("dlc.ledger/max-run-seconds", "30"),))
+    driver = ClosedLoopDriver(sim, Trace("t", DEFAULT_EPOCH, NODES, (row,), 1_000))
+    assert (
+        batch.read_namespaced_job("e", "ws-ls").metadata.annotations["dlc.ledger/max-run-seconds"]
+        == "30"
+    )
+    driver.run_until(20)
+    _suspend(batch, "e", False)
+    # the lockstep loop wakes at the maximum (20 + 30), before the run's own end (120)
+    assert driver.next_instant() == 50
+    driver.run_until(50)
+    assert driver.runs[("ws-ls", "e")].ended is None  # nothing stops it but the dispatcher
+    # the dispatcher's stop: the platform's timeout, which the job has already reached
+    batch.patch_namespaced_job("e", "ws-ls", {"spec": {"activeDeadlineSeconds": 30}})
+    run = driver.runs[("ws-ls", "e")]
+    assert (run.ended, run.timed_out, run.ended_at) == ("Failed", True, 50)
+    assert driver.finished
+    job = batch.read_namespaced_job("e", "ws-ls")
+    failed = next(c for c in job.status.conditions if c.type == "Failed")
+    assert (failed.status, failed.reason) == ("True", "DeadlineExceeded")
+    assert job.spec.suspend is False  # ended, not suspended: never queued again
+    (pod,) = _pods(core, "e")
+    assert pod.metadata.deletion_timestamp is not None  # its grace period
+    driver.run_until(200)  # past the grace period and the run's own end
+    assert _pods(core, "e") == [] and run.ended == "Failed" and run.starts == 1
+
+
+def test_a_deadline_set_before_it_is_reached_fails_the_job_then(
+    sim: KubeSim, batch: client.BatchV1Api
+) -> None:
+    rows = (_row("f", 0, 0, 100), _row("g", 0, 0, 100))
+    driver = ClosedLoopDriver(sim, Trace("t", DEFAULT_EPOCH, NODES, rows, 1_000))
+    _suspend(batch, "f", False)
+    _suspend(batch, "g", False)
+    driver.run_until(10)
+    for name in ("f", "g"):
+        batch.patch_namespaced_job(name, "ws-ls", {"spec": {"activeDeadlineSeconds": 40}})
+    assert driver.runs[("ws-ls", "f")].ended is None
+    driver.run_until(20)
+    _suspend(batch, "g", True)  # g is preempted: its deadline's clock stops
+    driver.run_until(30)
+    _suspend(batch, "g", False)  # and starts again at its resume
+    driver.run_until(39)
+    assert driver.runs[("ws-ls", "f")].ended is None
+    driver.run_until(40)  # f: 40 s from its start at 0
+    assert driver.runs[("ws-ls", "f")].timed_out
+    assert driver.runs[("ws-ls", "g")].ended is None
+    driver.run_until(69)
+    assert driver.runs[("ws-ls", "g")].ended is None
+    driver.run_until(70)  # g: 40 s from its resume at 30
+    assert driver.runs[("ws-ls", "g")].timed_out and driver.finished

@@ -1,11 +1,11 @@
 """Fixtures of the browser test: a replayed trace served by a real uvicorn, an admin
 token, and Debian's chromium driven by Playwright (never a downloaded browser).
 
-The module-scoped ``served`` fixture replays once (tests/dashboard/trace.py, about 40 s)
-into a fresh database, then serves :func:`~dlc_ledger.api.app.create_app` on it from a
-thread on a free port. Each test gets its own browser context (its own sessionStorage),
-which records every request and console error so a test can assert the page stayed on
-its origin and raised nothing.
+The session-scoped ``served`` fixture replays once (tests/dashboard/trace.py, about a
+minute) into a fresh database, then serves :func:`~dlc_ledger.api.app.create_app` on it
+from a thread on a free port, for every browser test module. Each test gets its own
+browser context (its own sessionStorage), which records every request and console error
+so a test can assert the page stayed on its origin and raised nothing.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _start(app: object) -> tuple[uvicorn.Server, threading.Thread, int]:
     return server, thread, port
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def served(
     databases: TemplateDatabases, bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
@@ -119,7 +119,7 @@ def served(
         databases.drop(url)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     require_chromium()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,11 @@
 """The browser test's data: a small closed-loop replay of openb with the closed-loop quota
-tree and the demo price book, plus one job too big for the tree, left pending.
+tree, the demo price book and the demo's subscriptions, plus one job too big for the tree,
+left pending, two budgets, a voided invoice and a credit note.
 
 The slice (the first ``SLICE`` openb rows that are not best-effort, as in
 tests/closed_loop) queues jobs and preempts a borrower, so every view has figures; the
-pending job gives the job page a queue position and a reason.
+pending job gives the job page a queue position and a reason; the budgets, the void and
+the credit give the finance views a state of each kind.
 """
 
 from __future__ import annotations
@@ -15,20 +17,32 @@ from pathlib import Path
 
 from consumers.projector import Projector
 from dlc_ledger.services.billing import tick
+from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.clocks import observed_cluster_time
+from dlc_ledger.services.invoices import issue_credit_note, void_invoice
 from dlc_ledger.wiring.replay import ReplaySummary, run_replay
+from kubesim.clock import DEFAULT_EPOCH
 from kubesim.traces import OPENB_PODS_CSV
 from ledger.events import JobQueued, JobSubmitted, ReplicaSpec
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.invoice_pages import invoice_page
 from projections.dispatch.estimates import projected_now
 from projections.registry import all_projections
 from tests.projections.builders import Narrator
 
-__all__ = ["PENDING_JOB", "SLICE", "replay_slice"]
+__all__ = ["BUDGETS", "CREDITED", "PENDING_JOB", "SLICE", "replay_slice"]
 
 SLICE = 100
 #: a job asking for more GPUs than the whole tree guarantees: it can only wait
 PENDING_JOB = "dash-pending-0001"
+#: one budget a month crossed by what the slice spends, one that never is
+BUDGETS = """
+budgets:
+  - {workspace: ws-ls, amount: "2000.00", currency: USD, period: month, action: notify}
+  - {workspace: ws-burstable, amount: "100000.00", currency: USD, period: month, action: notify}
+"""
+#: the credited invoice is this workspace's first; the voided one another workspace's first
+CREDITED = "ws-ls"
 
 
 def _slice(path: Path) -> Path:
@@ -81,19 +95,39 @@ def _bill(store: PostgresEventStore) -> None:
     Projector(store, all_projections()).catch_up()
 
 
+def _first_invoices(store: PostgresEventStore) -> tuple[str, str]:
+    """The first invoice of :data:`CREDITED` and the first of another workspace."""
+    with store.reading() as conn:
+        rows = invoice_page(conn, limit=1000).rows
+    credited = next(r for r in rows if r["workspace"] == CREDITED)
+    voided = next(r for r in rows if r["workspace"] != CREDITED)
+    return str(credited["invoice_id"]), str(voided["invoice_id"])
+
+
+def _finance(store: PostgresEventStore) -> None:
+    """Budgets in force from the slice's start, a voided invoice and a credit note."""
+    apply_budget_file(store, BUDGETS, principal="test/dashboard", at=DEFAULT_EPOCH)
+    credited, voided = _first_invoices(store)
+    void_invoice(store, voided, "dashboard test", principal="test/dashboard")
+    issue_credit_note(store, credited, "12.34", "dashboard test", principal="test/dashboard")
+
+
 def replay_slice(store: PostgresEventStore, bootstrap: str, work: Path) -> ReplaySummary:
-    """Replay the slice closed-loop into ``store`` (through the broker at ``bootstrap``),
-    bill it, then add the pending job."""
+    """Replay the slice closed-loop into ``store`` (through the broker at ``bootstrap``)
+    with the demo's subscriptions, bill it, then add the pending job, the budgets, a void
+    and a credit note."""
     resources = files("dlc_ledger.resources")
     with (
         as_file(resources / "quotas" / "closed-loop.yaml") as tree,
         as_file(resources / "pricebooks" / "demo-2026.yaml") as book,
+        as_file(resources / "subscriptions" / "demo.yaml") as plan,
     ):
         summary = run_replay(
             str(_slice(work / "slice.csv")),
             "openb",
             quotas=tree,
             pricebook=book,
+            subscriptions=plan,
             store=store,
             bootstrap=bootstrap,
             data_dir=work,
@@ -104,4 +138,5 @@ def replay_slice(store: PostgresEventStore, bootstrap: str, work: Path) -> Repla
         )
     _bill(store)
     _submit_pending(store)
+    _finance(store)
     return summary

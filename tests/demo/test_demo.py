@@ -2,11 +2,14 @@
 
 It replays the whole openb trace through kubesim, the watchers, a real Tansu
 broker and PostgreSQL, bills it and prints the reports; running it again adds
-nothing to the store.
+nothing to the store. Then it replays a window closed loop through the dispatcher (its
+own run, which commands read afterwards) and prints the what-if table; the second run
+adds a FIFO what-if.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -17,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from dlc_ledger.wiring.broker import EmbeddedBroker, free_port
+from dlc_ledger.wiring.runs import run_url
 from tests.databases import TemplateDatabases
 from tests.up.processes import get, interrupt, running_up
 
@@ -30,6 +34,23 @@ def _table(out: str, heading: str) -> list[list[str]]:
             break
         rows.append(re.split(r"\s{2,}", line.strip()))
     return rows
+
+
+def _what_if(out: str, schedules: set[str]) -> None:
+    """The what-if table: every quota under every schedule, the same jobs in each; the
+    closed loop waited and preempted."""
+    rows = _table(out, "What if: the trace's own schedule vs DLC Ledger's dispatcher")
+    by_quota: dict[str, dict[str, list[str]]] = {}
+    for row in rows:
+        by_quota.setdefault(row[0], {})[row[1]] = row
+    assert {"be", "ls", "(all)"} <= set(by_quota), rows
+    for quota, found in by_quota.items():
+        assert set(found) == schedules, (quota, found)
+        assert len({r[2] for r in found.values()}) == 1, (quota, found)  # jobs agree
+    assert by_quota["(all)"]["dispatcher"][9] != "0"  # preemptions
+    waits = _table(out, "Closed loop: waits by quota and priority")
+    assert waits and all(int(r[2]) > 0 for r in waits)
+    assert _table(out, "Closed loop: preemptions")
 
 
 def _subscriptions_add_up(out: str) -> None:
@@ -77,15 +98,18 @@ def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: 
         assert re.search(r"^ls\s+[\d,]+\.\d\s+32\s+\d+%$", out, re.MULTILINE), out
         assert "<- ledger transaction" in out
         _subscriptions_add_up(out)
+        _what_if(out, {"trace", "dispatcher"})
+        _reports_read_the_closed_loop(env)
         _open_the_dashboard_as_the_demo_says(out, env)
 
         second = subprocess.run(
-            [sys.executable, "-m", "dlc_ledger", "demo"],
+            [sys.executable, "-m", "dlc_ledger", "demo", "--what-if", "FIFO"],
             capture_output=True, text=True, env=env, timeout=900,
         )  # fmt: skip
         assert second.returncode == 0, second.stderr[-3000:]
         assert "(0 new)" in second.stdout
         assert "0 ledger transactions posted by this run, 0 invoices issued" in second.stdout
+        _what_if(second.stdout, {"trace", "dispatcher", "FIFO"})
 
         verified = subprocess.run(
             [sys.executable, "-m", "dlc_ledger", "verify"],
@@ -94,7 +118,32 @@ def test_demo_end_to_end_and_idempotent(databases: TemplateDatabases, tmp_path: 
         assert verified.returncode == 0, verified.stderr
     finally:
         EmbeddedBroker(tmp_path / "broker").stop()
+        for run in ("closed-loop", "what-if-fifo"):
+            databases.drop(run_url(url, run))
         databases.drop(url)
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "dlc_ledger", *args],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def _reports_read_the_closed_loop(env: dict[str, str]) -> None:
+    """After the demo, reports read the closed-loop run and say so; --run reads the other."""
+    waits = _cli(env, "report", "waits", "--format", "json")
+    assert "run closed-loop" in waits.stderr
+    assert any(r["waits"] for r in json.loads(waits.stdout))
+    preemptions = _cli(env, "report", "preemptions", "--format", "json")
+    assert json.loads(preemptions.stdout)
+    runs = _cli(env, "runs", "list", "--format", "json")
+    assert [r["run"] for r in json.loads(runs.stdout) if r["in_use"]] == ["closed-loop"]
+    opened = _cli(env, "--run", "open-loop", "report", "waits", "--format", "json")
+    assert "run open-loop" in opened.stderr
+    assert not any(r["waits"] for r in json.loads(opened.stdout))  # no dispatcher there
 
 
 def _printed(out: str, pattern: str) -> list[str]:

@@ -139,6 +139,7 @@ def worlds(draw: st.DrawFn) -> CycleInput:
             draw(st.sampled_from(POLICIES)),
             balance_timeout=timedelta(minutes=draw(st.integers(1, 60))),
             aging_interval=timedelta(minutes=draw(st.integers(1, 60))),
+            on_unfit_head=draw(st.sampled_from(["Retry", "Skip"])),
         )
         for leaf in leaves
     }
@@ -184,6 +185,12 @@ def test_each_job_is_decided_once_and_no_victim_is_shared_or_admitted(world: Cyc
     assert sorted(p.cohort_position for p in result.pending) == list(
         range(1, len(result.pending) + 1)
     )
+    # a job held behind another waits behind a job of its own queue that is still waiting
+    by_job = {p.job: p for p in result.pending}
+    for p in result.pending:
+        if p.held_by is not None:
+            holder = by_job[p.held_by]
+            assert holder.quota == p.quota and holder.position < p.position, p
 
 
 @settings(max_examples=300, deadline=None)
@@ -199,11 +206,15 @@ def test_fifo_queues_never_admit_behind_a_blocked_head(world: CycleInput) -> Non
             (p for p in world.pending if p.quota == quota),
             key=lambda p: (-p.priority, p.created_at, p.job),
         )
+        # a job that can never fit holds the queue too unless its quota skips it
+        holding = ("WaitingForQuota", "PreemptionPending") + (
+            ("ExceedsMaxQuota",) if queue.on_unfit_head == "Retry" else ()
+        )
         blocked = False
         for p in order:
             if blocked:
                 assert p.job not in admitted, (quota, p.job)
-            if reasons.get(p.job) in ("WaitingForQuota", "PreemptionPending"):
+            if reasons.get(p.job) in holding:
                 blocked = True
 
 
@@ -236,8 +247,11 @@ def test_intelligent_queues_never_admit_behind_a_blocked_high_priority_job(
         high = sorted(
             (p for p in jobs if p.priority >= 7), key=lambda p: (-p.priority, p.created_at, p.job)
         )
+        holding = ("WaitingForQuota", "PreemptionPending") + (
+            ("ExceedsMaxQuota",) if queue.on_unfit_head == "Retry" else ()
+        )
         for n, p in enumerate(high):
-            if reasons.get(p.job) in ("WaitingForQuota", "PreemptionPending"):
+            if reasons.get(p.job) in holding:
                 behind = high[n + 1 :] + [j for j in jobs if j.priority < 7]
                 assert not {j.job for j in behind} & admitted, (quota, p.job)
                 break

@@ -169,10 +169,14 @@ def test_relevant_changes_sees_quota_changes_only_in_their_tree() -> None:
     assert relevant_changes(before, more) == frozenset()  # admitting frees nothing
 
 
-def test_a_job_that_can_never_fit_is_flagged_and_does_not_hold_a_fifo_queue() -> None:
+def test_a_job_that_can_never_fit_is_flagged_and_holds_a_fifo_queue_unless_skipped() -> None:
     capped = (QuotaNode("root", min={"gpu": 16}), QuotaNode("a", "root", {"gpu": 4}, {"gpu": 6}))
     pending = (job("huge", 8, 0), job("s1", 1, 1))
-    result = plan_cycle(CycleInput(capped, BUSY, pending, T0, queues={"a": QueueSettings("FIFO")}))
+    retried = plan_cycle(CycleInput(capped, BUSY, pending, T0, queues={"a": QueueSettings("FIFO")}))
+    assert admitted(retried) == []  # on_unfit_head: Retry, the default (PAI's, Kueue's)
+    assert waiting(retried) == [("huge", "ExceedsMaxQuota", 1), ("s1", "WaitingForQuota", 2)]
+    skip = {"a": QueueSettings("FIFO", on_unfit_head="Skip")}
+    result = plan_cycle(CycleInput(capped, BUSY, pending, T0, queues=skip))
     assert admitted(result) == ["s1"]
     assert waiting(result) == [("huge", "ExceedsMaxQuota", 1)]
 

@@ -271,3 +271,14 @@ def test_a_queue_policy_change_is_applied_and_shown(
     assert "queue       Balance balance_timeout=300s" in shown
     assert "fair share  weight=2" in shown
     assert cli("quotas", "apply", str(changed)).strip() == "no changes"
+    # the platform's Retry is the default; Skip is a change, applied, shown and diffed
+    skip = tmp_path / "skip.yaml"
+    skip.write_text(
+        changed.read_text().replace(
+            "    workspaces: [ws-guaranteed]",
+            "    on_unfit_head: Skip\n    workspaces: [ws-guaranteed]",
+        )
+    )
+    assert "on_unfit_head Retry -> Skip" in cli("quotas", "apply", str(skip))
+    assert "on_unfit_head=Skip" in cli("quotas", "show", "guaranteed")
+    assert "on_unfit_head Skip -> Retry" in cli("quotas", "apply", str(changed))

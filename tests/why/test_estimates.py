@@ -17,7 +17,8 @@ from ledger.dispatch.estimates import (
 )
 from ledger.dispatch.figures import KeyFigures, blocking_figures
 from ledger.dispatch.queues import QueueSettings
-from projections.dispatch.estimates import Runtime, RuntimeMedians, projected_ends
+from ledger.dispatch.runtimes import FinishedRun, RunTimeBook
+from projections.dispatch.estimates import RunTimes, projected_ends
 
 T = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -180,25 +181,44 @@ def test_an_idle_job_is_bounded_by_its_tree_not_its_quotas_max() -> None:
 
 
 def test_a_running_job_is_expected_to_run_as_long_as_the_jobs_that_ran_longer() -> None:
-    medians = RuntimeMedians(
-        {"a": (100.0, 200.0, 300.0, 1000.0)},
-        {"ws": (50.0, 5000.0)},
-        (50.0, 100.0, 200.0, 300.0, 1000.0, 5000.0),
+    # one GPU each; with min_jobs=1 a class with any job that ran longer is enough
+    runs = [FinishedRun("a", "ws", 1000, x) for x in (100.0, 200.0, 300.0, 1000.0)]
+    runs += [FinishedRun("b", "ws", 1000, 5000.0), FinishedRun("b", None, 1000, 50.0)]
+    book = RunTimeBook.of_runs(runs, min_jobs=1)
+    own = book.of("a", "ws", 1000)
+    assert own is not None and (own.median, own.scope, own.name, own.gpus, own.jobs) == (
+        250.0,
+        "quota",
+        "a",
+        1,
+        4,
     )
-    assert medians.of("a", "ws") == Runtime(250.0, "quota", "a", 4)
     # 250 s in: only 300 s and 1000 s ran longer
-    assert medians.of("a", "ws", ran=250) == Runtime(650.0, "quota", "a", 2, 250)
+    later = book.of("a", "ws", 1000, ran=250)
+    assert later is not None and (later.median, later.jobs, later.ran) == (650.0, 2, 250)
     # past every job of its quota: its workspace's, then everyone's
-    assert medians.of("a", "ws", ran=1000) == Runtime(5000.0, "workspace", "ws", 1, 1000)
-    assert medians.of("b", None, ran=150) == Runtime(650.0, "all", "", 4, 150)
-    assert medians.of("a", "ws", ran=5000) is None  # longer than any: its end is unknown
+    past = book.of("a", "ws", 1000, ran=1000)
+    assert past is not None and (past.median, past.scope, past.name) == (5000.0, "workspace", "ws")
+    other = book.of("c", None, 1000, ran=150)
+    assert other is not None and (other.median, other.scope, other.jobs) == (650.0, "all", 4)
+    # longer than any: a Pareto tail from its age, "as long again" at the median
+    tail = book.of("a", "ws", 1000, ran=6000)
+    assert tail is not None and tail.tail and tail.median == 12000.0
+    assert tail.quantile(0.9) == pytest.approx(60000.0)
+    times = RunTimes(book)
     running = (
-        Admitted("r", "a", 0, {"gpu": 1}, T - timedelta(seconds=250)),
-        Admitted("old", "a", 0, {"gpu": 1}, T - timedelta(seconds=6000)),
+        Admitted("r", "a", 0, {"gpu": 1000}, T - timedelta(seconds=250)),
+        Admitted("old", "a", 0, {"gpu": 1000}, T - timedelta(seconds=6000)),
     )
     # r: 250 s in, 650 s expected; old: past every finished job, as long again
-    assert projected_ends(running, medians, T) == {
+    assert projected_ends(running, times, T) == {
         "r": T + timedelta(seconds=400),
         "old": T + timedelta(seconds=6000),
     }
-    assert projected_ends(running, RuntimeMedians(), T) == {}
+    assert projected_ends(running, RunTimes(), T) == {}
+    # a declared maximum bounds them: old is past its 3000 s, it ends now at the latest
+    capped = RunTimes(book, {"r": 300, "old": 3000})
+    assert projected_ends(running, capped, T) == {
+        "r": T + timedelta(seconds=50),
+        "old": T - timedelta(seconds=3000),
+    }

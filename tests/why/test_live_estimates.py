@@ -56,22 +56,28 @@ def test_a_pending_decision_carries_the_estimate_jobs_why_shows(live: Live, cli:
     live.dispatcher.cycle()
     _, entered = _state(live, a1)
     admitted_at = datetime.fromisoformat(entered["Admitted"])
-    expected = admitted_at + timedelta(microseconds=running_us)
+    # a1 has run 5 s; a0 alone (1 of the 5 a class needs) is too few to say more than a heavy
+    # tail from a typical run, a0's: P(run > x) = a0 / x, median 2 a0
+    expected = admitted_at + 2 * timedelta(microseconds=running_us)
     (pending,) = [
         d
         for d in live.decisions()
         if d.data.get("job_uid") == a2 and d.data["outcome"] == "pending"
     ]
     stored = datetime.fromisoformat(pending.data["estimated_start"])
-    assert stored == expected
+    assert abs(stored - expected) < timedelta(milliseconds=1)
+    low = datetime.fromisoformat(pending.data["estimated_start_low"])
+    high = datetime.fromisoformat(pending.data["estimated_start_high"])
+    assert low < stored < high
     catch_up_all(live.store)  # the cycle's decisions: reads never project, the projector does
     why = json.loads(cli("jobs", "why", a2, "--format", "json"))["pending"]
-    assert datetime.fromisoformat(why["estimate"]["start"]) == expected
+    assert datetime.fromisoformat(why["estimate"]["start"]) == stored
     assert why["last_decision"]["estimated_start"] == pending.data["estimated_start"]
+    assert why["last_decision"]["estimated_start_high"] == pending.data["estimated_start_high"]
     assert why["runtime"]["scope"] == "quota" and why["runtime"]["jobs"] == 1
 
-    # a1 ends late (at 900 s instead of 600): a2 starts then, 300 s after its estimate
-    live.sim.advance(895)
+    # a1 ends late (at 1500 s instead of 1200): a2 starts then, after its estimate
+    live.sim.advance(1495)
     _finish(live, "a1")
     live.sim.advance(1)
     live.dispatcher.cycle()
@@ -81,8 +87,9 @@ def test_a_pending_decision_carries_the_estimate_jobs_why_shows(live: Live, cli:
     catch_up_all(live.store)
     (row,) = json.loads(cli("report", "estimates", "--per-job", "--format", "json"))
     assert row["job_uid"] == a2
-    assert row["error_seconds"] == (admit.occurred_at - expected).total_seconds()
+    assert row["error_seconds"] == (admit.occurred_at - stored).total_seconds()
     assert row["error_seconds"] > 0
+    assert row["in_range"] == ("inside" if admit.occurred_at <= high else "above")
 
 
 def test_why_a_job_was_preempted_through_the_live_loop(live: Live, cli: CliCall) -> None:

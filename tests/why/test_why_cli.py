@@ -3,9 +3,11 @@ state built from events (real PostgreSQL, the real projector), against hand-comp
 
 The tree: ``root`` (8 GPUs) over ``team-a`` (StrictFIFO) and ``team-b`` (BestEffortFIFO),
 4 GPUs each, no borrowing.
-Two finished team-a jobs ran 600 s and 1800 s: team-a's expected run time is their median,
-1200 s; team-b's one finished job ran 500 s. A running job is expected to run the median
-of the finished jobs that ran longer than it has so far.
+Three finished jobs: team-a's ran 600 s and 1800 s, team-b's 500 s. No class of comparable
+jobs has the 5 a class needs (``ledger.dispatch.runtimes``): a pending job's run time is
+that of all three, median 600 s; a running job too few of them outlasted is on a heavy
+tail from the median of all or its age, whichever is longer: ``P(run > x) = 600 / x`` for
+the jobs here, median 1200 s.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ledger.events import (
     Victim,
 )
 from ledger.store.postgres import PostgresEventStore
+from projections.dispatch.reports import Coverage, DecisionWindow, estimate_coverage
 from projections.registry import all_projections
 from tests.clis import CliCall
 from tests.projections.builders import EPOCH, Narrator, at
@@ -207,20 +210,28 @@ def test_a_job_blocked_behind_others(cluster: Narrator, cli: CliCall) -> None:
         "used": 4000, "available": 0, "capacity": 4000, "short": True,
     }  # fmt: skip
     assert (root["quota"], root["used"], root["available"]) == ("root", 5000, 3000)
-    # b1 ends at 3600 + 500 (team-b's median); r2, 300 s in, at 3300 + 1200; r1 has run
-    # 600 s: only the 1800 s job ran longer, so it ends at 3000 + 1800. w1 starts at 4500
-    assert pending["estimate"] == {
-        "start": _iso(4500), "in_seconds": 900.0, "basis": "simulated", "steps": 3,
+    # r1 (started 3000) ends at 4200, r2 (3300) at 4500, b1 (3600, the median of all) at
+    # 4200: w1 starts when r1 ends
+    estimate = pending["estimate"]
+    low, high = estimate.pop("low"), estimate.pop("high")
+    assert estimate == {
+        "start": _iso(4200), "in_seconds": 600.0, "basis": "simulated", "steps": 2,
         "released": 2,
     }  # fmt: skip
+    # the range: when the first of r1 and r2 ends, over futures drawn from their tails
+    assert _iso(3600) < low < _iso(4200) < high
     assert pending["runtime"] == {
-        "seconds": 1200.0, "scope": "quota", "name": "team-a", "jobs": 2, "longer_than": 0.0,
+        "seconds": 600.0, "low_seconds": 520.0, "high_seconds": 1560.0, "scope": "all",
+        "name": "", "gpus": None, "jobs": 3, "longer_than": 0.0, "tail_from": None,
+        "max_run_seconds": None,
     }  # fmt: skip
     assert "median run time" in pending["estimate_method"]
+    assert "percentile start" in pending["estimate_method"]
     table = cli("jobs", "why", "job-w1")
     assert "why pending: WaitingForQuota" in table
     assert "position: 1 of 3 in quota team-a; 2 of 4 in its tree" in table
-    assert f"estimated start: {(EPOCH + timedelta(seconds=4500)).isoformat()}" in table
+    assert f"estimated start: {(EPOCH + timedelta(seconds=4200)).isoformat()}" in table
+    assert "likely between: " in table
 
 
 def test_a_workspace_whose_stop_budget_was_crossed_gets_nothing(
@@ -281,12 +292,15 @@ def test_a_preempted_job(cluster: Narrator, cli: CliCall) -> None:
     assert (p["lost_cost_minor"], p["lost_cost"], p["currency"]) == (200, "2.00", "USD")
     table = cli("jobs", "why", "v")
     assert "preempted" in table and "job-hp" in table and "2.00" in table
-    # a running job: admitted by the dispatcher, ending (as estimates assume) at 3000 + 1800
+    # a running job: admitted by the dispatcher, 600 s in; only the 1800 s job ran longer
+    # (too few): the tail from 600 s, median 1200 s, ending (as estimates assume) at 4200
     r1 = json.loads(cli("jobs", "why", "r1", "--format", "json"))
     assert (r1["answer"], r1["admission"]["decided_at"]) == ("running", _iso(3000))
-    assert r1["projected_end"] == _iso(4800)
+    assert r1["projected_end"] == _iso(4200)
     assert r1["runtime"] == {
-        "seconds": 1800.0, "scope": "quota", "name": "team-a", "jobs": 1, "longer_than": 600.0,
+        "seconds": 1200.0, "low_seconds": pytest.approx(600 / 0.9),
+        "high_seconds": pytest.approx(6000), "scope": "tail", "name": "", "gpus": None,
+        "jobs": 0, "longer_than": 600.0, "tail_from": 600.0, "max_run_seconds": None,
     }  # fmt: skip
     # the preemptor's own why: it ran, admitted by the dispatcher
     hp = json.loads(cli("jobs", "why", "hp", "--format", "json"))
@@ -307,8 +321,19 @@ def test_queue_show_lists_in_order_with_estimates(
         ("big", 2, 3, "ExceedsMaxQuota"),
         ("w2", 3, 4, "WaitingForQuota"),
     ]
-    # w1 starts when r2 ends (3300 + 1200), w2 when r1 ends (3000 + 1800)
-    assert [r["estimated_start"] for r in rows] == [_plain(4500), None, _plain(4800)]
+    # w1 starts when r1 ends (3000 + 1200); then big, which can never fit, heads team-a's
+    # StrictFIFO queue and is retried there, never skipped (on_unfit_head: Retry): w2 waits
+    assert [r["estimated_start"] for r in rows] == [_plain(4200), None, None]
+    assert rows[0]["estimated_start_low"] < _plain(4200) < rows[0]["estimated_start_high"]
+    assert rows[1]["estimated_start_low"] is None
+    # with on_unfit_head: Skip the queue passes big: w2 starts when r2 ends (3300 + 1200)
+    skip = TREE.replace(
+        "queue_policy: StrictFIFO", "queue_policy: StrictFIFO\n    on_unfit_head: Skip"
+    )
+    apply_quota_file(store, skip, principal="api/test", at=at(3600))
+    Projector(store, all_projections()).catch_up()
+    rows = json.loads(cli("queue", "show", "team-a", "--format", "json"))
+    assert [r["estimated_start"] for r in rows] == [_plain(4200), None, _plain(4500)]
     # the whole tree from its root, a page at a time
     first = cli("queue", "show", "root", "--limit", "2", "--format", "csv")
     assert [line.split(",")[2] for line in first.splitlines()[1:]] == ["b2", "w1"]
@@ -317,12 +342,12 @@ def test_queue_show_lists_in_order_with_estimates(
     assert [r["job_uid"] for r in second.rows] == ["big", "w2"] and second.next_cursor is None
     page = json.loads(cli("queue", "show", "root", "--format", "json"))
     assert [r["job_uid"] for r in page] == ["b2", "w1", "big", "w2"]
-    # b2 waits for b1 (started 3600; team-b's one finished job, hp, ran 500 s); team-b's
-    # BestEffortFIFO parks a head that does not fit
-    assert (page[0]["reason"], page[0]["estimated_start"]) == ("Parked", _plain(4100))
+    # b2 waits for b1 (started 3600, the median of all three finished jobs: 600 s);
+    # team-b's BestEffortFIFO parks a head that does not fit
+    assert (page[0]["reason"], page[0]["estimated_start"]) == ("Parked", _plain(4200))
     b2 = json.loads(cli("jobs", "why", "b2", "--format", "json"))["pending"]
     assert b2["reason"] == "Parked" and "BestEffortFIFO" in b2["reason_text"]
-    assert b2["estimate"]["start"] == _iso(4100)
+    assert b2["estimate"]["start"] == _iso(4200)
     assert "unknown quota" in cli("queue", "show", "nowhere", ok=False)
     assert "no job with uid or name" in cli("jobs", "why", "nobody", ok=False)
     assert cli("queue", "show", "team-b", "--at", _iso(3600)).count("job-b2") == 1
@@ -332,7 +357,12 @@ def test_report_estimates_from_stored_decisions(
     cluster: Narrator, store: PostgresEventStore, cli: CliCall
 ) -> None:
     n = Narrator("later")
-    for uid, estimate, actual in (("w1", 4200, 4300), ("w2", 4500, 4400), ("b2", 4800, 5400)):
+    # (job, estimate, its range, actual start): inside, below and above the range
+    for uid, estimate, (low, high), actual in (
+        ("w1", 4200, (4250, 4400), 4300),
+        ("w2", 4500, (4450, 4600), 4400),
+        ("b2", 4800, (4700, 5000), 5400),
+    ):
         quota = "team-b" if uid == "b2" else "team-a"
         n.tell(
             AdmissionDecided(
@@ -341,6 +371,8 @@ def test_report_estimates_from_stored_decisions(
                 outcome="pending",
                 reason="WaitingForQuota",
                 estimated_start=at(estimate),
+                estimated_start_low=at(low),
+                estimated_start_high=at(high),
             ),
             f"quota/{quota}",
             at(3600),
@@ -376,26 +408,38 @@ def test_report_estimates_from_stored_decisions(
     pending = [t["summary"] for t in timeline if t["type"] == "AdmissionDecided"]
     assert pending[0] == (
         "admission decision: pending in quota team-a: WaitingForQuota, "
-        f"estimated start {_iso(4200)}"
+        f"estimated start {_iso(4200)}, likely {_iso(4250)} to {_iso(4400)}"
     )
     rows = json.loads(cli("report", "estimates", "--format", "json"))
     # errors: w1 +100, w2 -100, b2 +600; big waited with no estimate (admitted at 4250
     # after a quota change, say)
+    # ranges: w1 inside, w2 below (it started earlier), b2 above (later); big had none
     assert rows == [
         {"quota": "team-a", "waits": 3, "estimated": 2, "p50_abs_error_seconds": 100.0,
          "p95_abs_error_seconds": 100.0, "mean_abs_error_seconds": 100.0,
-         "mean_error_seconds": 0.0},
+         "mean_error_seconds": 0.0, "ranged": 2, "inside": 0.5, "below": 0.5, "above": 0.0},
         {"quota": "team-b", "waits": 1, "estimated": 1, "p50_abs_error_seconds": 600.0,
          "p95_abs_error_seconds": 600.0, "mean_abs_error_seconds": 600.0,
-         "mean_error_seconds": 600.0},
+         "mean_error_seconds": 600.0, "ranged": 1, "inside": 0.0, "below": 0.0, "above": 1.0},
         {"quota": "(all)", "waits": 4, "estimated": 3, "p50_abs_error_seconds": 100.0,
          "p95_abs_error_seconds": 550.0, "mean_abs_error_seconds": 266.7,
-         "mean_error_seconds": 200.0},
+         "mean_error_seconds": 200.0, "ranged": 3, "inside": 0.3333, "below": 0.3333,
+         "above": 0.3333},
     ]  # fmt: skip
+    with store.reading() as conn:
+        assert estimate_coverage(conn) == Coverage(waits=4, ranged=3, inside=1, below=1, above=1)
+        assert estimate_coverage(conn, DecisionWindow(start=at(4350))).coverage == 0.0
     per_job = json.loads(cli("report", "estimates", "--per-job", "--format", "json"))
-    assert [(r["job_uid"], r["error_seconds"]) for r in per_job] == [
-        ("big", None), ("w1", 100.0), ("w2", -100.0), ("b2", 600.0)
+    assert [(r["job_uid"], r["error_seconds"], r["in_range"]) for r in per_job] == [
+        ("big", None, None), ("w1", 100.0, "inside"), ("w2", -100.0, "below"),
+        ("b2", 600.0, "above"),
     ]  # fmt: skip
+    assert (per_job[1]["estimated_start_low"], per_job[1]["estimated_start_high"]) == (
+        _plain(4250),
+        _plain(4400),
+    )
+    table = cli("report", "estimates")
+    assert "ranged" in table.splitlines()[0] and "inside" in table.splitlines()[0]
     window = cli("report", "estimates", "--per-job", "--from", _iso(4350), "--format", "csv")
     assert [line.split(",")[0] for line in window.splitlines()[1:]] == ["w2", "b2"]
     assert "the window is empty" in cli(

@@ -1,24 +1,35 @@
 // The dashboard's entry: the viewer's token (asked for, kept in sessionStorage, signed
-// out), who it stands for (/v1/whoami), and the hash router that renders one view into
-// <main>. Every figure comes from the public API with that token.
+// out), who it stands for (/v1/whoami), the data's extent (the default instant, and
+// whether it is a replay), the hash router that renders one view into <main>, and the
+// live refresh of that view. Every figure comes from the public API with that token.
 
 import { ApiError, getJson, onUnauthorized, setToken, token } from "./api.js";
 import { h } from "./dom.js";
+import { instant } from "./format.js";
+import { startLive, swapLive } from "./live.js";
 import { clearError, showError } from "./notify.js";
+import { budgetsView } from "./views/budgets.js";
 import { costView } from "./views/cost.js";
+import { invoiceView, invoicesView } from "./views/invoices.js";
 import { jobView, jobsView } from "./views/jobs.js";
+import { monthView } from "./views/month.js";
 import { notificationsView } from "./views/notifications.js";
 import { quotasView } from "./views/quotas.js";
 import { queuesView } from "./views/queues.js";
 import { seriesView } from "./views/series.js";
+import { subscriptionsView } from "./views/subscriptions.js";
 
 const VIEWS = {
   quotas: quotasView, series: seriesView, queues: queuesView, jobs: jobsView, job: jobView, cost: costView,
-  notifications: notificationsView,
+  month: monthView, budgets: budgetsView, invoices: invoicesView, invoice: invoiceView,
+  subscriptions: subscriptionsView, notifications: notificationsView,
 };
+// a detail view's link in the navigation
+const PARENT = { job: "jobs", invoice: "invoices" };
 const main = document.getElementById("main");
 const session = document.getElementById("session");
 const nav = document.getElementById("views");
+const banner = document.getElementById("replay");
 let rendering = 0;
 
 /** "#/job/abc?x=1" -> {path: ["job", "abc"], params: {x: "1"}} */
@@ -36,8 +47,29 @@ function go(params, route) {
   else location.hash = target;
 }
 
+/** The data's extent (GET /v1/extent), and the replay banner from it; null when the
+ *  server has no such route (the views then default to the server's own instant). */
+async function loadExtent() {
+  let extent = null;
+  try {
+    extent = await getJson("v1/extent");
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.status !== 404) throw error;
+  }
+  if (extent?.replayed) {
+    const run = extent.run ? ` (run ${extent.run})` : "";
+    const span = extent.first && extent.last ? `: ${instant(extent.first)} to ${instant(extent.last)}` : "";
+    banner.textContent = `Replayed data${run}${span}. These figures come from replaying a trace, not from a live cluster.`;
+    banner.hidden = false;
+  } else banner.hidden = true;
+  return extent;
+}
+
 function signIn(message) {
   setToken(null);
+  liveLoop.stopped();
+  delete main.dataset.view;
+  banner.hidden = true;
   nav.hidden = true;
   session.replaceChildren();
   const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true, spellcheck: false });
@@ -75,32 +107,70 @@ async function start() {
   render();
 }
 
+/** The current route's view rendered off-page (a full render and a refresh alike). */
+async function build() {
+  const { path, params } = parseHash();
+  const view = VIEWS[path[0]];
+  if (!view) return h("p", {}, `No view named ${path[0]}.`);
+  const extent = await loadExtent();
+  return view({ path, params, go, extent });
+}
+
 async function render() {
   if (!token()) return;
   const ticket = ++rendering;
-  const { path, params } = parseHash();
-  const view = VIEWS[path[0]];
+  const { path } = parseHash();
   for (const link of nav.querySelectorAll("a")) {
-    const current = link.getAttribute("href") === `#/${path[0]}` || (path[0] === "job" && link.getAttribute("href") === "#/jobs");
+    const href = link.getAttribute("href");
+    const current = href === `#/${path[0]}` || href === `#/${PARENT[path[0]]}`;
     if (current) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
   clearError();
   main.setAttribute("aria-busy", "true");
   try {
-    const content = view ? await view({ path, params, go }) : h("p", {}, `No view named ${path[0]}.`);
+    const content = await build();
     if (ticket !== rendering) return; // a later navigation won
     main.replaceChildren(content);
     main.dataset.view = path[0];
+    liveLoop.rendered();
   } catch (error) {
     if (ticket !== rendering) return;
     if (error instanceof ApiError && error.status === 401) return;
     main.replaceChildren(h("p", {}, "This view could not be loaded."));
+    main.dataset.view = path[0];
     showError(error);
   } finally {
     if (ticket === rendering) main.removeAttribute("aria-busy");
   }
 }
+
+/** A refresh: the same route rendered again, unless a navigation started meanwhile. */
+async function refresh() {
+  if (!token() || main.getAttribute("aria-busy") || !main.dataset.view) return null;
+  const ticket = rendering;
+  try {
+    const content = await build();
+    if (ticket !== rendering || main.getAttribute("aria-busy")) return null;
+    clearError();
+    return content;
+  } catch (error) {
+    if (ticket !== rendering || (error instanceof ApiError && error.status === 401)) return null;
+    showError(error);
+    return null;
+  }
+}
+
+function apply(content) {
+  const current = main.firstElementChild;
+  if (!current || !swapLive(current, content)) {
+    const { scrollX, scrollY } = window;
+    main.replaceChildren(content);
+    window.scrollTo(scrollX, scrollY);
+  }
+}
+
+const liveLoop = startLive({ refresh, apply, indicator: document.getElementById("updated") });
 
 onUnauthorized((error) => signIn(`The token was refused: ${error.problem?.detail ?? error.message}. Enter it again.`));
 window.addEventListener("hashchange", () => {

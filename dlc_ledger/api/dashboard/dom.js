@@ -1,7 +1,8 @@
-// Small DOM helpers shared by the views: an element builder, number and time formats,
-// and the one table every view uses (caption, <th scope>, a CSV button from the server).
+// Small DOM helpers shared by the views: an element builder, the time inputs, and the one
+// table every view uses (caption, <th scope>, a CSV button from the server).
 
 import { downloadCsv } from "./api.js";
+import { instant, parseInstant } from "./format.js";
 import { showError } from "./notify.js";
 
 /** h("a", {href: "#/x"}, "text", child) -> element; attributes set as properties where
@@ -40,28 +41,39 @@ export function num(value) {
   return String(value);
 }
 
-/** An ISO 8601 timestamp shortened for a table cell (UTC, to the second). */
-export function when(value) {
-  if (!value) return "–";
-  return String(value).replace("T", " ").replace(/(\.\d+)?(Z|\+00:00)$/, " UTC");
+/** An instant as a <time> element: "2027-03-29 14:05Z", the exact instant in its
+ *  datetime attribute and title. */
+export function when(iso) {
+  if (!iso) return "–";
+  return h("time", { dateTime: iso, title: iso }, instant(iso));
 }
 
-/** "2023-07-01T00:00" (a datetime-local input, read as UTC) -> "2023-07-01T00:00:00Z". */
-export function fromInput(value) {
-  if (!value) return "";
-  return value.length === 16 ? `${value}:00Z` : `${value}Z`;
-}
-
-/** The inverse of fromInput, for an input's value. */
-export function toInput(iso) {
-  if (!iso) return "";
-  return String(iso).replace(/(\.\d+)?(Z|\+00:00)$/, "").slice(0, 16);
-}
-
-/** A labelled UTC datetime input (id unique on the page). */
-export function timeField(id, label, iso) {
+/** A labelled UTC instant typed as text, "YYYY-MM-DD HH:MMZ" (24 h; id unique on the page);
+ *  `hint`: the placeholder when empty (what the view uses instead). */
+export function timeField(id, label, iso, hint = "YYYY-MM-DD HH:MMZ") {
   return h("label", { for: id }, `${label} (UTC) `,
-    h("input", { id, name: id, type: "datetime-local", value: toInput(iso) }));
+    h("input", { id, name: id, type: "text", value: iso ? instant(iso) : "", placeholder: hint,
+      size: Math.max(19, hint.length), spellcheck: false, autocomplete: "off", pattern: String.raw`\s*\d{4}-\d\d-\d\d([ T]\d\d:\d\d)?\s*(Z|UTC)?\s*`,
+      title: "YYYY-MM-DD HH:MMZ, 24 h, UTC" }));
+}
+
+/** The form's time inputs read back ({id: ISO or ""}), or null after telling the person
+ *  which one is not an instant (the field is marked and focused). */
+export function readTimes(form, ids) {
+  const out = {};
+  for (const id of ids) {
+    const input = form.elements[id];
+    try {
+      out[id] = parseInstant(input.value);
+      input.setCustomValidity("");
+    } catch (error) {
+      input.setCustomValidity(error.message);
+      input.reportValidity();
+      input.addEventListener("input", () => input.setCustomValidity(""), { once: true });
+      return null;
+    }
+  }
+  return out;
 }
 
 /** A labelled <select>. */
@@ -92,16 +104,21 @@ export function csvButton(path, params, filename, label = "Download CSV", tableI
   return button;
 }
 
-const ISO_INSTANT = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$/;
-const DECIMAL = /^-?\d+(\.\d+)?$/;
+export const ISO_INSTANT = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$/;
 
-/** A cell's text: nested objects (a request, a figure) as "key=value" pairs. */
+/** A cell's content: an instant as <time>, nested objects (a request, a figure) as
+ *  "key=value" pairs. */
 export function text(value) {
   if (value === null || value === undefined || value === "") return "–";
-  if (Array.isArray(value)) return value.map(text).join("; ");
-  if (typeof value === "object") return Object.entries(value).map(([k, v]) => `${k}=${text(v)}`).join(", ");
+  if (Array.isArray(value)) return value.map((v) => textOf(v)).join("; ");
+  if (typeof value === "object") return Object.entries(value).map(([k, v]) => `${k}=${textOf(v)}`).join(", ");
   if (typeof value === "string" && ISO_INSTANT.test(value)) return when(value);
   return String(value);
+}
+
+function textOf(value) {
+  const content = text(value);
+  return content instanceof Node ? content.textContent : content;
 }
 
 /**
@@ -137,21 +154,13 @@ export function table({ caption, columns, rows, footer, csv, id, empty = "Nothin
   return h("div", { class: "table-wrap" }, tools, h("div", { class: "scroll" }, tbl));
 }
 
-/** Columns for every key of the rows (a route's items as they come), in first-seen order. */
-export function columnsOf(rows, numericKeys = []) {
-  const keys = [];
-  for (const row of rows) for (const key of Object.keys(row)) if (!keys.includes(key)) keys.push(key);
-  return keys.map((key) => ({
-    key,
-    label: key.replace(/_display$/, "").replaceAll("_", " "),
-    // numbers, and decimal strings (seconds, GPU-hours: exact, as the API sends them)
-    numeric: numericKeys.includes(key) || (rows.some((r) => r[key] !== null && r[key] !== undefined) &&
-      rows.every((r) => r[key] === null || r[key] === undefined || typeof r[key] === "number" ||
-        (typeof r[key] === "string" && DECIMAL.test(r[key])))),
-  }));
-}
-
 /** A section with a heading (level 2) and its content. */
 export function section(title, ...content) {
-  return h("section", { "aria-label": title }, h("h2", {}, title), ...content);
+  return h("section", { "aria-label": title }, h("h2", { "data-live": "title" }, title), ...content);
+}
+
+/** A part of a view the live refresh replaces (docs/dashboard.md, "Live"): `key` names it
+ *  across renders; the view's forms are not live, so what is typed there stays. */
+export function live(key, ...content) {
+  return h("div", { "data-live": key }, ...content);
 }

@@ -1,5 +1,5 @@
-// Exact arithmetic on the API's figures for totals: decimal strings (GPU-hours) and money
-// in minor units are added as integers, never as floats.
+// Exact arithmetic on the API's figures: decimal strings (GPU-hours) and money in minor
+// units are added and rounded as integers, never as floats.
 
 /** "1.5" + "2.25" -> "3.75" (exact; the longer fraction kept). */
 export function addDecimals(values) {
@@ -30,4 +30,14 @@ export function money(minor, scale, currency) {
   const [whole, frac] = text.replace("-", "").split(".");
   const grouped = new Intl.NumberFormat("en-US").format(BigInt(whole));
   return `${text.startsWith("-") ? "-" : ""}${grouped}${frac ? `.${frac}` : ""} ${currency}`;
+}
+
+/** "10443.35" to 1 digit -> "10443.4": a decimal string rounded half away from zero,
+ *  exactly (always `digits` fraction digits). */
+export function roundDecimal(value, digits) {
+  const negative = value.startsWith("-");
+  const [whole, frac = ""] = value.replace("-", "").split(".");
+  let scaled = BigInt(whole + frac.slice(0, digits).padEnd(digits, "0"));
+  if ((frac[digits] ?? "0") >= "5") scaled += 1n;
+  return fixed(negative && scaled !== 0n ? -scaled : scaled, digits);
 }

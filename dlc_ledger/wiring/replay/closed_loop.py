@@ -77,6 +77,10 @@ class ClosedLoopRun:
     withdrawn: int
     restarts: int  # runs started again after a preemption
     unfinished: list[str] = field(default_factory=list)
+    #: virtual seconds the loop stopped at (``until``), the jobs still running then and
+    #: those still queued; None: it ran until every job ended or nothing could change
+    stopped_at: float | None = None
+    waiting: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -101,21 +105,32 @@ class ClosedLoopFigures:
     good_gpu_hours: float = 0.0
     goodput: float | None = None
     unfinished: list[str] = field(default_factory=list)
+    stopped: bool = False  # at ``until``: ``running`` and ``waiting`` were left as they were
+    running: int = 0
+    waiting: int = 0
 
     def lines(self) -> list[str]:
         def s(v: float | None) -> str:
             return "-" if v is None else f"{v:,.0f} s"
 
+        left = (
+            f"{self.running} still running, {self.waiting} still queued at the stop"
+            if self.stopped
+            else f"{self.never_admitted} never admitted"
+        )
         return [
             f"closed loop: {self.jobs} jobs in {self.cycles} cycles: {self.succeeded} succeeded,"
-            f" {self.failed} failed, {self.withdrawn} withdrawn, {self.never_admitted}"
-            " never admitted",
+            f" {self.failed} failed, {self.withdrawn} withdrawn, {left}",
             f"admitted: {self.admitted}, preemptions: {self.preemptions} ({self.victims} victims)",
             f"waits: {self.waits}, p50 {s(self.wait_p50_s)}, p95 {s(self.wait_p95_s)},"
             f" max {s(self.wait_max_s)}",
             f"goodput: {self.good_gpu_hours:,.2f} of {self.gpu_hours:,.2f} GPU-hours ended in"
             f" success ({'-' if self.goodput is None else f'{self.goodput:.1%}'})",
-            *([f"never admitted: {', '.join(self.unfinished[:10])}"] if self.unfinished else []),
+            *(
+                [f"never admitted: {', '.join(self.unfinished[:10])}"]
+                if self.unfinished and not self.stopped
+                else []
+            ),
         ]
 
 
@@ -132,10 +147,16 @@ def run_closed_loop(
     *,
     cycle_seconds: float,
     make_dispatcher: DispatcherFactory,
+    until: float | None = None,
+    bill_every: float | None = None,
 ) -> ClosedLoopRun:
     """Play ``trace`` in closed loop with the dispatcher ``make_dispatcher`` builds (module
-    docstring); returns once every job ended or nothing can change any more."""
+    docstring); returns once every job ended or nothing can change any more, or at
+    ``until`` (virtual seconds): the cluster as it is then, jobs running and queued.
+    ``bill_every`` (virtual seconds): a billing tick before the first cycle of each such
+    stretch, so budgets see posted cost as the billing scheduler would post it."""
     from consumers.projector import Projector
+    from dlc_ledger.services.billing import tick
     from dlc_ledger.wiring.replay.pipeline import Pipeline
 
     store = site.store
@@ -146,7 +167,8 @@ def run_closed_loop(
     projector = Projector(store, all_projections())
 
     def make_driver(sim: KubeSim) -> TraceDriver:
-        return ClosedLoopDriver(sim, trace)
+        # a window's rows the trace never ended run to the file's end, as in the open loop
+        return ClosedLoopDriver(sim, trace, end=trace.end if trace.window else None)
 
     with Pipeline(trace, site, make_driver, say=say, interval=interval, timeout=timeout) as p:
         driver = p.driver
@@ -154,6 +176,8 @@ def run_closed_loop(
         api = client.ApiClient(client.Configuration(host=p.sim.url))
         dispatcher = make_dispatcher(store, api, p.sim.clock.now)
         t, cycles = 0.0, 0
+        stopped_at: float | None = None
+        next_bill = 0.0
         next_report = time.monotonic() + interval
         while True:
             driver.run_until(t)
@@ -161,8 +185,15 @@ def run_closed_loop(
             projector.catch_up()
             if driver.finished:
                 break
+            if until is not None and t >= until:
+                stopped_at = t
+                break
             if time.monotonic() > p.deadline:
                 raise Unavailable("replay timed out while cycling")
+            if bill_every is not None and t >= next_bill:
+                tick(store, p.sim.clock.now())
+                projector.catch_up()
+                next_bill = (t // bill_every + 1) * bill_every
             rv = p.sim.store.resource_version
             dispatcher.cycle(p.sim.clock.now())
             cycles += 1
@@ -173,6 +204,8 @@ def run_closed_loop(
                 break  # nothing will ever change: what is queued can never be admitted
             else:
                 t = max(t + cycle_seconds, _grid(due, cycle_seconds))
+            if until is not None:
+                t = min(t, until)
             if time.monotonic() >= next_report:
                 p.report(f"cycle {cycles}")
                 next_report = time.monotonic() + interval
@@ -190,6 +223,8 @@ def run_closed_loop(
             withdrawn=ends.count("Withdrawn"),
             restarts=sum(r.preemptions for r in driver.runs.values()),
             unfinished=driver.unfinished(),
+            stopped_at=stopped_at,
+            waiting=driver.waiting(),
         )
 
 
@@ -218,7 +253,7 @@ def closed_loop_figures(store: PostgresEventStore, run: ClosedLoopRun) -> Closed
         succeeded=run.succeeded,
         failed=run.failed,
         withdrawn=run.withdrawn,
-        never_admitted=len(run.unfinished),
+        never_admitted=0 if run.stopped_at is not None else len(run.unfinished),
         admitted=int(counts.get("admitted", 0)),
         preemptions=int(counts.get("preemptions", 0)),
         victims=int(counts.get("victims", 0)),
@@ -230,6 +265,9 @@ def closed_loop_figures(store: PostgresEventStore, run: ClosedLoopRun) -> Closed
         good_gpu_hours=good,
         goodput=good / gpu if gpu else None,
         unfinished=run.unfinished,
+        stopped=run.stopped_at is not None,
+        running=len(run.unfinished) - len(run.waiting),
+        waiting=len(run.waiting),
     )
 
 

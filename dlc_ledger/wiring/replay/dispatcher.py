@@ -17,9 +17,11 @@ __all__ = ["default_dispatcher"]
 def default_dispatcher(
     store: PostgresEventStore, api: client.ApiClient, clock: Callable[[], datetime]
 ) -> CycleRunner:
-    """The live dispatcher on ``store``, acting through ``api``, on ``clock``; the loop
-    brings the read models up to date itself before each cycle (no ``refresh``)."""
+    """The live dispatcher on ``store``, acting through ``api``, on ``clock``, with the
+    budgets' gate as ``dlc-ledger dispatch`` has it; the loop brings the read models up to
+    date itself before each cycle (no ``refresh``)."""
     from consumers.dispatcher.kube_actuator import KubeActuator
     from consumers.dispatcher.loop import Dispatcher
+    from projections.budgets.checks import StoreBudgetGate
 
-    return Dispatcher(store, KubeActuator(api), clock)
+    return Dispatcher(store, KubeActuator(api), clock, budgets=StoreBudgetGate(store))

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 from dlc_ledger.wiring.replay.closed_loop import (
@@ -22,8 +23,9 @@ from dlc_ledger.wiring.replay.closed_loop import (
 from dlc_ledger.wiring.replay.database import replay_topic, reset_database, upgrade_if_behind
 from dlc_ledger.wiring.replay.dispatcher import default_dispatcher
 from dlc_ledger.wiring.replay.pipeline import PipelineSite, run_pipeline
-from dlc_ledger.wiring.replay.reference_data import apply_reference_data
+from dlc_ledger.wiring.replay.reference_data import apply_reference_data, reshaped_tree
 from dlc_ledger.wiring.replay.verify import ReplaySummary, StoreCounts, check_store
+from dlc_ledger.wiring.runs import OPEN_LOOP, RunRecord, Runs, create_run_database
 from kubesim.driver import Speed
 from kubesim.traces import (
     DLRM_CSV,
@@ -36,7 +38,7 @@ from kubesim.traces import (
 from ledger.errors import Invalid
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["load_replay_trace", "run_replay"]
+__all__ = ["describe_run", "load_replay_trace", "run_replay"]
 
 
 def load_replay_trace(
@@ -46,8 +48,10 @@ def load_replay_trace(
     nodes: str | Path | None = None,
     epoch: datetime | None = None,
     limit: int | None = None,
+    window: tuple[datetime, datetime] | None = None,
 ) -> Trace:
-    """A trace file (or ``openb`` / ``dlrm`` for the bundled ones) in the given format."""
+    """A trace file (or ``openb`` / ``dlrm`` for the bundled ones) in the given format;
+    ``window``: only the rows created in it (cluster time), ``limit``: the first N."""
     from kubesim.clock import DEFAULT_EPOCH
 
     at = epoch or DEFAULT_EPOCH
@@ -59,7 +63,54 @@ def load_replay_trace(
         loaded = load_dlrm(DLRM_CSV if path == "dlrm" else Path(path), at)
     else:
         raise Invalid(f"unknown trace format {fmt!r} (openb or dlrm)")
+    if window is not None:
+        start, end = (round((t - at).total_seconds()) for t in window)
+        if not 0 <= start < end:
+            raise Invalid(
+                f"the trace window {window[0]:%Y-%m-%dT%H:%MZ}/{window[1]:%Y-%m-%dT%H:%MZ} "
+                f"must start at or after the trace's epoch ({at:%Y-%m-%dT%H:%MZ}) and "
+                "before it ends"
+            )
+        loaded = loaded.between(start, end)
+        if not loaded.instances:
+            raise Invalid("no trace row is created in that window")
     return loaded.head(limit) if limit else loaded
+
+
+def describe_run(
+    run: str,
+    trace: Trace,
+    closed_loop: bool,
+    policy: str | None,
+    scale: Decimal | None,
+    cycle: float,
+    until: datetime | None = None,
+) -> RunRecord:
+    """What a run holds, in a line a reader of its reports can act on."""
+    window = None
+    if trace.window is not None:
+        start, end = (trace.epoch + timedelta(seconds=s) for s in trace.window)
+        window = f"{start:%Y-%m-%dT%H:%MZ}/{end:%Y-%m-%dT%H:%MZ}"
+    how = [
+        f"{'closed' if closed_loop else 'open'}-loop replay of {trace.name}",
+        f"rows created {window}" if window else "the whole trace",
+        f"{len(trace.instances):,} jobs",
+    ]
+    if closed_loop:
+        how.append(f"every queue {policy}" if policy else "the tree's own queue policies")
+        how.append(f"cycle {cycle:g} s")
+        if until is not None:
+            how.append(f"stopped at {until:%Y-%m-%dT%H:%MZ}")
+    if scale is not None:
+        how.append(f"quotas x {scale}")
+    return RunRecord(
+        name=run,
+        description=", ".join(how),
+        trace=trace.name,
+        window=window,
+        policy=policy,
+        details={"jobs": len(trace.instances), "scale": None if scale is None else str(scale)},
+    )
 
 
 def _stderr(line: str) -> None:
@@ -90,23 +141,46 @@ def run_replay(
     closed_loop: bool = False,
     cycle: float = 60.0,
     make_dispatcher: DispatcherFactory | None = None,
+    window: tuple[datetime, datetime] | None = None,
+    policy: str | None = None,
+    scale: Decimal | None = None,
+    run: str | None = None,
+    until: datetime | None = None,
+    budgets: Path | None = None,
 ) -> ReplaySummary:
     """Replay ``trace`` end to end (:mod:`dlc_ledger.wiring.replay`). Raises on a stalled
-    pipeline."""
+    pipeline. ``until`` stops a closed loop at that instant, jobs left running and queued.
+    ``policy`` / ``scale`` reshape the quota tree (:mod:`ledger.quotas.what_if`);
+    ``run`` (without ``store``): into that run's database (:mod:`dlc_ledger.wiring.runs`),
+    created when missing and emptied first: a run holds one replay."""
     from dlc_ledger.wiring import context
 
     say = progress or (lambda _line: None)
     started_wall = time.monotonic()
-    loaded = load_replay_trace(trace, fmt, nodes=nodes, epoch=epoch, limit=limit)
+    loaded = load_replay_trace(trace, fmt, nodes=nodes, epoch=epoch, limit=limit, window=window)
     if closed_loop and quotas is None:
         raise Invalid("--closed-loop needs --quotas: the dispatcher decides against a tree")
+    if until is not None and not closed_loop:
+        raise Invalid("--until stops a closed-loop replay: add --closed-loop")
+    if (policy or scale) and quotas is None:
+        raise Invalid("--policy and --scale-quotas reshape --quotas: name a quota tree")
     own_store = store is None
-    if fresh and context.settings().database_url and store is None and not yes:
+    own_run = run is not None and run != OPEN_LOOP and store is None
+    if fresh and context.settings().database_url and store is None and not yes and not own_run:
         raise Invalid(
             "--fresh drops every table of the database at DATABASE_URL; add --yes to confirm"
         )
-    if store is None:  # a dev tool: it may bring a configured database's schema up to date
-        store = context.open_store(create=True, check=False)
+    if store is None and own_run:
+        assert run is not None
+        base = context.base_database_url(create=True)
+        store = PostgresEventStore(create_run_database(base, run))
+        fresh = True
+    elif store is None:  # a dev tool: it may bring a configured database's schema up to date
+        if run == OPEN_LOOP:
+            store = PostgresEventStore(context.base_database_url(create=True))
+        else:
+            store = context.open_store(create=True, check=False)
+    if own_store:
         upgrade_if_behind(store)
     try:
         if fresh:
@@ -115,7 +189,8 @@ def run_replay(
         bootstrap = bootstrap or context.kafka_bootstrap()
         partitions = partitions or context.settings().partitions
         topic = replay_topic(store, bootstrap, partitions)
-        apply_reference_data(store, quotas, pricebook, loaded.epoch, say, subscriptions)
+        tree = None if quotas is None else reshaped_tree(quotas, policy, scale)
+        apply_reference_data(store, tree, pricebook, loaded.epoch, say, subscriptions, budgets)
         summary = ReplaySummary.expected(loaded, f"replay-{loaded.name}", topic)
         before = StoreCounts.read(store)
         site = PipelineSite(
@@ -135,14 +210,19 @@ def run_replay(
                 timeout,
                 cycle_seconds=cycle,
                 make_dispatcher=make_dispatcher or default_dispatcher,
+                until=None if until is None else (until - loaded.epoch).total_seconds(),
+                bill_every=3600.0 if budgets is not None else None,
             )
             summary.published, summary.ingested = loop.published, loop.ingested
             summary.virtual_seconds = loop.virtual_seconds
+            if loop.stopped_at is not None:  # jobs left running: the trace's counts do not apply
+                summary.expected_started = summary.expected_ended = 0
+                summary.notes.append(f"stopped at {until:%Y-%m-%dT%H:%MZ} as asked (--until)")
         else:
-            run = run_pipeline(loaded, site, speed, say, progress_interval, timeout)
-            summary.published = run.published
-            summary.ingested = run.ingested
-            summary.virtual_seconds = run.virtual_seconds
+            played = run_pipeline(loaded, site, speed, say, progress_interval, timeout)
+            summary.published = played.published
+            summary.ingested = played.ingested
+            summary.virtual_seconds = played.virtual_seconds
         check_store(summary, store, before)
         if project:
             try:
@@ -157,6 +237,10 @@ def run_replay(
         if closed_loop:
             summary.closed_loop = closed_loop_figures(store, loop)
         summary.wall_seconds = time.monotonic() - started_wall
+        if run is not None and own_store:
+            record = describe_run(run, loaded, closed_loop, policy, scale, cycle, until)
+            base = context.base_database_url(announce=False)
+            Runs(context.settings().data_dir, base).save(record, make_default=closed_loop)
         return summary
     finally:
         if own_store:

@@ -1,63 +1,59 @@
-// #/cost: the top jobs by cost over a window (links to their pages) and the cost by
-// workspace and month, as /v1/cost reports them.
+// #/cost: the top N jobs (or users, quotas, workspaces) by cost over a window, computed by
+// the server in one request (`/v1/cost/top`), with the window's total as the server gives
+// it; and the cost by workspace and month (`/v1/cost`). No total is added up here.
 
-import { getAll } from "../api.js";
-import { columnsOf, fromInput, h, section, selectField, table, timeField } from "../dom.js";
-import { money } from "../numbers.js";
+import { getAll, getJson } from "../api.js";
+import { h, live, section, selectField, table } from "../dom.js";
+import { count, hours, money } from "../format.js";
+import { windowControls, windowOf, windowText } from "../window.js";
+import { jobColumns } from "./jobs.js";
 
-const TOP = 20;
+const BY = [["job", "jobs"], ["user", "users"], ["quota", "quotas"], ["workspace", "workspaces"]];
+const SIZES = ["10", "20", "50", "100"];
 
-function controls(params, go) {
-  const form = h("form", { class: "controls", "aria-label": "Cost window" },
-    timeField("c-from", "From", params.from), timeField("c-to", "to", params.to),
-    selectField("c-source", "Source", [["auto", "auto (ledger where it can)"], ["ledger", "ledger (posted)"],
-      ["rated", "rated (to the second)"]], params.source || "auto"),
-    h("button", { type: "submit" }, "Show"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    const e = form.elements;
-    go({ from: fromInput(e["c-from"].value), to: fromInput(e["c-to"].value), source: e["c-source"].value === "auto" ? "" : e["c-source"].value });
-  });
-  return form;
+function topColumns(by) {
+  const figures = [
+    { key: "gpu_hours", label: "GPU-hours", numeric: true, render: (r) => hours(r.gpu_hours) },
+    { key: "cost", label: "cost", numeric: true, render: (r) => money(r) },
+  ];
+  if (by === "job") return jobColumns(null, "job");
+  return [{ key: by, label: by }, ...figures];
 }
 
-/** The rows' cost added in minor units (one currency; else no total). */
-function total(rows, label) {
-  const currencies = new Set(rows.map((r) => r.currency));
-  if (rows.length === 0 || currencies.size !== 1) return undefined;
-  const sum = rows.reduce((s, r) => s + BigInt(r.cost_minor), 0n);
-  return { [label]: "Total", cost_display: money(sum, rows[0].scale, rows[0].currency) };
-}
-
-/** Rows by cost, highest first (minor units compared exactly; ties by job). */
-export function topByCost(rows, n = TOP) {
-  return [...rows].sort((a, b) => {
-    const diff = BigInt(b.cost_minor ?? 0) - BigInt(a.cost_minor ?? 0);
-    return diff > 0n ? 1 : diff < 0n ? -1 : String(a.job).localeCompare(String(b.job));
-  }).slice(0, n);
-}
-
-export async function costView({ params, go }) {
-  const query = { from: params.from, to: params.to, source: params.source };
-  const [byJob, byWorkspace] = await Promise.all([
-    getAll("v1/cost", { ...query, group_by: "workspace,job" }),
+export async function costView({ params, go, extent }) {
+  const win = windowOf(params, extent);
+  const by = BY.some(([k]) => k === params.by) ? params.by : "job";
+  const n = SIZES.includes(params.n) ? params.n : "20";
+  const query = { from: win.from, to: win.to };
+  const [top, byMonth] = await Promise.all([
+    getJson("v1/cost/top", { ...query, by, n }),
     getAll("v1/cost", { ...query, group_by: "workspace,month" }),
   ]);
-  const top = topByCost(byJob.items);
-  const hidden = (key) => key.endsWith("_minor") || key.endsWith("_precise") || key === "scale" || key === "currency";
-  // the job first: it names the row (<th scope="row">) and links to the job's page
-  const topColumns = columnsOf(top).filter((c) => !hidden(c.key))
-    .sort((a, b) => (b.key === "job") - (a.key === "job")).map((c) =>
-    c.key === "job" ? { ...c, render: (r) => h("a", { href: `#/job/${encodeURIComponent(r.job)}` }, r.job) }
-      : c.key.endsWith("_display") ? { ...c, numeric: true } : c);
-  const wsColumns = columnsOf(byWorkspace.items).filter((c) => !hidden(c.key)).map((c) =>
-    c.key.endsWith("_display") ? { ...c, numeric: true } : c);
-  return section("Cost", controls(params, go),
-    h("h3", {}, `Top ${TOP} jobs by cost`),
-    table({ id: "top-jobs", caption: `The ${top.length} costliest of ${byJob.items.length} jobs`, columns: topColumns, rows: top,
-      csv: { path: "v1/cost", params: { ...query, group_by: "workspace,job" }, filename: "cost-by-job.csv", label: "Download CSV (all jobs)" } }),
+  const form = windowControls({
+    prefix: "c", label: "Cost window", params, window: win, extent,
+    fields: [selectField("c-by", "Top", BY, by), selectField("c-n", "How many", SIZES, n)],
+    submit: (w, f) => go({ ...w, by: f.elements["c-by"].value, n: f.elements["c-n"].value }),
+  });
+  const what = BY.find(([k]) => k === by)[1];
+  const total = top.total ?? {};
+  const monthColumns = [
+    { key: "workspace", label: "workspace" }, { key: "month", label: "month" },
+    { key: "cost", label: "cost", numeric: true, render: (r) => money(r) },
+  ];
+  return section("Cost", form, live("cost",
+    h("p", { class: "headline", id: "cost-total" },
+      "Total ", windowText(win), ": ", h("strong", { "data-key": "total" }, money(total)),
+      total.gpu_hours !== undefined ? ` · ${hours(total.gpu_hours)} GPU-hours` : "",
+      ` · ${count(top.count)} ${what}`),
+    h("h3", {}, `Top ${n} ${what} by cost`),
+    table({
+      id: "top-cost",
+      caption: `The ${top.items.length} costliest of ${count(top.count)} ${what}, ${windowText(win)}`,
+      columns: topColumns(by), rows: top.items,
+      csv: { path: "v1/cost", params: { ...query, group_by: by === "job" ? "workspace,job" : by }, filename: `cost-by-${by}.csv`,
+        label: `Download CSV (all ${what})` },
+    }),
     h("h3", {}, "Cost by workspace and month"),
-    table({ id: "cost-ws-month", caption: "Cost by workspace and month", columns: wsColumns, rows: byWorkspace.items,
-      footer: total(byWorkspace.items, "workspace"),
-      csv: { path: "v1/cost", params: { ...query, group_by: "workspace,month" }, filename: "cost-by-workspace-month.csv" } }));
+    table({ id: "cost-ws-month", caption: `Cost by workspace and month, ${windowText(win)}`, columns: monthColumns, rows: byMonth.items,
+      csv: { path: "v1/cost", params: { ...query, group_by: "workspace,month" }, filename: "cost-by-workspace-month.csv" } })));
 }

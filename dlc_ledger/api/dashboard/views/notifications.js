@@ -3,7 +3,10 @@
 // token's workspaces by the API.
 
 import { getJson } from "../api.js";
-import { h, section, table } from "../dom.js";
+import { h, live, section, selectField, table, when } from "../dom.js";
+import { count } from "../format.js";
+
+const STATUSES = [["", "any"], ["queued", "queued"], ["delivered", "delivered"], ["failed", "failed"]];
 
 function joined(value) {
   if (Array.isArray(value)) return value.join(", ");
@@ -14,7 +17,17 @@ function joined(value) {
   return value ?? "–";
 }
 
-export async function notificationsView({ params }) {
+function filters(params, go) {
+  const form = h("form", { class: "controls", "aria-label": "Delivery filter" },
+    selectField("n-status", "Deliveries", STATUSES, params.status ?? ""), h("button", { type: "submit" }, "Show"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    go({ status: form.elements["n-status"].value });
+  });
+  return form;
+}
+
+export async function notificationsView({ params, go }) {
   const status = params.status;
   const [rules, deliveries] = await Promise.all([
     getJson("v1/notifications/rules", { limit: 500 }),
@@ -23,16 +36,16 @@ export async function notificationsView({ params }) {
   const ruleColumns = ["workspace", "name", "events", "filters", "limits", "target", "enabled"]
     .map((key) => ({ key, label: key, render: (r) => joined(r[key]) }));
   const deliveryColumns = [
-    { key: "finished_at", label: "finished" },
+    { key: "finished_at", label: "finished", render: (r) => when(r.finished_at) },
     { key: "rule", label: "rule" },
     { key: "event_type", label: "event" },
     { key: "subject", label: "subject" },
     { key: "status", label: "status" },
-    { key: "attempts", label: "attempts", numeric: true },
-    { key: "latency_ms", label: "latency (ms)", numeric: true },
+    { key: "attempts", label: "attempts", numeric: true, render: (r) => count(r.attempts) },
+    { key: "latency_ms", label: "latency (ms)", numeric: true, render: (r) => count(r.latency_ms) },
     { key: "last_error", label: "last error" },
   ];
-  return section("Notifications",
+  return section("Notifications", filters(params, go), live("notifications",
     h("p", {}, "Rules are applied with ", h("code", {}, "dlc-ledger notifications apply"),
       " or PUT /v1/notifications/rules/{workspace}/{name}; the sender is ",
       h("code", {}, "dlc-ledger notifications send"), "."),
@@ -53,5 +66,5 @@ export async function notificationsView({ params }) {
       rows: deliveries.items,
       csv: { path: "v1/notifications/deliveries", params: { status }, filename: "notification-deliveries.csv" },
       empty: "Nothing delivered yet.",
-    }));
+    })));
 }
