@@ -51,6 +51,10 @@ def _what_if(out: str, schedules: set[str]) -> None:
     waits = _table(out, "Closed loop: waits by quota and priority")
     assert waits and all(int(r[2]) > 0 for r in waits)
     assert _table(out, "Closed loop: preemptions")
+    held = re.search(
+        r"with a stated start range .*?, the job started inside it for \d+ \((\d+)%\)", out
+    )
+    assert held, out[-1500:]
 
 
 def _subscriptions_add_up(out: str) -> None:
