@@ -216,7 +216,7 @@ def run_replay(
             summary.published, summary.ingested = loop.published, loop.ingested
             summary.virtual_seconds = loop.virtual_seconds
             if loop.stopped_at is not None:  # jobs left running: the trace's counts do not apply
-                summary.expected_started = summary.expected_ended = 0
+                summary.stopped = True
                 summary.notes.append(f"stopped at {until:%Y-%m-%dT%H:%MZ} as asked (--until)")
         else:
             played = run_pipeline(loaded, site, speed, say, progress_interval, timeout)

@@ -45,6 +45,9 @@ class ReplaySummary:
     virtual_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     closed_loop: ClosedLoopFigures | None = None
+    #: a closed loop stopped before its jobs ended (``--until``): the trace's counts of
+    #: started and ended pods do not apply
+    stopped: bool = False
 
     @staticmethod
     def expected(trace: Trace, cluster: str, topic: str) -> ReplaySummary:
@@ -62,7 +65,7 @@ class ReplaySummary:
 
     @property
     def ok(self) -> bool:
-        return (
+        return self.stopped or (
             self.occupancies_started >= self.expected_started
             and self.occupancies_ended >= self.expected_ended
         )
@@ -76,8 +79,12 @@ class ReplaySummary:
             f" {self.virtual_seconds:,.0f} virtual s in {self.wall_seconds:.1f} s wall",
             f"events stored: {self.events_stored} new ({self.events_total} in the store),"
             f" {self.published} published, {self.ingested} ingested",
-            f"occupancies: {self.occupancies_started} started (trace: {self.expected_started}),"
-            f" {self.occupancies_ended} ended (trace: {self.expected_ended})",
+            f"occupancies: {self.occupancies_started} started, {self.occupancies_ended} ended"
+            + (
+                " (stopped before the jobs ended)"
+                if self.stopped
+                else f" (trace: {self.expected_started} started, {self.expected_ended} ended)"
+            ),
             f"dead letters: {self.dead_letters}",
             *(self.closed_loop.lines() if self.closed_loop else []),
             *self.notes,
