@@ -35,7 +35,9 @@ issue's "projected end of the jobs ahead"); jobs behind it are left out.
 A start is uncertain because run times are: :func:`estimate_ranges` states it as a range.
 It runs the same simulation ``samples`` times, each with every job's run time drawn from
 its own distribution (:class:`~ledger.dispatch.runtimes.RunTime`: comparable finished
-jobs, conditional on a running job's age, bounded by a declared maximum), and takes the
+jobs, conditional on a running job's age, bounded by a declared maximum; in one future
+every job's draw comes from the same stratum of its distribution: run times of jobs
+running at once go together, they are not independent), and takes the
 ``quantiles`` (default :data:`RANGE_QUANTILES`) of the starts it found: the stated range
 is where the start falls in that share of the simulated futures. The draws are seeded, so
 the same input gives the same range.
@@ -375,24 +377,25 @@ def estimate_ranges(
     pending_ids = {p.job for p in cycle.pending}
     wanted = sorted(set(pending_ids if jobs is None else jobs) & pending_ids)
     found: dict[str, list[float]] = {job: [] for job in wanted}
-    # Latin hypercube: each job's draws cover its distribution's strata evenly, in an
-    # order of its own, so few futures already span each run time's range
-    strata = {
-        job: rng.sample(range(samples), samples)
-        for job in [*(wl.job for wl in cycle.admitted), *(p.job for p in cycle.pending)]
-    }
+    # each future draws every job's run time from the same stratum of its distribution
+    # (the futures cover the strata evenly, so few already span each run time's range):
+    # the jobs running at once are not independent (clones of one workload run alike; a
+    # book short of long runs errs for all of them alike), and independent draws make
+    # "one of N ends within minutes" near certain, a range far earlier than the median
+    # future (the point estimate, this ordering's middle) and than the starts seen
+    strata = rng.sample(range(samples), samples)
 
-    def draw(job: str, i: int, runtime: RunTime) -> timedelta:
-        u = min((strata[job][i] + rng.random()) / samples, _BELOW_ONE)
+    def draw(i: int, runtime: RunTime) -> timedelta:
+        u = min((strata[i] + rng.random()) / samples, _BELOW_ONE)
         return timedelta(seconds=runtime.draw(u))
 
     for i in range(samples):
         ends = {
-            wl.job: wl.admitted_at + draw(wl.job, i, running[wl.job])
+            wl.job: wl.admitted_at + draw(i, running[wl.job])
             for wl in cycle.admitted
             if wl.job in running
         }
-        runs = {p.job: draw(p.job, i, pending[p.job]) for p in cycle.pending if p.job in pending}
+        runs = {p.job: draw(i, pending[p.job]) for p in cycle.pending if p.job in pending}
         got = estimate_starts(
             cycle, ends, runs, jobs=wanted, max_steps=max_steps, grain=RANGE_GRAIN
         )

@@ -250,7 +250,8 @@ def test_closed_loop_slice_queues_preempts_and_reports_match_the_events(
         assert e.occurred_at not in admitted[e.data["preemptor"]]
 
     # start estimates: each wait's first stored range (the 10th-90th percentile start of
-    # simulated futures) against its admission; measured: 71 of 85 inside (83.5 %)
+    # simulated futures, jobs long or short together) against its admission; measured: 82 of
+    # 85 inside (96.5 %)
     with store.engine.connect() as conn:
         rows = estimates_report(conn)
         coverage = estimate_coverage(conn)
@@ -262,7 +263,7 @@ def test_closed_loop_slice_queues_preempts_and_reports_match_the_events(
     assert coverage.ranged >= 80 and coverage.inside + coverage.below + coverage.above == (
         coverage.ranged
     )
-    assert coverage.coverage is not None and coverage.coverage >= 0.83
+    assert coverage.coverage is not None and coverage.coverage >= 0.9
     assert replayed["wall"] < 180
 
 

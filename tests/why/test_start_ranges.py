@@ -148,6 +148,18 @@ def test_the_range_is_the_spread_of_starts_over_drawn_futures() -> None:
     assert (both["v"].low, both["v"].high) == (seconds(600), seconds(1200))
 
 
+def test_jobs_running_at_once_run_long_or_short_together() -> None:
+    # w needs one GPU of four held by r1..r4, each running 60 s or 6000 s, equally likely.
+    # Drawn independently, some r ends at +60 in all but 1/16 of the futures (the range
+    # would end at +60); drawn together (one stratum per future), half of the futures are
+    # the long ones: the range spans both, as the point estimate's median future does
+    held = tuple(Admitted(f"r{k}", "a", 0, {"gpu": 1}, T) for k in range(1, 5))
+    cycle = CycleInput(_tree(), held, (Incoming("w", "a", 0, {"gpu": 1}, T),), T)
+    runs = {wl.job: RunTime((60.0, 6000.0)) for wl in held}
+    got = estimate_ranges(cycle, runs, {}, samples=16)["w"]
+    assert (got.low, got.high) == (seconds(60), seconds(6000))
+
+
 def test_futures_where_it_never_starts_leave_the_range_open() -> None:
     # r ends in one future of two (its run time: 600 s, or a maximum far away: LONGEST_RUN
     # with nothing drawn past it); w needs it gone
