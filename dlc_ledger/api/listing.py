@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
-from pydantic import AwareDatetime, BeforeValidator
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator
 
 from dlc_ledger.api.csv_responses import ListFormat, csv_response, wants_csv
 from dlc_ledger.api.freshness import with_freshness
@@ -64,9 +64,29 @@ def _iso_instant(value: object) -> object:
     return value
 
 
+#: the instants a query may name: cluster and store time lie well inside, and arithmetic on
+#: them (an hour's step, a month's end, a zone's offset) never leaves ``datetime``'s range
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def _bounded(value: datetime) -> datetime:
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-01:00 is past year 9999 in UTC
+        utc = LATEST_INSTANT
+    if not EARLIEST_INSTANT <= utc < LATEST_INSTANT:
+        raise Invalid(
+            f"give an instant from {EARLIEST_INSTANT:%Y-%m-%d} up to (not including) "
+            f"{LATEST_INSTANT:%Y-%m-%d}"
+        )
+    return value
+
+
 #: every instant query parameter (``at``, ``from``, ``to``, ``as_of``): ISO 8601 with a
-#: zone, else a 422 naming the parameter
-Instant = Annotated[AwareDatetime, BeforeValidator(_iso_instant)]
+#: zone, within [:data:`EARLIEST_INSTANT`, :data:`LATEST_INSTANT`), else a 422 naming the
+#: parameter
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_instant), AfterValidator(_bounded)]
 FromQuery = Annotated[
     Instant | None, Query(alias="from", description="Window start (ISO 8601 with zone).")
 ]

@@ -1,6 +1,7 @@
 """Every instant query parameter (``at``, ``from``, ``to``, ``as_of``) of every route takes
 ISO 8601 with a zone and nothing else: a number (which pydantic alone reads as a Unix
-time), a naive time or a bare date is a 422 problem naming the parameter.
+time), a naive time or a bare date is a 422 problem naming the parameter; so is an instant
+outside [1970, 2200), which once overflowed into a 500.
 
 The routes and their instant parameters come from the OpenAPI document, so a route added
 later is held to the same rule without editing this file."""
@@ -35,6 +36,14 @@ NOT_INSTANTS = [
     "",
 ]
 VALID = ["2026-11-01T04:00:00Z", "2026-11-01T05:00:00+01:00", "2026-11-01 04:00:00.5z"]
+#: well-formed instants outside the range a query may name (they once overflowed into 500s)
+OUT_OF_RANGE = [
+    "9999-12-31T00:00:00Z",
+    "0001-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59-01:00",
+    "1969-12-31T23:59:59Z",
+    "2200-01-01T00:00:00Z",
+]
 
 
 def _instant_parameters() -> list[tuple[str, str]]:
@@ -89,6 +98,11 @@ def test_an_instant_must_be_iso_8601_with_a_zone(
         assert response.headers["content-type"] == "application/problem+json"
         detail = response.json()["detail"]
         assert detail.startswith(f"query.{name}:") and "time zone" in detail, detail
+    for value in OUT_OF_RANGE:
+        response = dispatched.get(url, params={name: value}, headers=headers)
+        assert response.status_code == 422, (url, name, value, response.text)
+        detail = response.json()["detail"]
+        assert detail.startswith(f"query.{name}:") and "1970-01-01" in detail, detail
     for value in VALID:
         response = dispatched.get(url, params={name: value}, headers=headers)
         assert response.status_code == 200, (url, name, value, response.text)
