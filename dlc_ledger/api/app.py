@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -40,7 +41,13 @@ from dlc_ledger.services.oidc import OidcVerifier
 from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["ACCESS_LOG", "app_from_environment", "create_app", "openapi_document"]
+__all__ = [
+    "ACCESS_LOG",
+    "app_from_environment",
+    "create_app",
+    "openapi_document",
+    "printable",
+]
 
 ACCESS_LOG = logging.getLogger("dlc_ledger.api.access")
 VERSION = "1"
@@ -95,6 +102,11 @@ def create_app(
             response = await call_next(request)
             status = response.status_code
             freshness_headers(request, response)
+            if "authorization" in request.headers:
+                # an answer for one bearer: no shared or browser cache keeps it
+                response.headers.setdefault("Cache-Control", "no-store")
+            if request.url.path.startswith("/v1/"):
+                response.headers.setdefault("Vary", "Accept")  # JSON or CSV by Accept
             return response
         finally:
             elapsed = time.perf_counter() - started
@@ -103,14 +115,23 @@ def create_app(
             who = f"{principal.name}({principal.token_id})" if principal else "-"
             ACCESS_LOG.info(
                 "%s %s %s %d %.1fms",
-                who,
-                request.method,
-                request.url.path,
+                printable(who),
+                printable(request.method),
+                printable(request.url.path),
                 status,
                 elapsed * 1000,
             )
 
     return app
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\x1b``): a URL holding terminal escape
+    sequences must not drive the operator's console through the log."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def app_from_environment() -> FastAPI:

@@ -259,3 +259,27 @@ def test_a_bug_is_a_500_with_an_error_id_the_log_has_too(
     assert found is not None, response.json()
     assert "unsupported operand" not in response.text  # internals stay in the log
     assert any(found.group(1) in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_the_access_log_escapes_control_characters(
+    client: TestClient, tokens: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A URL holding terminal escape sequences reaches the log escaped, never raw."""
+    with caplog.at_level(logging.INFO, logger="dlc_ledger.api.access"):
+        client.get("/%1b%5b1A%1b%5b2K%07x", headers=bearer(tokens["lead-b"]))
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "dlc_ledger.api.access"]
+    assert "\x1b" not in line and "\x07" not in line
+    assert "/\\x1b[1A\\x1b[2K\\x07x" in line
+
+
+def test_an_authenticated_answer_is_never_cached_and_varies_by_accept(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    headers = bearer(tokens["lead-b"])
+    for url in ("/v1/jobs", "/v1/whoami", "/v1/jobs?format=csv"):
+        response = client.get(url, headers=headers)
+        assert response.status_code == 200, response.text
+        assert response.headers["cache-control"] == "no-store", url
+        assert "Accept" in response.headers["vary"], url
+    refused = client.get("/v1/jobs")
+    assert refused.status_code == 401 and "Accept" in refused.headers["vary"]
