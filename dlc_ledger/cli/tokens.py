@@ -32,10 +32,23 @@ def create(
         ),
     ],
     name: Annotated[str | None, typer.Option("--name", help="A label for the token.")] = None,
+    allow_unknown_workspace: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unknown-workspace",
+            help="Accept workspace:<id> for a workspace no quota binds and no job ran in yet.",
+        ),
+    ] = False,
 ) -> None:
     """Create a token and print its secret (the only time it is shown)."""
     store = context.open_store()
-    created = create_token(store, role, name=name, created_by=context.local_principal())
+    created = create_token(
+        store,
+        role,
+        name=name,
+        created_by=context.local_principal(),
+        known_only=not allow_unknown_workspace,
+    )
     typer.echo(
         f"token {created.token.token_id} ({', '.join(created.token.roles)}); "
         "the secret is shown only now:",

@@ -24,6 +24,7 @@ from ledger.store.access_tokens import (
     token_by_hash,
 )
 from ledger.store.base import EventStore
+from projections.jobs import known_workspaces
 
 __all__ = [
     "GLOBAL_ROLES",
@@ -101,8 +102,13 @@ def create_token(
     name: str | None,
     created_by: str,
     now: datetime | None = None,
+    known_only: bool = False,
 ) -> CreatedToken:
+    """A new token for ``roles``; ``known_only``: a workspace role must name a workspace
+    the ledger knows (a typo would otherwise make a token that sees nothing)."""
     checked = parse_roles(roles)
+    if known_only:
+        _refuse_unknown_workspaces(store, checked)
     token_id = "tok_" + secrets.token_hex(6)
     secret = _SECRET_PREFIX + secrets.token_urlsafe(32)
     at = now or datetime.now(UTC)
@@ -118,6 +124,21 @@ def create_token(
         )
     stored = StoredToken(token_id, name or token_id, checked, at, created_by, None)
     return CreatedToken(stored, secret)
+
+
+def _refuse_unknown_workspaces(store: EventStore, roles: tuple[str, ...]) -> None:
+    named = [r[len(_WORKSPACE) :] for r in roles if r.startswith(_WORKSPACE)]
+    if not named:
+        return
+    with store.reading() as conn:
+        known = known_workspaces(conn)
+    unknown = sorted(set(named) - known)
+    if unknown:
+        raise InvalidRequest(
+            f"unknown workspace(s) {', '.join(unknown)}: no quota binds them and no job ran "
+            f"in them (known: {', '.join(sorted(known)) or 'none'}); "
+            "--allow-unknown-workspace creates the token ahead of them"
+        )
 
 
 def list_tokens(store: EventStore) -> list[StoredToken]:

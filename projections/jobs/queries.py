@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select, text
+from sqlalchemy import Connection, and_, func, or_, select, text, union
 
 from ledger.canonical import format_timestamp
 from ledger.errors import Invalid, NotFound
@@ -18,7 +18,7 @@ from projections.billing import job_cost
 from projections.jobs.as_at import as_at, existed_by
 from projections.jobs.fold import STATUSES, fold_order, parse_time
 from projections.jobs.projection import JobsProjection
-from projections.jobs.tables import job_state, job_timeline
+from projections.jobs.tables import job_state, job_timeline, job_workspace_quotas
 from projections.jobs.timeline import named_jobs, summary, timeline_row
 from projections.pages import check_limit, decode_cursor, encode_cursor
 from projections.steps import checkpoint_name
@@ -342,3 +342,12 @@ def late_flags(rows: Sequence[tuple[Any, ...]]) -> list[bool]:
         lowest_after = lowest if lowest_after is None else min(lowest_after, lowest)
         end = start
     return flags
+
+
+def known_workspaces(conn: Connection) -> frozenset[str]:
+    """The workspaces the ledger knows: bound to a quota, or where a job was submitted."""
+    s, b = job_state.c, job_workspace_quotas.c
+    rows = conn.execute(
+        union(select(b.workspace), select(s.workspace).where(s.workspace.is_not(None)).distinct())
+    )
+    return frozenset(row[0] for row in rows if row[0])

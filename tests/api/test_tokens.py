@@ -17,7 +17,10 @@ from tests.clis import CliCall
 def test_create_shows_the_secret_once_and_stores_only_its_hash(
     cli: CliCall, store: PostgresEventStore
 ) -> None:
-    secret = cli("tokens", "create", "--role", "workspace:a", "--role", "finance").strip()
+    secret = cli(
+        "tokens", "create", "--role", "workspace:a", "--role", "finance",
+        "--allow-unknown-workspace",
+    ).strip()  # fmt: skip
     assert secret.startswith("dlct_") and len(secret) > 40
     with store.engine.connect() as conn:
         stored = conn.execute(text("SELECT secret_sha256 FROM api_tokens")).scalar_one()
@@ -32,7 +35,10 @@ def test_create_shows_the_secret_once_and_stores_only_its_hash(
 
 
 def test_a_revoked_token_authenticates_no_more(cli: CliCall, store: PostgresEventStore) -> None:
-    secret = cli("tokens", "create", "--role", "workspace:a", "--name", "lead-a").strip()
+    secret = cli(
+        "tokens", "create", "--role", "workspace:a", "--name", "lead-a",
+        "--allow-unknown-workspace",
+    ).strip()  # fmt: skip
     principal = authenticate(store, secret)
     assert principal is not None and principal.name == "lead-a"
     assert principal.scope == {"a"} and not principal.can_write
@@ -48,6 +54,8 @@ def test_unknown_roles_and_tokens_are_refused(cli: CliCall) -> None:
     assert "unknown role 'root'" in cli("tokens", "create", "--role", "root", ok=False)
     assert "names no workspace" in cli("tokens", "create", "--role", "workspace:", ok=False)
     assert "no token with id 'tok_nope'" in cli("tokens", "revoke", "tok_nope", ok=False)
+    refused = cli("tokens", "create", "--role", "workspace:ws-nonexistent", ok=False)
+    assert "unknown workspace(s) ws-nonexistent" in refused
     assert json.loads(cli("tokens", "list", "--format", "json")) == []
 
 
