@@ -283,3 +283,14 @@ def test_an_authenticated_answer_is_never_cached_and_varies_by_accept(
         assert "Accept" in response.headers["vary"], url
     refused = client.get("/v1/jobs")
     assert refused.status_code == 401 and "Accept" in refused.headers["vary"]
+
+
+def test_a_method_a_route_does_not_have_is_405_naming_those_it_has(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    """A write the role may not make on a write route is 403 (the authorization matrix); a
+    method the route does not have at all is 405 with ``Allow``, whoever asks."""
+    for token in ("admin", "lead-b"):
+        response = client.delete("/v1/jobs", headers=bearer(tokens[token]))
+        assert response.status_code == 405, response.text
+        assert response.headers["allow"] == "GET"
