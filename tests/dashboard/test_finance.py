@@ -208,6 +208,7 @@ def test_invoices_lines_credit_notes_and_voids(watched: Watched, served: Served)
     # the filters are the API's
     page.select_option("#i-status", "voided")
     page.click("form.controls button[type=submit]")
+    page.wait_for_url("**/#/invoices?*status=voided*")  # the filtered route, not the old one
     settled(page, "invoices")
     (voided,) = every(served, "v1/invoices", {"status": "voided"})[0]
     assert texts(page, "#invoices tbody [data-key=invoice_id]") == [
