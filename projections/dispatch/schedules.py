@@ -18,7 +18,6 @@ difference is the schedule's, not the arithmetic's:
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from ledger.dispatch.runtimes import percentile
 from projections.billing import ReportWindow, cost_report
 from projections.dispatch.reports import DecisionWindow, preemptions_report
 
@@ -71,14 +71,8 @@ SELECT j.job_uid, COALESCE(j.quota, wq.quota, '-') AS quota, j.submitted_at, j.d
 
 
 def _percentile(values: list[float], q: float) -> float | None:
-    """Continuous percentile (linear interpolation), as PostgreSQL's ``percentile_cont``."""
-    if not values:
-        return None
-    values = sorted(values)
-    pos = q * (len(values) - 1)
-    low = math.floor(pos)
-    high = min(low + 1, len(values) - 1)
-    return values[low] + (values[high] - values[low]) * (pos - low)
+    """Continuous percentile, as PostgreSQL's ``percentile_cont``; None without values."""
+    return percentile(sorted(values), q) if values else None
 
 
 def schedule_rows(

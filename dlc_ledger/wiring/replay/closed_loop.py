@@ -36,6 +36,7 @@ from kubesim import KubeSim
 from kubesim.closed_loop import ClosedLoopDriver
 from kubesim.driver import TraceDriver
 from kubesim.traces import Trace
+from ledger.dispatch.runtimes import percentile
 from ledger.errors import Invalid, Unavailable
 from ledger.store.postgres import PostgresEventStore
 
@@ -272,10 +273,5 @@ def closed_loop_figures(store: PostgresEventStore, run: ClosedLoopRun) -> Closed
 
 
 def _percentile(values: list[float], q: float) -> float | None:
-    """Continuous percentile (linear interpolation), as PostgreSQL's percentile_cont."""
-    if not values:
-        return None
-    pos = q * (len(values) - 1)
-    low = math.floor(pos)
-    high = min(low + 1, len(values) - 1)
-    return values[low] + (values[high] - values[low]) * (pos - low)
+    """Continuous percentile of ascending ``values``, as PostgreSQL's percentile_cont."""
+    return percentile(values, q) if values else None
