@@ -2,9 +2,9 @@
 
 At ``--events`` stored events (default 10,000,000; :mod:`bench.api_world` builds the
 store through the production paths), the API runs as ``dlc-ledger api serve`` does: a
-real uvicorn, one worker process, on a free port, with its access log. ``--clients``
-threads (default 20), each with its own keep-alive connection, send ``--requests`` of
-each dashboard call, one call after the other:
+real uvicorn, ``--workers`` processes (default: the CPU count, as ``api serve``), on a
+free port, with its access log. ``--clients`` threads (default 20), each with its own
+keep-alive connection, send ``--requests`` of each dashboard call, one call after the other:
 
 - ``cost``: month x workspace cost over the whole history (``/v1/cost?group_by=
   workspace,month``, :func:`projections.billing.reports.cost_report`);
@@ -54,6 +54,7 @@ from sqlalchemy import Engine, text
 
 from bench.api_world import World, build_world, world_of
 from bench.databases import kept_database, mark_ready, scratch_database
+from consumers.projector import Projector
 from dlc_ledger.services.tokens import create_token
 from ledger.store.engines import make_engine
 from ledger.store.postgres import PostgresEventStore, PostgresUnitOfWork
@@ -62,6 +63,7 @@ from projections.billing.reports import ReportWindow, cost_report
 from projections.jobs import find_job, job_detail
 from projections.quotas.nodes import quota_nodes_at
 from projections.quotas.reads import series_points, usage_series
+from projections.registry import all_projections
 
 __all__ = ["main"]
 
@@ -231,16 +233,19 @@ def _paths(inputs: Inputs) -> dict[str, Callable[[random.Random], str]]:
 
 
 class _Server:
-    """``dlc-ledger api serve`` on a free port, in a process of its own (one worker)."""
+    """``dlc-ledger api serve --workers N`` on a free port, in processes of its own."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, workers: int) -> None:
         with socket.socket() as probe:  # a free port: bound, read back, released
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         env = {**os.environ, "DATABASE_URL": url}
         # its access log (a line per request, as in production) is written to /dev/null
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dlc_ledger", "api", "serve", "--port", str(self.port)],
+            [
+                *(sys.executable, "-m", "dlc_ledger", "api", "serve"),
+                *("--port", str(self.port), "--workers", str(workers)),
+            ],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -257,13 +262,9 @@ class _Server:
                 time.sleep(0.2)
 
     def cpu_seconds(self) -> float:
-        """CPU seconds the server process has used so far (Linux ``/proc``; 0 elsewhere)."""
-        try:
-            with open(f"/proc/{self.process.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return sum(map(int, fields[11:13])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        """CPU seconds the server's processes (uvicorn's supervisor and its workers) have
+        used so far (Linux ``/proc``; 0 elsewhere)."""
+        return sum(_cpu_seconds(pid) for pid in _process_tree(self.process.pid))
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -273,6 +274,29 @@ class _Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux ``/proc``)."""
+    out, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        out.append(current)
+        try:
+            with open(f"/proc/{current}/task/{current}/children") as f:
+                pending.extend(int(child) for child in f.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(map(int, fields[11:13])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def _http(
@@ -351,8 +375,12 @@ def _bench(url: str, world: World, args: argparse.Namespace) -> dict[str, Any]:
     token = create_token(store, ["admin"], name="bench", created_by="bench").secret
     direct = _direct(engine, inputs)
     results: dict[str, Any] = {}
-    server = _Server(url)
-    print(f"API: uvicorn, 1 worker process, port {server.port}; {args.clients} clients", flush=True)
+    server = _Server(url, args.workers)
+    print(
+        f"API: uvicorn, {args.workers} worker process(es), port {server.port}; "
+        f"{args.clients} clients",
+        flush=True,
+    )
     try:
         served = _served_routes(server.port)
         missing = [c for c in CALLS if ROUTES[c] not in served]
@@ -435,6 +463,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients")
     parser.add_argument("--requests", type=int, default=400, help="requests per call")
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="API worker processes (default: the CPU count, as api serve)",
+    )
+    parser.add_argument(
         "--budget",
         type=float,
         default=45.0,
@@ -460,6 +494,8 @@ def main(argv: list[str]) -> int:
         else:
             engine = make_engine(url)
             upgrade(engine)  # a kept store takes this branch's migrations too
+            # and their read models: a new one fills at the projector's next catch-up
+            Projector(PostgresEventStore(engine), all_projections()).catch_up()
             engine.dispose()
             world = world_of(args.events)
             print(f"reusing the kept store of ~{args.events:,} events", flush=True)
@@ -474,7 +510,7 @@ def main(argv: list[str]) -> int:
                 "jobs": world.jobs,
                 "clients": args.clients,
                 "requests": args.requests,
-                "server": "uvicorn, 1 worker",
+                "server": f"uvicorn, {args.workers} worker(s)",
                 "goals": {"p99_ms": GOAL_P99_MS, "http_overhead": GOAL_OVERHEAD},
                 "calls": results,
             }

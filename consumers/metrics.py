@@ -9,6 +9,8 @@ last record batch + 1, not the true end of the log, so the gauge can read low
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "EVENTS_DUPLICATE",
     "EVENTS_INGESTED",
     "INGEST_LAG",
+    "METRICS_HOST_ENV",
     "PRODUCER_SPOOLED",
     "STORE_OUTAGES",
     "serve_metrics",
@@ -51,9 +54,17 @@ PRODUCER_SPOOLED = Gauge(
 )
 
 
-def serve_metrics(port: int, addr: str = "127.0.0.1") -> bool:
-    """Expose ``/metrics`` on ``port``; ``0`` means off. True if a server was started."""
+#: where ``/metrics`` listens unless told: loopback, since it asks for no token. In a
+#: Kubernetes pod loopback is unreachable to Prometheus and the kubelet's probes, so the
+#: manifests set ``DLC_METRICS_HOST=0.0.0.0`` and a NetworkPolicy says who may connect
+#: (ops/kubernetes)
+METRICS_HOST_ENV = "DLC_METRICS_HOST"
+
+
+def serve_metrics(port: int, addr: str | None = None) -> bool:
+    """Expose ``/metrics`` on ``port`` (on ``addr``, else ``DLC_METRICS_HOST``, else
+    127.0.0.1); ``0`` means off. True if a server was started."""
     if port <= 0:
         return False
-    start_http_server(port, addr=addr)
+    start_http_server(port, addr=addr or os.environ.get(METRICS_HOST_ENV) or "127.0.0.1")
     return True

@@ -121,7 +121,17 @@ class Projector:
             covered := self._advance(self.projections, until=until)
         ):
             total += covered
+        self.maintain(self.projections, stop=stop)
         return total
+
+    def maintain(self, projections: Sequence[Projection], *, stop: StopFlag | None = None) -> None:
+        """Each projection's maintenance (:meth:`Projection.maintain`), a step per
+        transaction, until none has more or ``stop`` is set."""
+        for projection in projections:
+            while not (stop is not None and stop.is_set()):
+                with self.store.transaction() as uow:
+                    if not projection.maintain(uow.connection):
+                        break
 
     def _advance(self, candidates: Sequence[Projection], *, until: int | None = None) -> int:
         """One step for the candidates furthest behind, in its own transaction."""
@@ -158,6 +168,7 @@ class Projector:
         read = 0
         while step := self.step(projection):
             read += step
+        self.maintain([projection])
         self.tidy(projection)
         return read
 

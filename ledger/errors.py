@@ -11,12 +11,13 @@ and is shown as one (a traceback with an error id), never as the user's fault.
 Domain errors elsewhere in ``ledger`` are kinds of these (an unknown price is
 :class:`NotFound`, a malformed quota file :class:`Invalid`). :class:`Invalid` is also a
 ``ValueError`` and :class:`NotFound` a ``LookupError``, so code that validates with
-Python's own exceptions keeps working.
+Python's own exceptions keeps working. :class:`TimedOut` is the one :class:`Unavailable`
+an edge tells apart: the request itself ran too long (the API adds ``Retry-After``).
 """
 
 from __future__ import annotations
 
-__all__ = ["Conflict", "Invalid", "LedgerError", "NotFound", "Unavailable"]
+__all__ = ["Conflict", "Invalid", "LedgerError", "NotFound", "TimedOut", "Unavailable"]
 
 
 class LedgerError(Exception):
@@ -39,3 +40,9 @@ class Conflict(LedgerError):
 class Unavailable(LedgerError):
     """Something the request needs is not reachable now (the database, the broker, a
     projection that has not caught up within the wait asked for); trying again may work."""
+
+
+class TimedOut(Unavailable):
+    """The request ran past a time limit and was given up: a statement the database
+    cancelled (the API's statement timeout), or no pooled connection came free in time.
+    Trying again later, or asking for less, may work."""

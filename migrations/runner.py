@@ -37,12 +37,13 @@ HEADS = frozenset(
     {
         "0005",
         "0011",
-        "0013",
+        "0021_quota_rollups",
         "0014_dispatch",
         "0015_budgets",
-        "0016_tokens",
+        "0020_token_expiry",
         "0018_billing_quota_groups",
         "0019_notifications",
+        "0022_extent",
     }
 )
 

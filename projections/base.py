@@ -42,6 +42,12 @@ class Projection(abc.ABC):
         """Fold one page of events (position order) into the tables, on ``conn`` (the
         connection of ``uow``, the unit of work the page was read in)."""
 
+    def maintain(self, conn: Connection) -> bool:
+        """Keep tables derived from the projected rows (not from events) up to date, a
+        bounded step per call, after a catch-up; returns whether more remains. Whatever
+        it builds must depend only on the events, never on when it ran."""
+        return False
+
     def reset(self, conn: Connection) -> None:
         """Empty the owned tables (rebuild). Override when rows outside ``tables`` exist."""
         for table in reversed(self.tables):

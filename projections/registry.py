@@ -12,6 +12,7 @@ from projections.base import Projection
 from projections.billing.projection import BillingProjection
 from projections.budgets.projection import BudgetsProjection
 from projections.dispatch.decisions import DispatchDecisionsProjection
+from projections.extent import ExtentProjection
 from projections.inventory.occupancy import OccupancyProjection
 from projections.inventory.projection import InventoryProjection
 from projections.jobs import JobsProjection
@@ -31,6 +32,7 @@ def all_projections() -> list[Projection]:
         BillingProjection(),
         BudgetsProjection(),
         DispatchDecisionsProjection(),
+        ExtentProjection(),
     ]
 
 

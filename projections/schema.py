@@ -14,6 +14,7 @@ from ledger.store.schema import metadata
 from projections.billing import tables as billing_tables
 from projections.budgets import projection as budget_tables
 from projections.dispatch import decisions as decision_tables
+from projections.extent import projection as extent_tables
 from projections.inventory import occupancy as occupancy_tables
 from projections.inventory import projection as inventory_tables
 from projections.jobs import tables as job_tables
@@ -30,6 +31,7 @@ TABLE_MODULES = (
     billing_tables,
     budget_tables,
     decision_tables,
+    extent_tables,
     inventory_tables,
     occupancy_tables,
     job_tables,

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
-import time
-from collections.abc import Awaitable, Callable
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI
 
 from dlc_ledger.api import (
     books,
@@ -32,13 +29,18 @@ from dlc_ledger.api import (
     subscriptions,
     whoami,
 )
+from dlc_ledger.api.access_log import ACCESS_LOG, AccessLog, printable
+from dlc_ledger.api.api_docs import mount_api_docs
 from dlc_ledger.api.dashboard_mount import mount_dashboard
-from dlc_ledger.api.freshness import freshness_headers, track_freshness
+from dlc_ledger.api.freshness import track_freshness
 from dlc_ledger.api.guards import reject_nul_characters
-from dlc_ledger.api.metrics import metrics_app, observe
+from dlc_ledger.api.head_requests import HeadAsGet
+from dlc_ledger.api.metrics import router as metrics_router
 from dlc_ledger.api.problems import install_problem_handlers
+from dlc_ledger.api.rate_limits import RateLimiter, rate_limiter
 from dlc_ledger.services.oidc import OidcVerifier
 from dlc_ledger.wiring import context
+from dlc_ledger.wiring.logs import SERVICE_LOG_FORMAT, configure_logging
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = [
@@ -49,7 +51,6 @@ __all__ = [
     "printable",
 ]
 
-ACCESS_LOG = logging.getLogger("dlc_ledger.api.access")
 VERSION = "1"
 
 
@@ -58,10 +59,16 @@ def create_app(
     oidc: OidcVerifier | None = None,
     *,
     run_label: str | None = None,
+    rate_limits: RateLimiter | None = None,
+    public_url: str | None = None,
+    api_docs: bool = False,
 ) -> FastAPI:
     """The app reading ``store`` (None: no requests, only its OpenAPI document); ``oidc``
     verifies OIDC bearer JWTs (None: only the ledger's own tokens are accepted);
-    ``run_label`` names the run it serves (``/v1/extent``'s ``run``)."""
+    ``run_label`` names the run it serves (``/v1/extent``'s ``run``); ``rate_limits``
+    bounds each token's requests (None: no limit); ``public_url`` is where clients reach
+    the API (``DLC_PUBLIC_URL``: the base of ``Link`` headers; None: relative links);
+    ``api_docs`` serves the vendored Swagger UI at ``/docs`` (``DLC_API_DOCS``)."""
     app = FastAPI(
         title="DLC Ledger API",
         version=VERSION,
@@ -70,10 +77,14 @@ def create_app(
             "(docs/api.md)."
         ),
         dependencies=[Depends(reject_nul_characters), Depends(track_freshness)],
+        docs_url=None,  # FastAPI's pages load code from a CDN; ``api_docs``: our own copy
+        redoc_url=None,
     )
     app.state.store = store
     app.state.oidc = oidc
     app.state.run_label = run_label
+    app.state.rate_limits = rate_limits
+    app.state.public_url = public_url  # the base of Link headers (None: relative)
     install_problem_handlers(app)
     app.include_router(whoami.router)
     app.include_router(jobs.router)
@@ -89,58 +100,38 @@ def create_app(
     app.include_router(books.router)
     app.include_router(subscriptions.router)
     app.include_router(notifications.router)
-    app.mount("/metrics", metrics_app())
+    app.include_router(metrics_router)  # a bearer with admin or metrics (docs/metrics.md)
     mount_dashboard(app)
+    if api_docs:
+        mount_api_docs(app)
 
-    @app.middleware("http")
-    async def access_log(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            freshness_headers(request, response)
-            if "authorization" in request.headers:
-                # an answer for one bearer: no shared or browser cache keeps it
-                response.headers.setdefault("Cache-Control", "no-store")
-            if request.url.path.startswith("/v1/"):
-                response.headers.setdefault("Vary", "Accept")  # JSON or CSV by Accept
-            return response
-        finally:
-            elapsed = time.perf_counter() - started
-            observe(request, status, elapsed)
-            principal = getattr(request.state, "principal", None)
-            who = f"{principal.name}({principal.token_id})" if principal else "-"
-            ACCESS_LOG.info(
-                "%s %s %s %d %.1fms",
-                printable(who),
-                printable(request.method),
-                printable(request.url.path),
-                status,
-                elapsed * 1000,
-            )
-
+    app.add_middleware(HeadAsGet)  # inside the access log, which logs the HEAD
+    app.add_middleware(AccessLog)
     return app
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters escaped (``\\x1b``): a URL holding terminal escape
-    sequences must not drive the operator's console through the log."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def app_from_environment() -> FastAPI:
     """The app on the configured database (``DATABASE_URL``, else the embedded one), with
-    OIDC JWTs accepted when ``DLC_OIDC_*`` are set."""
-    oidc = context.settings().oidc()
+    OIDC JWTs accepted when ``DLC_OIDC_*`` are set, and the limits ``DLC_API_*`` set
+    (statement timeout, rate limit; docs/api.md "Limits")."""
+    # each worker process of ``api serve --workers N`` logs on its own (a no-op when the
+    # process has its logging set up already, as under ``up``)
+    configure_logging(logging.INFO, SERVICE_LOG_FORMAT)
+    settings = context.settings()
+    oidc = settings.oidc()
     verifier = None if oidc is None else OidcVerifier(oidc)  # a bad JWKS file fails here
     base = context.base_database_url(announce=False)
-    return create_app(context.open_store(), verifier, run_label=context.run_label(base))
+    timeout = settings.api_statement_timeout or None  # 0: none
+    store = context.open_api_store(statement_timeout=timeout)  # reads as a reader login
+    limits = rate_limiter(settings.api_rate, settings.api_burst)
+    return create_app(
+        store,
+        verifier,
+        run_label=context.run_label(base),
+        rate_limits=limits,
+        public_url=settings.public_url,
+        api_docs=settings.api_docs,
+    )
 
 
 def openapi_document() -> str:

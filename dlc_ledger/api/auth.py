@@ -3,10 +3,12 @@
 Two kinds of bearer value: our own API tokens (``dlct_…``), looked up on every request
 (one indexed equality on its sha256, so a revocation takes effect at once), and, when the
 server is configured for it, OIDC JWTs verified by :mod:`dlc_ledger.services.oidc`
-against the identity provider's keys and mapped to the same roles. Most routes only read
-what every role may read, narrowed for a workspace token by its scope, which each route
-passes into the SQL (``principal.scope``). A route only some roles may use at all (chain
-verification) declares them with :func:`require_roles`: anyone else gets a 403 problem.
+against the identity provider's keys and mapped to the same roles. Once known, the
+principal spends one request of its rate limit (:mod:`dlc_ledger.api.rate_limits`; 429
+when none is left). Most routes only read what every role may read, narrowed for a
+workspace token by its scope, which each route passes into the SQL
+(``principal.scope``). A route only some roles may use at all (chain verification)
+declares them with :func:`require_roles`: anyone else gets a 403 problem.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from dlc_ledger.api.rate_limits import RateLimiter
 from dlc_ledger.services.oidc import (
     InvalidJwt,
     KeysUnavailable,
@@ -24,9 +27,15 @@ from dlc_ledger.services.oidc import (
     RolesRefused,
     looks_like_jwt,
 )
-from dlc_ledger.services.tokens import Principal, authenticate
+from dlc_ledger.services.tokens import Principal, TokenExpired, authenticate
 
-__all__ = ["CurrentPrincipal", "current_principal", "event_source", "require_roles"]
+__all__ = [
+    "CurrentPrincipal",
+    "current_principal",
+    "event_source",
+    "ledger_principal",
+    "require_roles",
+]
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -65,15 +74,34 @@ def current_principal(
     if looks_like_jwt(presented):
         principal = _from_jwt(request.app.state.oidc, presented)
     else:
-        found = authenticate(request.app.state.store, presented)
+        try:
+            found = authenticate(request.app.state.store, presented)
+        except TokenExpired as exc:
+            raise HTTPException(401, str(exc), _INVALID) from None
         if found is None:
             raise HTTPException(401, "unknown or revoked token", headers=_CHALLENGE)
         principal = found
     request.state.principal = principal  # for the access log
+    limiter: RateLimiter | None = getattr(request.app.state, "rate_limits", None)
+    if limiter is not None and (wait := limiter.take(principal.token_id)) is not None:
+        raise HTTPException(
+            429,
+            f"more than {limiter.burst} requests at once or {limiter.rate:g} a second "
+            f"with this token; retry in {wait} s",
+            {"Retry-After": str(wait)},
+        )
     return principal
 
 
-CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+def ledger_principal(principal: Annotated[Principal, Depends(current_principal)]) -> Principal:
+    """The principal of a ``/v1`` request: a ``metrics`` token scrapes ``/metrics`` and
+    reads nothing else (403), though the rest of ``/v1`` would only show it empty pages."""
+    if principal.metrics_only:
+        raise HTTPException(403, "a metrics token reads /metrics only")
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(ledger_principal)]
 
 
 def require_roles(*roles: str) -> Callable[[Principal], Principal]:

@@ -32,6 +32,7 @@ from dlc_ledger.api.listing import (
 from dlc_ledger.api.models_dispatch import GoodputPage, PreemptionPage, WaitsPage, Why
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
+from dlc_ledger.api.windows import check_span
 from dlc_ledger.services.tokens import Principal
 from dlc_ledger.services.why import why_job
 from ledger.store.base import Connection
@@ -55,6 +56,7 @@ class GoodputKey(StrEnum):
 
 def _window(principal: Principal, start: datetime | None, end: datetime | None) -> DecisionWindow:
     check_window(start, end)
+    check_span(start, end, None, what="a report's window")
     scope = principal.scope
     return DecisionWindow(start, end, None if scope is None else tuple(sorted(scope)))
 

@@ -32,7 +32,7 @@ from dlc_ledger.api.reports import (
 )
 from dlc_ledger.services.budget_rows import budget_rows
 from dlc_ledger.services.budgets import default_instant
-from dlc_ledger.services.clocks import observed_cluster_time
+from dlc_ledger.services.clocks import projected_cluster_time
 from dlc_ledger.services.cost_top import top_cost
 from dlc_ledger.services.month_to_date import month_to_date
 from ledger.store.base import Connection
@@ -114,7 +114,7 @@ def get_month_to_date(
 ) -> dict[str, Any] | Response:
     """``at`` (cluster time) defaults to the latest instant with data (``/v1/extent``'s
     ``last``); forecast: cost x month length / time elapsed (docs/api.md)."""
-    when = at or observed_cluster_time(request.app.state.store)
+    when = at or projected_cluster_time(request.app.state.store)  # a one-row read
     if when is None:  # nothing stored yet: no month to show
         return listing(request, [], None, name="month-to-date", fmt=fmt, at=None)
     scope = principal.scope

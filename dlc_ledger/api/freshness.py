@@ -10,13 +10,14 @@ client that knows the position of its write; 503 when they have not by then.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
-from fastapi import Query, Request, Response
+from fastapi import Query, Request
 
 from projections.freshness import Freshness, read_freshness, wait_for_position
 
-__all__ = ["freshness_body", "freshness_headers", "track_freshness", "with_freshness"]
+__all__ = ["freshness_body", "freshness_values", "track_freshness", "with_freshness"]
 
 
 def track_freshness(
@@ -53,14 +54,17 @@ def freshness_body(request: Request) -> dict[str, int] | None:
     return {"head": seen.head, "projected": seen.projected, "behind": seen.behind}
 
 
-def freshness_headers(request: Request, response: Response) -> None:
-    """The three headers, on any response of a request the dependency saw."""
-    body: dict[str, Any] | None = freshness_body(request)
-    if body is None:
-        return
-    response.headers["Ledger-Head-Position"] = str(body["head"])
-    response.headers["Ledger-Projected-Position"] = str(body["projected"])
-    response.headers["Ledger-Behind"] = str(body["behind"])
+def freshness_values(state: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The three headers, for a request the dependency saw (``state``: its ASGI scope's
+    ``state``); none for one it did not."""
+    seen: Freshness | None = state.get("freshness")
+    if seen is None:
+        return []
+    return [
+        ("Ledger-Head-Position", str(seen.head)),
+        ("Ledger-Projected-Position", str(seen.projected)),
+        ("Ledger-Behind", str(seen.behind)),
+    ]
 
 
 def with_freshness(request: Request, document: dict[str, Any]) -> dict[str, Any]:

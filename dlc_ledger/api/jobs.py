@@ -81,14 +81,16 @@ def get_jobs(
     response_model_exclude_unset=True,
     summary="One job: state, occupied resources, cost and its timeline",
 )
-def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> JobDetail:
+def get_job(request: Request, principal: CurrentPrincipal, uid: str) -> Response:
     store = request.app.state.store
     with store.snapshot() as uow:
         found = find_job(uow.connection, uid, workspaces=principal.scope)
         detail: dict[str, Any] = job_detail(uow, found, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
-    return JobDetail.model_validate(with_freshness(request, detail))
+    # validated and rendered once (FastAPI would validate the model a second time)
+    body = JobDetail.model_validate(with_freshness(request, detail))
+    return Response(body.model_dump_json(exclude_unset=True), media_type="application/json")
 
 
 @router.get(

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
+import orjson
 from fastapi import Query, Request, Response
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator
 
@@ -37,6 +38,7 @@ __all__ = [
     "LimitQuery",
     "ToQuery",
     "check_window",
+    "json_response",
     "listed_report",
     "listing",
     "page_of",
@@ -141,7 +143,16 @@ def listing(
     ready = [plain(item) for item in items]
     if wants_csv(request, fmt):
         return csv_response(request, ready, name=name, next_cursor=next_cursor)
-    return with_freshness(request, {**plain(extra), "items": ready, "next_cursor": next_cursor})
+    return json_response(
+        with_freshness(request, {**plain(extra), "items": ready, "next_cursor": next_cursor})
+    )
+
+
+def json_response(document: Mapping[str, Any]) -> Response:
+    """``document`` (JSON-ready, :func:`plain`) rendered once. A route's ``response_model``
+    documents the body; re-validating every row through it cost more CPU than reading
+    them (bench/RESULTS.md, api), and the schemathesis tests hold the bodies to it."""
+    return Response(orjson.dumps(document), media_type="application/json")
 
 
 def listed_report(

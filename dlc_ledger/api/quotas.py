@@ -30,6 +30,7 @@ from dlc_ledger.api.listing import (
 from dlc_ledger.api.models_quotas import QueuePage, QuotaTreePage, SeriesPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
+from dlc_ledger.api.windows import check_span
 from dlc_ledger.services.errors import NotFound
 from dlc_ledger.services.quota_rows import node_row, series_row
 from dlc_ledger.services.why import queue_page
@@ -74,6 +75,7 @@ def get_quota_tree(
     """With ``from``/``to``: each node's GPU-hours and cost over that window too (its
     subtree's leaves summed; ``to`` exclusive)."""
     check_window(start, end)
+    check_span(start, end, None, what="the tree's window")
     window = None if start is None and end is None else ReportWindow(start=start, end=end)
     store = request.app.state.store
     with store.snapshot() as uow:
@@ -104,11 +106,16 @@ def get_quota_series(
     """Points at each step's start from the step holding ``from`` (default: the first
     change) to the one holding ``to`` (inclusive; default: the latest change)."""
     check_window(start, end)
+    what = f"a series at step={step.value}"
+    check_span(start, end, step.value, what=what)
     store = request.app.state.store
     with store.reading() as conn:
-        if quota not in quota_names(conn) or not quota_in_scope(conn, quota, principal.scope):
+        # the scope first: another workspace's quota and an absent one, one same statement
+        if not quota_in_scope(conn, quota, principal.scope) or quota not in quota_names(conn):
             raise NotFound(f"no quota {quota!r}")
         points = series_points(conn, step.value, start, end)  # Invalid: narrow the window
+        if points:  # a side left out is the data's edge: the window as resolved
+            check_span(points[0], points[-1], step.value, what=what)
         rows = usage_series(conn, points, step.value, quota=quota)
     items, following = page_of([series_row(r) for r in rows], limit, cursor)
     return listing(request, items, following, name="quota-series", fmt=fmt)

@@ -10,7 +10,7 @@ hold up to 1,000 rows (default 1,000, so a chart reads it in one call), CSV as e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
@@ -23,6 +23,7 @@ from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
 from dlc_ledger.api.listing import CursorQuery, Instant, listed_report
 from dlc_ledger.api.models import CostRows, UsageRows
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
+from dlc_ledger.api.windows import check_span, finest_step
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.tokens import Principal
 from ledger.money import from_minor
@@ -71,12 +72,16 @@ def report_window(
     start: datetime | None,
     end: datetime | None,
     as_of: datetime | None,
+    keys: Sequence[str] = (),
 ) -> ReportWindow:
     """The report window of a request: ``[from, to)``, ``as_of``, and the token's scope
     (its workspaces go into the report's SQL); a window that does not end after it
-    starts is a 400."""
+    starts, or spans more than its group keys ``keys`` allow (:mod:`dlc_ledger.api.windows`),
+    is a 400."""
     if start is not None and end is not None and end <= start:
         raise InvalidRequest("to must be after from")
+    step = finest_step(keys)
+    check_span(start, end, step, what="a report's window" if step is None else f"group_by={step}")
     scope = principal.scope
     return ReportWindow(
         start=start,
@@ -124,7 +129,7 @@ def get_usage(
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     keys = _keys(group_by)
-    window = report_window(principal, start, end, as_of)
+    window = report_window(principal, start, end, as_of, keys)
     return listed_report(
         request,
         lambda conn: usage_report(conn, keys, window),
@@ -156,7 +161,7 @@ def get_cost(
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     keys = _keys(group_by)
-    window = report_window(principal, start, end, as_of)
+    window = report_window(principal, start, end, as_of, keys)
 
     def read(conn: Connection) -> list[dict[str, Any]]:
         rows = cost_report(conn, keys, window, source=source.value, net_credits=net_credits)

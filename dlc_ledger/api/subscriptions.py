@@ -48,6 +48,7 @@ from dlc_ledger.api.models_subscriptions import (
 )
 from dlc_ledger.api.problems import PROBLEM_RESPONSES, Problem
 from dlc_ledger.api.reports import money_fields
+from dlc_ledger.api.windows import check_span
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.resource_groups import ResourceGroup, resource_group, resource_groups
@@ -393,6 +394,7 @@ def get_utilisation(
         bought = subscriptions(store)
         lo = bought[0].starts_at if bought else _instant(store, None)
     hi = end if end is not None else _instant(store, None)
+    check_span(lo, hi, None, what="the report's window")  # docs/api.md "Limits"
     rows = subscription_report(store, group_by.value, lo, hi)
     with store.reading() as conn:
         scale_of = currency_scales(conn)

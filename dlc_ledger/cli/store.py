@@ -1,9 +1,14 @@
-"""``dlc-ledger db …``, ``verify`` and ``dead-letters …``: the store from the command line."""
+"""``dlc-ledger db …``, ``verify`` and ``dead-letters …``: the store from the command line.
+
+``db upgrade`` / ``downgrade`` connect as the schema owner; the reads here (``db status``,
+``verify``, ``dead-letters list|show``) as a reader's login, ``dead-letters retry`` as a
+writer's (docs/store.md, "Roles")."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -32,6 +37,12 @@ dead_letters_app = typer.Typer(help="Events that could not be stored.", no_args_
 _T = TypeVar("_T")
 
 
+class DbRole(StrEnum):
+    owner = "owner"
+    reader = "reader"
+    writer = "writer"
+
+
 @db_app.command("upgrade")
 def db_upgrade(revision: str = "heads") -> None:
     """Apply migrations up to REVISION (default: the newest); creates the embedded
@@ -56,16 +67,25 @@ def db_url(
         bool,
         typer.Option("--show-password", help="Print the password too (default: masked, ***)."),
     ] = False,
+    role: Annotated[
+        DbRole,
+        typer.Option(
+            "--role",
+            help="Whose: the schema owner's (migrations), or the reader's (the API, reports) "
+            "or writer's login (the services).",
+        ),
+    ] = DbRole.owner,
 ) -> None:
-    """Print the database URL in use (DATABASE_URL, or the embedded server's)."""
-    url = context.database_url(announce=False)
+    """Print the database URL in use (DATABASE_URL, or the embedded server's; with --role,
+    DATABASE_URL_READER / _WRITER or the embedded server's logins)."""
+    url = context.database_url(announce=False, role=role.value)
     typer.echo(url if show_password else masked_url(url))
 
 
 @db_app.command("status")
 def db_status() -> None:
     """Schema revision (per migration branch) and the store's head position."""
-    store = context.open_store(check=False)
+    store = context.open_store(check=False, role="reader")
     revision, branches = context.schema_revision(store)
     if not revision:
         typer.echo("revision: none (run: dlc-ledger db upgrade)")
@@ -103,7 +123,7 @@ def verify(
     ] = None,
 ) -> None:
     """Recompute the hash chain; exit 0 if intact, 1 naming the first broken position."""
-    store = context.open_store()
+    store = context.open_store(role="reader")
     result = store.verify(batch=batch)
     if metrics_file is not None:
         from consumers.verify_metrics import write_verification
@@ -145,7 +165,7 @@ def dead_letters_list(
     if cursor is not None:
         (after,) = decode_cursor(cursor, int)
     # one more than the page: whether another page follows, without counting them all
-    letters = context.open_store().dead_letters(
+    letters = context.open_store(role="reader").dead_letters(
         include_resolved=all_, after_id=after, limit=limit + 1
     )
     rows = [_letter_row(d) for d in letters[:limit]]
@@ -172,7 +192,7 @@ def _usage_error_if_missing(call: Callable[[], _T]) -> _T:
 @dead_letters_app.command("show")
 def dead_letters_show(letter_id: int) -> None:
     """One dead letter with its raw payload."""
-    store = context.open_store()
+    store = context.open_store(role="reader")
     letter = _usage_error_if_missing(lambda: find_dead_letter(store, letter_id))
     row = _letter_row(letter)
     row["first_seen"] = letter.first_seen.isoformat()

@@ -1,7 +1,9 @@
 """``dlc-ledger tokens create|list|revoke``: bearer tokens for the HTTP API.
 
 ``create`` prints the secret once (stdout, nothing else there, so a script can capture
-it); only its sha256 is stored. ``list`` never shows secrets. Roles: docs/api.md.
+it); only its sha256 is stored. ``list`` never shows secrets. A token expires after 90
+days unless ``--expires-in`` says otherwise (``never`` only when asked for). Roles and
+expiry: docs/api.md.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Annotated
 import typer
 
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
-from dlc_ledger.services.tokens import create_token, list_tokens, revoke
+from dlc_ledger.services.tokens import create_token, list_tokens, parse_lifetime, revoke
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
 
@@ -28,7 +30,8 @@ def create(
         list[str],
         typer.Option(
             "--role",
-            help="admin, finance, auditor or workspace:<id>; repeat for several.",
+            help="admin, finance, auditor, workspace:<id> or metrics (/metrics only); "
+            "repeat for several.",
         ),
     ],
     name: Annotated[str | None, typer.Option("--name", help="A label for the token.")] = None,
@@ -39,8 +42,16 @@ def create(
             help="Accept workspace:<id> for a workspace no quota binds and no job ran in yet.",
         ),
     ] = False,
+    expires_in: Annotated[
+        str,
+        typer.Option(
+            "--expires-in",
+            help="How long it is valid: 30m, 12h, 90d, 2w (at most 3650d), or never.",
+        ),
+    ] = "90d",
 ) -> None:
     """Create a token and print its secret (the only time it is shown)."""
+    life = parse_lifetime(expires_in)  # before the database: a typo costs no connection
     store = context.open_store()
     created = create_token(
         store,
@@ -48,9 +59,12 @@ def create(
         name=name,
         created_by=context.local_principal(),
         known_only=not allow_unknown_workspace,
+        expires_in=life,
     )
+    expires = created.token.expires_at
     typer.echo(
-        f"token {created.token.token_id} ({', '.join(created.token.roles)}); "
+        f"token {created.token.token_id} ({', '.join(created.token.roles)}), "
+        f"{'never expires' if expires is None else 'expires ' + format_timestamp(expires)}; "
         "the secret is shown only now:",
         err=True,
     )
@@ -59,8 +73,8 @@ def create(
 
 @tokens_app.command("list")
 def list_(fmt: FormatOption = RowFormat.table) -> None:
-    """Every token with its roles and state; never a secret."""
-    store = context.open_store()
+    """Every token with its roles, expiry and state; never a secret."""
+    store = context.open_store(role="reader")
     rows = [
         {
             "token_id": t.token_id,
@@ -68,6 +82,7 @@ def list_(fmt: FormatOption = RowFormat.table) -> None:
             "roles": " ".join(t.roles),
             "created_at": format_timestamp(t.created_at),
             "created_by": t.created_by,
+            "expires_at": format_timestamp(t.expires_at) if t.expires_at else "never",
             "revoked_at": format_timestamp(t.revoked_at) if t.revoked_at else "",
         }
         for t in list_tokens(store)

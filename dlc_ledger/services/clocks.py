@@ -10,13 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import text
-
 from dlc_ledger.services.errors import Conflict
 from ledger.canonical import format_timestamp
 from ledger.rating import PeriodFn, calendar_months
 from ledger.store.base import EventStore
-from ledger.store.views import latest_cluster_time_sql
+from projections.extent import observed_clock, projected_extent
 
 __all__ = [
     "CLOCK_SKEW",
@@ -24,14 +22,30 @@ __all__ = [
     "billing_instant",
     "billing_now",
     "observed_cluster_time",
+    "projected_cluster_time",
 ]
 
 
 def observed_cluster_time(store: EventStore) -> datetime | None:
-    """The latest ``occurred_at`` of a cluster fact (a job or node stream); None if none."""
+    """The latest ``occurred_at`` of a cluster fact (a job or node stream) in the store,
+    exactly; None if none.
+
+    For commands that act on it right after facts were stored, before the projector has
+    folded them (a billing run, a replay's end): the ``extent`` read model plus the events
+    after its checkpoint, so it costs a few rows plus what the projector has still to
+    fold (everything, on a store it never ran on). Reads that show the read models use
+    :func:`projected_cluster_time`."""
+    with store.snapshot() as uow:
+        return observed_clock(uow)
+
+
+def projected_cluster_time(store: EventStore) -> datetime | None:
+    """The cluster clock as far as the projector has folded it (``/v1/extent``'s
+    ``last``): a few rows whatever the store's size or the projector's lag, for reads
+    that show the read models (the default instant of ``/v1/month-to-date``); None
+    before any cluster fact is folded."""
     with store.reading() as conn:
-        value = conn.execute(text(latest_cluster_time_sql())).scalar_one()
-    return value  # type: ignore[no-any-return]
+        return projected_extent(conn).last
 
 
 #: How far the observed cluster clock may run ahead of the wall clock (skew) before it

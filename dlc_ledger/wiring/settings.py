@@ -11,9 +11,10 @@ import os
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import platformdirs
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -39,6 +40,17 @@ class Settings(BaseSettings):
 
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DATABASE_URL", "DLC_DATABASE_URL")
+    )
+    # the logins that read (the API, reports) and write (the services), when one process
+    # runs parts of both (`up`, `api serve`'s writes); unset: DATABASE_URL's login. The
+    # embedded database derives its own (docs/store.md, "Roles")
+    database_url_reader: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL_READER", "DLC_DATABASE_URL_READER"),
+    )
+    database_url_writer: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL_WRITER", "DLC_DATABASE_URL_WRITER"),
     )
     kafka_bootstrap: str | None = Field(
         default=None, validation_alias=AliasChoices("KAFKA_BOOTSTRAP", "DLC_KAFKA_BOOTSTRAP")
@@ -67,6 +79,43 @@ class Settings(BaseSettings):
     oidc_roles_claim: str = Field(default="roles", min_length=1)
     oidc_name_claim: str = Field(default="sub", min_length=1)
     oidc_leeway_seconds: float = Field(default=30.0, ge=0, le=300)
+    # the API's bounds on a request (docs/api.md "Limits"); 0 turns one off
+    api_statement_timeout: float = Field(default=10.0, ge=0, le=86_400)  # seconds a statement
+    api_rate: float = Field(default=50.0, ge=0)  # requests per second per token, sustained
+    api_burst: int = Field(default=100, ge=1)  # requests per token at once
+    # where clients reach the API, the base of its Link headers (docs/api.md "Headers and
+    # negotiation"); unset: links relative to the server, never taken from Host
+    public_url: str | None = None
+    api_docs: bool = False  # Swagger UI at /docs, from the wheel; off: /openapi.json only
+
+    @field_validator("public_url")
+    @classmethod
+    def _an_origin(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
+            raise Invalid(f"DLC_PUBLIC_URL={value!r}: give an http(s) URL with a host")
+        if parts.query or parts.fragment:
+            raise Invalid(f"DLC_PUBLIC_URL={value!r}: no query or fragment")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _role_urls_beside_database_url(self) -> Settings:
+        given = [
+            name
+            for name, value in (
+                ("DATABASE_URL_READER", self.database_url_reader),
+                ("DATABASE_URL_WRITER", self.database_url_writer),
+            )
+            if value
+        ]
+        if given and not self.database_url:
+            raise Invalid(
+                f"{' and '.join(given)} without DATABASE_URL: the embedded database derives "
+                "its own logins; set DATABASE_URL as well (docs/store.md, Roles)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _oidc_all_or_nothing(self) -> Settings:

@@ -8,11 +8,21 @@ dashboard. Each part is the runner its own command uses (:mod:`~dlc_ledger.wirin
 components`) on a thread under a :class:`~dlc_ledger.wiring.supervisor.Supervisor`: a part
 that fails stops the service, and the error names it.
 
+Each part connects to PostgreSQL as its role's login (docs/store.md, "Roles"): only the
+migration, first and alone, as the schema owner (its connection closed before anything
+starts); the API as a ``dlc_ledger_reader`` login (its writes as a writer); ingest, the
+watchers, the projector, billing, notifications and the dispatcher as a
+``dlc_ledger_writer`` login. Each names itself in ``pg_stat_activity``
+(``application_name`` ``dlc-ledger-<part>``). On the embedded database the logins are its
+own; with ``DATABASE_URL`` they are ``DATABASE_URL_READER`` / ``_WRITER``, and without those
+every part connects as ``DATABASE_URL``'s login, which ``up`` says on stderr.
+
 Once everything serves, an admin token named ``up-admin`` is created (a secret is stored
-hashed, so one cannot be shown again: each run makes its own) and the earlier runs'
-``up-admin`` tokens are revoked, so they do not pile up; the run revokes its own when it
-stops. The embedded database and broker are left running, as every other command leaves
-them (``dlc-ledger db stop`` / ``broker stop`` end them).
+hashed, so one cannot be shown again: each run makes its own), valid for
+:data:`TOKEN_LIFETIME`, and the earlier runs' ``up-admin`` tokens are revoked, so they do
+not pile up; the run revokes its own when it stops (the expiry bounds a killed run's). The
+embedded database and broker are left running, as every other command leaves them
+(``dlc-ledger db stop`` / ``broker stop`` end them).
 
 With kubesim the dispatcher runs by default: open-loop replay creates jobs unsuspended (the
 trace says when they start), so it admits nothing, but it exports the quota gauges
@@ -31,6 +41,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from kubernetes import client
+from sqlalchemy import text
 
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.components import (
@@ -47,13 +58,16 @@ from dlc_ledger.wiring.components import (
 from dlc_ledger.wiring.runs import OPEN_LOOP
 from dlc_ledger.wiring.supervisor import Supervisor
 from kubesim.driver import Speed
+from ledger.canonical import format_timestamp
 from ledger.errors import Conflict
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["TOKEN_NAME", "Running", "UpPlan", "run_up"]
+__all__ = ["TOKEN_LIFETIME", "TOKEN_NAME", "Running", "UpPlan", "run_up"]
 
 #: the name of the admin token each run creates (and the next run revokes)
 TOKEN_NAME = "up-admin"
+#: how long it is valid: a working day's run; a killed run's token dies on its own too
+TOKEN_LIFETIME = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -98,19 +112,26 @@ class Running:
     components: list[str]
     kubesim_url: str | None = None
     notes: list[str] = field(default_factory=list)
+    token_expires: datetime | None = None
 
     def lines(self) -> list[str]:
         lines = [
             f"dlc-ledger up: running {', '.join(self.components)} (Ctrl-C stops them)",
             f"  dashboard: {self.base_url}/",
-            f"  api:       {self.base_url}/v1 (docs: {self.base_url}/docs)",
-            f"  metrics:   {self.base_url}/metrics (every component: they share this process)",
+            f"  api:       {self.base_url}/v1 (OpenAPI: {self.base_url}/openapi.json)",
+            f"  metrics:   {self.base_url}/metrics (every component's; an admin or metrics "
+            "token)",
         ]
         if self.kubesim_url:
             lines.append(f"  kubesim:   {self.kubesim_url}")
+        expires = (
+            ""
+            if self.token_expires is None
+            else f"expires {format_timestamp(self.token_expires)}, "
+        )
         lines += [
             f"  token:     {self.token}",
-            f"             (admin, {TOKEN_NAME} {self.token_id}; revoked when up stops)",
+            f"             (admin, {TOKEN_NAME} {self.token_id}; {expires}revoked when up stops)",
             f'  try:       curl -H "Authorization: Bearer {self.token}" {self.base_url}/v1/whoami',
         ]
         return lines + [f"  note: {note}" for note in self.notes]
@@ -159,15 +180,51 @@ def _observed_clock(epoch: datetime) -> Callable[[PostgresEventStore], datetime]
     return lambda store: observed_cluster_time(store) or epoch
 
 
-def _admin_token(store: PostgresEventStore) -> tuple[str, str]:
-    """A new ``up-admin`` token; the earlier runs' ones revoked first."""
+def _admin_token(store: PostgresEventStore) -> tuple[str, str, datetime | None]:
+    """A new ``up-admin`` token (its secret, id and expiry); the earlier runs' ones revoked
+    first."""
     from dlc_ledger.services.tokens import create_token, list_tokens, revoke
 
     for old in list_tokens(store):
         if old.name == TOKEN_NAME and old.revoked_at is None:
             revoke(store, old.token_id)
-    created = create_token(store, ["admin"], name=TOKEN_NAME, created_by=context.local_principal())
-    return created.secret, created.token.token_id
+    created = create_token(
+        store,
+        ["admin"],
+        name=TOKEN_NAME,
+        created_by=context.local_principal(),
+        expires_in=TOKEN_LIFETIME,
+    )
+    return created.secret, created.token.token_id, created.token.expires_at
+
+
+def _migrate() -> None:
+    """Bring the database up to date when it is behind, as the schema owner, on a
+    connection closed before any part starts: the only thing ``up`` does as the owner."""
+    from dlc_ledger.wiring.replay.database import upgrade_if_behind
+
+    owner = context.open_store(create=True, check=False, role="owner")
+    try:
+        upgrade_if_behind(owner)
+    finally:
+        owner.close()
+
+
+def _say_logins(store: PostgresEventStore, say: Callable[[str], None]) -> None:
+    """Where every part connects as one login (``DATABASE_URL`` alone), say which, and
+    whether it is a superuser."""
+    note = context.login_note()
+    if note is None:
+        return
+    with store.engine.connect() as conn:
+        superuser = conn.execute(
+            text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        ).scalar()
+    say(note + (" — a superuser" if superuser else ""))
+
+
+def _writer_url(component: str) -> str:
+    return context.component_url("writer", component)
 
 
 @dataclass
@@ -183,7 +240,6 @@ class _ClusterSide:
 def _start_cluster_side(
     plan: UpPlan,
     store: PostgresEventStore,
-    url: str,
     supervisor: Supervisor,
     say: Callable[[str], None],
 ) -> _ClusterSide:
@@ -200,10 +256,16 @@ def _start_cluster_side(
         configuration = kube_configuration(None, plan.kubeconfig, plan.kube_context)
         bootstrap = _bootstrap()
         options = cfg.kafka_client_options()
-        supervisor.start(ingest_component(url, bootstrap, cfg.topic, options))
+        supervisor.start(ingest_component(_writer_url("ingest"), bootstrap, cfg.topic, options))
         supervisor.start(
             watcher_component(
-                configuration, url, bootstrap, cfg.topic, cfg.cluster, cfg.data_dir, options
+                configuration,
+                _writer_url("watcher"),
+                bootstrap,
+                cfg.topic,
+                cfg.cluster,
+                cfg.data_dir,
+                options,
             )
         )
         return side  # billing on the wall clock, as `billing serve`
@@ -220,7 +282,7 @@ def _start_cluster_side(
     supervisor.start(
         replay_component(
             trace,
-            url,
+            _writer_url("ingest"),  # the replay's watcher and ingest, one store
             bootstrap,
             topic,
             cfg.partitions,
@@ -250,7 +312,7 @@ def _apply_reference_data(
         )
 
 
-def _start_dispatcher(plan: UpPlan, url: str, parts: ReplayParts, supervisor: Supervisor) -> None:
+def _start_dispatcher(plan: UpPlan, parts: ReplayParts, supervisor: Supervisor) -> None:
     """The dispatcher on kubesim (its URL and virtual clock) or on the kubeconfig's cluster
     (the wall clock)."""
     from dlc_ledger.wiring.kube import kube_configuration
@@ -266,7 +328,7 @@ def _start_dispatcher(plan: UpPlan, url: str, parts: ReplayParts, supervisor: Su
 
     supervisor.start(
         dispatcher_component(
-            url,
+            _writer_url("dispatcher"),
             configuration,
             sim_clock if parts.sim is not None else None,
             plan.dispatch_interval,
@@ -282,8 +344,6 @@ def run_up(
 ) -> None:
     """Run every part until ``stop`` is set (a signal); raises
     :class:`~dlc_ledger.wiring.supervisor.ComponentFailed` when one fails."""
-    from dlc_ledger.wiring.replay.database import upgrade_if_behind
-
     listener = _listen(plan.host, plan.port)
     store: PostgresEventStore | None = None
     supervisor = Supervisor(stop)
@@ -294,24 +354,29 @@ def run_up(
         context.run_choice = OPEN_LOOP
     try:
         # like replay (a dev tool), up brings a database that is behind up to date
-        store = context.open_store(create=True, check=False)
-        upgrade_if_behind(store)
-        url = context.database_url(announce=False)
-        side = _start_cluster_side(plan, store, url, supervisor, say)
+        _migrate()
+        # up's own work (reference data, the topic's record, its token) is a writer's
+        store = PostgresEventStore(_writer_url("up"))
+        _say_logins(store, say)
+        side = _start_cluster_side(plan, store, supervisor, say)
         label = context.run_label(context.base_database_url(announce=False))
         if label is not None:
             side.notes.append(f"serving run {label} (dlc-ledger runs lists the others)")
-        supervisor.start(projector_component(url))
+        supervisor.start(projector_component(_writer_url("projector")))
         supervisor.start(
-            billing_component(url, timedelta(seconds=plan.billing_interval), side.billing_clock)
+            billing_component(
+                _writer_url("billing"),
+                timedelta(seconds=plan.billing_interval),
+                side.billing_clock,
+            )
         )
-        supervisor.start(notifications_component(url, side.billing_clock))
+        supervisor.start(notifications_component(_writer_url("notifications"), side.billing_clock))
         if plan.runs_dispatcher:
-            _start_dispatcher(plan, url, side.parts, supervisor)
+            _start_dispatcher(plan, side.parts, supervisor)
         elif plan.dispatch:
             side.notes.append("--dispatch ignored: --no-replay has no cluster to act on")
-        supervisor.start(api_component(listener))
-        secret, token_id = _admin_token(store)
+        supervisor.start(api_component(listener))  # its store: context.open_api_store
+        secret, token_id, expires = _admin_token(store)
         sim = side.parts.sim
         on_ready(
             Running(
@@ -321,6 +386,7 @@ def run_up(
                 components=[c.name for c in supervisor.components],
                 kubesim_url=None if sim is None else f"{sim.url} ({side.replaying})",
                 notes=side.notes,
+                token_expires=expires,
             )
         )
         supervisor.wait()

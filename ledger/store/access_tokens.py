@@ -36,6 +36,7 @@ api_tokens = Table(
     Column("created_at", _TS, nullable=False),
     Column("created_by", Text, nullable=False),
     Column("revoked_at", _TS),
+    Column("expires_at", _TS),  # NULL: never (migration 0020_token_expiry)
 )
 
 
@@ -47,6 +48,10 @@ class StoredToken:
     created_at: datetime
     created_by: str
     revoked_at: datetime | None
+    expires_at: datetime | None = None  # None: never
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
 
 
 def _stored(row: object) -> StoredToken:
@@ -57,6 +62,7 @@ def _stored(row: object) -> StoredToken:
         created_at=row.created_at,  # type: ignore[attr-defined]
         created_by=row.created_by,  # type: ignore[attr-defined]
         revoked_at=row.revoked_at,  # type: ignore[attr-defined]
+        expires_at=row.expires_at,  # type: ignore[attr-defined]
     )
 
 
@@ -69,6 +75,7 @@ def insert_token(
     roles: Sequence[str],
     created_at: datetime,
     created_by: str,
+    expires_at: datetime | None,
 ) -> None:
     conn.execute(
         api_tokens.insert().values(
@@ -78,6 +85,7 @@ def insert_token(
             roles=list(roles),
             created_at=created_at,
             created_by=created_by,
+            expires_at=expires_at,
         )
     )
 
@@ -103,7 +111,8 @@ def revoke_token(conn: Connection, token_id: str, at: datetime) -> bool | None:
 
 
 def token_by_hash(conn: Connection, secret_sha256: str) -> StoredToken | None:
-    """The live (unrevoked) token whose secret hashes to ``secret_sha256``."""
+    """The unrevoked token whose secret hashes to ``secret_sha256``, expired or not (the
+    caller compares ``expires_at`` with its clock, and says "expired")."""
     row = conn.execute(
         api_tokens.select().where(
             api_tokens.c.secret_sha256 == secret_sha256, api_tokens.c.revoked_at.is_(None)

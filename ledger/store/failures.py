@@ -18,8 +18,9 @@ from sqlalchemy.exc import (
     ProgrammingError,
     StatementError,
 )
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from ledger.errors import Conflict, Invalid, LedgerError, Unavailable
+from ledger.errors import Conflict, Invalid, LedgerError, TimedOut, Unavailable
 
 __all__ = ["as_ledger_error", "sqlstate"]
 
@@ -29,6 +30,10 @@ def sqlstate(exc: BaseException) -> str:
     orig = exc.orig if isinstance(exc, StatementError) else exc
     return str(getattr(orig, "sqlstate", None) or "")
 
+
+#: query_canceled: a statement ran past ``statement_timeout`` (the API's bound per
+#: statement), or an operator cancelled it
+_CANCELLED = "57014"
 
 #: a permission refusal is most often a reader login asked to write
 _WRITER_HINT = " (a write needs a writer login: docs/store.md, database roles)"
@@ -47,6 +52,10 @@ def _reason(exc: StatementError) -> str:
 def as_ledger_error(exc: BaseException) -> LedgerError | None:
     """``exc`` as a kind of the tree when it is the database's word on a request; None
     when it is not a database error."""
+    if isinstance(exc, PoolTimeout):  # every pooled connection stayed busy too long
+        return TimedOut("no database connection came free in time")
+    if sqlstate(exc) == _CANCELLED:
+        return TimedOut("the database cancelled a statement that ran too long")
     if not isinstance(exc, StatementError):
         # the adapter's own driver calls (appends, COPY) raise psycopg's errors unwrapped
         if sqlstate(exc) == "42501":

@@ -27,7 +27,7 @@ from uuid import UUID
 import orjson
 import psycopg
 from psycopg.errors import UniqueViolation
-from sqlalchemy import Connection, Engine, and_, delete, func, select, text
+from sqlalchemy import Connection, Engine, and_, delete, event, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ledger.envelopes import Envelope
@@ -461,12 +461,24 @@ def _storable_text(value: str) -> str:
 
 
 class PostgresEventStore(EventStore):
-    """Event store on PostgreSQL via SQLAlchemy Core and psycopg 3."""
+    """Event store on PostgreSQL via SQLAlchemy Core and psycopg 3.
 
-    def __init__(self, url_or_engine: str | Engine) -> None:
+    ``statement_timeout`` (seconds; None: none): PostgreSQL cancels any statement of this
+    store's engine that runs longer, and the cancellation reaches callers as
+    :class:`~ledger.errors.TimedOut` through :func:`~ledger.store.failures.as_ledger_error`.
+    The API's reads run under one (``DLC_API_STATEMENT_TIMEOUT``), so a costly request ends
+    with a 503 instead of holding a worker. It is set on the engine's sessions: give the
+    store an engine of its own.
+    """
+
+    def __init__(
+        self, url_or_engine: str | Engine, *, statement_timeout: float | None = None
+    ) -> None:
         self.engine = (
             make_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
         )
+        if statement_timeout is not None:
+            _bound_statements(self.engine, statement_timeout)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -639,6 +651,21 @@ class PostgresEventStore(EventStore):
                 .where(dead_letters.c.id == letter_id)
                 .values(resolved_at=datetime.now(UTC))
             )
+
+
+def _bound_statements(engine: Engine, seconds: float) -> None:
+    """Every session ``engine`` opens from now on has ``statement_timeout`` set. In the
+    connection's startup options, not a ``SET`` per transaction: no round trip per request,
+    and it covers every statement, the store's own reads outside a snapshot too."""
+    if not 0 < seconds <= 86_400:
+        raise Invalid(f"a statement timeout is more than 0 and at most a day, got {seconds} s")
+    millis = max(1, round(seconds * 1000))
+
+    @event.listens_for(engine, "do_connect")
+    def _with_timeout(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
+        params["options"] = f"{params.get('options', '')} -c statement_timeout={millis}".strip()
+
+    engine.dispose()  # a session opened before (the schema check's) has no timeout
 
 
 class _Notifications(AppendSignal):

@@ -1,10 +1,11 @@
 """Named read views over the stored events, for the reads that aggregate facts in SQL.
 
 Most reads go through the read models; a few aggregate decisions or clocks over the events
-themselves (waits and preemptions from the dispatcher's decision events, the cluster's
-observed clock). They read through these views, never the ``events`` table by name, so
-the table's layout stays the store adapter's own (as the eventsourcing library's
-projections read through a recorder's named views). Each view is a derived table of
+themselves (waits and preemptions from the dispatcher's decision events, the part of the
+cluster's observed clock its read model has not folded yet). They read through these
+views, never the ``events`` table by name, so the table's layout stays the store
+adapter's own (as the eventsourcing library's projections read through a recorder's
+named views). Each view is a derived table of
 ``(position, occurred_at, recorded_at, event_id, stream, source, data)``.
 """
 
@@ -34,8 +35,15 @@ def typed_events(*types: str) -> str:
 
 def latest_cluster_time_sql() -> str:
     """One row, one column: the latest ``occurred_at`` of a cluster fact (a job's or a
-    node's stream), NULL when none is stored."""
-    return "SELECT max(occurred_at) FROM events WHERE stream LIKE 'job/%' OR stream LIKE 'node/%'"
+    node's stream) stored after position ``:after``, NULL when none is.
+
+    A range of the primary key: the read model ``extent_sources`` holds the clock up to
+    its checkpoint, and this reads the events it has still to fold (``:after`` = 0: every
+    event, a scan)."""
+    return (
+        "SELECT max(occurred_at) FROM events WHERE position > :after "
+        "AND (stream LIKE 'job/%' OR stream LIKE 'node/%')"
+    )
 
 
 def job_time_span_sql() -> str:

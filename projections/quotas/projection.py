@@ -12,7 +12,7 @@ any window, are derived at read time (:mod:`projections.quotas.reads`,
 :mod:`ledger.usage_boards`).
 
 Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_hours``,
-``0010_quota_change_days``, ``0013_quota_job_intervals``):
+``0010_quota_change_days``, ``0013_quota_job_intervals``, ``0021_quota_rollups``):
 
 - ``quota_nodes`` / ``quota_workspaces``: the current tree and bindings, in arrival
   order (``dlc-ledger quotas apply`` diffs against them);
@@ -24,6 +24,8 @@ Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_
   (day), quota and flavor (so reading an instant sums days, then at most a day of hours,
   then at most an hour of change rows);
 - ``quota_own_usage``: the running totals of ``quota_changes`` (the latest raw usage);
+- ``quota_rollup_*``: the settled rows at each hour with a change, kept by the
+  projection's maintenance after a catch-up (:mod:`projections.quotas.rollups`);
 - ``quota_jobs``, ``quota_occupancies``: the fold's state (each job's quota, request,
   submission, first end and pods' intervals; each pod's quota, resources and interval).
 
@@ -71,6 +73,8 @@ from projections.quotas.fold import (
     add_sums_to,
     spec_json,
 )
+from projections.quotas.rollup_builds import extend_rollups
+from projections.quotas.rollups import mark_changed
 from projections.quotas.tables import (
     quota_change_days,
     quota_change_hours,
@@ -79,6 +83,9 @@ from projections.quotas.tables import (
     quota_nodes,
     quota_occupancies,
     quota_own_usage,
+    quota_rollup_hours,
+    quota_rollup_rows,
+    quota_rollup_state,
     quota_tree_history,
     quota_workspaces,
 )
@@ -136,6 +143,9 @@ class QuotaProjection(Projection):
     name = "quotas"
     cost = 3.9
     tables = (
+        quota_rollup_state,
+        quota_rollup_rows,
+        quota_rollup_hours,
         quota_changes,
         quota_change_days,
         quota_change_hours,
@@ -154,6 +164,9 @@ class QuotaProjection(Projection):
             fold.apply(event.type, event.data, event.occurred_at, event.position)
         fold.job_changes()
         self._save(conn, fold)
+
+    def maintain(self, conn: Connection) -> bool:
+        return extend_rollups(conn)
 
     @staticmethod
     def _load(conn: Connection, uids: set[str], occupancies: set[str]) -> Fold:
@@ -213,6 +226,9 @@ class QuotaProjection(Projection):
             for flavor, v in nonzero.items():
                 add_sums_to(hours, (hour, quota, flavor), v, at)
         copy_table(conn, quota_changes, rows)
+        earliest = [row[0] for row in rows] + [row[0] for row in fold.tree_rows]
+        if earliest:
+            mark_changed(conn, min(earliest))
         days: dict[tuple[int, str, str], list[Any]] = {}
         totals: dict[tuple[str, str], list[Any]] = {}
         for (hour, quota, flavor), sums in hours.items():

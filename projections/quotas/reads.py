@@ -28,12 +28,14 @@ from ledger.quotas import QuotaTree, counting_flavors, topological_order
 from ledger.usage_boards import NUMBERS, RAW, Key, Numbers, UsageBoard
 from projections.pages import MAX_REPORT_ROWS, check_report_rows
 from projections.quotas.buckets import day_of, hour_of
+from projections.quotas.rollups import rollup_series
 from projections.quotas.tables import quota_nodes, quota_workspaces
 
 __all__ = [
     "CHANGE_SUMS",
     "STEPS",
     "UsageRow",
+    "board_walk",
     "quota_tree",
     "series_points",
     "specs_at",
@@ -247,16 +249,41 @@ def usage_series(
     """Every quota node x flavor at each of ``points`` (:func:`series_points`), for charts.
 
     Each point is the state at the step's start, exactly what :func:`usage_at` answers
-    for that instant (changes at the instant itself included). From the first point on,
-    a step adds the changes of ``(t, t + step]``: that step's row of the per-hour or
-    per-day sums, less the changes at ``t`` itself, plus those at ``t + step``, so the
-    change rows are read only at the points, never one by one between them.
+    for that instant (changes at the instant itself included). The points the hourly
+    rollups cover (:mod:`projections.quotas.rollups`) are one range read; the rest are
+    derived from the changes (:func:`board_walk`).
     """
     if not points:
         return []
+    covered, rows = rollup_series(conn, points, quota=quota, flavor=flavor)
+    out = [_row((q, f), at, tuple(n)) for at, q, f, *n in rows]
+    check_report_rows(len(out), hint=_NARROW_SERIES)
+    rest = points[covered:]
+    if not rest:
+        return out
+    for at, board in board_walk(conn, rest, step, _recorded(conn, flavor)):
+        for key in sorted(board.rows):
+            if (quota is None or key[0] == quota) and (flavor is None or key[1] == flavor):
+                check_report_rows(len(out) + 1, hint=_NARROW_SERIES)
+                out.append(_row(key, at, board.rows[key]))
+    return out
+
+
+def board_walk(
+    conn: Connection, points: Sequence[datetime], step: str, recorded: Sequence[str] | None
+) -> Iterator[tuple[datetime, UsageBoard]]:
+    """The board settled at each of ``points`` (ascending ``step`` starts), each exactly
+    what :func:`usage_at` derives for that instant (only ``recorded`` flavors' changes,
+    when given).
+
+    From the first point on, a point adds the changes of ``(previous, point]``: the
+    previous point's row of the per-step sums, less the changes at the previous instant
+    itself, plus those at the point, so the change rows are read only at the points,
+    never one by one between them. The points need not be evenly spaced as long as no
+    step between two of them holds a change (the rollups walk only the hours that do).
+    """
     _, table, column = STEPS[step]
     board = UsageBoard(specs_at(conn, points[0]))
-    recorded = _recorded(conn, flavor)
     for row in _raw_at(conn, points[0], recorded):
         board.add(row[0], row[1], row[2:])
     board.settle()
@@ -278,12 +305,11 @@ def usage_series(
             f"{' AND d.key = ANY(:flavors)' if recorded is not None else ''} "
             "GROUP BY c.at, c.quota, d.key"
         ),
-        {"points": points, "flavors": recorded},
+        {"points": list(points), "flavors": recorded},
     ):
         exact.setdefault(row[0], []).append(row[1:])
     tree = _tree_changes(conn, points[0], points[-1])
     specs, pending = dict(board.specs), 0
-    out: list[UsageRow] = []
     for i, at in enumerate(points):
         if i:
             previous = points[i - 1]
@@ -297,11 +323,7 @@ def usage_series(
                 while pending < len(tree) and tree[pending][0] <= at:
                     pending = _apply_tree(board, specs, tree, pending)
             board.settle()
-        for key in sorted(board.rows):
-            if (quota is None or key[0] == quota) and (flavor is None or key[1] == flavor):
-                check_report_rows(len(out) + 1, hint=_NARROW_SERIES)
-                out.append(_row(key, at, board.rows[key]))
-    return out
+        yield at, board
 
 
 def _apply_tree(

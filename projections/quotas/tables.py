@@ -1,14 +1,15 @@
 """The quota read model's tables (SQLAlchemy Core), mirroring migrations ``0003_quotas``,
-``0006_quota_changes``, ``0009_quota_change_hours``, ``0010_quota_change_days`` and
-``0013_quota_job_intervals``; what each holds: :mod:`projections.quotas.projection`."""
+``0006_quota_changes``, ``0009_quota_change_hours``, ``0010_quota_change_days``,
+``0013_quota_job_intervals`` and ``0021_quota_rollups``; what each holds:
+:mod:`projections.quotas.projection` and :mod:`projections.quotas.rollups`."""
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, DateTime, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, DateTime, SmallInteger, Table, Text
 from sqlalchemy.dialects.postgresql import JSONB
 
 from ledger.store.schema import metadata
-from ledger.usage_boards import RAW
+from ledger.usage_boards import NUMBERS, RAW
 
 __all__ = [
     "quota_change_days",
@@ -18,6 +19,9 @@ __all__ = [
     "quota_nodes",
     "quota_occupancies",
     "quota_own_usage",
+    "quota_rollup_hours",
+    "quota_rollup_rows",
+    "quota_rollup_state",
     "quota_tree_history",
     "quota_workspaces",
 ]
@@ -114,4 +118,22 @@ quota_own_usage = Table(
     # the key's first change: reading an instant subtracts the changes after it from
     # these totals, and a key first changed after that instant must not show
     Column("first_at", _TS, nullable=False),
+)
+
+# the settled rows at each hour something changed, up to the state's ``valid_before``
+quota_rollup_hours = Table("quota_rollup_hours", metadata, Column("hour", _TS, primary_key=True))
+quota_rollup_rows = Table(
+    "quota_rollup_rows",
+    metadata,
+    Column("hour", _TS, primary_key=True),
+    Column("quota", Text, primary_key=True),
+    Column("flavor", Text, primary_key=True),
+    *(Column(n, BigInteger, nullable=False) for n in NUMBERS),
+)
+quota_rollup_state = Table(
+    "quota_rollup_state",
+    metadata,
+    Column("id", SmallInteger, primary_key=True),
+    Column("valid_before", _TS),
+    Column("complete", Boolean, nullable=False),
 )

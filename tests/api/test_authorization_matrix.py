@@ -1,13 +1,14 @@
-"""Every route of docs/openapi.json, for every role: no token → 401, workspace A's token never
-sees workspace B's jobs, events, costs, budgets, quotas, queue, waits, preemptions or invoices, the
-global roles see everything, a route limited to some roles is 403 for the others, a write
-is for the roles it names (403 for the others: the auditor writes nothing). A route added to
-the document without an entry here fails the test."""
+"""Every route of docs/openapi.json, for every role: no token, a forged one or an expired one →
+401, workspace A's token never sees workspace B's jobs, events, costs, budgets, quotas, queue,
+waits, preemptions or invoices, the global roles see everything, a route limited to some roles is
+403 for the others, a write is for the roles it names (403 for the others: the auditor writes
+nothing), a metrics token reads ``/metrics`` and nothing else. A route added to the document
+without an entry here fails the test."""
 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -19,6 +20,7 @@ from consumers.notifications.matcher import match
 from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.notifications import set_rule
 from dlc_ledger.services.subscriptions import purchase
+from dlc_ledger.services.tokens import create_token
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import ROLES, bearer
 from tests.projections.builders import EPOCH
@@ -38,7 +40,11 @@ ROLE_LIMITED = {
     "/v1/resource-groups": BOOKKEEPERS,
     "/v1/resource-groups/{group}": BOOKKEEPERS,
     "/v1/subscription-utilisation": BOOKKEEPERS,
+    "/metrics": {"admin", "metrics"},
 }
+#: the process's own figures: which names they hold depends on what else ran in the process
+#: (under `up`, the dispatcher's quota gauges), so only who may read them is checked
+PROCESS_WIDE = {"/metrics"}
 #: role-limited routes whose allowed roles do read every workspace's data (the books, the
 #: subscriptions and who pays them); the others hold none (a resource group names no payer)
 ALL_WORKSPACES = {
@@ -184,6 +190,7 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
             "/v1/subscription-utilisation?group_by=workspace",
             "/v1/subscription-utilisation?from=2026-11-01T00:00:00Z&format=csv",
         ],
+        "/metrics": ["/metrics"],
     }
 
 
@@ -278,6 +285,64 @@ def test_no_token_and_bad_tokens_get_401_everywhere(
                 assert not _sees_b(response)
 
 
+def test_an_expired_token_gets_401_everywhere(
+    dispatched: TestClient,
+    b_urls: dict[str, list[str]],
+    b_writes: dict[tuple[str, str], list[Write]],
+    store: PostgresEventStore,
+) -> None:
+    """Whatever its roles: an expired token is refused before any route looks at them."""
+    made = datetime.now(UTC) - timedelta(days=1)
+    expired = {
+        role: create_token(
+            store, roles, name=f"old-{role}", created_by="test", now=made,
+            expires_in=timedelta(hours=1),
+        )
+        for role, roles in {**ROLES, "metrics": ["metrics"]}.items()
+    }  # fmt: skip
+    requests: list[tuple[str, str, dict[str, object] | None]] = [
+        (method, url, None)
+        for path, urls in b_urls.items()
+        for method in DOCUMENT["paths"][path]
+        for url in urls
+    ]
+    requests += [
+        (method, url, body) for (_, method), writes in b_writes.items() for url, body in writes
+    ]
+    for role, token in expired.items():
+        for method, url, body in requests:
+            response = dispatched.request(method, url, json=body, headers=bearer(token.secret))
+            assert response.status_code == 401, (role, method, url)
+            assert response.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+            detail = response.json()["detail"]
+            assert detail.startswith(f"token {token.token.token_id} expired at "), detail
+            assert not _sees_b(response)
+
+
+def test_a_metrics_token_reads_metrics_and_nothing_else(
+    dispatched: TestClient,
+    b_urls: dict[str, list[str]],
+    b_writes: dict[tuple[str, str], list[Write]],
+    store: PostgresEventStore,
+) -> None:
+    scraper = bearer(create_token(store, ["metrics"], name="prom", created_by="test").secret)
+    head = store.head_position()
+    for path, urls in b_urls.items():
+        for method in DOCUMENT["paths"][path]:
+            for url in urls:
+                response = dispatched.request(method, url, headers=scraper)
+                expected = 200 if path == "/metrics" else 403
+                assert response.status_code == expected, (method, url, response.text)
+                if path != "/metrics":
+                    assert not _sees_b(response)
+    for (_, method), writes in b_writes.items():
+        for url, body in writes:
+            response = dispatched.request(method, url, json=body, headers=scraper)
+            assert response.status_code == 403, (method, url)
+            assert not _sees_b(response)
+    assert store.head_position() == head
+
+
 def test_workspace_a_never_sees_workspace_b(
     dispatched: TestClient, b_urls: dict[str, list[str]], tokens: dict[str, str]
 ) -> None:
@@ -298,6 +363,8 @@ def test_workspace_a_never_sees_workspace_b(
                     response = dispatched.get(url, headers=bearer(tokens[role]))
                     allowed = _allowed(path, role)
                     assert response.status_code == (200 if allowed else 403), role
+                    if path in PROCESS_WIDE:
+                        continue
                     # the books hold B's receivable for the roles allowed (the check can fail)
                     assert _sees_b(response) == (allowed and path in ALL_WORKSPACES), (role, url)
                 continue
@@ -336,7 +403,8 @@ def test_the_auditor_reads_and_writes_nothing(
         documented = DOCUMENT["paths"][path]
         assert "get" in documented
         for url in urls:
-            assert dispatched.get(url, headers=headers).status_code == 200, url
+            expected = 200 if _allowed(path, "auditor") else 403  # /metrics: not an auditor's
+            assert dispatched.get(url, headers=headers).status_code == expected, url
         for method in WRITES:
             for url in urls:
                 response = dispatched.request(method, url, headers=headers)

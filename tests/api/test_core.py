@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.tokens import revoke
+from dlc_ledger.services.tokens import create_token, revoke
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer
 
@@ -217,8 +217,10 @@ def test_metrics_count_requests_by_route_template(
 ) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
+    scrape = bearer(tokens["admin"])
+
     def requests_to(route: str) -> float:
-        text = client.get("/metrics/").text
+        text = client.get("/metrics", headers=scrape).text
         return sum(
             sample.value
             for family in text_string_to_metric_families(text)
@@ -232,8 +234,44 @@ def test_metrics_count_requests_by_route_template(
     assert client.get("/v1/jobs/a-1", headers=bearer(tokens["admin"])).status_code == 200
     assert client.get("/v1/jobs/a-2", headers=bearer(tokens["admin"])).status_code == 200
     assert requests_to("/v1/jobs/{uid}") == before + 2
-    text = client.get("/metrics/").text
+    text = client.get("/metrics", headers=scrape).text
     assert "dlc_api_request_seconds_bucket" in text and "/v1/jobs/a-1" not in text
+
+
+def test_metrics_answer_an_admin_or_metrics_token_and_only_to_get(
+    client: TestClient, tokens: dict[str, str], store: PostgresEventStore
+) -> None:
+    scraper = create_token(store, ["metrics"], name="prometheus", created_by="test").secret
+    for headers in ({}, bearer("dlct_nope")):
+        response = client.get("/metrics", headers=headers)
+        assert response.status_code == 401 and response.headers["content-type"] == PROBLEM
+        assert "dlc_api_requests_total" not in response.text
+    for role in ("lead-a", "finance", "auditor"):  # reading the ledger is not scraping it
+        response = client.get("/metrics", headers=bearer(tokens[role]))
+        assert response.status_code == 403, role
+        assert response.json()["detail"] == "/metrics needs the role admin or metrics"
+    for secret in (tokens["admin"], scraper):
+        response = client.get("/metrics", headers=bearer(secret))
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+        assert response.headers["cache-control"] == "no-store"
+        assert "dlc_api_requests_total" in response.text
+        for method in ("POST", "PUT", "PATCH", "DELETE"):
+            refused = client.request(method, "/metrics", headers=bearer(secret))
+            assert refused.status_code == 405, method
+            assert refused.headers["allow"] == "GET"
+            assert "dlc_api_requests_total" not in refused.text
+    openmetrics = client.get(
+        "/metrics",
+        headers={**bearer(scraper), "Accept": "application/openmetrics-text; version=1.0.0"},
+    )
+    assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")
+    assert openmetrics.text.rstrip().endswith("# EOF")
+    # a scrape token reads nothing of the ledger
+    for path in ("/v1/whoami", "/v1/jobs", "/v1/inventory"):
+        response = client.get(path, headers=bearer(scraper))
+        assert response.status_code == 403, path
+        assert response.json()["detail"] == "a metrics token reads /metrics only"
 
 
 def test_a_bug_is_a_500_with_an_error_id_the_log_has_too(

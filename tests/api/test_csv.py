@@ -1,6 +1,7 @@
 """CSV on every list route (``?format=csv`` or ``Accept: text/csv``): header = the JSON
 items' keys, one row per item, nested values as JSON, an attachment named for the route,
-and the next page in a ``Link`` header."""
+and the next page in a ``Link`` header (relative, or under ``DLC_PUBLIC_URL``, never from
+``Host``). ``Accept`` is negotiated as RFC 9110 says: any case, ``q`` weights."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
+from starlette.requests import Request
 
 from consumers.projector import Projector
+from dlc_ledger.api.app import create_app
+from dlc_ledger.api.csv_responses import next_page_url, prefers_csv
+from dlc_ledger.wiring.settings import Settings
 from ledger.events import JobSubmitted
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import all_projections
-from tests.api.conftest import bearer
+from tests.api.conftest import bearer, seed_jobs
 from tests.projections.builders import Narrator, at, replica
 
 #: every list route, with the parameters that make it non-empty on the seed
@@ -97,10 +103,157 @@ def test_a_csv_page_links_to_the_next(dispatched: TestClient, tokens: dict[str, 
             url = None
             continue
         target, rel = link.split("; ")
-        assert rel == 'rel="next"' and target.startswith("<http") and target.endswith(">")
+        assert rel == 'rel="next"' and target.startswith("</v1/invoices?") and target.endswith(">")
         url = target[1:-1]
         assert "format=csv" in url and "limit=2" in url and "cursor=" in url
     assert seen == ["ws-a", "ws-b", "ws-c"]
+
+
+def _next_link(client: TestClient, url: str, headers: dict[str, str]) -> str:
+    response = client.get(url, headers=headers)
+    assert response.status_code == 200, response.text
+    link = str(response.headers["link"])
+    assert link.startswith("<") and link.endswith('>; rel="next"'), link
+    return link[1 : -len('>; rel="next"')]
+
+
+def test_a_link_never_names_the_host_the_client_sent(
+    dispatched: TestClient, tokens: dict[str, str]
+) -> None:
+    """A hostile ``Host`` (or ``X-Forwarded-Host``) is not echoed: without a configured
+    public URL the link is a path, relative to wherever the client reached the server."""
+    headers = {
+        **bearer(tokens["admin"]),
+        "Host": "evil.example",
+        "X-Forwarded-Host": "evil.example",
+        "X-Forwarded-Proto": "https",
+    }
+    target = _next_link(dispatched, "/v1/invoices?format=csv&limit=1", headers)
+    assert target.startswith("/v1/invoices?") and "evil" not in target, target
+    follow = dispatched.get(target, headers=bearer(tokens["admin"]))
+    assert follow.status_code == 200 and follow.headers["content-type"].startswith(CSV)
+
+
+def test_a_link_is_under_the_configured_public_url(
+    store: PostgresEventStore, tokens: dict[str, str]
+) -> None:
+    seed_jobs(store)
+    app = create_app(store, public_url="https://ledger.example/api")
+    with TestClient(app) as client:
+        headers = {**bearer(tokens["admin"]), "Host": "evil.example"}
+        target = _next_link(client, "/v1/jobs?format=csv&limit=1&workspace=ws-a", headers)
+    assert target.startswith("https://ledger.example/api/v1/jobs?"), target
+    assert "workspace=ws-a" in target and "limit=1" in target and "cursor=" in target
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("https://ledger.example.com/", "https://ledger.example.com"),
+        ("http://127.0.0.1:8000/ledger", "http://127.0.0.1:8000/ledger"),
+        ("", None),
+    ],
+)
+def test_the_public_url_setting(
+    monkeypatch: pytest.MonkeyPatch, given: str, kept: str | None
+) -> None:
+    monkeypatch.setenv("DLC_PUBLIC_URL", given)
+    assert Settings().public_url == kept
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "ledger.example.com",
+        "ftp://ledger.example.com",
+        "https://u:p@x.example",
+        "https://x.example/?a=1",
+    ],
+)
+def test_a_public_url_that_is_not_an_origin_is_refused(
+    monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    monkeypatch.setenv("DLC_PUBLIC_URL", given)
+    with pytest.raises(ValidationError, match="DLC_PUBLIC_URL"):
+        Settings()
+
+
+def test_a_link_escapes_what_would_end_it(client: TestClient, tokens: dict[str, str]) -> None:
+    """A path with ``>``, ``"``, a space or ``,`` (a stream name is free text) stays one
+    URI reference inside the ``<...>``."""
+    headers = bearer(tokens["admin"])
+    response = client.get('/v1/streams/job/a"> b,c/events?format=csv&limit=1', headers=headers)
+    assert response.status_code == 200, response.text
+    assert "link" not in response.headers  # an empty stream: no next page; the same path:
+    target = _next_link(client, "/v1/streams/job/a-1/events?format=csv&limit=1", headers)
+    assert target.startswith("/v1/streams/job/a-1/events?")
+    assert next_page_url_for('/v1/streams/job/a"> b,c/events') == (
+        "/v1/streams/job/a%22%3E%20b,c/events?format=csv&cursor=X"
+    )
+
+
+def next_page_url_for(path: str) -> str:
+    """:func:`next_page_url` for a request to ``path?format=csv`` (no server needed)."""
+    app = create_app(None)
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "query_string": b"format=csv",
+        "headers": [(b"host", b"evil.example")],
+        "app": app,
+    }
+    return next_page_url(Request(scope), "X")
+
+
+CSV = "text/csv"
+
+#: (Accept header, CSV?): media types in any case, q weights, the most specific range
+#: deciding, ``*/*`` JSON's, a tie JSON's
+NEGOTIATION = [
+    ("", False),
+    ("*/*", False),
+    ("application/json", False),
+    ("text/csv", True),
+    ("TEXT/CSV", True),
+    ("Text/Csv; charset=utf-8", True),
+    ("text/csv;q=0", False),
+    ("text/csv; Q=0", False),
+    ("text/csv;q=0.0, */*", False),
+    ("text/csv, application/json", False),  # a tie: JSON
+    ("application/json, text/csv", False),
+    ("text/csv;q=0.9, application/json;q=0.8", True),
+    ("text/csv;q=0.5, application/json", False),
+    ("application/json;q=0.1, text/csv", True),
+    ("text/csv;q=0.5, */*;q=0.4", True),
+    ("text/csv;q=0.4, */*;q=0.5", False),
+    ("text/*", True),
+    ("text/*, text/csv;q=0", False),  # the most specific range decides
+    ("application/*;q=0.2, text/*;q=0.3", True),
+    ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", False),  # a browser
+    ("text/csv;q=2", False),  # malformed q: the range is left out
+    ("text/csv;q=abc", False),
+    ("text/csv;q=0.2, text/csv;q=0.7, application/json;q=0.5", True),
+    (" , ;q=1, text/csv", True),
+]
+
+
+@pytest.mark.parametrize(("accept", "csv_wanted"), NEGOTIATION)
+def test_accept_is_negotiated(accept: str, csv_wanted: bool) -> None:
+    assert prefers_csv(accept) is csv_wanted
+
+
+@pytest.mark.parametrize(
+    ("accept", "csv_wanted"),
+    [("TEXT/CSV", True), ("text/csv;q=0", False), ("text/csv, application/json", False)],
+)
+def test_a_route_answers_as_negotiated(
+    client: TestClient, tokens: dict[str, str], accept: str, csv_wanted: bool
+) -> None:
+    response = client.get("/v1/jobs", headers={**bearer(tokens["admin"]), "Accept": accept})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith(CSV if csv_wanted else "application/json")
+    assert response.headers["vary"] == "Accept"
 
 
 def test_a_scoped_csv_holds_the_scoped_rows(dispatched: TestClient, tokens: dict[str, str]) -> None:

@@ -9,9 +9,12 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from dlc_ledger.api.app import create_app
+from ledger.events import JobSucceeded
 from ledger.store.postgres import PostgresEventStore
+from projections.registry import catch_up_all
 from tests.api.conftest import ROLES, bearer, without_freshness
 from tests.api.finance_data import seed_costs
+from tests.projections.builders import Narrator, at
 
 
 def _extent(client: TestClient, token: str) -> dict[str, Any]:
@@ -54,3 +57,22 @@ def test_an_empty_store_has_no_extent(store: PostgresEventStore, tokens: dict[st
         body = _extent(client, tokens["auditor"])
         assert body == {"first": None, "last": None, "replayed": False, "clusters": [], "run": None}
         assert client.get("/v1/extent").status_code == 401
+
+
+def test_the_extent_is_the_read_models_and_says_how_far_behind(
+    store: PostgresEventStore, tokens: dict[str, str]
+) -> None:
+    # a bounded read (issue 37): the extent read model, never a scan of the events; a fact
+    # the projector has not folded yet shows in the freshness, not in the span
+    seed_costs(store)
+    n = Narrator("extent-late")
+    n.tell(JobSucceeded(job_uid="late"), "job/late", at(86_400), source="kube-watcher/other")
+    store.append(n.events)
+    with TestClient(create_app(store)) as client:
+        response = client.get("/v1/extent", headers=bearer(tokens["auditor"]))
+        body = response.json()
+        assert (body["last"], body["clusters"]) == ("2026-11-01T01:03:00Z", ["test"])
+        assert body["freshness"]["behind"] == 1
+        catch_up_all(store)
+        body = _extent(client, tokens["auditor"])
+        assert (body["last"], body["clusters"]) == ("2026-11-02T00:00:00Z", ["other", "test"])

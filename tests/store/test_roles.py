@@ -13,8 +13,10 @@ from functools import partial
 
 import psycopg
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from dlc_ledger.wiring.role_stores import ReadWriteStore
 from ledger.store.engines import make_engine
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.roles import READER_ROLE, WRITER_ROLE
@@ -215,3 +217,78 @@ def test_commands_never_migrate_and_name_db_upgrade(databases: TemplateDatabases
         assert _cli(url, "jobs", "list").returncode == 0
     finally:
         databases.drop(url)
+
+
+def test_one_store_reads_as_the_reader_and_writes_as_the_writer(login: Login) -> None:
+    """The API's store (``dlc_ledger/wiring/role_stores.py``): snapshots on the reader's
+    login, every transaction (an append, a write use case's catch-up) on the writer's."""
+    reader, writer = login(READER_ROLE), login(WRITER_ROLE)
+    store = ReadWriteStore(reader, writer)
+    try:
+        with store.reading() as conn:
+            assert conn.execute(text("SELECT current_user")).scalar_one() == _user(reader)
+        assert store.head_position() == 0  # a plain read: the reader's pool
+        store.append([occupancy_started(1)])  # the writer's: the reader alone is refused
+        with store.transaction() as uow:
+            who = uow.connection.execute(text("SELECT current_user")).scalar_one()
+            assert who == _user(writer)
+        assert store.may_write()  # the writer's answer: a write use case catches up after it
+        assert store.head_position() == 1
+    finally:
+        store.close()
+    alone = PostgresEventStore(reader)
+    try:
+        assert not alone.may_write()
+    finally:
+        alone.close()
+
+
+def _user(url: str) -> str:
+    name = make_url(url).username
+    assert name is not None
+    return name
+
+
+def test_role_urls_fall_back_to_database_url_and_say_so(
+    database_url: str, login: Login, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dlc_ledger.wiring import context
+
+    reader, writer = login(READER_ROLE), login(WRITER_ROLE)
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    for name in ("DATABASE_URL_READER", "DATABASE_URL_WRITER", "DLC_RUN"):
+        monkeypatch.delenv(name, raising=False)
+    context.settings.cache_clear()
+    try:
+        owner = _user(database_url)
+        assert _user(context.database_url(role="reader")) == owner
+        assert _user(context.database_url()) == owner  # the writer's, by default
+        assert f"every part connects as {owner!r} (DATABASE_URL)" in (context.login_note() or "")
+
+        monkeypatch.setenv("DATABASE_URL_READER", reader)
+        context.settings.cache_clear()
+        note = context.login_note() or ""
+        assert f"the API and the reads connect as {_user(reader)!r}" in note
+        assert f"the services as {owner!r}" in note
+
+        monkeypatch.setenv("DATABASE_URL_WRITER", writer)
+        context.settings.cache_clear()
+        assert context.login_note() is None
+        assert _user(context.database_url(role="reader")) == _user(reader)
+        assert _user(context.database_url(role="writer")) == _user(writer)
+        assert _user(context.database_url(role="owner")) == owner
+        named = make_url(context.component_url("reader", "api"))
+        assert named.query["application_name"] == "dlc-ledger-api"
+        api = context.open_api_store()
+        try:
+            assert isinstance(api, ReadWriteStore) and _user(str(api.engine.url)) == _user(reader)
+        finally:
+            api.close()
+
+        monkeypatch.delenv("DATABASE_URL")
+        context.settings.cache_clear()
+        # the CLI says it in one line (invalid configuration), exit 1
+        with pytest.raises(ValueError, match="DATABASE_URL_READER and DATABASE_URL_WRITER without"):
+            context.settings()
+    finally:
+        context.settings.cache_clear()

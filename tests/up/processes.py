@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Up", "get", "group_processes", "interrupt", "running_up"]
+import psycopg
+from sqlalchemy.engine import make_url
+
+__all__ = ["Up", "database_sessions", "get", "group_processes", "interrupt", "running_up"]
 
 
 @dataclass
@@ -52,6 +55,18 @@ def get(url: str, token: str | None = None) -> tuple[int, Any]:
     if response.headers.get_content_type() == "application/json":
         return status, json.loads(body)
     return status, body
+
+
+def database_sessions(url: str) -> list[tuple[str, str]]:
+    """``(login, application_name)`` of every other session on ``url``'s database."""
+    plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(plain, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT usename, application_name FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "ORDER BY application_name, usename"
+        ).fetchall()
+    return [(str(user), str(name)) for user, name in rows]
 
 
 def group_processes(pgid: int) -> list[int]:

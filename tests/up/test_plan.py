@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ def test_the_banner_names_every_url_and_the_token() -> None:
         components=["projector", "api"],
         kubesim_url="http://127.0.0.1:9000 (replaying openb, 10 pods, 3600x)",
         notes=["a note"],
+        token_expires=datetime(2026, 12, 7, 9, 0, tzinfo=UTC),
     ).lines()
     text = "\n".join(lines)
     for expected in (
@@ -46,6 +48,8 @@ def test_the_banner_names_every_url_and_the_token() -> None:
         "metrics:   http://127.0.0.1:8123/metrics",
         "kubesim:   http://127.0.0.1:9000 (replaying openb, 10 pods, 3600x)",
         "token:     dlct_secret",
+        "(admin, up-admin tok_1; expires 2026-12-07T09:00:00Z, revoked when up stops)",
+        "metrics:   http://127.0.0.1:8123/metrics (every component's; an admin or metrics token)",
         'curl -H "Authorization: Bearer dlct_secret" http://127.0.0.1:8123/v1/whoami',
         "note: a note",
     ):

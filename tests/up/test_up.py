@@ -1,9 +1,12 @@
 """``dlc-ledger up`` as a user runs it: a real process on a fresh database with the embedded
 broker and kubesim replaying a small slice of openb fast, read through its printed URL and
-token, then stopped with Ctrl-C (SIGINT to its process group, as a terminal sends it)."""
+token, then stopped with Ctrl-C (SIGINT to its process group, as a terminal sends it). Each part
+connects as its role's login, as ``pg_stat_activity`` shows: on a configured server with
+``DATABASE_URL_READER`` / ``_WRITER``, and on the embedded database with its own logins."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -12,23 +15,38 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from dlc_ledger.cli.app import main
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.broker import EmbeddedBroker, free_port
+from dlc_ledger.wiring.embedded_postgres import embedded_database_url, stop_embedded
 from ledger.store.engines import make_engine
-from tests.databases import TemplateDatabases
-from tests.up.processes import get, group_processes, interrupt, running_up
+from ledger.store.roles import READER_LOGIN, READER_ROLE, WRITER_LOGIN, WRITER_ROLE
+from tests.api.conftest import QUOTA_TREE
+from tests.databases import ADMIN_URL, TemplateDatabases
+from tests.up.processes import database_sessions, get, group_processes, interrupt, running_up
+
+#: what every part of up names itself in pg_stat_activity (application_name
+#: ``dlc-ledger-<part>``; the dispatcher's lease holds a session of its own)
+PARTS = {"api", "api-writes", "ingest", "watcher", "projector", "billing", "notifications",
+         "dispatcher", "up", "dlc-ledger lease dispatcher"}  # fmt: skip
 
 
-def _scrape(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(url, timeout=10) as response:  # follows /metrics -> /metrics/
+def _scrape(url: str, token: str) -> dict[str, float]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
         body = response.read().decode()
     totals: dict[str, float] = {}
     for family in text_string_to_metric_families(body):
@@ -37,11 +55,70 @@ def _scrape(url: str) -> dict[str, float]:
     return totals
 
 
+@contextmanager
+def _logins() -> Iterator[tuple[str, str]]:
+    """A reader and a writer LOGIN role on the test server, as an operator makes them
+    (docs/store.md); dropped after."""
+    suffix = uuid.uuid4().hex[:8]
+    names = (f"t_api_{suffix}", f"t_service_{suffix}")
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        for name, group in zip(names, (READER_ROLE, WRITER_ROLE), strict=True):
+            conn.execute(f"CREATE ROLE {name} LOGIN IN ROLE {group}")
+    try:
+        yield names
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            for name in names:
+                conn.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+def _as(url: str, login: str) -> str:
+    return make_url(url).set(username=login).render_as_string(hide_password=False)
+
+
+def _logins_by_part(url: str) -> dict[str, set[str]]:
+    """Which logins each part of up connects as (every session on the database is a named
+    part: the test's own query aside, nothing else uses it)."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for login, name in database_sessions(url):
+        assert name.startswith("dlc-ledger"), (login, name)  # unnamed: not a part of up
+        found[name.removeprefix("dlc-ledger-")].add(login)
+    assert set(found) <= PARTS, found
+    return dict(found)
+
+
+def _send(method: str, url: str, token: str, body: object) -> tuple[int, str]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
 def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
     databases: TemplateDatabases, tmp_path: Path
 ) -> None:
-    url = databases.empty()  # up migrates it itself
-    env = {**os.environ, "DATABASE_URL": url, "DLC_DATA_DIR": str(tmp_path)}
+    url = databases.empty()  # up migrates it itself, as DATABASE_URL's login (the owner)
+    with _logins() as (reader, writer):
+        _serve_a_live_replay(databases, url, reader, writer, tmp_path)
+
+
+def _serve_a_live_replay(
+    databases: TemplateDatabases, url: str, reader: str, writer: str, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DATABASE_URL_READER": _as(url, reader),
+        "DATABASE_URL_WRITER": _as(url, writer),
+        "DLC_DATA_DIR": str(tmp_path),
+    }
     env.pop("KAFKA_BOOTSTRAP", None)  # the embedded broker
     env.pop("KUBECONFIG", None)  # kubesim
     try:
@@ -70,7 +147,8 @@ def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
                 time.sleep(0.5)
             assert all(job["name"].startswith("openb-pod-") for job in jobs)
 
-            metrics = _scrape(f"{up.url}/metrics")
+            assert get(f"{up.url}/metrics")[0] == 401  # a bearer with admin or metrics only
+            metrics = _scrape(f"{up.url}/metrics", up.token)
             # one registry: every component's figures on the API's /metrics
             assert metrics["dlc_ingest_events_total"] > 0
             assert metrics["dlc_watcher_events_total"] > 0
@@ -80,7 +158,15 @@ def test_up_serves_a_live_replay_and_stops_on_ctrl_c(
             while "dlc_quota_resource_usage" not in metrics:  # the dispatcher's first cycle
                 assert time.monotonic() < deadline, sorted(metrics)
                 time.sleep(0.5)
-                metrics = _scrape(f"{up.url}/metrics")
+                metrics = _scrape(f"{up.url}/metrics", up.token)
+
+            # each part as its role's login; none as the owner, who only migrated
+            parts = _logins_by_part(url)
+            assert parts["api"] == {reader}, parts
+            for part in ("ingest", "projector", "billing", "notifications", "dispatcher", "up",
+                         "dlc-ledger lease dispatcher"):  # fmt: skip
+                assert parts[part] == {writer}, (part, parts)
+            assert "every part connects as" not in "".join(up.errors)
             assert interrupt(up) < 20
             first_token = up.token
 
@@ -134,7 +220,13 @@ def test_up_watches_the_cluster_a_kubeconfig_names(database_url: str, tmp_path: 
             while not get(f"{up.url}/v1/jobs?limit=5", up.token)[1]["items"]:
                 assert time.monotonic() < deadline, "no job projected within 45 s"
                 time.sleep(0.5)
+            # DATABASE_URL alone: every part as its login, named, and up says so
+            login = make_url(database_url).username
+            parts = _logins_by_part(database_url)
+            assert {"api", "ingest", "watcher", "projector", "dispatcher"} <= set(parts), parts
+            assert set().union(*parts.values()) == {login}, parts
             assert interrupt(up) < 20
+            assert f"note: every part connects as {login!r} (DATABASE_URL)" in up.stderr()
     finally:
         sim.terminate()
         sim.wait(10)
@@ -232,3 +324,53 @@ def test_bad_options_are_usage_errors(
         context.settings.cache_clear()
     err = capsys.readouterr().err
     assert bad[-2] in err if bad[0] == "--no-replay" else bad[0] in err
+
+
+def test_up_on_the_embedded_database_runs_each_part_as_its_own_login(tmp_path: Path) -> None:
+    """No DATABASE_URL: the embedded server's logins, made by up itself, the API's writes on
+    the writer's; the superuser (the owner) only migrated."""
+    data_dir = tmp_path / "data"
+    env = {**os.environ, "DLC_DATA_DIR": str(data_dir)}
+    for name in ("DATABASE_URL", "DATABASE_URL_READER", "DATABASE_URL_WRITER", "KAFKA_BOOTSTRAP"):
+        env.pop(name, None)
+    quotas = tmp_path / "quotas.yaml"
+    quotas.write_text(QUOTA_TREE)
+    try:
+        # the owner creates and migrates it, a writer's login applies the tree (ws-a known)
+        for command in (["db", "upgrade"], ["quotas", "apply", str(quotas)]):
+            done = subprocess.run(
+                [sys.executable, "-m", "dlc_ledger", *command],
+                capture_output=True, text=True, env=env, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+        with running_up(env, "up", "--port", "0", "--no-replay") as up:
+            status, me = get(f"{up.url}/v1/whoami", up.token)
+            assert status == 200 and me["roles"] == ["admin"]
+            rule = {
+                "events": ["JobStarted"],
+                "target": {"webhook": "http://127.0.0.1:9/hook", "secret_env": "HOOK"},
+            }
+            put = f"{up.url}/v1/notifications/rules/ws-a/started"
+            written = _send("PUT", put, up.token, rule)  # a write: on the writer's login
+            assert written[0] == 201, written
+            status, rules = get(f"{up.url}/v1/notifications/rules", up.token)
+            assert status == 200 and [r["name"] for r in rules["items"]] == ["started"]
+            owner = embedded_database_url(data_dir)
+            parts = _logins_by_part(owner)
+            assert parts["api"] == {READER_LOGIN}, parts
+            assert parts["api-writes"] == {WRITER_LOGIN}, parts
+            for part in ("projector", "billing", "notifications", "up"):
+                assert parts[part] == {WRITER_LOGIN}, (part, parts)
+            assert "connects as" not in "".join(up.errors)
+            assert interrupt(up) < 20
+        # PostgreSQL 17+: a writer may vacuum what it rewrites (projections rebuild), not events
+        plain = make_url(owner).set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(plain) as conn:
+            may = "SELECT has_table_privilege(%s, %s, 'MAINTAIN')"
+            assert conn.execute(may, (WRITER_ROLE, "checkpoints")).fetchone() == (True,)
+            assert conn.execute(may, (WRITER_ROLE, "events")).fetchone() == (False,)
+            assert conn.execute(may, (READER_ROLE, "checkpoints")).fetchone() == (False,)
+        for login in (READER_LOGIN, WRITER_LOGIN):  # generated, owner-only
+            assert (data_dir / f"{login}.password").stat().st_mode & 0o777 == 0o600
+    finally:
+        stop_embedded(data_dir)

@@ -179,7 +179,7 @@ def run_replay(
         if run == OPEN_LOOP:
             store = PostgresEventStore(context.base_database_url(create=True))
         else:
-            store = context.open_store(create=True, check=False)
+            store = context.open_store(create=True, check=False, role="owner")  # may reset
     if own_store:
         upgrade_if_behind(store)
     try:
