@@ -39,6 +39,8 @@ COMMANDS = {
     "verify": "dlc_ledger.cli.store:verify",
     "db": "dlc_ledger.cli.store:db_app",
     "dead-letters": "dlc_ledger.cli.store:dead_letters_app",
+    "export": "dlc_ledger.cli.exports:export",
+    "import": "dlc_ledger.cli.exports:import_",
     "broker": "dlc_ledger.cli.broker:broker_app",
     "dispatcher": "dlc_ledger.cli.dispatcher:dispatcher_app",
     "queue": "dlc_ledger.cli.queue:queue_app",
@@ -73,6 +75,14 @@ SUMMARIES = {
     "verify": "Recompute the hash chain; exit 0 if intact, 1 naming the first broken position.",
     "db": "Database schema and connection.",
     "dead-letters": "Events that could not be stored.",
+    "export": (
+        "Write the event store, every column of every event in position order, as gzip JSONL "
+        "files with their hash-chain anchors and a manifest (one consistent snapshot)."
+    ),
+    "import": (
+        "Restore an export into an empty database, checking its manifest and hash chain "
+        "while loading; nothing is kept unless every event is."
+    ),
     "broker": "Run the embedded Kafka-compatible broker (Tansu).",
     "dispatcher": "The dispatcher: admission and preemption decisions (Kueue semantics).",
     "queue": "Pending queues, in the dispatcher's order.",

@@ -39,7 +39,7 @@ def test_the_cli_has_the_documented_commands() -> None:
     for name in ("demo", "replay", "watch", "ingest", "project", "projections", "verify",
                  "db", "dead-letters", "broker", "jobs", "quotas", "prices", "billing",
                  "invoices", "report", "queue", "api", "tokens", "up", "subscriptions",
-                 "resource-groups", "runs"):  # fmt: skip
+                 "resource-groups", "runs", "export", "import"):  # fmt: skip
         assert name in tops
     reports = {path[1] for path in COMMANDS_FOUND if len(path) == 2 and path[0] == "report"}
     assert reports == {"usage", "cost", "quota-usage", "quota-history", "quota-series", "occupancy",
