@@ -93,7 +93,9 @@ def current_principal(
     return principal
 
 
-def ledger_principal(principal: Annotated[Principal, Depends(current_principal)]) -> Principal:
+async def ledger_principal(
+    principal: Annotated[Principal, Depends(current_principal)],
+) -> Principal:  # no IO: run on the event loop, not in a worker thread
     """The principal of a ``/v1`` request: a ``metrics`` token scrapes ``/metrics`` and
     reads nothing else (403), though the rest of ``/v1`` would only show it empty pages."""
     if principal.metrics_only:
