@@ -16,6 +16,7 @@ import consumers.dispatcher.metrics
 import consumers.metrics
 import consumers.projector_metrics
 import consumers.watchers.metrics  # noqa: F401 (each defines its metrics on import)
+import dlc_ledger.api.metrics  # noqa: F401 (the API's: dlc_api_*)
 from consumers.verify_metrics import write_verification
 
 OPS = Path(__file__).resolve().parents[2] / "ops" / "grafana"
@@ -84,3 +85,52 @@ def test_the_alert_rules_are_complete_and_use_only_defined_metrics(tmp_path: Pat
 def test_a_misspelt_metric_would_be_caught(tmp_path: Path) -> None:
     assert "dlc_quota_resource_usages" not in _exposed(tmp_path)
     assert "dlc_ingest_events_total" in _exposed(tmp_path)
+
+
+#: each component's own metric families: the series its absent() rule names must be one
+#: of its own (every process also exposes other components' unlabelled metrics at zero)
+_OWN_PREFIXES = {
+    "watch": ("dlc_watcher_", "dlc_producer_"),
+    "ingest": ("dlc_ingest_",),
+    "project": ("dlc_projector_", "dlc_projection_"),
+    "billing": ("dlc_billing_",),
+    "dispatch": ("dlc_dispatch_", "dlc_quota_", "dlc_pending_", "dlc_admission_"),
+    "api": ("dlc_api_",),
+}
+_ABSENT = re.compile(r'^absent\((dlc_[a-z0-9_]+)\{component="([a-z]+)"\}\)$')
+
+
+def _served_components() -> dict[str, bool]:
+    """Each deployed component (ops/kubernetes, production overlay) → whether Prometheus
+    scrapes it (a metrics port, or the API's /metrics)."""
+    from tests.ops.manifests import OVERLAYS, component, main_container, of_kind, render
+
+    production = next(p for p in OVERLAYS if p.name == "production")
+    return {
+        component(d): bool(main_container(d).get("ports"))
+        for d in of_kind(render(production), "Deployment")
+    }
+
+
+def test_every_scraped_component_has_an_absent_alert(tmp_path: Path) -> None:
+    exposed = _exposed(tmp_path)
+    absent: dict[str, str] = {}
+    for rule in _rules():
+        match = _ABSENT.match(str(rule["expr"]).strip())
+        if match:
+            metric, component = match.groups()
+            assert component not in absent, component
+            absent[component] = metric
+            assert metric in exposed
+            assert metric.startswith(_OWN_PREFIXES[component]), (component, metric)
+            assert rule["labels"]["severity"] == "critical"  # type: ignore[index]
+            assert rule.get("for"), rule["alert"]
+    served = _served_components()
+    assert set(absent) == {c for c, scraped in served.items() if scraped}
+    # the one that is not scraped has no metrics to lose (it has no --metrics-port)
+    assert {c for c, scraped in served.items() if not scraped} == {"notifications"}
+
+
+def test_a_component_without_its_absent_alert_would_be_caught() -> None:
+    assert _ABSENT.match('absent(dlc_ingest_events_total{component="ingest"})')
+    assert not _ABSENT.match("absent(dlc_ingest_events_total)")  # no component: any process
