@@ -96,12 +96,13 @@ def test_db_status_names_the_branches(database_url: str) -> None:
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith("revision: ")
-    assert "(the heads of 8 independent migration branches" in first and "up to date" in first
-    labels = [line.split()[0] for line in done.stdout.splitlines()[1:9]]
+    assert "(the heads of 9 independent migration branches" in first and "up to date" in first
+    labels = [line.split()[0] for line in done.stdout.splitlines()[1:10]]
     assert labels == [
         "billing",
         "budgets",
         "dispatch",
+        "extent",
         "jobs",
         "notifications",
         "quotas",
