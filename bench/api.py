@@ -300,11 +300,15 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _http(
-    port: int, token: str, paths: dict[str, Callable[[random.Random], str]], threads: int
+    port: int, tokens: list[str], paths: dict[str, Callable[[random.Random], str]], threads: int
 ) -> tuple[dict[str, Callable[[int, random.Random], Any]], Callable[[], None]]:
-    """Each call as a GET on the thread's own keep-alive connection; and a closer."""
+    """Each call as a GET on the thread's own keep-alive connection, with the thread's own
+    token (a client each: the API limits the rate per token); and a closer."""
     connections = [http.client.HTTPConnection("127.0.0.1", port) for _ in range(threads)]
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    headers_of = [
+        {"Authorization": f"Bearer {tokens[t]}", "Accept": "application/json"}
+        for t in range(threads)
+    ]
 
     def call(name: str) -> Callable[[int, random.Random], Any]:
         path_of = paths[name]
@@ -315,7 +319,7 @@ def _http(
             items: list[Any] = []
             page = path
             while True:  # every page: a chart needs the whole series
-                body, response = _get(conn, page, headers)
+                body, response = _get(conn, page, headers_of[thread])
                 if response.status != 200:
                     raise RuntimeError(f"GET {page}: {response.status} {body[:300]!r}")
                 document = json.loads(body)
@@ -372,7 +376,10 @@ def _bench(url: str, world: World, args: argparse.Namespace) -> dict[str, Any]:
     with engine.begin() as conn:
         conn.execute(text("ANALYZE"))
     store = PostgresEventStore(engine)
-    token = create_token(store, ["admin"], name="bench", created_by="bench").secret
+    tokens = [
+        create_token(store, ["admin"], name=f"bench-{n}", created_by="bench").secret
+        for n in range(args.clients)
+    ]
     direct = _direct(engine, inputs)
     results: dict[str, Any] = {}
     server = _Server(url, args.workers)
@@ -388,7 +395,7 @@ def _bench(url: str, world: World, args: argparse.Namespace) -> dict[str, Any]:
         for name in CALLS:
             # fresh connections per call: the server drops one idle for 5 s (uvicorn's
             # keep-alive timeout) while the direct calls are measured
-            calls, close = _http(server.port, token, paths, args.clients)
+            calls, close = _http(server.port, tokens, paths, args.clients)
             warm = random.Random(0)
             for _ in range(3):
                 direct[name](0, warm)
