@@ -1,7 +1,8 @@
 """The billing scheduler: APScheduler runs the billing tick on a clock until stopped.
 
 ``dlc-ledger billing serve`` and ``dlc-ledger up`` run it on the wall clock (``up`` on a
-replayed cluster: the cluster time observed); each tick is
+replayed cluster, and ``billing serve --clock cluster``: the cluster time observed, a tick
+skipped while none is); each tick is
 :func:`projections.billing.ticks.tick`, and its counts go to the billing metrics.
 """
 
@@ -21,7 +22,7 @@ __all__ = ["build_scheduler", "serve"]
 
 def build_scheduler(
     store: EventStore,
-    clock: Callable[[], datetime],
+    clock: Callable[[], datetime | None],
     *,
     interval: timedelta = timedelta(minutes=1),
     grace: timedelta = DEFAULT_GRACE,
@@ -30,12 +31,15 @@ def build_scheduler(
     """An APScheduler ``BackgroundScheduler`` running :func:`tick` every ``interval``.
 
     ``clock`` gives "now" (the wall clock in production, the cluster's virtual
-    clock in a replay); jobs never overlap (``max_instances=1``, coalesced).
+    clock in a replay; None: no "now" known yet, the tick is skipped); jobs never overlap
+    (``max_instances=1``, coalesced).
     """
     from apscheduler.schedulers.background import BackgroundScheduler
 
     def job() -> None:
         now = clock()
+        if now is None:
+            return
         advance(store, now)  # renewals ordered by now are invoiced by this tick's close
         result = tick(store, now, grace=grace)
         record_tick(result.rated.posted, result.rated.unrateable, len(result.invoices))
@@ -62,7 +66,7 @@ def serve(
     interval: timedelta = timedelta(minutes=1),
     grace: timedelta = DEFAULT_GRACE,
     on_tick: Callable[[TickResult], None] | None = None,
-    clock: Callable[[], datetime] | None = None,
+    clock: Callable[[], datetime | None] | None = None,
 ) -> None:
     """Run the billing scheduler until ``stop`` is set, on ``clock`` (default: the wall
     clock; ``dlc-ledger up`` on a replayed cluster passes the cluster time observed)."""

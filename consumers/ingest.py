@@ -67,6 +67,7 @@ class IngestStats:
     skipped: int = 0  # below the stored offset: another consumer had them already
     batches: int = 0
     store_failures: int = 0
+    broker_failures: int = 0  # polls the broker failed (it restarted, the network cut)
     started: float = field(default_factory=time.monotonic)
     first_data_at: float | None = None  # when the first non-empty poll returned
     last_batch_at: float | None = None  # when the last batch committed
@@ -234,9 +235,16 @@ class IngestConsumer:
                         raise
                     self._backoff(stop_event, exc)
                     continue
-            polled = self.consumer.poll(
-                timeout_ms=self.poll_timeout_ms, max_records=self.max_records
-            )
+            try:
+                polled = self.consumer.poll(
+                    timeout_ms=self.poll_timeout_ms, max_records=self.max_records
+                )
+            except (KafkaError, OSError) as exc:
+                # the broker went away (restarted, the network cut): the client reconnects
+                # on a later poll, and what was not returned is fetched again from the
+                # positions it kept (the stored offsets, not Kafka's, say what is stored)
+                self._broker_lost(stop_event, exc)
+                continue
             if not polled:
                 if not self.consumer.assignment():
                     last_data = time.monotonic()  # joining a group is not idleness
@@ -424,6 +432,15 @@ class IngestConsumer:
             else:
                 self._unseeked.add(tp)
 
+    def _broker_lost(self, stop_event: threading.Event, exc: BaseException) -> None:
+        """Wait before polling a broker that failed a poll again (backing off as for the
+        store); counted in ``broker_failures``."""
+        self._failures += 1
+        self.stats.broker_failures += 1
+        delay = min(self.backoff_max, self.backoff_initial * 2 ** (self._failures - 1))
+        log.warning("broker unreachable (%s): retrying in %.1fs", exc, delay)
+        stop_event.wait(delay)
+
     def _backoff(self, stop_event: threading.Event, exc: BaseException) -> None:
         """Pause every partition, keep the group membership alive, wait, resume."""
         self._failures += 1
@@ -435,7 +452,10 @@ class IngestConsumer:
         while not stop_event.is_set() and time.monotonic() < deadline:
             # paused partitions return nothing; poll keeps heartbeats and rebalances going
             remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
-            self.consumer.poll(timeout_ms=min(200, remaining_ms) or 1)
+            try:
+                self.consumer.poll(timeout_ms=min(200, remaining_ms) or 1)
+            except (KafkaError, OSError):  # the broker gone too: the next poll reconnects
+                stop_event.wait(min(0.2, remaining_ms / 1000))
         self.consumer.resume(*(paused & self.consumer.assignment()))
         if self._unseeked:
             self.consumer.pause(*self._unseeked)

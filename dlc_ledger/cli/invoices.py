@@ -97,12 +97,22 @@ def serve_cmd(
     metrics_port: int = typer.Option(
         0, "--metrics-port", help="Serve Prometheus /metrics on this port, 0 = off."
     ),
+    clock: str = typer.Option(
+        "wall",
+        "--clock",
+        help="wall: tick at the wall clock; cluster: at the latest cluster time the store "
+        "has seen (a replayed cluster, as `up` on kubesim; no tick before any fact)",
+    ),
 ) -> None:
-    """Run the rater and ticks under APScheduler on the wall clock until interrupted."""
+    """Run the rater and ticks under APScheduler until interrupted, on the wall clock or
+    (--clock cluster) on the cluster time the store has seen."""
     from consumers.billing_scheduler import serve
     from consumers.metrics import serve_metrics
+    from dlc_ledger.services.clocks import observed_cluster_time
     from dlc_ledger.wiring import context
 
+    if clock not in ("wall", "cluster"):
+        raise typer.BadParameter("wall or cluster", param_hint="--clock")
     serve_metrics(metrics_port or context.settings().metrics_port)
     store = open_store()
     stop = threading.Event()
@@ -113,6 +123,7 @@ def serve_cmd(
             interval=timedelta(seconds=interval_seconds),
             grace=timedelta(hours=grace_hours),
             on_tick=_print_tick,
+            clock=(lambda: observed_cluster_time(store)) if clock == "cluster" else None,
         )
     except KeyboardInterrupt:
         stop.set()

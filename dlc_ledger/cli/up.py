@@ -93,6 +93,15 @@ def up(
     billing_interval: Annotated[
         float, typer.Option(min=0.05, help="Seconds between billing ticks.")
     ] = 60.0,
+    keep_services: Annotated[
+        bool,
+        typer.Option(
+            "--keep-services",
+            help="Leave the embedded PostgreSQL and broker running when up stops, if up "
+            "started them (by default what up starts it stops; ones already running are "
+            "always left running).",
+        ),
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", help="Log every component's progress (INFO).")
     ] = False,
@@ -129,6 +138,7 @@ def up(
         dispatch=dispatch,
         dispatch_interval=dispatch_interval,
         billing_interval=billing_interval,
+        keep_services=keep_services,
     )
     stop = threading.Event()
     stop_on_signals(stop, second_exits=True)

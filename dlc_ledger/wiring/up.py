@@ -20,9 +20,12 @@ every part connects as ``DATABASE_URL``'s login, which ``up`` says on stderr.
 Once everything serves, an admin token named ``up-admin`` is created (a secret is stored
 hashed, so one cannot be shown again: each run makes its own), valid for
 :data:`TOKEN_LIFETIME`, and the earlier runs' ``up-admin`` tokens are revoked, so they do
-not pile up; the run revokes its own when it stops (the expiry bounds a killed run's). The
-embedded database and broker are left running, as every other command leaves them
-(``dlc-ledger db stop`` / ``broker stop`` end them).
+not pile up; the run revokes its own when it stops (the expiry bounds a killed run's).
+
+What ``up`` starts it stops: the embedded PostgreSQL and the embedded broker are stopped
+when ``up`` ends if it was ``up`` that started them (:class:`EmbeddedServices`); one that
+was already running when ``up`` began (another command's, a demo's) is left running, and
+``--keep-services`` leaves both (``dlc-ledger db stop`` / ``broker stop`` end them later).
 
 With kubesim the dispatcher runs by default: open-loop replay creates jobs unsuspended (the
 trace says when they start), so it admits nothing, but it exports the quota gauges
@@ -62,7 +65,7 @@ from ledger.canonical import format_timestamp
 from ledger.errors import Conflict
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["TOKEN_LIFETIME", "TOKEN_NAME", "Running", "UpPlan", "run_up"]
+__all__ = ["TOKEN_LIFETIME", "TOKEN_NAME", "EmbeddedServices", "Running", "UpPlan", "run_up"]
 
 #: the name of the admin token each run creates (and the next run revokes)
 TOKEN_NAME = "up-admin"
@@ -88,6 +91,7 @@ class UpPlan:
     dispatch: bool | None = None  # None: on with kubesim, off on a real cluster
     dispatch_interval: float = 10.0
     billing_interval: float = 60.0
+    keep_services: bool = False  # leave the embedded database and broker it started running
 
     @property
     def on_kubesim(self) -> bool:
@@ -135,6 +139,49 @@ class Running:
             f'  try:       curl -H "Authorization: Bearer {self.token}" {self.base_url}/v1/whoami',
         ]
         return lines + [f"  note: {note}" for note in self.notes]
+
+
+@dataclass(frozen=True)
+class EmbeddedServices:
+    """Which embedded services (``DATABASE_URL`` / ``KAFKA_BOOTSTRAP`` unset) were running
+    before ``up`` began: :meth:`stop_started` ends only the others, those ``up`` started."""
+
+    database: bool | None  # None: not embedded (configured), nothing of up's to stop
+    broker: bool | None
+
+    @classmethod
+    def seen_now(cls) -> EmbeddedServices:
+        from dlc_ledger.wiring.broker import EmbeddedBroker
+        from dlc_ledger.wiring.embedded_postgres import embedded_running
+
+        cfg = context.settings()
+        database = None if cfg.database_url else embedded_running(cfg.data_dir)
+        broker = (
+            None
+            if cfg.kafka_bootstrap
+            else EmbeddedBroker(cfg.data_dir / "broker").status().running
+        )
+        return cls(database, broker)
+
+    def stop_started(self, say: Callable[[str], None]) -> None:
+        """Stop the embedded broker and database if they were not running before (the
+        broker first: nothing of up uses either any more)."""
+        from dlc_ledger.wiring.broker import EmbeddedBroker
+        from dlc_ledger.wiring.embedded_postgres import embedded_running, stop_embedded
+
+        cfg = context.settings()
+        if self.broker is False:
+            try:
+                if EmbeddedBroker(cfg.data_dir / "broker").stop():
+                    say("stopped the embedded broker up started")
+            except Exception as exc:  # report, and still stop the database
+                say(f"could not stop the embedded broker: {exc}")
+        if self.database is False and embedded_running(cfg.data_dir):
+            try:
+                stop_embedded(cfg.data_dir)
+                say("stopped the embedded PostgreSQL up started")
+            except Exception as exc:
+                say(f"could not stop the embedded PostgreSQL: {exc}")
 
 
 def _stderr(line: str) -> None:
@@ -344,6 +391,7 @@ def run_up(
 ) -> None:
     """Run every part until ``stop`` is set (a signal); raises
     :class:`~dlc_ledger.wiring.supervisor.ComponentFailed` when one fails."""
+    before = EmbeddedServices.seen_now()  # what runs already is not up's to stop
     listener = _listen(plan.host, plan.port)
     store: PostgresEventStore | None = None
     supervisor = Supervisor(stop)
@@ -405,3 +453,5 @@ def run_up(
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc
                     say(f"could not revoke {TOKEN_NAME} {token_id}: {first}")
             store.close()
+        if not plan.keep_services:
+            before.stop_started(say)

@@ -374,3 +374,61 @@ def test_up_on_the_embedded_database_runs_each_part_as_its_own_login(tmp_path: P
             assert (data_dir / f"{login}.password").stat().st_mode & 0o777 == 0o600
     finally:
         stop_embedded(data_dir)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _embedded_pids(data_dir: Path) -> tuple[int | None, int | None]:
+    """(postmaster pid, Tansu pid) of the data dir's embedded services, None when not running."""
+    postmaster = data_dir / "postgres" / "postmaster.pid"
+    pg = int(postmaster.read_text().split()[0]) if postmaster.exists() else None
+    broker = EmbeddedBroker(data_dir / "broker").status()
+    return (
+        pg if pg is not None and _pid_alive(pg) else None,
+        broker.pid if broker.running else None,
+    )
+
+
+def test_up_stops_the_embedded_services_it_started_and_only_those(tmp_path: Path) -> None:
+    """What up starts it stops (the embedded PostgreSQL and Tansu, by pid); with
+    --keep-services it leaves them; ones already running before up are left running."""
+    data_dir = tmp_path / "data"
+    env = {**os.environ, "DLC_DATA_DIR": str(data_dir)}
+    for name in ("DATABASE_URL", "DATABASE_URL_READER", "DATABASE_URL_WRITER", "KAFKA_BOOTSTRAP",
+                 "KUBECONFIG"):  # fmt: skip
+        env.pop(name, None)
+    replay = ("up", "--port", "0", "--limit", "5", "--speed", "200000")
+    try:
+        # nothing running: up starts both, and Ctrl-C leaves neither behind
+        with running_up(env, *replay) as up:
+            pg, tansu = _embedded_pids(data_dir)
+            assert pg is not None and tansu is not None
+            assert interrupt(up) < 30
+        assert not _pid_alive(pg) and not _pid_alive(tansu)
+        assert _embedded_pids(data_dir) == (None, None)
+        errors = up.stderr()
+        assert "stopped the embedded broker up started" in errors
+        assert "stopped the embedded PostgreSQL up started" in errors
+
+        # --keep-services: what it started stays
+        with running_up(env, *replay, "--keep-services") as up:
+            started = _embedded_pids(data_dir)
+            assert interrupt(up) < 30
+        assert _embedded_pids(data_dir) == started and None not in started
+
+        # both running before up (as the last run left them): up leaves them running
+        with running_up(env, *replay) as up:
+            assert _embedded_pids(data_dir) == started
+            assert interrupt(up) < 30
+        assert _embedded_pids(data_dir) == started
+        assert "stopped the embedded" not in up.stderr()
+    finally:
+        EmbeddedBroker(data_dir / "broker").stop()
+        if (data_dir / "postgres" / "PG_VERSION").exists():
+            stop_embedded(data_dir)

@@ -1,0 +1,39 @@
+"""The reduced chaos replay, as CI runs it: a small openb slice replayed twice, clean and
+under a dozen seeded faults (every kind at least once), each component a process of its own
+on a private PostgreSQL, Tansu behind a cuttable proxy and kubesim; nothing lost, nothing
+doubled, no report row different (docs/chaos.md). About 3 minutes on the 2-core machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos.faults import KINDS
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_dozen_faults_change_no_fact_and_no_report(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos", "--seed", "7", "--faults", "12", "--limit", "40",
+         "--seconds", "30", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=540,
+    )  # fmt: skip
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-5000:]
+    summary = json.loads(lines[-1])
+    detail = f"{summary}\n{done.stderr[-6000:]}"
+    assert summary["faults_injected"] == 12, detail
+    assert set(summary["faults_by_kind"]) == set(KINDS), detail  # every kind, at least once
+    assert summary["faults_recovered"] == 12, detail
+    assert summary["events_lost"] == 0, detail
+    assert summary["events_doubled"] == 0, detail
+    assert summary["events_extra"] == 0, detail
+    assert summary["differing_rows"] == 0, detail
+    assert summary["reports_compared"] > 40, detail  # the reports, every job's, every invoice's
+    assert summary["facts"] > 1500, detail
+    assert done.returncode == 0, detail
