@@ -317,10 +317,53 @@ class _Run:
             return -1  # busy: not known to be empty
         return int(row[0]) if row else 0
 
+    def ingest_caught_up(self) -> bool:
+        """Whether the ingest group's stored offsets (the ``ingest:<group>`` checkpoint,
+        written with the events) reach every partition's end. Tansu reports a partition's
+        end as the last batch's base offset + 1 (DESIGN §2), so this is necessary, not
+        sufficient: the store head standing still for a while does the rest. A head that
+        stands still alone is not enough: after a broker cut the group may take longer
+        than that to come back (a dead member's partitions wait for its session timeout)."""
+        from kafka import KafkaConsumer, TopicPartition
+        from kafka.errors import KafkaConfigurationError, KafkaError
+
+        from consumers.kafka_settings import DEFAULT_GROUP, checkpoint_name, offsets_key
+
+        partitions = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        try:
+            consumer = KafkaConsumer(
+                bootstrap_servers=self.broker.bootstrap, client_id="chaos-end-offsets",
+                request_timeout_ms=5000,
+            )  # fmt: skip
+        except KafkaConfigurationError:
+            raise  # ours, not the broker's: never taken for "not caught up"
+        except (KafkaError, OSError):
+            return False
+        try:
+            ends = consumer.end_offsets(partitions)
+        except (KafkaError, OSError):
+            return False
+        finally:
+            consumer.close()
+        try:
+            with psycopg.connect(self.pg.url(), connect_timeout=3) as conn:
+                row = conn.execute(
+                    "SELECT offsets FROM checkpoints WHERE name = %s",
+                    (checkpoint_name(DEFAULT_GROUP),),
+                ).fetchone()
+        except psycopg.Error:
+            return False
+        stored = row[0] if row else {}
+        return all(
+            int(stored.get(offsets_key(tp.topic, tp.partition), 0)) >= int(end)
+            for tp, end in ends.items()
+        )
+
     def wait_quiet(self, what: str) -> None:
         """Until the pipeline has nothing left to do: every component up, kubesim's watches
-        open and drained, the watcher's spool empty, the store head unchanged for
-        :data:`QUIET_SECONDS` and projected to its head."""
+        open and drained, the watcher's spool empty, the ingest group at every partition's
+        end, the store head unchanged for :data:`QUIET_SECONDS` and projected to its
+        head."""
         assert self.replay is not None and self.monitor is not None
         deadline = time.monotonic() + END_TIMEOUT
         sim = self.replay.sim
@@ -333,6 +376,7 @@ class _Run:
                 and self.monitor.up
                 and time.monotonic() - self.monitor.changed_at >= QUIET_SECONDS
                 and self.monitor.projected >= self.monitor.head
+                and self.ingest_caught_up()
             )
             if idle:
                 return
