@@ -158,8 +158,14 @@ def sign_in(
 
 
 def settled(page: Page, view: str) -> None:
-    """Wait until ``view`` is rendered and nothing is loading."""
-    expect(page.locator(f'main[data-view="{view}"]:not([aria-busy])')).to_be_visible()
+    """Wait until ``view`` is rendered for the current URL and nothing is loading.
+
+    The URL changes before the hashchange handler starts the render, so the view's
+    name alone could match the previous route's content.
+    """
+    main = page.locator(f'main[data-view="{view}"]:not([aria-busy])')
+    expect(main).to_be_visible()
+    expect(main).to_have_attribute("data-route", page.evaluate("location.hash"))
     expect(page.locator("#error")).to_be_hidden()
 
 

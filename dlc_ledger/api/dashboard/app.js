@@ -119,6 +119,7 @@ async function build() {
 async function render() {
   if (!token()) return;
   const ticket = ++rendering;
+  const route = location.hash;
   const { path } = parseHash();
   for (const link of nav.querySelectorAll("a")) {
     const href = link.getAttribute("href");
@@ -133,12 +134,14 @@ async function render() {
     if (ticket !== rendering) return; // a later navigation won
     main.replaceChildren(content);
     main.dataset.view = path[0];
+    main.dataset.route = route; // which route the content is of: the URL changes before the render
     liveLoop.rendered();
   } catch (error) {
     if (ticket !== rendering) return;
     if (error instanceof ApiError && error.status === 401) return;
     main.replaceChildren(h("p", {}, "This view could not be loaded."));
     main.dataset.view = path[0];
+    main.dataset.route = route;
     showError(error);
   } finally {
     if (ticket === rendering) main.removeAttribute("aria-busy");
