@@ -16,11 +16,13 @@ __all__ = ["Failure", "FaultKnobs"]
 
 @dataclass
 class Failure:
-    """The next ``remaining`` requests are answered with ``status``."""
+    """The next ``remaining`` requests (of ``methods``, None: any) are answered with
+    ``status``."""
 
     remaining: int
     status: int
     retry_after: int | None
+    methods: frozenset[str] | None = None
 
 
 class FaultKnobs:
@@ -35,22 +37,29 @@ class FaultKnobs:
         self._failures_lock = threading.Lock()
 
     def fail_next_requests(
-        self, count: int, status: int = 429, retry_after: int | None = 1
+        self,
+        count: int,
+        status: int = 429,
+        retry_after: int | None = 1,
+        *,
+        methods: frozenset[str] | None = None,
     ) -> None:
-        """Answer the next `count` requests with `status` (429 carries Retry-After)."""
+        """Answer the next `count` requests (of `methods`, e.g. ``{"PATCH"}``; None: any)
+        with `status` (429 carries Retry-After)."""
         with self._failures_lock:
-            self._failures.append(Failure(count, status, retry_after if status == 429 else None))
+            self._failures.append(
+                Failure(count, status, retry_after if status == 429 else None, methods)
+            )
 
-    def take_failure(self) -> Failure | None:
-        """The injected failure this request is to get, if any (counted down)."""
+    def take_failure(self, method: str = "GET") -> Failure | None:
+        """The injected failure a `method` request is to get, if any (counted down)."""
         with self._failures_lock:
-            while self._failures and self._failures[0].remaining <= 0:
-                self._failures.pop(0)
-            if not self._failures:
-                return None
-            failure = self._failures[0]
-            failure.remaining -= 1
-            return failure
+            self._failures = [f for f in self._failures if f.remaining > 0]
+            for failure in self._failures:
+                if failure.methods is None or method in failure.methods:
+                    failure.remaining -= 1
+                    return failure
+            return None
 
     def cut_watches(self) -> int:
         """Every open watch sends half of its next line (an event, else a bookmark) and drops."""

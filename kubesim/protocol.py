@@ -7,6 +7,7 @@ The request handler is assembled from one mixin per concern (:mod:`kubesim.listw
 from __future__ import annotations
 
 import logging
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -55,6 +56,10 @@ class HandlerBase(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     server: SimServer
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        # the Date header is the cluster's clock (the virtual one), as kube-apiserver's is
+        return formatdate(self.server.sim.served_now().timestamp(), usegmt=True)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)

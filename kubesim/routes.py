@@ -26,7 +26,9 @@ class Handler(ListWatchVerbs, WriteVerbs):
         sim = self.server.sim
         body = self._read_body()
         try:
-            failure = sim.take_failure()
+            if self.path.startswith("/version"):
+                sim.wait_for_date()
+            failure = sim.take_failure(self.command)
             if failure is not None:
                 headers = {}
                 if failure.retry_after is not None:

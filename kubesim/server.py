@@ -78,6 +78,40 @@ class KubeSim(FaultKnobs):
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()  # set by stop(): open watch streams end
         self._lock = threading.Lock()
+        self._date: datetime | None = None
+        self._date_hidden = False
+        self._date_changed = threading.Condition()
+
+    # -- the clock as clients see it -------------------------------------------------------
+
+    def served_now(self) -> datetime:
+        """The instant every answer's ``Date`` header carries, as an API server's carries its
+        clock: the virtual clock, unless :meth:`hold_date` holds it."""
+        with self._date_changed:
+            held = self._date
+        return held if held is not None else self.clock.now()
+
+    def hold_date(self, at: datetime | None) -> None:
+        """Show clients ``at`` as the cluster's time (None: the virtual clock again), and
+        answer ``/version`` again if :meth:`hide_date` held it."""
+        with self._date_changed:
+            self._date, self._date_hidden = at, False
+            self._date_changed.notify_all()
+
+    def hide_date(self) -> None:
+        """Until the next :meth:`hold_date`, ``GET /version`` (what a client reads the
+        cluster's time with: ``dispatch --clock server``) waits. A lockstep driver moves the
+        cluster while hidden and shows the new instant once what it wrote there has gone
+        through the pipeline, so no clock read can meet a cluster half-way to an instant."""
+        with self._date_changed:
+            self._date_hidden = True
+
+    def wait_for_date(self, timeout: float = 60.0) -> None:
+        """Called by ``/version`` before it answers (see :meth:`hide_date`)."""
+        with self._date_changed:
+            self._date_changed.wait_for(
+                lambda: not self._date_hidden or self.stopping.is_set(), timeout
+            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -97,6 +131,7 @@ class KubeSim(FaultKnobs):
 
     def stop(self) -> None:
         self.stopping.set()
+        self.hold_date(self._date)  # a /version waiting for the date answers
         for sub in self.store.subscriptions():
             sub.wake()
         if self._server is not None:

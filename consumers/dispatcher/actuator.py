@@ -25,7 +25,13 @@ class JobRef:
 
 
 class ActuationError(RuntimeError):
-    """The cluster refused or failed a call; the loop retries it next cycle."""
+    """The cluster refused or failed a call; the loop retries it next cycle. ``transient``:
+    the API server failed (throttled, 5xx, unreachable) rather than refused this call,
+    so the cycle's other calls wait for the next cycle too."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class Actuator(Protocol):

@@ -143,7 +143,10 @@ class KubeActuator:
                 log.info("%s %s/%s is gone: nothing to %s", job.kind, job.namespace, job.name, what)
                 return None
             raise ActuationError(
-                f"{what} of {job.kind} {job.namespace}/{job.name}: HTTP {exc.status} {exc.reason}"
+                f"{what} of {job.kind} {job.namespace}/{job.name}: HTTP {exc.status} {exc.reason}",
+                transient=(exc.status or 0) == 429 or (exc.status or 0) >= 500,
             ) from exc
         except (HTTPError, OSError) as exc:
-            raise ActuationError(f"{what} of {job.kind} {job.namespace}/{job.name}: {exc}") from exc
+            raise ActuationError(
+                f"{what} of {job.kind} {job.namespace}/{job.name}: {exc}", transient=True
+            ) from exc

@@ -7,7 +7,10 @@ nothing twice), then acts through the :class:`~consumers.dispatcher.actuator.Act
 resume each admitted job, suspend each victim (and delete an idle-mode victim's pods).
 An action is repeated every cycle until the watched state confirms it (the admitted job
 no longer waits; the victim no longer occupies); a failed call is logged and retried
-next cycle. A quota change never evicts by itself: only a preemption decision suspends.
+next cycle. After a call the API server failed (throttled, 5xx, unreachable) the cycle's
+remaining calls wait for the next cycle too: no hammering a failing server, and the
+cluster sees the calls in the order decided. A quota change never evicts by itself: only
+a preemption decision suspends.
 
 The budgets seam (:class:`BudgetGate`) gives the workspaces whose ``stop`` budget is
 exhausted (nothing of theirs is admitted) and the jobs to stop (suspended, never a
@@ -208,7 +211,7 @@ class Dispatcher:
             for v in decision.victims:
                 victims.setdefault(v.job, decision.job)
         admit -= set(victims)  # an admission not yet carried out, now chosen as a victim
-        failures: list[str] = []
+        failures = _Failures()
         resumed = [uid for uid in sorted(admit) if self._act(view.jobs[uid], "resume", failures)]
         # a job past its maximum ends, whatever else was decided about it (a victim
         # suspended instead would queue again); its capacity frees as it stops
@@ -345,9 +348,14 @@ class Dispatcher:
     # -- act -------------------------------------------------------------------------------
 
     def _act(
-        self, job: DispatchJob, action: str, failures: list[str], *, max_run_seconds: int = 0
+        self, job: DispatchJob, action: str, failures: _Failures, *, max_run_seconds: int = 0
     ) -> bool:
         ref = JobRef(job.uid, job.namespace, job.name, job.kind)
+        if failures.api_failing:
+            # the API server is failing: the rest waits for the next cycle, in this order
+            # (calls that skip a failed one would change the order the cluster sees)
+            failures.append(f"{action} {job.uid}: deferred, the API server is failing")
+            return False
         try:
             if action == "resume":
                 self.actuator.resume(ref)
@@ -360,8 +368,15 @@ class Dispatcher:
         except ActuationError as exc:
             log.warning("%s of %s failed, retried next cycle: %s", action, job.uid, exc)
             failures.append(f"{action} {job.uid}: {exc}")
+            failures.api_failing = failures.api_failing or exc.transient
             return False
         return True
+
+
+class _Failures(list[str]):
+    """A cycle's failed (and deferred) actions; ``api_failing`` once one failed transiently."""
+
+    api_failing = False
 
 
 def _typed(

@@ -50,12 +50,21 @@ def dispatch(
     metrics_port: Annotated[
         int, typer.Option(help="Serve Prometheus /metrics on this port, 0 = off.")
     ] = 0,
+    clock: Annotated[
+        str,
+        typer.Option(
+            help="'wall': decide at this host's time; 'server': at the API server's (its "
+            "Date header, e.g. a kubesim replaying a trace), cycling once per instant it "
+            "shows (again only after a cycle with failures).",
+        ),
+    ] = "wall",
 ) -> None:
     """Admit, preempt and resume jobs from projected state (Kueue semantics); decisions are
     stored as events first, then acted on."""
     from kubernetes import client
 
     from consumers.dispatcher import CycleOutcome, Dispatcher, LeaseBusy, run_dispatcher
+    from consumers.dispatcher.clocks import api_server_clock
     from consumers.dispatcher.kube_actuator import KubeActuator
     from consumers.metrics import serve_metrics
     from consumers.projector import catch_up_if_behind
@@ -68,6 +77,8 @@ def dispatch(
     from projections.jobs import JobsProjection
     from projections.quotas.projection import QuotaProjection
 
+    if clock not in ("wall", "server"):
+        raise typer.BadParameter("must be 'wall' or 'server'", param_hint="--clock")
     configure_logging(logging.INFO, "%(asctime)s %(levelname)s %(name)s %(message)s")
     configuration = kube_configuration(server, kubeconfig, kube_context)
     store = context.open_store()
@@ -81,6 +92,7 @@ def dispatch(
     dispatcher = Dispatcher(
         store,
         KubeActuator(api),
+        *([api_server_clock(api)] if clock == "server" else []),
         refresh=(lambda: catch_up_if_behind(store, reads)) if project else None,
         budgets=StoreBudgetGate(store),
     )
@@ -97,7 +109,13 @@ def dispatch(
     log.info("dispatching on %s", configuration.host)
     try:
         run_dispatcher(
-            dispatcher, store, follow=follow, interval=interval, stop=stop, on_cycle=show
+            dispatcher,
+            store,
+            follow=follow,
+            interval=interval,
+            stop=stop,
+            on_cycle=show,
+            once_per_instant=clock == "server",
         )
     except LeaseBusy as exc:
         typer.echo(f"dlc-ledger: error: {exc}", err=True)

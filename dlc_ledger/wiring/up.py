@@ -123,8 +123,7 @@ class Running:
             f"dlc-ledger up: running {', '.join(self.components)} (Ctrl-C stops them)",
             f"  dashboard: {self.base_url}/",
             f"  api:       {self.base_url}/v1 (OpenAPI: {self.base_url}/openapi.json)",
-            f"  metrics:   {self.base_url}/metrics (every component's; an admin or metrics "
-            "token)",
+            f"  metrics:   {self.base_url}/metrics (every component's; an admin or metrics token)",
         ]
         if self.kubesim_url:
             lines.append(f"  kubesim:   {self.kubesim_url}")

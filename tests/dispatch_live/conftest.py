@@ -67,7 +67,8 @@ class Live:
 
     def new_dispatcher(self, **kw: Any) -> Dispatcher:
         kw.setdefault("refresh", self.project)
-        return Dispatcher(self.store, KubeActuator(self.api), self.sim.clock.now, **kw)
+        kw.setdefault("clock", self.sim.clock.now)
+        return Dispatcher(self.store, KubeActuator(self.api), **kw)
 
     def project(self) -> None:
         while self._to_bind:
