@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=DEFAULT_START,
                         help="the slice's pods are the first created at or after this "
                         "trace second")  # fmt: skip
+    parser.add_argument("--closed-loop", action="store_true",
+                        help="jobs arrive suspended and run when `dlc-ledger dispatch` "
+                        "admits them, cluster time in lockstep with its cycles")  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep each run's directory (logs, reports) here")  # fmt: skip
     args = parser.parse_args(argv)
@@ -60,10 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         clean = run_once("clean", workdir / "clean", chosen, speed, seed=args.seed, faults=0,
-                         say=_say)  # fmt: skip
+                         say=_say, closed_loop=args.closed_loop)  # fmt: skip
         _say(f"clean: {clean.events} events in {clean.wall_seconds:.0f} s")
+        # a closed loop's pace is the pipeline's: faults are spread over the clean loop's time
         chaos = run_once("chaos", workdir / "chaos", chosen, speed, seed=args.seed,
-                         faults=args.faults, say=_say)  # fmt: skip
+                         faults=args.faults, say=_say, closed_loop=args.closed_loop,
+                         wall_estimate=clean.replay_seconds)  # fmt: skip
         _say(f"chaos: {chaos.events} events in {chaos.wall_seconds:.0f} s; restarts "
              f"{ {k: v for k, v in chaos.restarts.items() if v} }")  # fmt: skip
     except Exception as exc:  # a run that could not finish still ends on its JSON line
@@ -84,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "seed": args.seed,
         "pods": chosen.pods,
-        "speed": round(speed),
+        "closed_loop": args.closed_loop,
+        "cycles": [clean.cycles, chaos.cycles],
+        "speed": None if args.closed_loop else round(speed),
         "faults_planned": len(chaos.faults),
         "faults_injected": len(injected),
         "faults_recovered": len(recovered),

@@ -74,8 +74,16 @@ class Fault:
         return what + (f" for {self.seconds:.1f} s" if self.seconds else "")
 
 
-def plan_faults(rng: random.Random, count: int, wall_seconds: float) -> list[Fault]:
-    """``count`` faults at seeded moments spread over the replay's ``wall_seconds``."""
+def plan_faults(
+    rng: random.Random,
+    count: int,
+    wall_seconds: float,
+    components: tuple[str, ...] = COMPONENTS,
+    *,
+    first_kill: str | None = None,
+) -> list[Fault]:
+    """``count`` faults at seeded moments spread over the replay's ``wall_seconds``, kills
+    and terminations among ``components`` (the first kill of ``first_kill`` if given)."""
     kinds: list[str] = []
     while len(kinds) < count:
         batch = list(KINDS)
@@ -86,9 +94,11 @@ def plan_faults(rng: random.Random, count: int, wall_seconds: float) -> list[Fau
     for index, (at, kind) in enumerate(zip(moments, kinds[:count], strict=True), 1):
         fault = Fault(index, round(at, 2), kind)
         if kind == "kill":
-            fault.target = rng.choice(COMPONENTS)
+            fault.target = rng.choice(components)
+            if first_kill is not None and not any(f.kind == "kill" for f in faults):
+                fault.target = first_kill
         elif kind == "pg-terminate":
-            fault.target = rng.choice((*COMPONENTS, "all"))
+            fault.target = rng.choice((*components, "all"))
         elif kind == "pg-restart":
             fault.target = rng.choice(("fast", "immediate"))
         elif kind == "broker-cut":

@@ -31,6 +31,7 @@ import psycopg
 from chaos.broker import ProxiedBroker
 from chaos.cluster import WATCHES, Replay, Slice
 from chaos.faults import (
+    COMPONENTS,
     HOLD_TIMEOUT,
     RECOVERY_TIMEOUT,
     Fault,
@@ -38,6 +39,7 @@ from chaos.faults import (
     KubeKnobs,
     plan_faults,
 )
+from chaos.lockstep import LockstepReplay
 from chaos.postgres import PrivateServer
 from chaos.processes import Process, Supervisor
 from chaos.webhooks import RULES, SECRET, WebhookReceiver
@@ -50,6 +52,7 @@ CLUSTER = "replay-openb"
 TOPIC = "dlc.cluster-events"
 PARTITIONS = 4
 QUIET_SECONDS = 6.0  # the store head unchanged this long (with everything else idle): done
+STEP_QUIET_SECONDS = 0.8  # the same between two instants of a closed loop
 END_TIMEOUT = 300.0
 
 
@@ -64,6 +67,7 @@ class RunResult:
     wall_seconds: float = 0.0
     replay_seconds: float = 0.0
     events: int = 0
+    cycles: int = 0  # closed loop: the instants the dispatcher cycled at
 
 
 class _Monitor:
@@ -118,19 +122,25 @@ class _Run:
     """The parts of one run, as the fault injector sees them (:class:`chaos.faults.Target`)."""
 
     def __init__(self, name: str, root: Path, chosen: Slice, speed: float,
-                 say: Callable[[str], None]) -> None:  # fmt: skip
+                 say: Callable[[str], None], *, closed_loop: bool = False,
+                 wall_estimate: float = 0.0) -> None:  # fmt: skip
         self.name = name
         self.root = root
         self.slice = chosen
         self.speed = speed
         self.say = say
+        self.closed_loop = closed_loop
+        self.wall_estimate = wall_estimate
+        # a closed loop delays jobs: it may run past the slice's horizon, as far again
+        self.horizon = chosen.horizon + (chosen.horizon - chosen.start if closed_loop else 0)
+        self._dispatch_log_offset = 0
         (root / "logs").mkdir(parents=True, exist_ok=True)
         (root / "data").mkdir(parents=True, exist_ok=True)
         self.pg = PrivateServer(root / "postgres")
         self.broker = ProxiedBroker(root / "logs" / "tansu.log", TOPIC, PARTITIONS)
         self.supervisor = Supervisor(root / "logs")
         self.webhooks = WebhookReceiver()
-        self.replay: Replay | None = None
+        self.replay: Replay | LockstepReplay | None = None
         self.monitor: _Monitor | None = None
         self.api_port = 0
 
@@ -243,7 +253,13 @@ class _Run:
         rules.write_text(RULES.format(url=self.webhooks.url))
         epoch = format_timestamp(self.slice.trace.epoch)
         self.command("notifications", "apply", str(rules), "--effective-at", epoch)
-        self.replay = Replay(self.slice, self.speed)
+        if self.closed_loop:
+            self.replay = LockstepReplay(
+                self.slice, self.settle_step, self.dispatcher_cycled,
+                wall_estimate=self.wall_estimate, horizon=self.horizon,
+            )  # fmt: skip
+        else:
+            self.replay = Replay(self.slice, self.speed)
         self.monitor = _Monitor(self.pg.url(application="chaos-monitor")).start()
 
     def _reference_data(self) -> None:
@@ -277,6 +293,11 @@ class _Run:
             "notifications": ["notifications", "send", "--interval", "1"],
             "api": ["api", "serve", "--workers", "1", "--port", str(self.api_port)],
         }
+        if self.closed_loop:
+            commands["dispatch"] = [
+                "dispatch", "--follow", "--interval", "0.1", "--no-project",
+                "--server", self.replay.url, "--clock", "server",
+            ]  # fmt: skip
         self.supervisor.start()
         for name, args in commands.items():
             self.supervisor.add(Process(name, args, self.env(name)))
@@ -384,6 +405,72 @@ class _Run:
             time.sleep(0.5)
         raise RuntimeError(f"{self.name}: not quiet {what} within {END_TIMEOUT:.0f} s")
 
+    @property
+    def components(self) -> tuple[str, ...]:
+        return (*COMPONENTS, "dispatch") if self.closed_loop else COMPONENTS
+
+    def _positions(self) -> tuple[int, int] | None:
+        """(store head, the least projected position), None while the database is away."""
+        try:
+            with psycopg.connect(self.pg.url(application="chaos-lockstep"),
+                                 connect_timeout=3) as conn:  # fmt: skip
+                row = conn.execute(
+                    "SELECT (SELECT coalesce(max(position), 0) FROM events), "
+                    "(SELECT coalesce(min(position), 0) FROM checkpoints "
+                    "WHERE name LIKE 'projection:%')"
+                ).fetchone()
+        except psycopg.Error:
+            return None
+        return (int(row[0]), int(row[1])) if row else None
+
+    def settle_step(self) -> None:
+        """Closed loop: until everything kubesim wrote is watched, published, stored and
+        projected (the conditions of :meth:`wait_quiet`, the head still for
+        :data:`STEP_QUIET_SECONDS`)."""
+        assert self.replay is not None
+        sim = self.replay.sim
+        deadline = time.monotonic() + END_TIMEOUT
+        head, since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            positions = self._positions()
+            now = time.monotonic()
+            if positions is None or positions[0] != head:
+                head, since = (-1 if positions is None else positions[0]), now
+            elif (
+                positions[1] >= head
+                and now - since >= STEP_QUIET_SECONDS
+                and self.supervisor.all_up(for_seconds=1.0)
+                and sim.watch_count() >= WATCHES
+                and sim.watch_backlog() == 0
+                and self.spool_pending() == 0
+                and self.ingest_caught_up()
+            ):
+                return
+            self._check_alive()
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name}: the pipeline did not settle within {END_TIMEOUT:.0f} s")
+
+    def dispatcher_cycled(self, second: float) -> None:
+        """Closed loop: until the dispatcher printed a cycle at trace second ``second``
+        without failures (its log, read on from where the last call stopped)."""
+        stamp = f"cycle at {self.slice.at(second).isoformat()},"
+        path = self.root / "logs" / "dispatch.log"
+        deadline = time.monotonic() + END_TIMEOUT
+        while time.monotonic() < deadline:
+            if path.exists():
+                with path.open("rb") as log:
+                    log.seek(self._dispatch_log_offset)
+                    chunk = log.read()
+                end = chunk.rfind(b"\n") + 1  # whole lines only
+                self._dispatch_log_offset += end
+                for line in chunk[:end].decode(errors="replace").splitlines():
+                    if line.startswith(stamp) and " failed " not in line:
+                        return
+            self._check_alive()
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name}: no dispatcher cycle at {stamp[9:-1]} within "
+                           f"{END_TIMEOUT:.0f} s (see {path})")  # fmt: skip
+
     def facts(self) -> list[tuple[str, str, str, str]]:
         """The cluster facts (job and node streams): what a watcher observed, without what
         differs between two observations of one fact (ids, observed_at, recorded_at)."""
@@ -399,7 +486,7 @@ class _Run:
 
     def reports(self) -> dict[str, dict[str, Any]]:
         out = self.root / "reports.json"
-        start, end = self.slice.at(self.slice.start), self.slice.at(self.slice.horizon)
+        start, end = self.slice.at(self.slice.start), self.slice.at(self.horizon)
         done = subprocess.run(
             [sys.executable, "-m", "chaos.reports", str(out), start.isoformat(), end.isoformat()],
             env=self.env("reports"), capture_output=True, text=True, timeout=900,
@@ -429,17 +516,22 @@ def run_once(
     seed: int,
     faults: int,
     say: Callable[[str], None],
+    closed_loop: bool = False,
+    wall_estimate: float = 0.0,
 ) -> RunResult:
-    """Run the slice once (with ``faults`` faults drawn from ``seed``) and read the result."""
+    """Run the slice once (with ``faults`` faults drawn from ``seed``) and read the result.
+    ``closed_loop``: jobs admitted by the dispatcher in lockstep (:mod:`chaos.lockstep`),
+    faults planned over ``wall_estimate`` seconds."""
     started = time.monotonic()
-    run = _Run(name, root, chosen, speed, say)
+    run = _Run(name, root, chosen, speed, say, closed_loop=closed_loop,
+               wall_estimate=wall_estimate)  # fmt: skip
     stop = threading.Event()  # ends the injector early when the run fails
     try:
         run.prepare()
         run.start_components()
         run.wait_for_nodes()
         assert run.replay is not None
-        plan = plan_faults(random.Random(seed), faults, run.replay.wall_seconds)
+        plan = plan_faults(random.Random(seed), faults, run.replay.wall_seconds, run.components)
         injector = Injector(run, plan, say)
         say(f"{name}: replaying {chosen.pods} pods over {run.replay.wall_seconds:.0f} s"
             + (f" with {faults} faults" if faults else ""))  # fmt: skip
@@ -450,10 +542,16 @@ def run_once(
         thread.start()
         run.replay.done.wait()
         replay_seconds = run.replay.elapsed()
+        cycles = 0
+        if isinstance(run.replay, LockstepReplay):
+            if run.replay.error is not None:
+                raise run.replay.error
+            cycles = run.replay.cycles
+            say(f"{name}: closed loop done in {replay_seconds:.0f} s, {cycles} cycles")
         thread.join()
         injector.join(timeout=HOLD_TIMEOUT + RECOVERY_TIMEOUT)
         run.wait_quiet("after the replay")
-        until = format_timestamp(chosen.at(chosen.horizon))
+        until = format_timestamp(chosen.at(run.horizon))
         say(f"{name}: quiet at store position {run.store_head()}; billing run --until {until}")
         run.command("billing", "run", "--until", until, "--force")
         run.wait_quiet("after the billing run")
@@ -467,7 +565,7 @@ def run_once(
         return RunResult(
             name, facts, reports, plan, deliveries, restarts,
             wall_seconds=round(time.monotonic() - started, 1),
-            replay_seconds=round(replay_seconds, 1), events=run.store_head(),
+            replay_seconds=round(replay_seconds, 1), events=run.store_head(), cycles=cycles,
         )  # fmt: skip
     finally:
         stop.set()
