@@ -90,7 +90,7 @@ def plan_faults(
         rng.shuffle(batch)
         kinds += batch
     moments = sorted(rng.uniform(0.03, 0.9) * wall_seconds for _ in range(count))
-    faults = []
+    faults: list[Fault] = []
     for index, (at, kind) in enumerate(zip(moments, kinds[:count], strict=True), 1):
         fault = Fault(index, round(at, 2), kind)
         if kind == "kill":

@@ -52,6 +52,8 @@ CLUSTER = "replay-openb"
 TOPIC = "dlc.cluster-events"
 PARTITIONS = 4
 QUIET_SECONDS = 6.0  # the store head unchanged this long (with everything else idle): done
+#: a closed loop's tree: tighter than the demo's, so that jobs queue and are preempted
+CLOSED_LOOP_QUOTAS = Path(__file__).with_name("closed-loop-quotas.yaml")
 STEP_QUIET_SECONDS = 0.8  # the same between two instants of a closed loop
 END_TIMEOUT = 300.0
 
@@ -272,10 +274,11 @@ class _Run:
         store = PostgresEventStore(self.pg.url(application="chaos-reference-data"))
         try:
             with (
-                as_file(DEMO_QUOTAS) as quotas,
+                as_file(DEMO_QUOTAS) as demo_quotas,
                 as_file(DEMO_PRICE_BOOK) as pricebook,
                 as_file(DEMO_SUBSCRIPTIONS) as plan,
             ):
+                quotas = CLOSED_LOOP_QUOTAS if self.closed_loop else demo_quotas
                 apply_reference_data(store, quotas, pricebook, self.slice.trace.epoch,
                                      lambda _line: None, subscriptions=plan)  # fmt: skip
         finally:
@@ -410,12 +413,15 @@ class _Run:
         return (*COMPONENTS, "dispatch") if self.closed_loop else COMPONENTS
 
     def _positions(self) -> tuple[int, int] | None:
-        """(store head, the least projected position), None while the database is away."""
+        """(the last cluster fact's position, the least projected position), None while the
+        database is away. Cluster facts only: billing's postings and the notifications'
+        events come on their own clocks and decide nothing the dispatcher reads."""
         try:
             with psycopg.connect(self.pg.url(application="chaos-lockstep"),
                                  connect_timeout=3) as conn:  # fmt: skip
                 row = conn.execute(
-                    "SELECT (SELECT coalesce(max(position), 0) FROM events), "
+                    "SELECT (SELECT coalesce(max(position), 0) FROM events "
+                    "WHERE stream LIKE 'job/%' OR stream LIKE 'node/%'), "
                     "(SELECT coalesce(min(position), 0) FROM checkpoints "
                     "WHERE name LIKE 'projection:%')"
                 ).fetchone()
@@ -425,8 +431,8 @@ class _Run:
 
     def settle_step(self) -> None:
         """Closed loop: until everything kubesim wrote is watched, published, stored and
-        projected (the conditions of :meth:`wait_quiet`, the head still for
-        :data:`STEP_QUIET_SECONDS`)."""
+        projected (the conditions of :meth:`wait_quiet`, with the last cluster fact's
+        position still for :data:`STEP_QUIET_SECONDS`)."""
         assert self.replay is not None
         sim = self.replay.sim
         deadline = time.monotonic() + END_TIMEOUT
@@ -441,7 +447,7 @@ class _Run:
                 and now - since >= STEP_QUIET_SECONDS
                 and self.supervisor.all_up(for_seconds=1.0)
                 and sim.watch_count() >= WATCHES
-                and sim.watch_backlog() == 0
+                and sim.watch_backlog(stalled=True) == 0  # what a stalled watch holds too
                 and self.spool_pending() == 0
                 and self.ingest_caught_up()
             ):
@@ -473,11 +479,13 @@ class _Run:
 
     def facts(self) -> list[tuple[str, str, str, str]]:
         """The cluster facts (job and node streams): what a watcher observed, without what
-        differs between two observations of one fact (ids, observed_at, recorded_at)."""
+        differs between two observations of one fact (ids, observed_at, recorded_at); and
+        the dispatcher's decisions (``dispatch/`` streams: a closed loop's admissions and
+        preemptions, at the instants decided)."""
         with psycopg.connect(self.pg.url()) as conn:
             rows = conn.execute(
                 "SELECT type, stream, occurred_at, data FROM events "
-                "WHERE stream LIKE 'job/%' OR stream LIKE 'node/%'"
+                "WHERE stream LIKE 'job/%' OR stream LIKE 'node/%' OR stream LIKE 'dispatch/%'"
             ).fetchall()
         return sorted(
             (str(t), str(s), format_timestamp(o), json.dumps(d, sort_keys=True))
@@ -531,7 +539,10 @@ def run_once(
         run.start_components()
         run.wait_for_nodes()
         assert run.replay is not None
-        plan = plan_faults(random.Random(seed), faults, run.replay.wall_seconds, run.components)
+        plan = plan_faults(
+            random.Random(seed), faults, run.replay.wall_seconds, run.components,
+            first_kill="dispatch" if closed_loop else None,
+        )  # fmt: skip
         injector = Injector(run, plan, say)
         say(f"{name}: replaying {chosen.pods} pods over {run.replay.wall_seconds:.0f} s"
             + (f" with {faults} faults" if faults else ""))  # fmt: skip

@@ -177,8 +177,9 @@ class KubeSim(FaultKnobs):
     def watch_count(self) -> int:
         return len(self.store.subscriptions())
 
-    def watch_backlog(self) -> int:
-        return self.store.watch_backlog()
+    def watch_backlog(self, *, stalled: bool = False) -> int:
+        """Events queued but not yet sent (``stalled``: also those a stalled watch holds)."""
+        return self.store.watch_backlog(stalled=stalled)
 
     def wait_for_watches(self, count: int = 1, timeout: float = 5.0) -> bool:
         """Block until at least `count` watches are open (so a test can act after subscribing)."""

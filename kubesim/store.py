@@ -395,7 +395,8 @@ class Store:
         with self.lock:
             return None if sub.backlog() else self._rv
 
-    def watch_backlog(self) -> int:
-        """Events queued but not yet sent, over every watch that is not stalled."""
+    def watch_backlog(self, *, stalled: bool = False) -> int:
+        """Events queued but not yet sent, over every watch that is not stalled (with
+        ``stalled``: over every watch)."""
         with self.lock:
-            return sum(s.backlog() for s in self._subs if not s.stalled)
+            return sum(s.backlog() for s in self._subs if stalled or not s.stalled)

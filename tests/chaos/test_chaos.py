@@ -37,3 +37,27 @@ def test_a_dozen_faults_change_no_fact_and_no_report(tmp_path: Path) -> None:
     assert summary["reports_compared"] > 40, detail  # the reports, every job's, every invoice's
     assert summary["facts"] > 1500, detail
     assert done.returncode == 0, detail
+
+
+def test_the_closed_loop_under_faults_decides_and_bills_the_same(tmp_path: Path) -> None:
+    """Jobs arrive suspended and ``dlc-ledger dispatch --clock server`` admits them, cluster
+    time in lockstep with its cycles; the dispatcher killed among the faults."""
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos", "--closed-loop", "--seed", "5", "--faults", "9",
+         "--limit", "20", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-5000:]
+    summary = json.loads(lines[-1])
+    detail = f"{summary}\n{done.stderr[-6000:]}"
+    assert "kill dispatch: pid" in done.stderr, detail
+    assert summary["faults_injected"] == summary["faults_recovered"] == 9, detail
+    assert summary["events_lost"] == summary["events_doubled"] == 0, detail
+    assert summary["events_extra"] == summary["differing_rows"] == 0, detail
+    clean_cycles, chaos_cycles = summary["cycles"]
+    assert clean_cycles == chaos_cycles > 20, detail  # the same instants, cycled once each
+    # the dispatcher decided: its admissions are among the facts compared
+    facts = json.loads((tmp_path / "clean" / "facts.json").read_text())
+    assert sum(1 for f in facts if f[0] == "AdmissionDecided") >= 20, detail
+    assert done.returncode == 0, detail
