@@ -110,12 +110,14 @@ def serve_cmd(
     from consumers.metrics import serve_metrics
     from dlc_ledger.services.clocks import observed_cluster_time
     from dlc_ledger.wiring import context
+    from dlc_ledger.wiring.signals import stop_on_signals
 
     if clock not in ("wall", "cluster"):
         raise typer.BadParameter("wall or cluster", param_hint="--clock")
     serve_metrics(metrics_port or context.settings().metrics_port)
     store = open_store()
     stop = threading.Event()
+    stop_on_signals(stop)  # SIGTERM (a pod's stop): the tick in hand finishes first
     try:
         serve(
             store,

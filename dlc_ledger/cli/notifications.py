@@ -97,6 +97,7 @@ def send(
     Time-based rules are evaluated at the cluster's clock (a replay's virtual one), retries
     and signatures on the wall clock."""
     from consumers.notifications import serve, step
+    from dlc_ledger.wiring.signals import stop_on_signals
 
     store = context.open_store()
     if until_idle:
@@ -109,6 +110,7 @@ def send(
         typer.echo(f"delivered {total} notification(s); nothing more is due")
         return
     stop = threading.Event()
+    stop_on_signals(stop)  # SIGTERM (a pod's stop): the round in hand finishes first
 
     def report(matched: Any, sent: Any) -> None:
         if matched.queued or sent.attempted:
