@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from consumers.notifications import metrics
 from consumers.notifications.matcher import MATCHER_CHECKPOINT, MatchResult, match
 from consumers.notifications.sender import SendResult, send_due
 from consumers.notifications.transports import Attempt, Message, deliver
@@ -72,6 +73,9 @@ def serve(
             log.warning("notifications: the database is unavailable, retrying: %s", exc)
             stop.wait(interval)
             continue
+        metrics.record_round(
+            matched.queued, len(sent.delivered), len(sent.retried), len(sent.failed)
+        )
         if on_step is not None:
             on_step(matched, sent)
         stop.wait(0 if sent.attempted else interval)

@@ -91,11 +91,15 @@ def send(
     interval: Annotated[
         float, typer.Option("--interval", min=0.05, help="Seconds between rounds.")
     ] = 1.0,
+    metrics_port: Annotated[
+        int, typer.Option("--metrics-port", help="Serve Prometheus /metrics on this port, 0 = off.")
+    ] = 0,
 ) -> None:
     """Match stored facts against the rules and deliver, until Ctrl-C (or idle).
 
     Time-based rules are evaluated at the cluster's clock (a replay's virtual one), retries
     and signatures on the wall clock."""
+    from consumers.metrics import serve_metrics
     from consumers.notifications import serve, step
     from dlc_ledger.wiring.signals import stop_on_signals
 
@@ -111,6 +115,7 @@ def send(
         return
     stop = threading.Event()
     stop_on_signals(stop)  # SIGTERM (a pod's stop): the round in hand finishes first
+    serve_metrics(metrics_port or context.settings().metrics_port)
 
     def report(matched: Any, sent: Any) -> None:
         if matched.queued or sent.attempted:

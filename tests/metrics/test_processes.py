@@ -102,3 +102,18 @@ def test_metrics_port_needs_follow_and_one_worker(live: Live, database_url: str)
         timeout=60,
     )
     assert done.returncode != 0 and "--metrics-port" in done.stderr
+
+
+def test_notifications_send_serves_its_rounds(database_url: str) -> None:
+    port = free_port()
+    with _process(database_url, "notifications", "send", "--interval", "0.2",
+                  "--metrics-port", str(port)) as proc:  # fmt: skip
+        found = _scrape_until(
+            proc, f"http://127.0.0.1:{port}/metrics", "dlc_notifications_rounds_total"
+        )
+        while found[("dlc_notifications_rounds_total", ())] < 2:  # it goes round
+            found = _scrape_until(
+                proc, f"http://127.0.0.1:{port}/metrics", "dlc_notifications_rounds_total"
+            )
+    assert found[("dlc_notifications_delivered_total", ())] == 0
+    assert found[("dlc_notifications_last_round_timestamp_seconds", ())] > time.time() - 60
