@@ -8,7 +8,7 @@ import sys
 
 def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        names = "store|ingest|watch|project|report|dispatch|api|cli|scale|freshness"
+        names = "store|ingest|watch|project|report|dispatch|api|cli|scale|freshness|partitions"
         print(f"usage: python -m bench {{{names}}} [options]")
         return 2
     name = sys.argv[1]

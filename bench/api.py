@@ -42,9 +42,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,7 +52,7 @@ from urllib.parse import quote, urlencode
 from sqlalchemy import Engine, text
 
 from bench.api_world import World, build_world, world_of
-from bench.databases import kept_database, mark_ready, scratch_database
+from bench.databases import mark_ready, store_database
 from consumers.projector import Projector
 from dlc_ledger.services.tokens import create_token
 from ledger.store.engines import make_engine
@@ -453,17 +452,6 @@ def _bench(url: str, world: World, args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-@contextmanager
-def _database(name: str, *, keep: bool) -> Iterator[tuple[str, bool]]:
-    """(URL, True: to be filled): kept database ``name``, or a scratch one."""
-    if keep:
-        with kept_database(name) as kept:
-            yield kept
-    else:
-        with scratch_database("dlcbench_api") as url:
-            yield url, True
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench api")
     parser.add_argument("--events", type=int, default=10_000_000, help="stored events")
@@ -489,7 +477,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     kept = f"dlcbench_api_{args.events}"
-    with _database(kept, keep=args.keep) as (url, fresh):
+    with store_database(kept, keep=args.keep) as (url, fresh):
         if fresh:
             engine = make_engine(url)
             upgrade(engine)

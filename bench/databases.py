@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import psycopg
 from sqlalchemy.engine import make_url
 
-__all__ = ["ADMIN_URL", "kept_database", "mark_ready", "scratch_database"]
+__all__ = ["ADMIN_URL", "kept_database", "mark_ready", "scratch_database", "store_database"]
 
 ADMIN_URL = os.environ.get(
     "DLC_BENCH_ADMIN_URL",
@@ -68,3 +68,15 @@ def mark_ready(name: str) -> None:
     """Record that the kept database ``name`` is filled (see :func:`kept_database`)."""
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         conn.execute(f"COMMENT ON DATABASE \"{name}\" IS '{READY}'")
+
+
+@contextmanager
+def store_database(name: str, *, keep: bool) -> Iterator[tuple[str, bool]]:
+    """(URL, True: to be filled): the kept database ``name`` with ``keep``, else a scratch
+    one (the benches that share the API bench's store: ``--keep``)."""
+    if keep:
+        with kept_database(name) as kept:
+            yield kept
+    else:
+        with scratch_database("dlcbench_api") as url:
+            yield url, True
