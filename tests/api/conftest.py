@@ -4,7 +4,7 @@ different subtrees), pending jobs, the dispatcher's decisions, a node and invoic
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -15,6 +15,7 @@ from dlc_ledger.api.app import create_app
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
+from dlc_ledger.services.subscriptions import purchase
 from dlc_ledger.services.tokens import create_token
 from dlc_ledger.services.yaml_files import load_price_book
 from ledger.events import (
@@ -183,6 +184,33 @@ def seed_dispatch(store: PostgresEventStore) -> None:
     Projector(store, all_projections()).catch_up()
     tick(store, BILLED_AT)
     catch_up_billing(store)  # the invoices issued, in the read model
+
+
+def seed_world(
+    store: PostgresEventStore,
+    *,
+    workspace: str,
+    more: Callable[[PostgresEventStore], None] | None = None,
+) -> str:
+    """The quota tree, the jobs (and ``more``), the dispatcher's decisions and one month of a
+    g2 node bought by ``workspace``: every kind of thing a route names. The purchase's
+    subscription id."""
+    apply_quota_file(store, QUOTA_TREE, principal="api/test", at=EPOCH)
+    seed_jobs(store)
+    if more is not None:
+        more(store)
+    seed_dispatch(store)
+    bought = purchase(
+        store,
+        group="gpu-g2",
+        spec="ml.g2.8xlarge",
+        nodes=1,
+        term="month",
+        workspace=workspace,
+        principal="test",
+        at=EPOCH + timedelta(days=1),
+    )
+    return bought.subscription.subscription_id
 
 
 @pytest.fixture

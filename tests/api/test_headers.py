@@ -18,7 +18,6 @@ import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 
 import httpx
 import pytest
@@ -32,14 +31,11 @@ from dlc_ledger.api.api_docs import DOCS_CONTENT_SECURITY_POLICY
 from dlc_ledger.api.app import create_app, openapi_document
 from dlc_ledger.api.dashboard_mount import CONTENT_SECURITY_POLICY as DASHBOARD_POLICY
 from dlc_ledger.api.metrics import REQUESTS
-from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.subscriptions import purchase
 from dlc_ledger.services.tokens import create_token
 from ledger.store.postgres import PostgresEventStore
-from tests.api.conftest import QUOTA_TREE, bearer, seed_dispatch, seed_jobs
+from tests.api.conftest import bearer, seed_world
 from tests.dashboard.conftest import CHROMIUM, _start, require_chromium
 from tests.databases import TemplateDatabases
-from tests.projections.builders import EPOCH
 
 OPERATIONS = sorted(
     (path, method)
@@ -81,24 +77,12 @@ def served(databases: TemplateDatabases) -> Iterator[Served]:
     url = databases.clone()
     store = PostgresEventStore(url)
     try:
-        apply_quota_file(store, QUOTA_TREE, principal="api/test", at=EPOCH)
-        seed_jobs(store)
-        seed_dispatch(store)
-        bought = purchase(
-            store,
-            group="gpu-g2",
-            spec="ml.g2.8xlarge",
-            nodes=1,
-            term="month",
-            workspace="ws-a",
-            principal="test",
-            at=EPOCH + timedelta(days=1),
-        )
+        subscription_id = seed_world(store, workspace="ws-a")
         secret = create_token(store, ["admin"], name="headers", created_by="test").secret
         with store.engine.connect() as conn:
             seeded = {
                 **SEEDED,
-                "subscription_id": bought.subscription.subscription_id,
+                "subscription_id": subscription_id,
                 "event_id": str(
                     conn.execute(text("SELECT event_id FROM events LIMIT 1")).scalar_one()
                 ),

@@ -30,7 +30,6 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from math import comb
 from statistics import median
 from typing import Any
@@ -41,15 +40,13 @@ from sqlalchemy import Engine, event, text
 
 from consumers.projector import Projector
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.subscriptions import purchase
 from dlc_ledger.services.tokens import create_token
 from ledger.events import JobQueued, JobSubmitted
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import all_projections
-from tests.api.conftest import QUOTA_TREE, bearer, seed_dispatch, seed_jobs
+from tests.api.conftest import bearer, seed_world
 from tests.databases import TemplateDatabases
-from tests.projections.builders import EPOCH, Narrator, at, replica
+from tests.projections.builders import Narrator, at, replica
 
 #: events on another workspace's (ws-b's) job stream: a scope check on each event row read
 #: them all
@@ -95,20 +92,7 @@ def seeded(databases: TemplateDatabases) -> Iterator[Seeded]:
     url = databases.clone()
     store = PostgresEventStore(url)
     try:
-        apply_quota_file(store, QUOTA_TREE, principal="api/test", at=EPOCH)
-        seed_jobs(store)
-        _seed_more(store)
-        seed_dispatch(store)
-        bought = purchase(
-            store,
-            group="gpu-g2",
-            spec="ml.g2.8xlarge",
-            nodes=1,
-            term="month",
-            workspace="ws-b",
-            principal="test",
-            at=EPOCH + timedelta(days=1),
-        ).subscription.subscription_id
+        bought = seed_world(store, workspace="ws-b", more=_seed_more)
         secret = create_token(store, ["workspace:ws-a"], name="lead-a", created_by="test")
         with store.engine.connect() as conn:
 
