@@ -51,8 +51,7 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy import Engine, text
 
-from bench.api_world import World, build_world, world_of
-from bench.databases import mark_ready, store_database
+from bench.api_world import World, bench_store, world_of
 from consumers.projector import Projector
 from dlc_ledger.services.tokens import create_token
 from ledger.store.engines import make_engine
@@ -476,24 +475,14 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    kept = f"dlcbench_api_{args.events}"
-    with store_database(kept, keep=args.keep) as (url, fresh):
-        if fresh:
-            engine = make_engine(url)
-            upgrade(engine)
-            engine.dispose()
-            print(f"building a store of ~{args.events:,} events:", flush=True)
-            world = build_world(url, args.events)
-            if args.keep:
-                mark_ready(kept)
-        else:
+    with bench_store(args.events, keep=args.keep) as (url, fresh):
+        if not fresh:
             engine = make_engine(url)
             upgrade(engine)  # a kept store takes this branch's migrations too
             # and their read models: a new one fills at the projector's next catch-up
             Projector(PostgresEventStore(engine), all_projections()).catch_up()
             engine.dispose()
-            world = world_of(args.events)
-            print(f"reusing the kept store of ~{args.events:,} events", flush=True)
+        world = world_of(args.events)
         with make_engine(url).connect() as conn:
             stored = conn.execute(text("SELECT max(position) FROM events")).scalar() or 0
         print(f"store ready: {stored:,} events ({time.perf_counter() - started:.0f} s)", flush=True)

@@ -24,10 +24,12 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bench.databases import mark_ready, store_database
 from consumers.lanes import catch_up_lanes
 from consumers.projector import DEFAULT_PAGE
 from dlc_ledger.resources import DEMO_PRICE_BOOK
@@ -47,7 +49,9 @@ from ledger.events import (
     OccupancyStarted,
     ReplicaSpec,
 )
+from ledger.store.engines import make_engine
 from ledger.store.postgres import PostgresEventStore
+from migrations.runner import upgrade
 from projections.billing.rater import rate
 from projections.registry import all_projections
 
@@ -302,3 +306,23 @@ def build_world(url: str, events: int, *, workers: int | None = None, batch: int
     finally:
         store.close()
     return world
+
+
+@contextmanager
+def bench_store(events: int, *, keep: bool) -> Iterator[tuple[str, bool]]:
+    """The API bench's store of about ``events`` events: with ``keep`` the kept database
+    ``dlcbench_api_<events>`` (built the first time, reused after), else a scratch one built
+    here. (URL, True when it was built now.)"""
+    kept = f"dlcbench_api_{events}"
+    with store_database(kept, keep=keep) as (url, fresh):
+        if fresh:
+            engine = make_engine(url)
+            upgrade(engine)
+            engine.dispose()
+            print(f"building a store of ~{events:,} events:", flush=True)
+            build_world(url, events)
+            if keep:
+                mark_ready(kept)
+        else:
+            print(f"reusing the kept store of ~{events:,} events", flush=True)
+        yield url, fresh

@@ -48,10 +48,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from bench.api_world import build_world
-from bench.databases import mark_ready, store_database
-from ledger.store.engines import make_engine
-from migrations.runner import upgrade
+from bench.api_world import bench_store
 
 __all__ = ["main"]
 
@@ -293,18 +290,7 @@ def main(argv: list[str]) -> int:
         help="use (build if missing) the kept store of bench api --keep for --events",
     )
     args = parser.parse_args(argv)
-    kept = f"dlcbench_api_{args.events}"
-    with store_database(kept, keep=args.keep) as (url, fresh):
-        if fresh:
-            engine = make_engine(url)
-            upgrade(engine)
-            engine.dispose()
-            print(f"building a store of ~{args.events:,} events:", flush=True)
-            build_world(url, args.events)
-            if args.keep:
-                mark_ready(kept)
-        else:
-            print(f"reusing the kept store of ~{args.events:,} events", flush=True)
+    with bench_store(args.events, keep=args.keep) as (url, _built):
         dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("SET TimeZone = 'UTC'")
