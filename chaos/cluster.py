@@ -22,7 +22,7 @@ from kubesim.driver import TraceDriver
 from kubesim.server import KubeSim
 from kubesim.traces import Trace, load_trace
 
-__all__ = ["DEFAULT_START", "Replay", "Slice", "openb_slice"]
+__all__ = ["DEFAULT_START", "ClusterReplay", "Replay", "Slice", "openb_slice"]
 
 #: where openb's pods are dense (a pod every few hundred seconds, most ending within a day)
 DEFAULT_START = 10_000_000
@@ -60,23 +60,21 @@ def openb_slice(limit: int, start: int = DEFAULT_START) -> Slice:
     return Slice(trace, first, horizon)
 
 
-class Replay:
-    """kubesim (its nodes registered at once) and a thread playing the slice at ``speed``
-    cluster seconds per wall second from :meth:`go` until the horizon."""
+class ClusterReplay:
+    """What both replays share: kubesim in the driver's process, a thread that plays the
+    slice from :meth:`go` and sets ``done``, and what the faults read of the cluster.
+    Subclasses play (``_play``) and, when their thread can wait on a hold, wake it
+    (``_wake``)."""
 
-    def __init__(self, chosen: Slice, speed: float) -> None:
+    thread_name = "chaos-replay"
+
+    def __init__(self, chosen: Slice) -> None:
         self.slice = chosen
-        self.speed = speed
         self.sim = KubeSim(history_size=100_000).start()
-        self.driver = TraceDriver(self.sim, chosen.trace, "max", prime=True)
         self.done = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.started_at = 0.0
-        self._holds = 0
-        self._held_since: float | None = None
-        self._held_total = 0.0
-        self._hold_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -93,18 +91,45 @@ class Replay:
             if r.method == "GET" and "watch=" not in r.path and r.status == 200
         )  # fmt: skip
 
-    @property
-    def wall_seconds(self) -> float:
-        """How long the replay takes on the wall clock."""
-        return (self.slice.horizon - self.slice.start) / self.speed
-
     def go(self) -> None:
         self.started_at = time.monotonic()
-        self._thread = threading.Thread(target=self._play, name="chaos-replay", daemon=True)
+        self._thread = threading.Thread(target=self._play, name=self.thread_name, daemon=True)
         self._thread.start()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started_at if self.started_at else 0.0
+
+    def _play(self) -> None:
+        raise NotImplementedError
+
+    def _wake(self) -> None:
+        """Unblock the playing thread if it waits (the stop event is set)."""
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.sim.stop()
+
+
+class Replay(ClusterReplay):
+    """kubesim (its nodes registered at once) and a thread playing the slice at ``speed``
+    cluster seconds per wall second from :meth:`go` until the horizon."""
+
+    def __init__(self, chosen: Slice, speed: float) -> None:
+        super().__init__(chosen)
+        self.speed = speed
+        self.driver = TraceDriver(self.sim, chosen.trace, "max", prime=True)
+        self._holds = 0
+        self._held_since: float | None = None
+        self._held_total = 0.0
+        self._hold_lock = threading.Lock()
+
+    @property
+    def wall_seconds(self) -> float:
+        """How long the replay takes on the wall clock."""
+        return (self.slice.horizon - self.slice.start) / self.speed
 
     def hold(self) -> None:
         """Stop cluster time (nothing happens on the cluster) until :meth:`release`; the
@@ -138,9 +163,3 @@ class Replay:
                 break
             self._stop.wait(0.05)
         self.done.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-        self.sim.stop()

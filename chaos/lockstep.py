@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Callable
 
-from chaos.cluster import Slice
+from chaos.cluster import ClusterReplay, Slice
 from kubesim.closed_loop import ClosedLoopDriver
-from kubesim.server import KubeSim
 
 __all__ = ["CYCLE_SECONDS", "LockstepReplay"]
 
@@ -34,12 +32,14 @@ __all__ = ["CYCLE_SECONDS", "LockstepReplay"]
 CYCLE_SECONDS = 10.0
 
 
-class LockstepReplay:
-    """:class:`chaos.cluster.Replay`'s interface over a closed loop (module docstring).
+class LockstepReplay(ClusterReplay):
+    """A :class:`~chaos.cluster.ClusterReplay` over a closed loop (module docstring).
     ``settle()`` returns once the pipeline holds everything kubesim wrote; ``cycled(at)``
     once the dispatcher has cycled at ``at`` without failures (both wait as long as it
     takes, raising when the run fails). ``wall_estimate``: the wall seconds the clean run's
     loop took, which faults are planned over."""
+
+    thread_name = "chaos-lockstep"
 
     def __init__(
         self,
@@ -50,46 +50,20 @@ class LockstepReplay:
         wall_estimate: float,
         horizon: int,
     ) -> None:
-        self.slice = chosen
-        self.sim = KubeSim(history_size=100_000).start()
+        super().__init__(chosen)
         self.driver = ClosedLoopDriver(self.sim, chosen.trace)
         self.sim.hold_date(self.sim.clock.now())
-        self.done = threading.Event()
         self.error: BaseException | None = None
         self.cycles = 0
         self.horizon = horizon
         self._settle, self._cycled = settle, cycled
         self._wall_estimate = wall_estimate
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.started_at = 0.0
         self._holds = 0
         self._hold_lock = threading.Condition()
 
     @property
-    def url(self) -> str:
-        return self.sim.url
-
-    @property
     def wall_seconds(self) -> float:
         return self._wall_estimate
-
-    def watches(self) -> list[object]:
-        return list(self.sim.store.subscriptions())
-
-    def lists_since(self, mark: int) -> int:
-        return sum(
-            1 for r in self.sim.requests[mark:]
-            if r.method == "GET" and "watch=" not in r.path and r.status == 200
-        )  # fmt: skip
-
-    def go(self) -> None:
-        self.started_at = time.monotonic()
-        self._thread = threading.Thread(target=self._play, name="chaos-lockstep", daemon=True)
-        self._thread.start()
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started_at if self.started_at else 0.0
 
     def hold(self) -> None:
         """Cluster time stands still (a 410 storm) until :meth:`release`."""
@@ -136,9 +110,6 @@ class LockstepReplay:
                 t = max(t + CYCLE_SECONDS, math.ceil(due / CYCLE_SECONDS) * CYCLE_SECONDS)
             t = min(t, float(self.horizon))
 
-    def stop(self) -> None:
-        self._stop.set()
-        self.release()
-        if self._thread is not None:
-            self._thread.join(10)
-        self.sim.stop()
+    def _wake(self) -> None:
+        with self._hold_lock:
+            self._hold_lock.notify_all()

@@ -383,24 +383,33 @@ class _Run:
             for tp, end in ends.items()
         )
 
+    def _drained(self, *, up_for: float, stalled: bool) -> bool:
+        """Every component up for ``up_for`` s, every watch open with nothing queued (with
+        ``stalled``, what a stalled watch holds counts too), the watcher's spool empty and
+        the ingest group at every partition's end (the costly check, last)."""
+        assert self.replay is not None
+        sim = self.replay.sim
+        return (
+            self.supervisor.all_up(for_seconds=up_for)
+            and sim.watch_count() >= WATCHES
+            and sim.watch_backlog(stalled=stalled) == 0
+            and self.spool_pending() == 0
+            and self.ingest_caught_up()
+        )
+
     def wait_quiet(self, what: str) -> None:
         """Until the pipeline has nothing left to do: every component up, kubesim's watches
         open and drained, the watcher's spool empty, the ingest group at every partition's
         end, the store head unchanged for :data:`QUIET_SECONDS` and projected to its
         head."""
-        assert self.replay is not None and self.monitor is not None
+        assert self.monitor is not None
         deadline = time.monotonic() + END_TIMEOUT
-        sim = self.replay.sim
         while time.monotonic() < deadline:
             idle = (
-                self.supervisor.all_up(for_seconds=2.0)
-                and sim.watch_count() >= WATCHES
-                and sim.watch_backlog() == 0
-                and self.spool_pending() == 0
-                and self.monitor.up
+                self.monitor.up
                 and time.monotonic() - self.monitor.changed_at >= QUIET_SECONDS
                 and self.monitor.projected >= self.monitor.head
-                and self.ingest_caught_up()
+                and self._drained(up_for=2.0, stalled=False)
             )
             if idle:
                 return
@@ -433,8 +442,6 @@ class _Run:
         """Closed loop: until everything kubesim wrote is watched, published, stored and
         projected (the conditions of :meth:`wait_quiet`, with the last cluster fact's
         position still for :data:`STEP_QUIET_SECONDS`)."""
-        assert self.replay is not None
-        sim = self.replay.sim
         deadline = time.monotonic() + END_TIMEOUT
         head, since = -1, time.monotonic()
         while time.monotonic() < deadline:
@@ -445,11 +452,7 @@ class _Run:
             elif (
                 positions[1] >= head
                 and now - since >= STEP_QUIET_SECONDS
-                and self.supervisor.all_up(for_seconds=1.0)
-                and sim.watch_count() >= WATCHES
-                and sim.watch_backlog(stalled=True) == 0  # what a stalled watch holds too
-                and self.spool_pending() == 0
-                and self.ingest_caught_up()
+                and self._drained(up_for=1.0, stalled=True)  # what a stalled watch holds too
             ):
                 return
             self._check_alive()

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,16 +18,26 @@ from chaos.faults import KINDS
 pytestmark = pytest.mark.slow
 
 
-def test_a_dozen_faults_change_no_fact_and_no_report(tmp_path: Path) -> None:
+def _chaos(
+    tmp_path: Path, *args: str, timeout: float
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], str]:
+    """``python -m chaos ARGS`` with its run directories in ``tmp_path``: the process, the
+    JSON summary of its last line, and a detail for assertion messages."""
     done = subprocess.run(
-        [sys.executable, "-m", "chaos", "--seed", "7", "--faults", "12", "--limit", "40",
-         "--seconds", "30", "--workdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=540,
+        [sys.executable, "-m", "chaos", *args, "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr[-5000:]
-    summary = json.loads(lines[-1])
-    detail = f"{summary}\n{done.stderr[-6000:]}"
+    summary: dict[str, Any] = json.loads(lines[-1])
+    return done, summary, f"{summary}\n{done.stderr[-6000:]}"
+
+
+def test_a_dozen_faults_change_no_fact_and_no_report(tmp_path: Path) -> None:
+    done, summary, detail = _chaos(
+        tmp_path, "--seed", "7", "--faults", "12", "--limit", "40", "--seconds", "30",
+        timeout=540,
+    )  # fmt: skip
     assert summary["faults_injected"] == 12, detail
     assert set(summary["faults_by_kind"]) == set(KINDS), detail  # every kind, at least once
     assert summary["faults_recovered"] == 12, detail
@@ -42,15 +53,9 @@ def test_a_dozen_faults_change_no_fact_and_no_report(tmp_path: Path) -> None:
 def test_the_closed_loop_under_faults_decides_and_bills_the_same(tmp_path: Path) -> None:
     """Jobs arrive suspended and ``dlc-ledger dispatch --clock server`` admits them, cluster
     time in lockstep with its cycles; the dispatcher killed among the faults."""
-    done = subprocess.run(
-        [sys.executable, "-m", "chaos", "--closed-loop", "--seed", "5", "--faults", "9",
-         "--limit", "20", "--workdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    lines = done.stdout.strip().splitlines()
-    assert lines, done.stderr[-5000:]
-    summary = json.loads(lines[-1])
-    detail = f"{summary}\n{done.stderr[-6000:]}"
+    done, summary, detail = _chaos(
+        tmp_path, "--closed-loop", "--seed", "5", "--faults", "9", "--limit", "20", timeout=900
+    )
     assert "kill dispatch: pid" in done.stderr, detail
     assert summary["faults_injected"] == summary["faults_recovered"] == 9, detail
     assert summary["events_lost"] == summary["events_doubled"] == 0, detail
