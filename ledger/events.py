@@ -81,8 +81,11 @@ __all__ = [
     "NotificationFailed",
     "NotificationQueued",
     "NotificationRule",
+    "NotificationRuleDisabled",
     "NotificationRuleRemoved",
     "NotificationRuleSet",
+    "NotificationSecretGranted",
+    "NotificationSecretRevoked",
     "NotificationTarget",
     "OccupancyEndReason",
     "OccupancyEnded",
@@ -821,6 +824,31 @@ class NotificationRuleSet(EventData):
 class NotificationRuleRemoved(EventData):
     workspace: LabelValue = Name
     name: str = Name
+
+
+@event_type("NotificationRuleDisabled")
+class NotificationRuleDisabled(EventData):
+    """The sender turned a rule off: its webhook answered ``410 Gone`` (Standard Webhooks:
+    the endpoint is gone). Applying the rule again turns it back on."""
+
+    workspace: LabelValue = Name
+    name: str = Name
+    reason: Annotated[str, Bound(500)]
+
+
+@event_type("NotificationSecretGranted")
+class NotificationSecretGranted(EventData):
+    """An admin let a workspace's rules name one environment variable of the sender (a
+    webhook secret or an apprise URL); a rule may name no other (docs/notifications.md)."""
+
+    workspace: LabelValue = Name
+    variable: Annotated[str, Bound(128)]
+
+
+@event_type("NotificationSecretRevoked")
+class NotificationSecretRevoked(EventData):
+    workspace: LabelValue = Name
+    variable: Annotated[str, Bound(128)]
 
 
 # --- subscriptions (docs/subscriptions.md) -------------------------------------------

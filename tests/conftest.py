@@ -12,6 +12,14 @@ from tests.clis import CliCall, cli_caller
 from tests.databases import TemplateDatabases, template_databases
 
 
+@pytest.fixture(autouse=True)
+def _loopback_webhooks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests' webhook receivers listen on loopback, which the sender refuses unless the
+    operator's allow-list names it (docs/notifications.md): as an operator would, the suite
+    allows loopback. The SSRF tests take it away (``monkeypatch.delenv``)."""
+    monkeypatch.setenv("DLC_WEBHOOK_ALLOW", "127.0.0.1,::1")
+
+
 @pytest.fixture(scope="session")
 def databases() -> Iterator[TemplateDatabases]:
     with template_databases() as dbs:

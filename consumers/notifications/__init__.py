@@ -19,7 +19,7 @@ from consumers.notifications.matcher import MATCHER_CHECKPOINT, MatchResult, mat
 from consumers.notifications.sender import SendResult, send_due
 from consumers.notifications.transports import Attempt, Message, deliver
 from ledger.errors import Unavailable
-from ledger.notifications import RetryPolicy
+from ledger.notifications import AllowList, RetryPolicy
 from ledger.store.base import EventStore
 from ledger.store.failures import as_ledger_error
 
@@ -44,12 +44,14 @@ def step(
     *,
     policy: RetryPolicy | None = None,
     wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+    allow: AllowList | None = None,
 ) -> tuple[MatchResult, SendResult]:
     """Match what was stored since the last step (time-based facts at ``cluster_now``),
-    then send every notification due on the ``wall`` clock."""
+    then send every notification due on the ``wall`` clock (``allow``: the operator's
+    allow-list of webhook targets inside its network; default ``DLC_WEBHOOK_ALLOW``)."""
     with store.transaction() as uow:
         matched = match(uow, cluster_now)
-    return matched, send_due(store, now=wall, policy=policy)
+    return matched, send_due(store, now=wall, policy=policy, allow=allow)
 
 
 def serve(
@@ -59,14 +61,17 @@ def serve(
     *,
     interval: float = 1.0,
     on_step: Callable[[MatchResult, SendResult], None] | None = None,
+    allow: AllowList | None = None,
 ) -> None:
     """:func:`step` every ``interval`` seconds until ``stop`` is set. A database outage
     (the server restarting, a connection terminated) loses nothing — the outbox and the
     checkpoint are where the last commit left them — so it is logged and the step tried
-    again after ``interval``; any other error is a bug and stops the component."""
+    again after ``interval``. What one tenant's data can break is isolated item by item
+    (the matcher quarantines, the sender fails that notification), so any other error is
+    a bug and stops the component."""
     while not stop.is_set():
         try:
-            matched, sent = step(store, cluster_clock())
+            matched, sent = step(store, cluster_clock(), allow=allow)
         except Exception as exc:
             if not isinstance(as_ledger_error(exc), Unavailable):
                 raise

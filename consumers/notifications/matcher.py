@@ -19,19 +19,19 @@ import orjson
 from sqlalchemy import text
 
 from consumers.notifications.facts import FACT_TYPES, facts_of
+from consumers.notifications.quarantine import MATCHER_SOURCE, quarantine
 from consumers.notifications.timed import timed_facts
 from ledger.catalogue import decode
 from ledger.envelopes import Envelope, make_envelope
-from ledger.events import NotificationQueued
+from ledger.events import NotificationQueued, NotificationRule
 from ledger.ids import deterministic_id
-from ledger.notifications import matches, notification_for
+from ledger.notifications import Fact, matches, notification_for
 from ledger.store.base import RecordedEvent, UnitOfWork
 from projections.notifications import rule_book
 
 __all__ = ["MATCHER_CHECKPOINT", "MATCHER_SOURCE", "MatchResult", "match"]
 
 MATCHER_CHECKPOINT = "notifications:matcher"
-MATCHER_SOURCE = "notifications/matcher"
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,19 @@ def _outbox(uow: UnitOfWork, records: Sequence[RecordedEvent]) -> None:
         )
 
 
+def _queue(
+    uow: UnitOfWork, rule: NotificationRule, fact: Fact, notes: dict[str, NotificationQueued]
+) -> None:
+    """The notification ``rule`` queues for ``fact``, if it matches; one that cannot be
+    built (a bug, or a fact too large for a notification) is quarantined."""
+    try:
+        if matches(rule, fact):
+            note = notification_for(rule, fact)
+            notes.setdefault(note.notification_id, note)
+    except Exception as exc:
+        quarantine(uow, f"rule {rule.workspace}/{rule.name} on a {fact.event} fact", rule, exc)
+
+
 def match(uow: UnitOfWork, now: datetime) -> MatchResult:
     """One matching step inside ``uow`` (the caller commits): the events after the
     checkpoint, and the time-based facts at ``now`` (cluster time)."""
@@ -98,14 +111,10 @@ def match(uow: UnitOfWork, now: datetime) -> MatchResult:
     facts = facts_of(uow, records)
     for fact in facts:
         for rule in book.rules_at(fact.occurred_at):
-            if matches(rule, fact):
-                note = notification_for(rule, fact)
-                notes.setdefault(note.notification_id, note)
-    timed = timed_facts(uow, [r for r in book.rules_at(now) if r.enabled], now)
+            _queue(uow, rule, fact, notes)
+    timed = timed_facts(uow, book, now)
     for rule, fact in timed:
-        if matches(rule, fact):
-            note = notification_for(rule, fact)
-            notes.setdefault(note.notification_id, note)
+        _queue(uow, rule, fact, notes)
     queued = 0
     if notes:
         envelopes = [_queued(n, now) for n in notes.values()]

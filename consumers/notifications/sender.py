@@ -7,12 +7,21 @@ attempts or age — ``NotificationFailed``, with the row moved to match; a failu
 that schedules the next attempt (:class:`ledger.notifications.RetryPolicy`, honouring
 ``Retry-After``). A sender killed mid-send commits nothing: the row is still queued and
 the notification goes again with the same ``webhook-id``. A notification waits while an
-earlier one of the same job (``order_key``) is undelivered, so a job's notifications
-arrive in order.
+earlier one of the same rule and job (``order_key``) is undelivered, so a job's
+notifications reach each target in order, and one rule's failing endpoint holds back no
+other rule's.
+
+What an answer means follows Standard Webhooks (:func:`ledger.notifications.outcome_of`):
+``410 Gone`` fails the notification and disables its rule (``NotificationRuleDisabled``,
+a ``RuleDisabled`` fact for the admins' rules), another 4xx but 408 and 429 fails at once,
+the rest is retried. A notification whose rule was removed or disabled, or whose secret is
+no longer granted to its workspace, fails without a request; an error of the sender's own
+on one notification fails that one (logged) and the round goes on.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,10 +33,21 @@ from sqlalchemy import text
 
 from consumers.notifications.transports import Attempt, Message, deliver
 from ledger.envelopes import Envelope, make_envelope
-from ledger.events import NotificationDelivered, NotificationFailed
+from ledger.events import NotificationDelivered, NotificationFailed, NotificationRuleDisabled
 from ledger.ids import deterministic_id
-from ledger.notifications import RetryPolicy, retry_after
+from ledger.notifications import (
+    ALLOW_ENV,
+    AllowList,
+    Outcome,
+    RetryPolicy,
+    outcome_of,
+    retry_after,
+    rule_stream,
+)
 from ledger.store.base import EventStore, UnitOfWork
+from projections.notifications import rule_book, secret_grants
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SENDER_SOURCE", "SEND_BATCH", "SUMMARY_OVER", "SendResult", "send_due"]
 
@@ -64,35 +84,68 @@ class SendResult:
         return len(self.delivered) + len(self.retried) + len(self.failed)
 
 
-def _secret_env(uow: UnitOfWork, rule: str) -> str | None:
-    row = uow.connection.execute(
-        text(
-            "SELECT data FROM events WHERE type = 'NotificationRuleSet' "
-            "AND stream = :s ORDER BY position DESC LIMIT 1"
-        ),
-        {"s": f"notification-rule/{rule}"},
-    ).first()
-    if row is None:
-        return None
-    target = row[0]["rule"]["target"]
-    return target.get("secret_env") if isinstance(target, dict) else None
+@dataclass
+class _Rule:
+    """What the sender needs of a rule: its secret's variable, and why nothing of it may
+    be sent now (removed, disabled, its variable no longer granted; None: it may)."""
+
+    secret_env: str | None
+    refusal: str | None
+
+
+def _rules(uow: UnitOfWork) -> dict[str, _Rule]:
+    """Every rule as applied, by ``<workspace>/<name>``, with the grants checked again:
+    a grant revoked after the rule was applied stops its deliveries."""
+    book = rule_book(uow)
+    grants = secret_grants(uow)
+    out: dict[str, _Rule] = {}
+    for key, rule in book.current().items():
+        refusal = None
+        variable = rule.target.secret_env or rule.target.apprise_env
+        if not rule.enabled:
+            why = book.disabled(key)
+            refusal = f"the rule is disabled ({why})" if why else "the rule is disabled"
+        elif variable is not None and variable not in grants.get(key[0], ()):
+            refusal = f"{variable} is not granted to workspace {key[0]}"
+        out[f"{key[0]}/{key[1]}"] = _Rule(rule.target.secret_env, refusal)
+    return out
+
+
+def _guarded(send: Deliver) -> Deliver:
+    """``send``, but an error of its own (a bug, a payload it cannot encode) fails that
+    one notification, logged, instead of stopping the sender."""
+
+    def attempt(message: Message, now: datetime) -> Attempt:
+        try:
+            return send(message, now)
+        except Exception:
+            log.exception("notification %s could not be sent", message.notification_id)
+            return Attempt(False, "the sender could not send it (see the sender's log)", final=True)
+
+    return attempt
 
 
 def _send_grouped(
     rows: Sequence[Any],
-    secrets: Mapping[str, str | None],
+    rules: Mapping[str, _Rule],
     send: Deliver,
     now: datetime,
 ) -> dict[str, Attempt]:
-    """Each row's attempt. A target with more than :data:`SUMMARY_OVER` notifications due
-    at once (a preemption storm) gets one summary message listing them all, not a flood;
-    its outcome is each one's."""
-    groups: dict[tuple[str, str | None], list[Any]] = {}
-    for row in rows:
-        groups.setdefault((row.target, secrets[row.rule]), []).append(row)
+    """Each row's attempt. A rule's target with more than :data:`SUMMARY_OVER`
+    notifications due at once (a preemption storm) gets one summary message listing them
+    all, not a flood; its outcome is each one's. A row whose rule refuses sending fails
+    without a request."""
+    groups: dict[tuple[str, str, str | None], list[Any]] = {}
     outcomes: dict[str, Attempt] = {}
+    for row in rows:
+        rule = rules.get(row.rule)
+        if rule is None or rule.refusal is not None:
+            why = rule.refusal or "" if rule is not None else "the rule was removed"
+            outcomes[row.notification_id] = Attempt(False, why, final=True)
+            continue
+        groups.setdefault((row.rule, row.target, rule.secret_env), []).append(row)
     single: list[Message] = []
-    for (target, secret_env), group in groups.items():
+    for (_rule, target, secret_env), group in groups.items():
         if len(group) > SUMMARY_OVER:
             ids = sorted(r.notification_id for r in group)
             kinds = {str(r.event_type) for r in group}
@@ -132,13 +185,39 @@ def _send_grouped(
     return outcomes
 
 
+def _disabled(rule: str, nid: str, now: datetime) -> Envelope:
+    workspace, _, name = rule.partition("/")
+    reason = f"its webhook answered 410 Gone at {now.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+    log.warning("notification rule %s disabled: %s", rule, reason)
+    return make_envelope(
+        NotificationRuleDisabled(workspace=workspace, name=name, reason=reason),
+        event_id=deterministic_id("event", "NotificationRuleDisabled", rule, nid),
+        stream=rule_stream(workspace, name),
+        occurred_at=now,
+        observed_at=now,
+        source=SENDER_SOURCE,
+    )
+
+
+def _verdict(
+    attempt: Attempt, attempts: int, queued_at: datetime, now: datetime, policy: RetryPolicy
+) -> Outcome:
+    if attempt.ok:
+        return "delivered"
+    if attempt.final:
+        return "fail"
+    verdict = outcome_of(attempt.status)
+    if verdict == "retry" and policy.gives_up(attempts, queued_at, now):
+        return "fail"
+    return verdict
+
+
 def _batch(
     store: EventStore,
     now: datetime,
     policy: RetryPolicy,
     send: Deliver,
     result: SendResult,
-    secrets: dict[str, str | None],
     size: int,
 ) -> bool:
     """Up to ``size`` due notifications (the head of each job's queue) sent, and their
@@ -152,14 +231,16 @@ def _batch(
             return False
         events: list[Envelope] = []
         updates: list[dict[str, Any]] = []
-        for row in rows:
-            if row.rule not in secrets:
-                secrets[row.rule] = _secret_env(uow, row.rule)
-        outcomes = _send_grouped(rows, secrets, send, now)
-        for nid, _target, _type, _subject, _payload, attempts, queued_at, _rule in rows:
+        rules = _rules(uow)  # read again each batch: a rule disabled by the last one is off
+        outcomes = _send_grouped(rows, rules, send, now)
+        for nid, _target, _type, _subject, _payload, attempts, queued_at, rule in rows:
             attempt = outcomes[nid]
             attempts += 1
-            if not attempt.ok and not policy.gives_up(attempts, queued_at, now):
+            verdict = _verdict(attempt, attempts, queued_at, now, policy)
+            if verdict == "gone" and rules[rule].refusal is None:
+                events.append(_disabled(rule, nid, now))
+                rules[rule].refusal = "the rule is disabled (its webhook answered 410 Gone)"
+            if verdict == "retry":
                 wait = policy.delay(nid, attempts, retry_after(attempt.retry_after, now))
                 uow.connection.execute(
                     text(
@@ -171,7 +252,7 @@ def _batch(
                 result.retried.append(nid)
                 continue
             event: NotificationDelivered | NotificationFailed
-            if attempt.ok:
+            if verdict == "delivered":
                 latency = max(int((now - queued_at).total_seconds() * 1000), 0)
                 event = NotificationDelivered(
                     notification_id=nid, attempts=attempts, latency_ms=latency
@@ -223,17 +304,21 @@ def send_due(
     policy: RetryPolicy | None = None,
     send: Deliver | None = None,
     env: Mapping[str, str] | None = None,
+    allow: AllowList | None = None,
     limit: int = 1000,
     batch: int = SEND_BATCH,
 ) -> SendResult:
-    """Send every notification due now (up to ``limit``), one transaction each."""
+    """Send every notification due now (up to ``limit``), in batches of one transaction
+    each. ``env``: where secrets are read (default the process's); ``allow``: the
+    operator's allow-list of webhook targets inside its network (default
+    ``DLC_WEBHOOK_ALLOW`` in ``env``)."""
     policy = policy or RetryPolicy()
     environment = os.environ if env is None else env
-    transport: Deliver = send or (lambda m, t: deliver(m, t, environment))
+    allowed = allow if allow is not None else AllowList.parse(environment.get(ALLOW_ENV))
+    transport = _guarded(send or (lambda m, t: deliver(m, t, environment, allowed)))
     result = SendResult()
-    secrets: dict[str, str | None] = {}  # rule -> its secret's variable, read once a call
     while result.attempted < limit and _batch(
-        store, now(), policy, transport, result, secrets, min(batch, limit - result.attempted)
+        store, now(), policy, transport, result, min(batch, limit - result.attempted)
     ):
         pass
     return result

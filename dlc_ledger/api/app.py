@@ -41,6 +41,7 @@ from dlc_ledger.api.rate_limits import RateLimiter, rate_limiter
 from dlc_ledger.services.oidc import OidcVerifier
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.logs import SERVICE_LOG_FORMAT, configure_logging
+from ledger.notifications import AllowList
 from ledger.store.postgres import PostgresEventStore
 
 __all__ = [
@@ -62,13 +63,16 @@ def create_app(
     rate_limits: RateLimiter | None = None,
     public_url: str | None = None,
     api_docs: bool = False,
+    webhook_allow: str | None = None,
 ) -> FastAPI:
     """The app reading ``store`` (None: no requests, only its OpenAPI document); ``oidc``
     verifies OIDC bearer JWTs (None: only the ledger's own tokens are accepted);
     ``run_label`` names the run it serves (``/v1/extent``'s ``run``); ``rate_limits``
     bounds each token's requests (None: no limit); ``public_url`` is where clients reach
     the API (``DLC_PUBLIC_URL``: the base of ``Link`` headers; None: relative links);
-    ``api_docs`` serves the vendored Swagger UI at ``/docs`` (``DLC_API_DOCS``)."""
+    ``api_docs`` serves the vendored Swagger UI at ``/docs`` (``DLC_API_DOCS``);
+    ``webhook_allow`` is the operator's allow-list of webhook targets inside its network
+    that rules may name (``DLC_WEBHOOK_ALLOW``, docs/notifications.md)."""
     app = FastAPI(
         title="DLC Ledger API",
         version=VERSION,
@@ -85,6 +89,7 @@ def create_app(
     app.state.run_label = run_label
     app.state.rate_limits = rate_limits
     app.state.public_url = public_url  # the base of Link headers (None: relative)
+    app.state.webhook_allow = AllowList.parse(webhook_allow)
     install_problem_handlers(app)
     app.include_router(whoami.router)
     app.include_router(jobs.router)
@@ -131,6 +136,7 @@ def app_from_environment() -> FastAPI:
         rate_limits=limits,
         public_url=settings.public_url,
         api_docs=settings.api_docs,
+        webhook_allow=settings.webhook_allow,
     )
 
 

@@ -5,7 +5,8 @@ deliveries, a global role all. Writes (create or replace a rule with ``PUT``, de
 with ``DELETE``) are for admins, and for a workspace token on its own workspaces; finance
 and auditors read only. ``PUT`` is idempotent: the same rule again stores nothing. A rule
 names where its secret comes from (an environment variable of the sender), never the
-secret (docs/notifications.md).
+secret, and only a variable an admin granted to its workspace (``/secrets``: admins grant
+and revoke, a workspace token sees its own grants; docs/notifications.md).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, page_of, plain
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import InvalidRequest
+from dlc_ledger.services.notification_secrets import grant_rows, grant_secret, revoke_secret
 from dlc_ledger.services.notifications import delivery_rows, remove_rule, rule_rows, set_rule
 from dlc_ledger.services.tokens import Principal
 from projections.notifications import DELIVERY_STATUSES
@@ -115,6 +117,7 @@ def put_rule(
         at=effective_at,
         admin="admin" in principal.roles,
         dry_run=dry_run,
+        allow=request.app.state.webhook_allow,
     )
     if not existed and not dry_run:
         response.status_code = 201
@@ -142,3 +145,75 @@ def delete_rule(
         dry_run=dry_run,
     )
     return with_freshness(request, plain({"changes": result.lines, "dry_run": dry_run}))
+
+
+def _check_admin(principal: Principal) -> None:
+    if "admin" not in principal.roles:
+        raise HTTPException(403, "secret grants are managed by an admin")
+
+
+@router.get(
+    "/secrets",
+    response_model=None,
+    responses=CSV_RESPONSES,
+    summary="Which sender variables each workspace's rules may name (scoped)",
+)
+def get_grants(
+    request: Request,
+    principal: CurrentPrincipal,
+    workspace: Annotated[str | None, Query(description="Only this workspace.")] = None,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    fmt: FormatQuery = None,
+) -> dict[str, Any] | Response:
+    rows = [
+        r
+        for r in grant_rows(request.app.state.store, workspace)
+        if _visible(principal, r["workspace"])
+    ]
+    items, following = page_of(rows, limit, cursor)
+    return listing(request, items, following, name="notification-secrets", fmt=fmt)
+
+
+@router.put(
+    "/secrets/{workspace}/{variable}",
+    summary="Let a workspace's rules name a sender variable (admin)",
+)
+def put_grant(
+    request: Request,
+    principal: CurrentPrincipal,
+    workspace: str,
+    variable: str,
+    dry_run: Annotated[bool, Query(description="Say what would change; store nothing.")] = False,
+) -> dict[str, Any]:
+    _check_admin(principal)
+    changed = grant_secret(
+        request.app.state.store,
+        workspace,
+        variable,
+        principal=event_source(principal),
+        dry_run=dry_run,
+    )
+    return with_freshness(request, plain({"changes": [changed.line], "dry_run": dry_run}))
+
+
+@router.delete(
+    "/secrets/{workspace}/{variable}",
+    summary="Take a sender variable back from a workspace (admin)",
+)
+def delete_grant(
+    request: Request,
+    principal: CurrentPrincipal,
+    workspace: str,
+    variable: str,
+    dry_run: Annotated[bool, Query(description="Say what would change; store nothing.")] = False,
+) -> dict[str, Any]:
+    _check_admin(principal)
+    changed = revoke_secret(
+        request.app.state.store,
+        workspace,
+        variable,
+        principal=event_source(principal),
+        dry_run=dry_run,
+    )
+    return with_freshness(request, plain({"changes": [changed.line], "dry_run": dry_run}))

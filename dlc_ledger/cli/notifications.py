@@ -19,6 +19,7 @@ from dlc_ledger.cli.applies import echo_applied
 from dlc_ledger.cli.options import EffectiveAtOption, parse_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.services.clocks import billing_instant
+from dlc_ledger.services.notification_secrets import grant_rows, grant_secret, revoke_secret
 from dlc_ledger.services.notifications import (
     apply_rules_file,
     delivery_rows,
@@ -26,7 +27,8 @@ from dlc_ledger.services.notifications import (
     rule_rows,
 )
 from dlc_ledger.wiring import context
-from ledger.errors import NotFound
+from ledger.errors import Conflict, NotFound
+from ledger.notifications import AllowList
 
 __all__ = ["notifications_app"]
 
@@ -36,6 +38,11 @@ notifications_app = typer.Typer(
 )
 rules_app = typer.Typer(help="The rules as applied.", no_args_is_help=True)
 notifications_app.add_typer(rules_app, name="rules")
+secrets_app = typer.Typer(
+    help="Which of the sender's environment variables each workspace's rules may name.",
+    no_args_is_help=True,
+)
+notifications_app.add_typer(secrets_app, name="secrets")
 
 
 @notifications_app.command("apply")
@@ -54,7 +61,12 @@ def apply(
     store = context.open_store()
     when = parse_instant(at, option="--effective-at") if at else None
     result = apply_rules_file(
-        store, text, principal=context.local_principal(), at=when, dry_run=dry_run
+        store,
+        text,
+        principal=context.local_principal(),
+        at=when,
+        dry_run=dry_run,
+        allow=_allow(),
     )
     echo_applied(result.lines, result.events, dry_run=dry_run)
 
@@ -77,6 +89,10 @@ def rules_list(
             for r in rows
         ]
     emit_rows(rows, fmt)
+
+
+def _allow() -> AllowList:
+    return AllowList.parse(context.settings().webhook_allow)
 
 
 def _pairs(values: dict[str, Any]) -> str:
@@ -104,10 +120,11 @@ def send(
     from dlc_ledger.wiring.signals import stop_on_signals
 
     store = context.open_store()
+    allow = _allow()
     if until_idle:
         total = 0
         while True:
-            matched, sent = step(store, billing_instant(store, None).at)
+            matched, sent = step(store, billing_instant(store, None).at, allow=allow)
             total += len(sent.delivered)
             if not sent.attempted and not matched.queued:
                 break
@@ -126,7 +143,12 @@ def send(
 
     try:
         serve(
-            store, stop, lambda: billing_instant(store, None).at, interval=interval, on_step=report
+            store,
+            stop,
+            lambda: billing_instant(store, None).at,
+            interval=interval,
+            on_step=report,
+            allow=allow,
         )
     except KeyboardInterrupt:
         stop.set()
@@ -178,6 +200,9 @@ def test_command(
             f"no rule {rule!r} in workspace {workspace!r} (see: notifications rules list)"
         )
     r = found[0]
+    variable = r["secret_env"] or r["target"].removeprefix("apprise:")
+    if variable not in {g["variable"] for g in grant_rows(context.open_reader(), workspace)}:
+        raise Conflict(f"{variable} is not granted to {workspace}: nothing was sent")
     now = datetime.now(UTC)
     message = Message(
         notification_id=f"test-{int(now.timestamp())}",
@@ -187,7 +212,50 @@ def test_command(
         subject=f"test of rule {rule} ({workspace})",
         payload={"event": "Test", "rule": f"{workspace}/{rule}", "workspace": workspace},
     )
-    attempt = deliver(message, now)
+    attempt = deliver(message, now, allow=_allow())
     if not attempt.ok:
         raise NotFound(f"the sample was not delivered: {attempt.error}")
     typer.echo(f"delivered a sample to {r['target']}")
+
+
+@secrets_app.command("grant")
+def secrets_grant(
+    workspace: Annotated[str, typer.Argument(help="The workspace ('*': the admins' rules).")],
+    variable: Annotated[str, typer.Argument(help="The sender's environment variable.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Store nothing.")] = False,
+) -> None:
+    """Let WORKSPACE's rules name VARIABLE (a webhook secret or an apprise URL)."""
+    changed = grant_secret(
+        context.open_store(),
+        workspace,
+        variable,
+        principal=context.local_principal(),
+        dry_run=dry_run,
+    )
+    typer.echo(changed.line + (" (dry run)" if dry_run and changed.events else ""))
+
+
+@secrets_app.command("revoke")
+def secrets_revoke(
+    workspace: Annotated[str, typer.Argument()],
+    variable: Annotated[str, typer.Argument()],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Store nothing.")] = False,
+) -> None:
+    """Take VARIABLE back from WORKSPACE: its rules' deliveries through it fail from now."""
+    changed = revoke_secret(
+        context.open_store(),
+        workspace,
+        variable,
+        principal=context.local_principal(),
+        dry_run=dry_run,
+    )
+    typer.echo(changed.line + (" (dry run)" if dry_run else ""))
+
+
+@secrets_app.command("list")
+def secrets_list(
+    workspace: Annotated[str | None, typer.Option("--workspace", help="Only this one.")] = None,
+    fmt: FormatOption = RowFormat.table,
+) -> None:
+    """The grants in force: workspace and variable."""
+    emit_rows(grant_rows(context.open_reader(), workspace), fmt)

@@ -11,6 +11,7 @@ component's (``dlc-ledger notifications send``: :mod:`consumers.notifications`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,21 +21,32 @@ from dlc_ledger.services.quotas import current_tree
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
 from ledger.applies import ApplyChange, apply_envelopes, content_digest
 from ledger.envelopes import Envelope
-from ledger.errors import NotFound
+from ledger.errors import Conflict, NotFound
 from ledger.events import NotificationRule, NotificationRuleRemoved, NotificationRuleSet
 from ledger.notifications import (
+    ALLOW_ENV,
+    AllowList,
+    RuleBook,
     RuleFileError,
+    check_rule_name,
     diff_rules,
     rule_stream,
     rules_from_document,
     target_of,
 )
 from ledger.store.base import EventStore
-from projections.notifications import deliveries, job_workspaces, requeue, rule_book
+from projections.notifications import (
+    deliveries,
+    job_workspaces,
+    requeue,
+    rule_book,
+    secret_grants,
+)
 from projections.registry import catch_up_all
 
 __all__ = [
     "RulesApplied",
+    "allow_list_from_environment",
     "apply_rules_file",
     "delivery_rows",
     "remove_rule",
@@ -75,20 +87,38 @@ def apply_rules_file(
     at: datetime | None = None,
     dry_run: bool = False,
     admin: bool = True,
+    allow: AllowList | None = None,
 ) -> RulesApplied:
-    """Make the rules of the file's workspaces match it; append only the differences."""
+    """Make the rules of the file's workspaces match it; append only the differences.
+    The file is a tenant's: at most 1 MB, no YAML anchors or aliases, every field checked
+    (:func:`ledger.notifications.rules_from_document`)."""
     try:
-        raw = load_yaml(text)
+        raw = load_yaml(text, tenant=True)
     except YamlError as exc:
         raise RuleFileError(str(exc)) from None
     workspaces, quotas = _known(store)
-    desired = rules_from_document(raw, workspaces=workspaces, quotas=quotas, admin=admin)
-    current = rule_book(store).current()
+    desired = rules_from_document(
+        raw,
+        workspaces=workspaces,
+        quotas=quotas,
+        grants=secret_grants(store),
+        admin=admin,
+        allow=allow if allow is not None else allow_list_from_environment(),
+    )
+    book = rule_book(store)
     listed = {w for w, _ in desired} | {
-        r.get("workspace") for r in (raw.get("rules") or []) if isinstance(r, dict)
+        r.get("workspace")
+        for r in (raw.get("rules") or [])
+        if isinstance(r, dict) and isinstance(r.get("workspace"), str)
     }
-    events = diff_rules(current, desired, [str(w) for w in listed if w])
-    return _append_changes(store, events, principal, at, dry_run=dry_run)
+    events = diff_rules(book.current(), desired, [str(w) for w in listed if w])
+    return _append_changes(store, events, principal, at, dry_run=dry_run, book=book)
+
+
+def allow_list_from_environment() -> AllowList:
+    """The operator's allow-list as the sender reads it (``DLC_WEBHOOK_ALLOW``), for a
+    caller that passes none (the CLI and the API pass their settings')."""
+    return AllowList.parse(os.environ.get(ALLOW_ENV))
 
 
 def _rule_row(rule: NotificationRule) -> dict[str, Any]:
@@ -110,11 +140,13 @@ def _rule_row(rule: NotificationRule) -> dict[str, Any]:
 
 
 def rule_rows(store: EventStore, workspace: str | None = None) -> list[dict[str, Any]]:
-    """The rules as applied last, optionally of one workspace (secret-free)."""
+    """The rules as applied last, optionally of one workspace (secret-free); a rule the
+    sender disabled says why in ``disabled_reason``."""
+    book = rule_book(store)
     return [
-        _rule_row(rule)
-        for (ws, _), rule in rule_book(store).current().items()
-        if workspace is None or ws == workspace
+        {**_rule_row(rule), "disabled_reason": book.disabled(key)}
+        for key, rule in book.current().items()
+        if workspace is None or key[0] == workspace
     ]
 
 
@@ -134,11 +166,17 @@ def delivery_rows(
 
 
 def retry(store: EventStore, notification_id: str) -> str:
-    """Queue a notification again (a failed one, typically); its status before."""
+    """Queue a notification again (a failed one, typically); its status before. A delivered
+    one is refused: it was delivered, and its delivery is a stored fact."""
     with store.transaction() as uow:
         before = requeue(uow.connection, notification_id)
     if before is None:
         raise NotFound(f"no notification {notification_id!r} (see: notifications deliveries)")
+    if before == "delivered":
+        raise Conflict(
+            f"notification {notification_id} was delivered; only a failed or queued one is "
+            "queued again (see: notifications deliveries)"
+        )
     return before
 
 
@@ -152,23 +190,32 @@ def set_rule(
     at: datetime | None = None,
     admin: bool = False,
     dry_run: bool = False,
+    allow: AllowList | None = None,
 ) -> RulesApplied:
     """Create or replace one rule (the API's PUT): ``body`` is a rule as in a file, without
     ``name`` and ``workspace``, which the path gives. Setting the same rule again stores
     nothing."""
     if "name" in body or "workspace" in body:
         raise RuleFileError("name and workspace come from the path, not the body")
+    check_rule_name(name)
     workspaces, quotas = _known(store)
     desired = rules_from_document(
         {"rules": [{**body, "name": name, "workspace": workspace}]},
         workspaces=workspaces,
         quotas=quotas,
+        grants=secret_grants(store),
         admin=admin,
+        allow=allow if allow is not None else allow_list_from_environment(),
     )
-    current = rule_book(store).current()
+    book = rule_book(store)
     key = (workspace, name)
-    events = [] if current.get(key) == desired[key] else [NotificationRuleSet(rule=desired[key])]
-    return _append_changes(store, events, principal, at, dry_run=dry_run)
+    rule = desired[key]
+    events = [] if book.current().get(key) == rule else [NotificationRuleSet(rule=rule)]
+    return _append_changes(store, events, principal, at, dry_run=dry_run, book=book)
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def remove_rule(
@@ -181,7 +228,8 @@ def remove_rule(
     dry_run: bool = False,
 ) -> RulesApplied:
     """Delete one rule (the API's DELETE); an unknown one is not found."""
-    if (workspace, name) not in rule_book(store).current():
+    book = rule_book(store)
+    if (workspace, name) not in book.current():
         raise NotFound(f"no rule {name!r} in workspace {workspace!r}")
     return _append_changes(
         store,
@@ -189,6 +237,7 @@ def remove_rule(
         principal,
         at,
         dry_run=dry_run,
+        book=book,
     )
 
 
@@ -199,17 +248,28 @@ def _append_changes(
     at: datetime | None,
     *,
     dry_run: bool = False,
+    book: RuleBook | None = None,
 ) -> RulesApplied:
+    """Append the changes, effective at ``at``. A change effective before the rule's
+    latest is refused: it would be stored and never shown (the later version stays in
+    force), so "applied" would be a lie."""
+    when = at or datetime.now(UTC)
+    book = book if book is not None else rule_book(store)
     changes = []
     for event in events:
         if isinstance(event, NotificationRuleSet):
-            stream = rule_stream(event.rule.workspace, event.rule.name)
+            key = (event.rule.workspace, event.rule.name)
         else:
-            stream = rule_stream(event.workspace, event.name)
-        changes.append(ApplyChange(event, stream, content_digest(event)))
-    envelopes, expected = apply_envelopes(
-        changes, store.stream_version, at=at or datetime.now(UTC), source=principal
-    )
+            key = (event.workspace, event.name)
+        latest = book.latest_change(key)
+        if latest is not None and when < latest:
+            raise Conflict(
+                f"rule {key[1]!r} of {key[0]}: its current version is in force from "
+                f"{_iso(latest)}, after this change's effective time {_iso(when)}; "
+                f"apply it effective at or after {_iso(latest)} (--effective-at, ?effective_at=)"
+            )
+        changes.append(ApplyChange(event, rule_stream(*key), content_digest(event)))
+    envelopes, expected = apply_envelopes(changes, store.stream_version, at=when, source=principal)
     if envelopes and not dry_run:
         store.append(envelopes, expected_versions=expected)
         catch_up_all(store)

@@ -16,7 +16,14 @@ from ledger.errors import Invalid
 from ledger.prices import PriceBook, PriceBookError, price_book_from_document
 from ledger.quotas import QuotaTree, QuotaTreeError, quota_tree_from_document
 
-__all__ = ["YamlError", "load_price_book", "load_yaml", "parse_price_book", "parse_quota_tree"]
+__all__ = [
+    "MAX_TENANT_FILE_BYTES",
+    "YamlError",
+    "load_price_book",
+    "load_yaml",
+    "parse_price_book",
+    "parse_quota_tree",
+]
 
 
 class YamlError(Invalid):
@@ -54,10 +61,33 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def load_yaml(text: str) -> Any:
-    """The document in ``text``; a :class:`YamlError` for bad YAML or a repeated key."""
+class _TenantLoader(_UniqueKeyLoader):
+    """A loader for files a tenant writes: no anchors and no aliases. An alias is a
+    reference, so nine of them nested nine deep (a "billion laughs" file) expand to 10^9
+    nodes in memory; a rule file has no use for them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases (&, *) are not allowed here", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+#: the largest file a tenant may send (a rule file); docs/notifications.md
+MAX_TENANT_FILE_BYTES = 1_000_000
+
+
+def load_yaml(text: str, *, tenant: bool = False) -> Any:
+    """The document in ``text``; a :class:`YamlError` for bad YAML or a repeated key.
+    ``tenant``: a tenant's file, at most :data:`MAX_TENANT_FILE_BYTES` and without anchors
+    or aliases."""
+    if tenant and len(text.encode("utf-8", "surrogatepass")) > MAX_TENANT_FILE_BYTES:
+        raise YamlError(f"the file is larger than {MAX_TENANT_FILE_BYTES:,} bytes")
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+        loader = _TenantLoader if tenant else _UniqueKeyLoader
+        return yaml.load(text, Loader=loader)  # SafeLoader subclasses
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

@@ -23,6 +23,7 @@ from typing import Any
 
 from kubernetes import client
 
+from dlc_ledger.wiring import context
 from dlc_ledger.wiring.supervisor import Component
 from kubesim import KubeSim
 from kubesim.driver import Speed
@@ -210,13 +211,16 @@ def notifications_component(
     """The event centre's matcher and sender (``dlc-ledger notifications send``); ``clock``
     (given the store) is the cluster's "now" for time-based rules, default the wall clock."""
     from consumers.notifications import serve
+    from ledger.notifications import AllowList
+
+    allow = AllowList.parse(context.settings().webhook_allow)
 
     def run(stop: threading.Event, ready: threading.Event) -> None:
         store = PostgresEventStore(store_url)
         cluster = (lambda: datetime.now(UTC)) if clock is None else (lambda: clock(store))
         ready.set()
         try:
-            serve(store, stop, cluster)
+            serve(store, stop, cluster, allow=allow)
         finally:
             store.close()
 

@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     # negotiation"); unset: links relative to the server, never taken from Host
     public_url: str | None = None
     api_docs: bool = False  # Swagger UI at /docs, from the wheel; off: /openapi.json only
+    # webhook targets inside the operator's network that rules may reach (hosts and CIDR
+    # networks, comma-separated; docs/notifications.md "Where a webhook may go")
+    webhook_allow: str | None = None
 
     @field_validator("public_url")
     @classmethod

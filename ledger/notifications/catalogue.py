@@ -5,7 +5,8 @@ dotted lower case: ``job.failed``). Most come straight from a stored event of th
 name; the time-based ones (``JobWaitingTooLong``, ``JobRunningTooLong``,
 ``SubscriptionExpiring``) are found by the scheduler on cluster time; the dispatcher's
 decisions give ``PreemptionDecided`` and ``QuotaOverAdmission`` (a job admitted by
-borrowing beyond its quota's guarantee).
+borrowing beyond its quota's guarantee); ``RuleDisabled`` is the sender's own (a webhook
+answered ``410 Gone``): an admin's ``'*'`` rule on it hears of every endpoint gone.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ RULE_EVENTS: Mapping[str, str] = {
     "BudgetExceeded": "a workspace's spend crossed its budget",
     "SubscriptionExpiring": "a subscription ends within expiring_within_days and will not renew",
     "SubscriptionExpired": "a subscription ended: its capacity is released after 24 hours",
+    "RuleDisabled": "a rule's webhook answered 410 Gone, and the sender disabled the rule",
 }
 
 #: job lifecycle events a rule matches on the stored event of the same name

@@ -8,7 +8,9 @@ filter it sets agrees (``job_name`` is a glob). Rules are in force from their ev
 rule applied after a replay with ``--effective-at`` at its start still sees its facts.
 
 The queued notification's id derives from the rule, the fact's cause event and the event
-name: matching a fact twice queues it once (the store collapses duplicates).
+name: matching a fact twice queues it once (the store collapses duplicates). Its order key
+is the rule and the job: a job's notifications reach one rule's target in order, and a
+rule whose endpoint fails delays no other rule's.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from ledger.events import (
     NotificationQueued,
     NotificationRule,
+    NotificationRuleDisabled,
     NotificationRuleRemoved,
     NotificationRuleSet,
 )
@@ -30,7 +33,9 @@ from ledger.ids import deterministic_id
 from ledger.notifications.catalogue import webhook_type
 from ledger.notifications.rules import ALL_WORKSPACES
 
-__all__ = ["Fact", "RuleBook", "matches", "notification_for", "target_of"]
+__all__ = ["Fact", "RuleBook", "RuleChange", "matches", "notification_for", "target_of"]
+
+RuleChange = NotificationRuleSet | NotificationRuleRemoved | NotificationRuleDisabled
 
 
 @dataclass(frozen=True)
@@ -64,29 +69,42 @@ def matches(rule: NotificationRule, fact: Fact) -> bool:
 
 
 class RuleBook:
-    """Every rule's history, from its events: which rules are in force at an instant."""
+    """Every rule's history, from its events: which rules are in force at an instant.
 
-    def __init__(
-        self, events: Iterable[tuple[datetime, NotificationRuleSet | NotificationRuleRemoved]]
-    ) -> None:
+    Set and removed rules are in force from their events' effective instants; a rule the
+    sender disabled (``410 Gone``) is off from then on, at every instant, until a later
+    change sets it again (store order: the sender's clock is the wall's, the rules'
+    instants are the cluster's, so the two are never compared)."""
+
+    def __init__(self, events: Iterable[tuple[datetime, RuleChange]]) -> None:
         history: dict[tuple[str, str], list[tuple[datetime, NotificationRule | None]]] = {}
+        off: dict[tuple[str, str], str] = {}
         for at, event in events:  # store order: equal instants keep it (sort is stable)
             if isinstance(event, NotificationRuleSet):
                 key = (event.rule.workspace, event.rule.name)
                 history.setdefault(key, []).append((at, event.rule))
-            else:
-                history.setdefault((event.workspace, event.name), []).append((at, None))
+                off.pop(key, None)
+            elif isinstance(event, NotificationRuleRemoved):
+                key = (event.workspace, event.name)
+                history.setdefault(key, []).append((at, None))
+                off.pop(key, None)
+            elif (event.workspace, event.name) in history:
+                off[(event.workspace, event.name)] = event.reason
         for changes in history.values():
             changes.sort(key=lambda c: c[0])
         self._history = history
+        self._off = off
+
+    def _as_in_force(self, key: tuple[str, str], rule: NotificationRule) -> NotificationRule:
+        return rule.model_copy(update={"enabled": False}) if key in self._off else rule
 
     def rules_at(self, at: datetime) -> list[NotificationRule]:
         out: list[NotificationRule] = []
-        for changes in self._history.values():
+        for key, changes in self._history.items():
             i = bisect.bisect_right([c[0] for c in changes], at) - 1
             rule = changes[i][1] if i >= 0 else None
             if rule is not None:
-                out.append(rule)
+                out.append(self._as_in_force(key, rule))
         return sorted(out, key=lambda r: (r.workspace, r.name))
 
     def current(self) -> dict[tuple[str, str], NotificationRule]:
@@ -95,8 +113,17 @@ class RuleBook:
         for key, changes in sorted(self._history.items()):
             rule = changes[-1][1]
             if rule is not None:
-                out[key] = rule
+                out[key] = self._as_in_force(key, rule)
         return out
+
+    def latest_change(self, key: tuple[str, str]) -> datetime | None:
+        """The effective instant of the rule's latest change (None: never set)."""
+        changes = self._history.get(key)
+        return changes[-1][0] if changes else None
+
+    def disabled(self, key: tuple[str, str]) -> str | None:
+        """Why the sender disabled the rule (None: it did not)."""
+        return self._off.get(key)
 
 
 def target_of(rule: NotificationRule) -> str:
@@ -129,7 +156,8 @@ def notification_for(rule: NotificationRule, fact: Fact) -> NotificationQueued:
         body={},
         rule=key,
         event_type=webhook_type(fact.event),
-        order_key=fact.job_uid or f"{key}:{fact.event}",
+        # in order per rule and job: one rule's failing endpoint never holds another's back
+        order_key=f"{key}|{fact.job_uid}" if fact.job_uid else f"{key}:{fact.event}",
         cause_event_id=fact.cause,
         occurred_at=fact.occurred_at,
         payload=data,

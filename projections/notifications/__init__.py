@@ -6,6 +6,14 @@ from projections.notifications.reads import (
     job_workspaces,
     requeue,
     rule_book,
+    secret_grants,
 )
 
-__all__ = ["DELIVERY_STATUSES", "deliveries", "job_workspaces", "requeue", "rule_book"]
+__all__ = [
+    "DELIVERY_STATUSES",
+    "deliveries",
+    "job_workspaces",
+    "requeue",
+    "rule_book",
+    "secret_grants",
+]

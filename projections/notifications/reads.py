@@ -14,25 +14,51 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from ledger.catalogue import decode
-from ledger.events import NotificationRuleRemoved, NotificationRuleSet
-from ledger.notifications import RuleBook
+from ledger.events import (
+    NotificationRuleDisabled,
+    NotificationRuleRemoved,
+    NotificationRuleSet,
+    NotificationSecretGranted,
+    NotificationSecretRevoked,
+)
+from ledger.notifications import Grants, RuleBook, RuleChange, grants_of
 from ledger.store.base import EventStore, UnitOfWork, read_all_of_types
 
-__all__ = ["DELIVERY_STATUSES", "deliveries", "job_workspaces", "requeue", "rule_book"]
+__all__ = [
+    "DELIVERY_STATUSES",
+    "deliveries",
+    "job_workspaces",
+    "requeue",
+    "rule_book",
+    "secret_grants",
+]
 
 DELIVERY_STATUSES = ("queued", "delivered", "failed")
-RULE_TYPES = ("NotificationRuleSet", "NotificationRuleRemoved")
+RULE_TYPES = ("NotificationRuleSet", "NotificationRuleRemoved", "NotificationRuleDisabled")
+GRANT_TYPES = ("NotificationSecretGranted", "NotificationSecretRevoked")
 
 
 def rule_book(source: EventStore | UnitOfWork, upto: int | None = None) -> RuleBook:
     """Every rule's history (in force from each change's ``occurred_at``), from its events
     up to position ``upto`` (default the head)."""
-    changes: list[tuple[datetime, NotificationRuleSet | NotificationRuleRemoved]] = []
+    changes: list[tuple[datetime, RuleChange]] = []
     for record in read_all_of_types(source, RULE_TYPES, upto=upto):
         data = decode(record.envelope)
-        assert isinstance(data, NotificationRuleSet | NotificationRuleRemoved)
+        assert isinstance(
+            data, NotificationRuleSet | NotificationRuleRemoved | NotificationRuleDisabled
+        )
         changes.append((record.occurred_at, data))
     return RuleBook(changes)
+
+
+def secret_grants(source: EventStore | UnitOfWork) -> Grants:
+    """The environment variables each workspace's rules may name, as granted now."""
+    events: list[NotificationSecretGranted | NotificationSecretRevoked] = []
+    for record in read_all_of_types(source, GRANT_TYPES):
+        data = decode(record.envelope)
+        assert isinstance(data, NotificationSecretGranted | NotificationSecretRevoked)
+        events.append(data)
+    return grants_of(events)
 
 
 def deliveries(
@@ -61,13 +87,17 @@ def deliveries(
 
 def requeue(conn: Connection, notification_id: str) -> str | None:
     """Put a failed (or queued) notification back in the queue, due now; its status before
-    (None: no such notification)."""
+    (None: no such notification). A delivered one stays delivered: its status is returned
+    and nothing changes (its ``NotificationDelivered`` is stored; sending it again could not
+    be recorded)."""
     row = conn.execute(
         text("SELECT status FROM notification_outbox WHERE notification_id = :id FOR UPDATE"),
         {"id": notification_id},
     ).first()
     if row is None:
         return None
+    if row[0] == "delivered":
+        return "delivered"
     conn.execute(
         text(
             "UPDATE notification_outbox SET status = 'queued', attempts = 0, "

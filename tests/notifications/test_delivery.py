@@ -30,6 +30,7 @@ from ledger.ids import fact_event_id
 from ledger.notifications import RetryPolicy
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import catch_up_all
+from tests.notifications.grants import grant
 from tests.notifications.receiver import Receiver
 
 T0 = datetime(2027, 1, 5, tzinfo=UTC)
@@ -108,6 +109,8 @@ def _until_idle(store: PostgresEventStore, at: datetime = T0) -> int:
 
 def _setup(store: PostgresEventStore) -> None:
     apply_quota_file(store, TREE, principal="test", at=T0 - timedelta(days=1))
+    grant(store, "ws-a", "LS_HOOK")
+    grant(store, "ws-b", "TEAM_CHAT")
 
 
 def test_a_matching_fact_is_delivered_once_signed(
@@ -212,7 +215,7 @@ def test_give_up_then_retry_by_hand(store: PostgresEventStore, receiver: Receive
     store.append(
         [*_submit("j1", "train-1", "ws-a", T0), _job("j1", JobFailed(job_uid="j1"), T0, "failed")]
     )
-    receiver.answers = [410, 410]
+    receiver.answers = [503, 503]
     with store.transaction() as uow:
         match(uow, T0)
     policy = RetryPolicy(base=timedelta(0), max_attempts=2)
@@ -221,7 +224,7 @@ def test_give_up_then_retry_by_hand(store: PostgresEventStore, receiver: Receive
     clock[0] += timedelta(seconds=1)
     assert send_due(store, now=lambda: clock[0], policy=policy).failed
     (row,) = delivery_rows(store, failed=True)
-    assert row["attempts"] == 2 and row["last_error"] == "HTTP 410"
+    assert row["attempts"] == 2 and row["last_error"] == "HTTP 5xx"
     assert store.read_by_type(["NotificationFailed"])
     assert retry(store, row["notification_id"]) == "failed"
     assert send_due(store, now=lambda: clock[0], policy=policy).delivered
@@ -291,9 +294,15 @@ def test_time_based_rules_fire_on_cluster_time(
 def test_a_bad_rule_is_refused_with_the_known_names(store: PostgresEventStore) -> None:
     _setup(store)
     for text, words in (
-        (_rules("http://x/h", "[JobExploded]"), "unknown event(s) JobExploded (known: JobQueued"),
-        (_rules("http://x/h").replace("ws-a", "ws-nope"), "unknown workspace 'ws-nope'"),
-        (_rules("http://x/h", "[JobWaitingTooLong]"), "needs waiting_longer_than"),
+        (
+            _rules("http://x/h", "[JobExploded]"),
+            "rule 'failures' of ws-a.events: unknown event(s) 'JobExploded' (known: JobQueued",
+        ),
+        (_rules("http://x/h").replace("ws-a", "ws-nope"), "workspace: unknown workspace 'ws-nope'"),
+        (
+            _rules("http://x/h", "[JobWaitingTooLong]"),
+            "rule 'failures' of ws-a.waiting_longer_than: event JobWaitingTooLong needs it",
+        ),
         (_rules("http://x/h").replace(", secret_env: LS_HOOK", ""), "needs secret_env"),
         (_rules("http://x/h").replace("job_name", "quota: nope, job_name"), "unknown quota 'nope'"),
     ):

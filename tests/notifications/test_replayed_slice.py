@@ -17,6 +17,7 @@ from dlc_ledger.services.notifications import apply_rules_file
 from dlc_ledger.wiring.replay import load_replay_trace, run_replay
 from ledger.store.postgres import PostgresEventStore
 from tests.demo_files import DEMO_QUOTAS
+from tests.notifications.grants import grant
 from tests.notifications.receiver import Receiver
 from tests.notifications.test_delivery import SECRET, _until_idle
 
@@ -58,6 +59,7 @@ rules:
     events: [{", ".join(EVENTS)}]
     target: {{webhook: "{receiver.url}", secret_env: LS_HOOK}}
 """
+    grant(store, "ws-ls", "LS_HOOK")
     apply_rules_file(store, rules, principal="test", at=epoch)  # after the replay, from its start
     now = observed_cluster_time(store)
     assert now is not None
