@@ -32,6 +32,8 @@ from projections.notifications import rule_book
 __all__ = ["MATCHER_CHECKPOINT", "MATCHER_SOURCE", "MatchResult", "match"]
 
 MATCHER_CHECKPOINT = "notifications:matcher"
+#: facts stamped by the sender's (wall) clock, not the cluster's
+WALL_CLOCK_FACTS = frozenset({"RuleDisabled"})
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,12 @@ def match(uow: UnitOfWork, now: datetime) -> MatchResult:
     _outbox(uow, records)
     notes: dict[str, NotificationQueued] = {}
     facts = facts_of(uow, records)
+    current = list(book.current().values())
     for fact in facts:
-        for rule in book.rules_at(fact.occurred_at):
+        # the sender's own facts are on the wall clock, the rules' instants on the cluster's:
+        # they meet the rules as applied now
+        rules = current if fact.event in WALL_CLOCK_FACTS else book.rules_at(fact.occurred_at)
+        for rule in rules:
             _queue(uow, rule, fact, notes)
     timed = timed_facts(uow, book, now)
     for rule, fact in timed:

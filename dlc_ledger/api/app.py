@@ -89,7 +89,8 @@ def create_app(
     app.state.run_label = run_label
     app.state.rate_limits = rate_limits
     app.state.public_url = public_url  # the base of Link headers (None: relative)
-    app.state.webhook_allow = AllowList.parse(webhook_allow)
+    # None: the sender's environment's (``DLC_WEBHOOK_ALLOW``), as the services read it
+    app.state.webhook_allow = None if webhook_allow is None else AllowList.parse(webhook_allow)
     install_problem_handlers(app)
     app.include_router(whoami.router)
     app.include_router(jobs.router)

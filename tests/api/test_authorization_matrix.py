@@ -23,6 +23,7 @@ from dlc_ledger.services.subscriptions import purchase
 from dlc_ledger.services.tokens import create_token
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import ROLES, bearer
+from tests.notifications.grants import grant
 from tests.projections.builders import EPOCH
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs/openapi.json").read_text())
@@ -60,6 +61,9 @@ WRITE_ROLES = {
     # a workspace's rules: an admin, or a token of that workspace (the writes ask for B's)
     ("/v1/notifications/rules/{workspace}/{name}", "put"): {"admin", "workspace:ws-b"},
     ("/v1/notifications/rules/{workspace}/{name}", "delete"): {"admin", "workspace:ws-b"},
+    # the variables a workspace's rules may name: an admin's alone
+    ("/v1/notifications/secrets/{workspace}/{variable}", "put"): {"admin"},
+    ("/v1/notifications/secrets/{workspace}/{variable}", "delete"): {"admin"},
 }
 WINDOW = "from=2026-11-01T00:00:00Z&to=2026-12-01T00:00:00Z"
 WRITES = ("post", "put", "patch", "delete")
@@ -98,6 +102,7 @@ def _b_subscription(store: PostgresEventStore) -> str:
     sub_id = order.subscription.subscription_id
     assert not any(marker in sub_id for marker in B_MARKERS), sub_id
     # workspace B's notification rule, and a notification it queued for B's job
+    grant(store, "ws-b", "B_HOOK")
     set_rule(store, "ws-b", "b-rule", B_RULE, principal="test", at=EPOCH, admin=True)
     apply_budget_file(store, B_BUDGET, principal="test", at=EPOCH)
     with store.transaction() as uow:
@@ -176,6 +181,10 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
             "/v1/notifications/deliveries",
             "/v1/notifications/deliveries?status=queued&format=csv",
         ],
+        "/v1/notifications/secrets": [
+            "/v1/notifications/secrets",
+            "/v1/notifications/secrets?workspace=ws-b&format=csv",
+        ],
         "/v1/subscriptions": [
             "/v1/subscriptions",
             "/v1/subscriptions?at=2026-11-15T00:00:00Z&format=csv",
@@ -214,6 +223,12 @@ def _b_writes(sub_id: str) -> dict[tuple[str, str], list[Write]]:
         ],
         ("/v1/notifications/rules/{workspace}/{name}", "delete"): [
             ("/v1/notifications/rules/ws-b/b-rule?dry_run=true", {}),
+        ],
+        ("/v1/notifications/secrets/{workspace}/{variable}", "put"): [
+            ("/v1/notifications/secrets/ws-b/B_OTHER_HOOK?dry_run=true", {}),
+        ],
+        ("/v1/notifications/secrets/{workspace}/{variable}", "delete"): [
+            ("/v1/notifications/secrets/ws-b/B_HOOK?dry_run=true", {}),
         ],
         ("/v1/subscriptions/{subscription_id}/cancel", "post"): [
             (f"/v1/subscriptions/{sub_id}/cancel", {"at": now, "dry_run": True}),

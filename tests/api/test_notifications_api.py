@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer
+from tests.notifications.grants import grant
 
 RULE = {
     "events": ["JobFailed", "JobPreempted"],
@@ -14,7 +16,10 @@ RULE = {
 }
 
 
-def test_a_workspace_manages_its_own_rules(client: TestClient, tokens: dict[str, str]) -> None:
+def test_a_workspace_manages_its_own_rules(
+    client: TestClient, tokens: dict[str, str], store: PostgresEventStore
+) -> None:
+    grant(store, "ws-a", "WS_A_HOOK")
     lead_a = bearer(tokens["lead-a"])
     created = client.put("/v1/notifications/rules/ws-a/failures", json=RULE, headers=lead_a)
     assert created.status_code == 201, created.text
@@ -39,7 +44,7 @@ def test_a_workspace_manages_its_own_rules(client: TestClient, tokens: dict[str,
     bad = client.put(
         "/v1/notifications/rules/ws-a/bad", json={**RULE, "events": ["JobExploded"]}, headers=lead_a
     )
-    assert bad.status_code == 400 and "unknown event(s) JobExploded" in bad.json()["detail"]
+    assert bad.status_code == 400 and "unknown event(s) 'JobExploded'" in bad.json()["detail"]
     gone = client.delete("/v1/notifications/rules/ws-a/failures", headers=lead_a)
     assert gone.status_code == 200, gone.text
     missing = client.delete("/v1/notifications/rules/ws-a/failures", headers=lead_a)

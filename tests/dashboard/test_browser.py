@@ -530,6 +530,8 @@ def test_the_notifications_view_shows_rules_and_deliveries(
         "events": ["JobFailed"],
         "target": {"webhook": "http://127.0.0.1:9/hook", "secret_env": "DASH_HOOK"},
     }
+    granted = served.api.put("/v1/notifications/secrets/ws-burstable/DASH_HOOK")
+    assert granted.status_code == 200, granted.text
     answer = served.api.put("/v1/notifications/rules/ws-burstable/dash-failures", json=rule)
     assert answer.status_code in (200, 201), answer.text
     try:

@@ -25,10 +25,12 @@ class Received:
 
 @dataclass
 class Receiver:
-    """``answers``: status codes to give in turn (then 200); ``retry_after`` with a 5xx."""
+    """``answers``: status codes to give in turn (then 200); ``retry_after`` with a 5xx or
+    a 429; ``location`` with a 3xx."""
 
     answers: list[int] = field(default_factory=list)
     retry_after: str | None = None
+    location: str | None = None  # sent with a 3xx
     delay: float = 0.0  # seconds before answering (a slow receiver)
     received: list[Received] = field(default_factory=list)
 
@@ -47,8 +49,10 @@ class Receiver:
                     )
                     status = owner.answers.pop(0) if owner.answers else 200
                 self.send_response(status)
-                if status >= 500 and owner.retry_after:
+                if (status >= 500 or status == 429) and owner.retry_after:
                     self.send_header("Retry-After", owner.retry_after)
+                if 300 <= status < 400 and owner.location:
+                    self.send_header("Location", owner.location)
                 self.send_header("content-length", "0")
                 self.end_headers()
 

@@ -350,6 +350,8 @@ def test_up_on_the_embedded_database_runs_each_part_as_its_own_login(tmp_path: P
                 "events": ["JobStarted"],
                 "target": {"webhook": "http://127.0.0.1:9/hook", "secret_env": "HOOK"},
             }
+            granted = _send("PUT", f"{up.url}/v1/notifications/secrets/ws-a/HOOK", up.token, {})
+            assert granted[0] == 200, granted
             put = f"{up.url}/v1/notifications/rules/ws-a/started"
             written = _send("PUT", put, up.token, rule)  # a write: on the writer's login
             assert written[0] == 201, written
