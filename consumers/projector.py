@@ -16,20 +16,31 @@ without losing track of how far it got.
 Tailing waits on the store's append signal (:meth:`EventStore.appends`: PostgreSQL's
 ``LISTEN dlc_events``, notified by each append) with a polling fallback, so an idle
 runner costs nothing and a busy one never sleeps.
+
+Poison never stops it (issue 44): an event a fold raises on is skipped and dead-lettered
+inside the step (:mod:`projections.steps`, where the rule and its determinism are); a
+maintenance step that raises on a projected value (:func:`ledger.store.failures.is_poison`)
+is rolled back and dead-lettered (source ``projection:<name>``, reason
+``maintain-failed``), and that projection's maintenance waits for the next catch-up, while
+its events keep being folded. Any other failure still stops the runner.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import orjson
+
 from consumers.projector_metrics import record_status
 from ledger.errors import Invalid
 from ledger.store.base import EventStore
+from ledger.store.failures import is_poison
 from projections.base import Projection
 from projections.steps import advance_on, checkpoint_name
 
@@ -42,6 +53,11 @@ __all__ = [
     "caught_up",
     "checkpoint_name",
 ]
+
+log = logging.getLogger(__name__)
+
+#: The reason of a dead letter for a projection's maintenance step that raised.
+MAINTAIN_FAILED = "maintain-failed"
 
 # A job's rows (state, quota state, occupancies) are written back in every page that
 # names it, so a page that holds a job's start and its end writes them once, not twice;
@@ -129,9 +145,30 @@ class Projector:
         transaction, until none has more or ``stop`` is set."""
         for projection in projections:
             while not (stop is not None and stop.is_set()):
-                with self.store.transaction() as uow:
-                    if not projection.maintain(uow.connection):
-                        break
+                try:
+                    with self.store.transaction() as uow:
+                        if not projection.maintain(uow.connection):
+                            break
+                except Exception as exc:
+                    if not is_poison(exc):
+                        raise
+                    self._maintenance_failed(projection, exc)
+                    break
+
+    def _maintenance_failed(self, projection: Projection, exc: Exception) -> None:
+        log.warning(
+            "projection %s: maintenance failed, left for later: %s",
+            projection.name,
+            exc,
+            exc_info=exc,
+        )
+        with self.store.transaction() as uow:
+            uow.record_dead_letter(
+                source=checkpoint_name(projection),
+                reason=MAINTAIN_FAILED,
+                error=f"maintenance of {projection.name}: {type(exc).__name__}: {exc}",
+                payload=orjson.dumps({"projection": projection.name, "step": "maintain"}),
+            )
 
     def _advance(self, candidates: Sequence[Projection], *, until: int | None = None) -> int:
         """One step for the candidates furthest behind, in its own transaction."""

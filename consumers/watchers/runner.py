@@ -6,6 +6,15 @@ outbox into the producer and persists checkpoints. Relists are reconciled here: 
 tracker knew that a fresh LIST lacks get exactly one end event, present ones are diffed, and a
 periodic resync checks every bound, live pod's OccupancyStarted against the store and
 republishes any that went missing (drift repair).
+
+Poison. An object the tracker cannot map (a timestamp a ``datetime`` cannot hold or outside
+the facts' bounds, a quantity ``Infinity``: :func:`ledger.store.failures.is_poison`) is
+quarantined, not retried: it is recorded as a dead letter (source ``watch:<cluster>:<resource>``,
+reason ``unmappable-object``, payload the raw object) and skipped, and the watch goes on
+past it. Without that the error left the list-watch loop before its resourceVersion moved,
+so the loop resumed at the same event (or relisted the same LIST) forever. The object is
+looked at again when it changes or at the next relist; a watcher without a store only logs
+it. What the tracker recorded before the failure stays (its state is per object).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from kubernetes import client
 
 from consumers.watchers.checkpoints import WatcherCheckpoints
@@ -33,8 +43,12 @@ from consumers.watchers.publisher import Marker, Outbox, PublisherLoop
 from consumers.watchers.tracker import ClusterTracker
 from ledger.envelopes import Envelope
 from ledger.store.base import EventStore
+from ledger.store.failures import is_poison
 
-__all__ = ["Watcher", "WatcherStats"]
+__all__ = ["QUARANTINE_REASON", "Watcher", "WatcherStats"]
+
+#: The reason of a dead letter for a watched object the tracker cannot map.
+QUARANTINE_REASON = "unmappable-object"
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +62,7 @@ class WatcherStats:
     vanished: int = 0
     repaired: int = 0
     relists: int = 0
+    quarantined: int = 0  # objects that could not be mapped: dead-lettered, skipped
 
 
 def _utcnow() -> datetime:
@@ -227,11 +242,20 @@ class Watcher:
                     else f"{'pod' if tracker_res == 'pods' else 'job'}/{meta.get('uid')}"
                 )
                 seen.add(key)
-                out += self.tracker.observe(tracker_res, "MODIFIED", item)
-                if resync and tracker_res == "pods":
-                    candidate = self.tracker.open_occupancy_events(item)
-                    if candidate is not None:
-                        repair.append(candidate)
+                try:
+                    out += self.tracker.observe(tracker_res, "MODIFIED", item)
+                    candidate = (
+                        self.tracker.open_occupancy_events(item)
+                        if resync and tracker_res == "pods"
+                        else None
+                    )
+                except Exception as exc:
+                    if not is_poison(exc):
+                        raise
+                    self._quarantine(res, item, exc)
+                    continue
+                if candidate is not None:
+                    repair.append(candidate)
             missing = known - seen
             if missing:
                 log.warning("%s: %d objects vanished during relist", res.name, len(missing))
@@ -245,10 +269,34 @@ class Watcher:
     def event(self, res: WatchedResource, kind: str, obj: Object, rv: int) -> None:
         with self._lock:
             self.stats.observed += 1
-            out = self.tracker.observe(res.tracker_resource, kind, obj)
+            try:
+                out = self.tracker.observe(res.tracker_resource, kind, obj)
+            except Exception as exc:
+                if not is_poison(exc):
+                    raise
+                self._quarantine(res, obj, exc)
+                out = []
             if rv:
                 self._rvs[res.name] = rv
             self._emit(out)
+
+    def _quarantine(self, res: WatchedResource, obj: Object, exc: Exception) -> None:
+        """Record an object the tracker cannot map as a dead letter; the watch goes on."""
+        raw_meta = obj.get("metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        name = f"{meta.get('namespace') or ''}/{meta.get('name')} (uid {meta.get('uid')})"
+        self.stats.quarantined += 1
+        log.warning("%s: object %s skipped, cannot be mapped: %s", res.name, name, exc)
+        if self.store is None:
+            return
+        payload = orjson.dumps(obj, default=str, option=orjson.OPT_SORT_KEYS)
+        with self.store.transaction() as uow:
+            uow.record_dead_letter(
+                source=f"watch:{self.cluster}:{res.name}",
+                reason=QUARANTINE_REASON,
+                error=f"{res.kind} {name}: {type(exc).__name__}: {exc}",
+                payload=payload,
+            )
 
     def bookmark(self, res: WatchedResource, rv: int) -> None:
         with self._lock:

@@ -74,7 +74,7 @@ SUMMARIES = {
     ),
     "verify": "Recompute the hash chain; exit 0 if intact, 1 naming the first broken position.",
     "db": "Database schema and connection.",
-    "dead-letters": "Events that could not be stored.",
+    "dead-letters": "Items a long-running part could not handle: quarantined, to retry or discard.",
     "export": (
         "Write the event store, every column of every event in position order, as gzip JSONL "
         "files with their hash-chain anchors and a manifest (one consistent snapshot)."

@@ -1,8 +1,8 @@
 """``dlc-ledger db …``, ``verify`` and ``dead-letters …``: the store from the command line.
 
 ``db upgrade`` / ``downgrade`` connect as the schema owner; the reads here (``db status``,
-``verify``, ``dead-letters list|show``) as a reader's login, ``dead-letters retry`` as a
-writer's (docs/store.md, "Roles")."""
+``verify``, ``dead-letters list|show``) as a reader's login, ``dead-letters retry|resolve``
+as a writer's (docs/store.md, "Roles")."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dlc_ledger.services.dead_letters import (
     DeadLetterNotFound,
     StillInvalid,
     find_dead_letter,
+    resolve,
     retry_dead_letter,
 )
 from dlc_ledger.wiring import context
@@ -32,7 +33,10 @@ from projections.pages import decode_cursor, encode_cursor
 __all__ = ["db_app", "dead_letters_app", "verify"]
 
 db_app = typer.Typer(help="Database schema and connection.", no_args_is_help=True)
-dead_letters_app = typer.Typer(help="Events that could not be stored.", no_args_is_help=True)
+dead_letters_app = typer.Typer(
+    help="Items a long-running part could not handle: quarantined, to retry or discard.",
+    no_args_is_help=True,
+)
 
 _T = TypeVar("_T")
 
@@ -202,12 +206,34 @@ def dead_letters_show(letter_id: int) -> None:
 
 @dead_letters_app.command("retry")
 def dead_letters_retry(letter_id: int) -> None:
-    """Validate the payload again (say, after an upgrade taught us its type) and store it."""
+    """Requeue: validate a message again (say, after an upgrade taught us its type) and
+    store it; rebuild the projection whose fold raised on an event; or resolve a letter
+    whose part looks at its item again by itself (next tick, cycle or relist)."""
     store = context.open_store()
     try:
         done = _usage_error_if_missing(lambda: retry_dead_letter(store, letter_id))
     except StillInvalid as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
-    stored = "stored" if done.stored else "already stored"
-    typer.echo(f"dead letter {letter_id}: event {done.event_id} {stored}; marked resolved")
+    if done.action == "requeued":
+        typer.echo(f"dead letter {letter_id}: marked resolved; its item is tried again next run")
+    elif done.action == "refolded":
+        if done.still_failing:
+            typer.echo(
+                f"dead letter {letter_id}: projection rebuilt, event {done.event_id} still "
+                "fails and is skipped again (letter reopened)",
+                err=True,
+            )
+            raise typer.Exit(1)
+        typer.echo(f"dead letter {letter_id}: projection rebuilt, event {done.event_id} folded")
+    else:
+        stored = "stored" if done.stored else "already stored"
+        typer.echo(f"dead letter {letter_id}: event {done.event_id} {stored}; marked resolved")
+
+
+@dead_letters_app.command("resolve")
+def dead_letters_resolve(letter_id: int) -> None:
+    """Discard: mark the letter resolved, store nothing (the item seen again reopens it)."""
+    store = context.open_store()
+    letter = _usage_error_if_missing(lambda: resolve(store, letter_id))
+    typer.echo(f"dead letter {letter_id} ({letter.source}, {letter.reason}): marked resolved")

@@ -9,6 +9,7 @@ value a user typed, a password in a URL).
 
 from __future__ import annotations
 
+from pydantic import ValidationError
 from sqlalchemy.exc import (
     DataError,
     DBAPIError,
@@ -22,7 +23,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ledger.errors import Conflict, Invalid, LedgerError, TimedOut, Unavailable
 
-__all__ = ["as_ledger_error", "sqlstate"]
+__all__ = ["as_ledger_error", "is_poison", "sqlstate"]
 
 
 def sqlstate(exc: BaseException) -> str:
@@ -78,3 +79,33 @@ def as_ledger_error(exc: BaseException) -> LedgerError | None:
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return Unavailable(f"database connection lost: {_reason(exc)}")
     return None
+
+
+#: SQLSTATE classes that blame a value the database was handed: data exception, program
+#: limit exceeded (a number out of a column's range, an index row too large)
+_VALUE_SQLSTATE_CLASSES = ("22", "54")
+
+
+def is_poison(exc: BaseException) -> bool:
+    """Whether ``exc`` is the fault of the one item being handled (an event, an object, a
+    subscription), so a long-running part quarantines that item and goes on.
+
+    The item's faults: a value out of the domain's rules or bounds (:class:`Invalid`,
+    which ``OutOfBounds`` and a stored event that no longer decodes are; a fact built
+    from the item's values that fails validation, pydantic's ``ValidationError``), arithmetic that
+    overflows or is undefined (``ArithmeticError``: ``OverflowError`` of a ``datetime`` or
+    a ``timedelta``, a ``decimal`` signal, a division by zero), an instant a ``datetime``
+    cannot hold (``ValueError`` "... out of range"), or the database refusing a value
+    (SQLSTATE classes 22 and 54). Never an outage (a lost connection, a timeout: retry) and
+    never another exception (a bug stops the part loudly, as ingest does:
+    ``consumers/store_failures.py``)."""
+    if isinstance(exc, StatementError) or hasattr(exc, "sqlstate"):
+        state = sqlstate(exc)
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            return False
+        return state.startswith(_VALUE_SQLSTATE_CLASSES)
+    if isinstance(exc, LedgerError):
+        return isinstance(exc, Invalid)
+    if isinstance(exc, ArithmeticError | ValidationError):
+        return True
+    return isinstance(exc, ValueError) and "out of range" in str(exc)

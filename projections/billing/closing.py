@@ -6,12 +6,20 @@ invoice is built from the posted transactions only (:func:`ledger.invoices.build
 in the same transaction that read them, under the store's append lock; its lines are
 rounded once each from their precise sums and the rounding is posted with it
 (:func:`ledger.invoices.invoice_rounding`, account ``revenue/rounding``).
+
+Poison (issue 44): a (workspace, period) whose invoice cannot be built (a total beyond
+the invoice's bounds from a fat-fingered price, arithmetic that overflows:
+:func:`ledger.store.failures.is_poison`) is dead-lettered (source ``scheduler/close``,
+reason ``close-failed``, payload the workspace and period) and left open; the other
+periods are closed. Every tick tries it again (after a credit or a corrected price), the
+letter reopening while it still fails.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import orjson
 from sqlalchemy import Connection, text
 
 from ledger.accounts import transaction_envelope
@@ -21,12 +29,15 @@ from ledger.ids import deterministic_id
 from ledger.invoices import build_invoice, invoice_rounding
 from ledger.rating import PeriodFn, calendar_months, period_end
 from ledger.store.base import EventStore
+from ledger.store.failures import is_poison
 from projections.billing.projection import catch_up_on
 
-__all__ = ["CLOSING_SOURCE", "close_periods"]
+__all__ = ["CLOSE_FAILED_SOURCE", "CLOSING_SOURCE", "close_periods"]
 
 #: The ``source`` of the invoices a period close issues.
 CLOSING_SOURCE = "scheduler"
+#: The ``source`` of the dead letter of a period that cannot be closed.
+CLOSE_FAILED_SOURCE = "scheduler/close"
 
 
 def _due(conn: Connection) -> list[tuple[str, str]]:
@@ -91,21 +102,33 @@ def close_periods(
                 continue
             txns = _invoiced_transactions(conn, workspace, period)
             revision = _revision(conn, workspace, period)
-            invoice = build_invoice(workspace, period, txns, now, revision=revision)
-            event_id = deterministic_id("event", "InvoiceIssued", invoice.invoice_id)
-            envelopes.append(
-                make_envelope(
-                    invoice,
-                    event_id=event_id,
-                    stream=f"invoice/{invoice.invoice_id}",
-                    occurred_at=now,
-                    observed_at=now,
-                    source=CLOSING_SOURCE,
+            try:
+                invoice = build_invoice(workspace, period, txns, now, revision=revision)
+                event_id = deterministic_id("event", "InvoiceIssued", invoice.invoice_id)
+                closing = [
+                    make_envelope(
+                        invoice,
+                        event_id=event_id,
+                        stream=f"invoice/{invoice.invoice_id}",
+                        occurred_at=now,
+                        observed_at=now,
+                        source=CLOSING_SOURCE,
+                    )
+                ]
+                rounding = invoice_rounding(invoice, cause_event_ids=[str(event_id)])
+                if rounding is not None:
+                    closing.append(transaction_envelope(rounding, now))
+            except Exception as exc:
+                if not is_poison(exc):
+                    raise
+                uow.record_dead_letter(
+                    source=CLOSE_FAILED_SOURCE,
+                    reason="close-failed",
+                    error=f"workspace {workspace}, period {period}: {type(exc).__name__}: {exc}",
+                    payload=orjson.dumps({"workspace": workspace, "period": period}),
                 )
-            )
-            rounding = invoice_rounding(invoice, cause_event_ids=[str(event_id)])
-            if rounding is not None:
-                envelopes.append(transaction_envelope(rounding, now))
+                continue
+            envelopes.extend(closing)
             issued.append(invoice.invoice_id)
         if envelopes:
             uow.append(envelopes, on_conflict="dead-letter")

@@ -20,6 +20,11 @@ So the reads, the appends and the checkpoint commit together: exactly once.
 Re-running posts nothing new: the cumulative deltas are zero, and should a
 transaction id come up again its event id (derived from it) is already stored.
 
+Poison (issue 44): an occupancy that has no applicable rate (reason ``unrateable``) or
+whose rating fails on its values (a rate so large the posting breaks its bounds, arithmetic
+that overflows: :func:`ledger.store.failures.is_poison`, reason ``rating-failed``) is
+dead-lettered (source ``rater``) and skipped; the others are rated.
+
 Bounds: a run sees only events recorded before it (recorded_at) and rates each
 open occupancy only up to ``as_of`` (occurred_at). Usage whose period already has
 an issued invoice for its workspace is posted to the next open period, memo
@@ -37,6 +42,7 @@ from sqlalchemy import Connection, text
 
 from ledger.accounts import RATER_SOURCE, transaction_envelope, transaction_from_delta
 from ledger.catalogue import decode
+from ledger.envelopes import Envelope
 from ledger.events import LedgerTransactionPosted
 from ledger.money import precise_from_decimal
 from ledger.prices import NoApplicableRate
@@ -51,6 +57,7 @@ from ledger.rating import (
     next_period,
 )
 from ledger.store.base import EventStore, UnitOfWork
+from ledger.store.failures import is_poison
 from projections.billing.projection import catch_up_billing, catch_up_on
 from projections.billing.reads import load_schedule, occupancy_from_row
 
@@ -237,6 +244,7 @@ def _run_once(
     done = len(pending) < batch
     scan.after = head if done else int(pending[-1].pos)
     txns: list[LedgerTransactionPosted] = []
+    envelopes: list[Envelope] = []
     unrateable = 0
     deferred = 0
     posted = _posted(conn, [r.occupancy_id for r in pending])
@@ -251,11 +259,16 @@ def _run_once(
         causes = [str(row.start_event_id), str(row.end_event_id)]
         try:
             deltas = accrue(occ, schedule, occ.end, posted.get(occ.occupancy_id), periods)
-        except NoApplicableRate as exc:
+            new = _transactions(deltas, causes, closed, final=True)
+            built = [_envelope(t) for t in new]
+        except Exception as exc:
+            if not isinstance(exc, NoApplicableRate) and not is_poison(exc):
+                raise
             unrateable += 1
             _dead_letter(uow, occ, exc)
             continue
-        txns.extend(_transactions(deltas, causes, closed, final=True))
+        txns.extend(new)
+        envelopes.extend(built)
 
     accrued = 0
     if as_of is not None:
@@ -274,19 +287,20 @@ def _run_once(
             occ = occupancy_from_row(row)
             try:
                 deltas = accrue(occ, schedule, as_of, open_posted.get(occ.occupancy_id), periods)
-            except NoApplicableRate as exc:
+                new = _transactions(deltas, [str(row.start_event_id)], closed, final=False)
+                built = [_envelope(t) for t in new]
+            except Exception as exc:
+                if not isinstance(exc, NoApplicableRate) and not is_poison(exc):
+                    raise
                 unrateable += 1
                 _dead_letter(uow, occ, exc)
                 continue
             accrued += 1
-            txns.extend(_transactions(deltas, [str(row.start_event_id)], closed, final=False))
+            txns.extend(new)
+            envelopes.extend(built)
 
     appended = 0
-    if txns:
-        envelopes = []
-        for t in txns:
-            assert t.usage is not None  # rating transactions always carry their usage
-            envelopes.append(transaction_envelope(t, t.usage.as_of))
+    if envelopes:
         result = uow.append(envelopes, on_conflict="dead-letter")
         appended = len(result.positions)
     # the checkpoint never passes a final left for a later run
@@ -296,12 +310,17 @@ def _run_once(
     return _Batch(done, finals, accrued, appended, unrateable, new_cp, txns)
 
 
+def _envelope(t: LedgerTransactionPosted) -> Envelope:
+    assert t.usage is not None  # rating transactions always carry their usage
+    return transaction_envelope(t, t.usage.as_of)
+
+
 def _dead_letter(uow: UnitOfWork, occ: Occupancy, exc: Exception) -> None:
     import orjson
 
     uow.record_dead_letter(
         source=RATER_SOURCE,
-        reason="unrateable",
+        reason="unrateable" if isinstance(exc, NoApplicableRate) else "rating-failed",
         error=f"occupancy {occ.occupancy_id} of job {occ.job_uid}: {exc}",
         payload=orjson.dumps({"occupancy_id": occ.occupancy_id, "job_uid": occ.job_uid}),
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from ledger.bounds import EARLIEST, LATEST, check_instant
 from ledger.events import QuotaSpec
 from ledger.quotas import NO_QUOTA
 from projections.quotas.buckets import EPOCH
@@ -162,12 +163,22 @@ class Occupancy:
 
 
 def _instant(value: Any, default: datetime) -> datetime:
-    """An event's own timestamp field (ISO text in stored payloads), else ``default``."""
+    """An event's own timestamp field (ISO text in stored payloads), else ``default``.
+
+    Bounded where it enters the fold (:func:`ledger.bounds.check_instant`): an event stored
+    before the facts' bounds existed may hold any instant, and one near ``datetime``'s end
+    overflowed the hour arithmetic of this fold, its rollups and its reads, depending on
+    the page it came in. Refused here (``OutOfBounds``), on the event alone, the projector
+    skips it and dead-letters it the same way in any pages (:mod:`projections.steps`)."""
     if isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return default
+        instant = value
+    elif isinstance(value, str):
+        instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    else:
+        return default
+    if not EARLIEST <= instant < LATEST:
+        check_instant(instant, "occupancy instant")
+    return instant
 
 
 def _resources(

@@ -12,12 +12,21 @@ term, day) make a repeated or concurrent tick a no-op (the store collapses dupli
 - A term that ends with nothing after it expires: ``SubscriptionExpired``, the
   capacity released after :data:`ledger.subscriptions.RELEASE_GRACE`.
 - Every UTC day that has ended is recognised (deferred -> revenue).
+
+Poison (issue 44): a subscription whose due actions cannot be built (a price in force so
+large the term's amount breaks its bound, arithmetic that overflows:
+:func:`ledger.store.failures.is_poison`) is dead-lettered (source
+``scheduler/subscriptions``, reason ``tick-failed``, payload its id) and left as it is;
+every other subscription's actions are booked. The next tick tries it again (a fixed price
+book lets it renew), the letter reopening while it still fails.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+import orjson
 
 from ledger.accounts import transaction_envelope
 from ledger.envelopes import Envelope, make_envelope
@@ -29,6 +38,7 @@ from ledger.events import (
 )
 from ledger.ids import deterministic_id
 from ledger.store.base import EventStore, UnitOfWork
+from ledger.store.failures import is_poison
 from ledger.subscriptions import (
     RELEASE_GRACE,
     RENEWAL_LEAD,
@@ -44,6 +54,8 @@ from projections.subscriptions.reads import load_specs, load_subscriptions, subs
 __all__ = ["RENEWAL_ATTEMPTS", "SCHEDULER_SOURCE", "SubscriptionTick", "advance"]
 
 SCHEDULER_SOURCE = "scheduler/subscriptions"
+#: The reason of a dead letter for a subscription whose due actions cannot be built.
+POISON_REASON = "tick-failed"
 RENEWAL_ATTEMPTS = 3
 
 
@@ -146,10 +158,23 @@ def advance(store: EventStore, now: datetime) -> SubscriptionTick:
         ends: list[Envelope] = []
         days: list[Envelope] = []
         for sub in load_subscriptions(uow).values():
-            renewals, sub = _renewals(sub, specs, now)
+            try:
+                renewals, after = _renewals(sub, specs, now)
+                sub_ends = _expiry(after, now)
+                sub_days = _recognitions(uow, after, now)
+            except Exception as exc:
+                if not is_poison(exc):
+                    raise
+                uow.record_dead_letter(
+                    source=SCHEDULER_SOURCE,
+                    reason=POISON_REASON,
+                    error=f"subscription {sub.subscription_id}: {type(exc).__name__}: {exc}",
+                    payload=orjson.dumps({"subscription_id": sub.subscription_id}),
+                )
+                continue
             ordered.extend(renewals)
-            ends.extend(_expiry(sub, now))
-            days.extend(_recognitions(uow, sub, now))
+            ends.extend(sub_ends)
+            days.extend(sub_days)
         if ordered or ends or days:
             uow.append([*ordered, *ends, *days])
     return SubscriptionTick(
