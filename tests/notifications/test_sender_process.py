@@ -78,3 +78,40 @@ def test_sigkill_mid_batch_loses_nothing(
     rows = delivery_rows(store, limit=1000)
     assert len(rows) == JOBS and {r["status"] for r in rows} == {"delivered"}
     assert len(store.read_by_type(["NotificationDelivered"], limit=1000)) == JOBS
+
+
+def test_one_tenant_s_hostile_receiver_never_stops_the_sender(
+    store: PostgresEventStore, database_url: str
+) -> None:
+    """Before: ``Retry-After: 99999999999999`` raised OverflowError out of the sender's
+    retry arithmetic and stopped the process, on every restart. Now the wait is capped,
+    the other tenant's rule is delivered and the process keeps going round."""
+    hostile = Receiver(answers=[503] * 1000, retry_after="99999999999999")
+    friendly = Receiver()
+    try:
+        _setup(store)
+        two = _rules(hostile.url) + _rules(friendly.url).split("rules:")[1].replace(
+            "name: failures", "name: friendly"
+        )
+        apply_rules_file(store, two, principal="test", at=T0)
+        store.append(
+            [*_submit("j1", "train-1", "ws-a", T0), _job("j1", JobFailed(job_uid="j1"), T0, "f")]
+        )
+        sender = _send(database_url, "--interval", "0.1")
+        try:
+            deadline = time.monotonic() + 60
+            while not friendly.received or not hostile.received:
+                assert sender.poll() is None, sender.communicate()
+                assert time.monotonic() < deadline, "nothing was delivered"
+                time.sleep(0.05)
+            time.sleep(1.0)  # rounds after the hostile answer
+            assert sender.poll() is None, sender.communicate()
+        finally:
+            os.killpg(sender.pid, signal.SIGTERM)
+            sender.wait(timeout=20)
+        (row,) = [r for r in delivery_rows(store) if r["rule"] == "ws-a/failures"]
+        assert row["status"] == "queued" and row["last_error"] == "HTTP 5xx"
+        assert row["next_attempt_at"] <= row["queued_at"] + timedelta(hours=1, minutes=1)
+    finally:
+        hostile.close()
+        friendly.close()
