@@ -28,6 +28,7 @@ from typing import Any
 
 from bench.databases import scratch_database
 from consumers.notifications import step
+from dlc_ledger.services.notification_secrets import grant_secret
 from dlc_ledger.services.notifications import apply_rules_file
 from dlc_ledger.services.quotas import apply_quota_file
 from ledger.envelopes import Envelope, EventData, make_envelope
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=500)
     args = parser.parse_args(argv)
     os.environ["BENCH_HOOK"] = SECRET
+    os.environ["DLC_WEBHOOK_ALLOW"] = "127.0.0.1"  # the bench's receiver is on loopback
     receiver = _Receiver()
     with scratch_database("dlcbench_notify") as url:
         engine = make_engine(url)
@@ -129,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             principal="bench",
             at=T0,
         )
+        grant_secret(store, "ws-bench", "BENCH_HOOK", principal="bench")
         apply_rules_file(
             store,
             f"""

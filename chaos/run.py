@@ -230,6 +230,7 @@ class _Run:
             DLC_TOPIC=TOPIC,
             DLC_PARTITIONS=str(PARTITIONS),
             CHAOS_HOOK_SECRET=SECRET,
+            DLC_WEBHOOK_ALLOW="127.0.0.1",  # the run's receiver is on loopback
             PYTHONUNBUFFERED="1",
         )
         return env
@@ -254,6 +255,7 @@ class _Run:
         rules = self.root / "notification-rules.yaml"
         rules.write_text(RULES.format(url=self.webhooks.url))
         epoch = format_timestamp(self.slice.trace.epoch)
+        self.command("notifications", "secrets", "grant", "*", "CHAOS_HOOK_SECRET")
         self.command("notifications", "apply", str(rules), "--effective-at", epoch)
         if self.closed_loop:
             self.replay = LockstepReplay(
