@@ -29,6 +29,7 @@ from ledger.ids import fact_event_id
 from ledger.notifications import MAX_RETRY_AFTER, RetryPolicy
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import catch_up_all
+from tests.clis import cli_process
 from tests.notifications.grants import grant
 from tests.notifications.receiver import Receiver
 from tests.notifications.test_delivery import SECRET, T0, _job, _rules, _setup, _submit
@@ -380,3 +381,22 @@ def test_an_earlier_re_apply_is_refused_not_ignored(
     assert rule["events"] == ["JobFailed", "JobSucceeded"]
     assert apply_rules_file(store, changed, principal="test", at=later).lines
     assert [r["events"] for r in rule_rows(store)] == [["JobFailed"]]
+
+
+def test_the_test_command_checks_the_grant_and_the_target(
+    store: PostgresEventStore, database_url: str, receiver: Receiver
+) -> None:
+    _setup(store)
+    apply_rules_file(store, _rules(receiver.url), principal="test", at=T0)
+    sent = cli_process(database_url, "notifications", "test", "failures", "--workspace", "ws-a")
+    assert sent.returncode == 0, sent.stderr
+    assert len(receiver.received) == 1
+    no_loopback = cli_process(
+        database_url, "notifications", "test", "failures", "--workspace", "ws-a",
+        DLC_WEBHOOK_ALLOW="",
+    )  # fmt: skip
+    assert no_loopback.returncode == 1 and "resolves to a loopback address" in no_loopback.stderr
+    revoke_secret(store, "ws-a", "LS_HOOK", principal="admin")
+    refused = cli_process(database_url, "notifications", "test", "failures", "--workspace", "ws-a")
+    assert refused.returncode == 1 and "LS_HOOK is not granted to ws-a" in refused.stderr
+    assert len(receiver.received) == 1
