@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_origin
+from unicodedata import category
 
 from pydantic import BaseModel
 
@@ -46,7 +47,9 @@ __all__ = [
     "Bound",
     "OutOfBounds",
     "check_bounds",
+    "check_free_text",
     "check_instant",
+    "check_name",
     "check_text",
 ]
 
@@ -116,6 +119,54 @@ def check_text(value: str, where: str, limit: int = MAX_TEXT) -> None:
             value.encode()
         except UnicodeEncodeError as exc:
             raise OutOfBounds(f"{where}: not valid UTF-8 ({exc.reason})") from None
+
+
+#: Unicode categories no typed name may hold: control (C0, DEL, C1), format (bidi
+#: overrides, zero-width), surrogates, line and paragraph separators. Such a character
+#: rewrites a terminal or a log line, or makes two names look alike.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+#: what free text may hold besides printable characters
+_TEXT_WHITESPACE = frozenset("\t\n")
+
+
+def _control(value: str, allowed: frozenset[str] = frozenset()) -> tuple[int, str] | None:
+    """The first control character of ``value`` (index, character), None without one."""
+    if value.isprintable():  # the common case; isprintable is also False for odd spaces
+        return None
+    for index, char in enumerate(value):
+        if char not in allowed and category(char) in _UNPRINTABLE:
+            return index, char
+    return None
+
+
+def check_name(value: str, where: str, limit: int = MAX_LABEL_VALUE) -> None:
+    """A name a request or a file introduces (a workspace, a resource group, a spec, an
+    idempotency key, a token's name): 1 to ``limit`` characters of storable text, no
+    control or format character, no space at either end. The one check of a write's
+    names, in the API and the CLI alike (docs/api.md, "Limits")."""
+    check_text(value, where, limit)
+    if not value.strip():
+        raise OutOfBounds(f"{where}: must not be empty")
+    if value != value.strip():
+        raise OutOfBounds(f"{where}: {value!r} starts or ends with white space")
+    found = _control(value)
+    if found is not None:
+        index, char = found
+        raise OutOfBounds(
+            f"{where}: control character {char!r} (U+{ord(char):04X}) at position {index}"
+        )
+
+
+def check_free_text(value: str, where: str, limit: int = MAX_TEXT) -> None:
+    """Free text a request stores (a reason, a memo): at most ``limit`` characters of
+    storable text, tabs and line breaks allowed, no other control or format character."""
+    check_text(value, where, limit)
+    found = _control(value, _TEXT_WHITESPACE)
+    if found is not None:
+        index, char = found
+        raise OutOfBounds(
+            f"{where}: control character {char!r} (U+{ord(char):04X}) at position {index}"
+        )
 
 
 def check_instant(value: datetime, where: str) -> None:

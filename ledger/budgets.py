@@ -61,8 +61,9 @@ STOPPABLE_STATUSES = frozenset({"Admitted", "Running", "Restarting"})
 MAX_BUDGET_MINOR = 10**15
 
 _PRECISE: int = 10**PRECISE_DIGITS
-_WORKSPACE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
-_CURRENCY = re.compile(r"^[A-Z]{3}$")
+# fullmatch, never match: ``$`` also matches before a trailing newline ("ws-a\n")
+_WORKSPACE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
+_CURRENCY = re.compile(r"[A-Z]{3}")
 _FIELDS = frozenset({"workspace", "amount", "currency", "period", "action"})
 
 
@@ -141,14 +142,16 @@ def _entry(
     if workspace is not None and (
         not isinstance(workspace, str)
         or len(workspace) > MAX_LABEL_VALUE
-        or not _WORKSPACE.match(workspace)
+        or not _WORKSPACE.fullmatch(workspace)
     ):
         errors.append(
             f"{where}: workspace: {workspace!r} is not a workspace name (letters, digits, "
             f"'-', '_' or '.', at most {MAX_LABEL_VALUE})"
         )
     currency = entry.get("currency")
-    if currency is not None and (not isinstance(currency, str) or not _CURRENCY.match(currency)):
+    if currency is not None and (
+        not isinstance(currency, str) or not _CURRENCY.fullmatch(currency)
+    ):
         errors.append(f"{where}: currency: {currency!r} is not an ISO 4217 code (e.g. USD)")
         currency = None
     elif currency is not None and billing_currency is not None and currency != billing_currency:

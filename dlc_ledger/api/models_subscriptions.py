@@ -5,18 +5,22 @@ The rows are the use cases' (:func:`dlc_ledger.services.subscriptions.subscripti
 :func:`~dlc_ledger.services.subscriptions.term_rows`,
 :func:`dlc_ledger.services.resource_groups.resource_groups`) with money as ``*_minor`` +
 currency + scale + ``*_display`` (:func:`dlc_ledger.api.reports.money_fields`), as the
-invoices show it. A request body is strict too: a misspelt field is a 422, not a default.
+invoices show it. A request body is strict too: a misspelt field is a 422, not a default;
+a number or a flag must be a JSON number or boolean (``"1"`` is a 422, not a 1); a name
+is checked for control characters and length where it enters
+(:func:`ledger.bounds.check_name`, the CLI's check too), free text likewise
+(:func:`ledger.bounds.check_free_text`).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, StrictBool, StrictInt, ValidationInfo
 
 from dlc_ledger.api.listing import Instant
 from dlc_ledger.api.models import DecimalText, Freshness, Strict, Timestamp
-from ledger.bounds import MAX_LABEL_VALUE, MAX_TEXT
+from ledger.bounds import MAX_LABEL_VALUE, MAX_NAME, MAX_TEXT, check_free_text, check_name
 from ledger.subscriptions import Status
 
 __all__ = [
@@ -39,14 +43,43 @@ __all__ = [
 TermUnit = Literal["month", "year"]
 #: storable text: PostgreSQL text holds no NUL character
 _NO_NUL = r"^[^\x00]*$"
-LabelText = Annotated[str, Field(min_length=1, max_length=MAX_LABEL_VALUE, pattern=_NO_NUL)]
-NameText = Annotated[str, Field(min_length=1, max_length=253, pattern=_NO_NUL)]
-FreeText = Annotated[str, Field(max_length=MAX_TEXT, pattern=_NO_NUL)]
+
+
+def _label(value: str, info: ValidationInfo) -> str:
+    check_name(value, info.field_name or "name", MAX_LABEL_VALUE)
+    return value
+
+
+def _name(value: str, info: ValidationInfo) -> str:
+    check_name(value, info.field_name or "name", MAX_NAME)
+    return value
+
+
+def _text(value: str, info: ValidationInfo) -> str:
+    check_free_text(value, info.field_name or "text")
+    return value
+
+
+LabelText = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_LABEL_VALUE, pattern=_NO_NUL),
+    AfterValidator(_label),
+]
+NameText = Annotated[
+    str, Field(min_length=1, max_length=MAX_NAME, pattern=_NO_NUL), AfterValidator(_name)
+]
+FreeText = Annotated[str, Field(max_length=MAX_TEXT, pattern=_NO_NUL), AfterValidator(_text)]
 WriteInstant = Annotated[
     Instant | None,
     Field(description="The order instant (ISO 8601 with zone); default the cluster's now."),
 ]
-DryRun = Annotated[bool, Field(description="Answer what would happen; append nothing.")]
+DryRun = Annotated[
+    StrictBool,
+    Field(
+        description="Answer what would happen, refusals included (the same checks, the same "
+        "status); append nothing."
+    ),
+]
 
 
 class PurchaseRequest(Strict):
@@ -55,10 +88,17 @@ class PurchaseRequest(Strict):
 
     group: LabelText = Field(description="The resource group the nodes join.")
     spec: NameText = Field(description="A node spec of the price book in force.")
-    nodes: int = Field(ge=1, le=100_000)
+    nodes: StrictInt = Field(ge=1, le=100_000)
     term: TermUnit
-    workspace: LabelText = Field(description="The workspace that pays.")
-    auto_renew: bool = Field(default=False, description="Renew 3 days before each term ends.")
+    workspace: LabelText = Field(
+        description="The workspace that pays: one the ledger knows (a quota binds it or a "
+        "job ran in it), unless ``allow_unknown_workspace``."
+    )
+    allow_unknown_workspace: StrictBool = Field(
+        default=False,
+        description="Accept a workspace no quota binds and no job ran in yet (else a 400).",
+    )
+    auto_renew: StrictBool = Field(default=False, description="Renew 3 days before each term ends.")
     at: WriteInstant = None
     key: NameText | None = Field(
         default=None,
@@ -81,7 +121,7 @@ class CancelRequest(Strict):
     """End the subscription at the end of the running term (no refund; a renewal ordered
     ahead is refunded in full), or ``immediately`` with the refund rule."""
 
-    immediately: bool = False
+    immediately: StrictBool = False
     at: WriteInstant = None
     reason: FreeText = Field(default="", description="Why (kept on the event).")
     dry_run: DryRun = False

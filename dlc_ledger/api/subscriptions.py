@@ -48,7 +48,7 @@ from dlc_ledger.api.models_subscriptions import (
 )
 from dlc_ledger.api.problems import PROBLEM_RESPONSES, Problem
 from dlc_ledger.api.reports import money_fields
-from dlc_ledger.api.windows import check_span
+from dlc_ledger.api.windows import WEIGHED_HOURLY, check_span
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.resource_groups import ResourceGroup, resource_group, resource_groups
@@ -229,7 +229,9 @@ def post_subscription(
     """``subscriptions purchase``: billed in full at the order instant. 201 with
     ``Location`` when bought; 200 when ``key`` names the same purchase already made, or
     for a ``dry_run``; 409 for an identical purchase without a key, a key reused for
-    another purchase, or a group holding another spec; 404 for an unknown spec."""
+    another purchase, or a group holding another spec; 404 for an unknown spec; 400 for a
+    workspace the ledger does not know (unless ``allow_unknown_workspace``). A dry run
+    runs every check the purchase does and answers what it would, a refusal included."""
     store = request.app.state.store
     when = _instant(store, body.at)
     order = purchase(
@@ -244,6 +246,7 @@ def post_subscription(
         at=when,
         key=body.key,
         dry_run=body.dry_run,
+        known_only=not body.allow_unknown_workspace,
     )
     sub = order.subscription
     if order.created:
@@ -394,7 +397,8 @@ def get_utilisation(
         bought = subscriptions(store)
         lo = bought[0].starts_at if bought else _instant(store, None)
     hi = end if end is not None else _instant(store, None)
-    check_span(lo, hi, None, what="the report's window")  # docs/api.md "Limits"
+    # weighed hour by hour: capped as its work, not its rows (docs/api.md "Limits")
+    check_span(lo, hi, WEIGHED_HOURLY, what="the utilisation report (weighed hourly)")
     rows = subscription_report(store, group_by.value, lo, hi)
     with store.reading() as conn:
         scale_of = currency_scales(conn)

@@ -4,11 +4,13 @@
 What a window costs grows with the steps it is cut into (a series' points, a report's
 days), so the cap is by the finest step of the answer. The caps leave room for what a
 dashboard asks: 30 days hourly (its hourly series go up to 62), three years daily, and
-any window of whole months a finance person would name. A window whose side is left out
-runs to the data's own edge (the first fact, the cluster clock); a series resolves it
-first (its edges are one indexed read) and checks the cap on what it resolved; a report
-over the data stays bounded by its row cap (:data:`projections.pages.MAX_REPORT_ROWS`)
-and the statement timeout.
+any window of whole months a finance person would name. A report whose work is cut
+finer than its answer is capped by its work: the subscription utilisation report answers
+by group or month but weighs every hour (:data:`WEIGHED_HOURLY`, three years). A window
+whose side is left out runs to the data's own edge (the first fact, the cluster clock); a
+series resolves it first (its edges are one indexed read) and checks the cap on what it
+resolved; a report over the data stays bounded by its row cap
+(:data:`projections.pages.MAX_REPORT_ROWS`) and the statement timeout.
 """
 
 from __future__ import annotations
@@ -18,13 +20,19 @@ from datetime import datetime, timedelta
 
 from dlc_ledger.services.errors import InvalidRequest
 
-__all__ = ["SPAN_CAPS", "check_span", "finest_step"]
+__all__ = ["SPAN_CAPS", "WEIGHED_HOURLY", "check_span", "finest_step"]
+
+#: the cap of a report whose rows are not cut by time but whose work is per hour
+WEIGHED_HOURLY = "weighed-hourly"
 
 #: the longest span of a window, by the finest step its answer is cut into; ``None``:
 #: an answer not cut into time steps (a total over the window, a month grouping)
 SPAN_CAPS: Mapping[str | None, timedelta] = {
     "hour": timedelta(days=92),  # a quarter hourly: 2,208 points a series
     "day": timedelta(days=1_096),  # three years daily (a leap day included)
+    # answered by group or month but weighed hour by hour in Python (the subscription
+    # utilisation report): three years is 26,304 hours, about a second of work
+    WEIGHED_HOURLY: timedelta(days=1_096),
     None: timedelta(days=36_525),  # a century: cluster history, not a fuzzer's year 1970-2199
 }
 
@@ -32,6 +40,7 @@ SPAN_CAPS: Mapping[str | None, timedelta] = {
 _NARROWER = {
     "hour": "narrow from/to or use step=day",
     "day": "narrow from/to or group by month",
+    WEIGHED_HOURLY: "narrow from/to (the report weighs every hour of the window)",
     None: "narrow from/to, or leave them out for the whole data",
 }
 

@@ -55,6 +55,13 @@ def apply(
         typer.Option("--dry-run", help="Print the events that would be appended, append none."),
     ] = False,
     at: EffectiveAtOption = None,
+    allow_unknown_workspace: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unknown-workspace",
+            help="Accept a budget for a workspace no quota binds and no job ran in yet.",
+        ),
+    ] = False,
 ) -> None:
     """Make the budgets match FILE: append only the differences (idempotent)."""
     try:
@@ -64,7 +71,12 @@ def apply(
     store = context.open_store()
     when = parse_instant(at, option="--effective-at") if at else None
     result = apply_budget_file(
-        store, text, principal=context.local_principal(), at=when, dry_run=dry_run
+        store,
+        text,
+        principal=context.local_principal(),
+        at=when,
+        dry_run=dry_run,
+        known_only=not allow_unknown_workspace,
     )
     if when is None and result.events:
         warning = lands_inside_history(store, result.events[0].occurred_at)

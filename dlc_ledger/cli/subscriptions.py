@@ -77,6 +77,13 @@ def purchase_command(
         typer.Option("--key", help="Idempotency key: a repeat returns the same subscription."),
     ] = None,
     dry_run: DryRun = False,
+    allow_unknown_workspace: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unknown-workspace",
+            help="Accept a workspace no quota binds and no job ran in yet.",
+        ),
+    ] = False,
 ) -> None:
     """Buy NODES nodes of SPEC into GROUP for a month or a year, billed in full now."""
     store = context.open_store()
@@ -92,6 +99,7 @@ def purchase_command(
         at=parse_instant(at, option="--at") if at else None,
         key=key,
         dry_run=dry_run,
+        known_only=not allow_unknown_workspace,
     )
     verb = "would buy" if order.dry_run else ("bought" if order.created else "already bought")
     typer.echo(_summary(order.subscription, verb))

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection
 
 from dlc_ledger.services.clocks import billing_instant
+from dlc_ledger.services.workspaces import refuse_unknown_workspaces
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
 from ledger.applies import ApplyChange, apply_envelopes, content_digest
 from ledger.budgets import (
@@ -130,12 +131,15 @@ def apply_budget_file(
     principal: str,
     at: datetime | None = None,
     dry_run: bool = False,
+    known_only: bool = False,
 ) -> ApplyResult:
     """Diff ``text`` against the budgets as applied; append the differences unless dry-run.
 
     The changes take effect at ``at`` (cluster time; default now) and name ``principal``
     (e.g. ``api/alice``) as their source. A budget's currency must be the price book's
     (when one is published) and its amount exact at that currency's billing scale.
+    ``known_only``: a budget set or changed must be for a workspace the ledger knows (the
+    CLI asks for it unless ``--allow-unknown-workspace``); a removal is never refused.
     """
     _catch_up(store, billing=True)
     with store.reading() as conn:
@@ -143,6 +147,13 @@ def apply_budget_file(
         current = current_budgets(conn)
     desired = parse_budget_file(text, _scale_of(schedule), schedule.currency)
     events = diff_budgets(current, desired)
+    if known_only:
+        refuse_unknown_workspaces(
+            store,
+            (e.workspace for e in events if isinstance(e, BudgetSet)),
+            field="budgets[].workspace",
+            override="--allow-unknown-workspace sets a budget ahead of them",
+        )
     lines = [_describe(current, e) for e in events]
     envelopes: list[Envelope] = []
     if events:

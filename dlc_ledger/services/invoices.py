@@ -7,6 +7,7 @@ writes leave every read model at the head after their append (reads never catch 
 
 from __future__ import annotations
 
+from ledger.bounds import MAX_NAME, check_free_text, check_name
 from ledger.store.base import EventStore
 from projections.billing import invoices as room
 from projections.billing.invoices import (
@@ -23,6 +24,7 @@ from projections.registry import catch_up_all
 
 def void_invoice(store: EventStore, invoice_id: str, reason: str, *, principal: str) -> VoidResult:
     """Void an issued invoice (:func:`projections.billing.invoices.void_invoice`)."""
+    check_free_text(reason, "reason")
     result = room.void_invoice(store, invoice_id, reason, principal=principal)
     catch_up_all(store)
     return result
@@ -38,6 +40,9 @@ def issue_credit_note(
     idempotency_key: str | None = None,
 ) -> CreditResult:
     """Credit part of an issued invoice (:func:`projections.billing.invoices.issue_credit_note`)."""
+    check_free_text(reason, "reason")
+    if idempotency_key is not None:
+        check_name(idempotency_key, "idempotency key", MAX_NAME)
     result = room.issue_credit_note(
         store, invoice_id, amount, reason, principal=principal, idempotency_key=idempotency_key
     )

@@ -5,6 +5,13 @@ appends the subscription's event and its ledger transaction together on stream
 ``subscription/<id>`` (expecting the version it read, so two cancels cannot both
 refund), then brings every read model to the head. Instants are cluster time: ``--at``,
 else the wall clock or a replay's virtual one (:func:`billing_instant`).
+
+A dry run decides exactly as the write does and builds the same envelopes (so every
+bound of a new fact is checked, :func:`ledger.bounds.check_bounds`), then appends
+nothing: it answers what the write would, a refusal included. The names a purchase
+introduces are checked where they enter (:func:`ledger.bounds.check_name`), and its
+paying workspace must be one the ledger knows unless ``known_only`` is off
+(:func:`dlc_ledger.services.workspaces.refuse_unknown_workspaces`).
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from dlc_ledger.services.clocks import billing_instant
+from dlc_ledger.services.workspaces import refuse_unknown_workspaces
 from ledger.accounts import transaction_envelope
+from ledger.bounds import MAX_LABEL_VALUE, MAX_NAME, check_free_text, check_name
 from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, make_envelope
 from ledger.errors import Conflict, Invalid, NotFound
@@ -155,17 +164,35 @@ def purchase(
     at: datetime | None = None,
     key: str | None = None,
     dry_run: bool = False,
+    known_only: bool = False,
 ) -> Order:
     """Buy ``nodes`` nodes of ``spec`` into ``group`` for a ``term``, paid by ``workspace``.
 
     The id derives from ``key`` (an idempotency key: a repeat returns the existing one, a
     key reused for another purchase is refused) or, without one, from the purchase itself,
     so an identical purchase is refused rather than doubled: pass a ``key`` to buy twice.
+    ``known_only``: ``workspace`` must be one the ledger knows (the CLI and the API ask
+    for it unless told ``--allow-unknown-workspace``).
     """
-    if nodes < 1:
-        raise Invalid(f"--nodes must be at least 1, got {nodes}")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise Invalid(f"--nodes must be a whole number at least 1, got {nodes!r}")
     if key is not None and not key.strip():
         raise Invalid("--key must not be empty")
+    check_name(group, "group", MAX_LABEL_VALUE)
+    check_name(spec, "spec", MAX_NAME)
+    check_name(workspace, "workspace", MAX_LABEL_VALUE)
+    if key is not None:
+        check_name(key, "key", MAX_NAME)
+    if known_only:
+        refuse_unknown_workspaces(
+            store,
+            [workspace],
+            field="workspace",
+            override=(
+                "bind it in the quota tree first, or say so: --allow-unknown-workspace "
+                "(API: allow_unknown_workspace)"
+            ),
+        )
     start = _instant(store, at)
     specs = load_specs(store)
     first = order_term(specs, spec, term, nodes, term=1, starts_at=start, ordered_at=start)
@@ -241,8 +268,6 @@ def _purchase(
             )
         return Order(existing, created=False), [], {}
     sub = fold_subscriptions([event])[sub_id]
-    if dry_run:
-        return Order(sub, created=False, dry_run=True), [], {}
     envelope = make_envelope(
         event,
         event_id=deterministic_id("event", "SubscriptionPurchased", sub_id),
@@ -253,6 +278,8 @@ def _purchase(
     )
     charge = charge_transaction(sub, first, str(envelope.event_id))
     batch = [envelope] + ([transaction_envelope(charge, start, source=principal)] if charge else [])
+    if dry_run:  # built, so checked as the write's: what it would answer, appended not
+        return Order(sub, created=False, dry_run=True), [], {}
     return Order(sub, created=True), batch, {subscription_stream(sub_id): 0}
 
 
@@ -291,8 +318,6 @@ def _renew(
     term = next_term(sub, load_specs(uow), now)
     renewed = SubscriptionRenewed(subscription_id=subscription_id, next=term, automatic=False)
     after = sub.after(renewed)
-    if dry_run:
-        return Order(after, created=False, dry_run=True), [], {}
     stream = subscription_stream(subscription_id)
     envelope = make_envelope(
         renewed,
@@ -304,6 +329,8 @@ def _renew(
     )
     charge = charge_transaction(after, term, str(envelope.event_id))
     batch = [envelope] + ([transaction_envelope(charge, now, source=principal)] if charge else [])
+    if dry_run:
+        return Order(after, created=False, dry_run=True), [], {}
     return Order(after, created=True), batch, {stream: _version(uow, stream)}
 
 
@@ -331,6 +358,7 @@ def cancel(
     ordered ahead is refunded in full), or ``immediately`` with the refund rule
     (docs/subscriptions.md). Refused for a cancelled or expired subscription, and for an
     instant before what its books already hold (a day recognised, a term ordered)."""
+    check_free_text(reason, "reason")
     now = _instant(store, at)
     return _decide_and_append(
         store,
@@ -396,8 +424,6 @@ def _cancel(
         reason=reason,
     )
     after = sub.after(event)
-    if dry_run:
-        return Cancellation(after, refund, dry_run=True), [], {}
     stream = subscription_stream(subscription_id)
     envelope = make_envelope(
         event,
@@ -411,6 +437,8 @@ def _cancel(
     txn = refund_transaction(after, refund, now, str(envelope.event_id))
     if txn is not None:
         batch.append(transaction_envelope(txn, now, source=principal))
+    if dry_run:
+        return Cancellation(after, refund, dry_run=True), [], {}
     return Cancellation(after, refund), batch, {stream: _version(uow, stream)}
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from dlc_ledger.services.errors import InvalidRequest, NotFound
+from dlc_ledger.services.workspaces import refuse_unknown_workspaces
+from ledger.bounds import MAX_LABEL_VALUE, MAX_NAME, check_name
 from ledger.canonical import format_timestamp
 from ledger.store.access_tokens import (
     StoredToken,
@@ -32,7 +34,6 @@ from ledger.store.access_tokens import (
     token_by_hash,
 )
 from ledger.store.base import EventStore
-from projections.jobs import known_workspaces
 
 __all__ = [
     "DEFAULT_LIFETIME",
@@ -118,6 +119,7 @@ def parse_roles(roles: Iterable[str]) -> tuple[str, ...]:
         if role.startswith(_WORKSPACE):
             if not role[len(_WORKSPACE) :].strip():
                 raise InvalidRequest(f"role {role!r} names no workspace (workspace:<id>)")
+            check_name(role[len(_WORKSPACE) :], "role workspace:<id>", MAX_LABEL_VALUE)
         elif role not in (*GLOBAL_ROLES, METRICS_ROLE):
             raise InvalidRequest(
                 f"unknown role {role!r}; one of {', '.join(GLOBAL_ROLES)}, {METRICS_ROLE}, "
@@ -167,10 +169,17 @@ def create_token(
     ``known_only``: a workspace role must name a workspace the ledger knows (a typo would
     otherwise make a token that sees nothing)."""
     checked = parse_roles(roles)
+    if name is not None:
+        check_name(name, "name", MAX_NAME)
     if expires_in is not None and not timedelta(0) < expires_in <= MAX_LIFETIME:
         raise InvalidRequest(f"a token lives more than 0 and at most {MAX_LIFETIME.days} days")
     if known_only:
-        _refuse_unknown_workspaces(store, checked)
+        refuse_unknown_workspaces(
+            store,
+            (r[len(_WORKSPACE) :] for r in checked if r.startswith(_WORKSPACE)),
+            field="role",
+            override="--allow-unknown-workspace creates the token ahead of them",
+        )
     token_id = "tok_" + secrets.token_hex(6)
     secret = _SECRET_PREFIX + secrets.token_urlsafe(32)
     at = now or datetime.now(UTC)
@@ -188,21 +197,6 @@ def create_token(
         )
     stored = StoredToken(token_id, name or token_id, checked, at, created_by, None, expires_at)
     return CreatedToken(stored, secret)
-
-
-def _refuse_unknown_workspaces(store: EventStore, roles: tuple[str, ...]) -> None:
-    named = [r[len(_WORKSPACE) :] for r in roles if r.startswith(_WORKSPACE)]
-    if not named:
-        return
-    with store.reading() as conn:
-        known = known_workspaces(conn)
-    unknown = sorted(set(named) - known)
-    if unknown:
-        raise InvalidRequest(
-            f"unknown workspace(s) {', '.join(unknown)}: no quota binds them and no job ran "
-            f"in them (known: {', '.join(sorted(known)) or 'none'}); "
-            "--allow-unknown-workspace creates the token ahead of them"
-        )
 
 
 def list_tokens(store: EventStore) -> list[StoredToken]:

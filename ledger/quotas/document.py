@@ -14,14 +14,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ledger.bounds import MAX_LABEL_VALUE, OutOfBounds, check_name
 from ledger.events import QuotaSpec
 from ledger.quotas.model import QuotaTree, QuotaTreeError, children_of, resource_unit, tree_order
 from ledger.quotas.validate import refuse_cycles, validate_tree
 
 __all__ = ["QUEUE_POLICIES", "build_quota_tree", "quota_tree_from_document"]
 
-_KEY = re.compile(r"^(gpu/[A-Za-z0-9][A-Za-z0-9._-]*|cpu|memory)$")
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$")
+# matched whole (fullmatch): ``$`` would also match before a trailing newline
+_KEY = re.compile(r"(gpu/[A-Za-z0-9][A-Za-z0-9._-]*|cpu|memory)")
+_NAME = re.compile(r"[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?")
 _NODE_FIELDS = frozenset(
     {
         "name",
@@ -40,7 +42,7 @@ _NODE_FIELDS = frozenset(
         "resource_groups",
     }
 )
-_GROUP = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+_GROUP = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 _QUEUE_POLICIES = (
     "FIFO",
     "RoundRobin",
@@ -78,7 +80,7 @@ def _quantities(name: str, what: str, value: Any) -> dict[str, int]:
         raise QuotaTreeError(f"quota {name!r}: {what} must be a mapping of resource -> quantity")
     out: dict[str, int] = {}
     for key, qty in value.items():
-        if not isinstance(key, str) or not _KEY.match(key):
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
             raise QuotaTreeError(
                 f"quota {name!r}: {what}: unknown resource key {key!r} "
                 "(expected gpu/<model>, gpu/any, cpu or memory)"
@@ -143,7 +145,7 @@ def build_quota_tree(nodes: Sequence[Any]) -> QuotaTree:
         if not isinstance(node, dict):
             raise QuotaTreeError(f"quota node #{index + 1} is not a mapping")
         name = node.get("name")
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise QuotaTreeError(
                 f"quota node #{index + 1}: name {name!r} must be lower-case letters, digits, "
                 "'-', '_' or '.' (at most 253)"
@@ -163,6 +165,11 @@ def build_quota_tree(nodes: Sequence[Any]) -> QuotaTree:
             isinstance(w, str) and w for w in workspaces
         ):
             raise QuotaTreeError(f"quota {name!r}: workspaces must be a list of names")
+        for ws in workspaces:  # a binding introduces the workspace: its name is checked here
+            try:
+                check_name(ws, f"quota {name!r}: workspaces", MAX_LABEL_VALUE)
+            except OutOfBounds as exc:
+                raise QuotaTreeError(str(exc)) from None
         for ws in workspaces:
             if ws in bindings:
                 raise QuotaTreeError(
@@ -171,7 +178,7 @@ def build_quota_tree(nodes: Sequence[Any]) -> QuotaTree:
             bindings[ws] = name
         groups = node.get("resource_groups") or []
         if not isinstance(groups, list) or not all(
-            isinstance(g, str) and _GROUP.match(g) for g in groups
+            isinstance(g, str) and _GROUP.fullmatch(g) for g in groups
         ):
             raise QuotaTreeError(
                 f"quota {name!r}: resource_groups must be a list of resource group names"

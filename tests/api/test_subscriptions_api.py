@@ -286,7 +286,7 @@ def test_bad_requests_are_400_or_422(client: TestClient, tokens: dict[str, str])
     assert "body.group" in _problem(buy(group="g\x00"), 422)
     missing = client.post("/v1/subscriptions", json={"group": "gpu-g2"}, headers=admin)
     assert "body.spec" in _problem(missing, 422)
-    assert "must not be empty" in _problem(buy(key="   "), 400)  # the use case's refusal
+    assert "must not be empty" in _problem(buy(key="   "), 422)  # checked where it enters
     _buy(client, tokens["admin"])
     other = buy(spec="ml.t4.2xlarge", key="order-t4")  # a group holds one spec
     assert "holds nodes of spec" in _problem(other, 409)

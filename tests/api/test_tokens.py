@@ -68,6 +68,13 @@ def test_unknown_roles_and_tokens_are_refused(cli: CliCall) -> None:
     assert "no token with id 'tok_nope'" in cli("tokens", "revoke", "tok_nope", ok=False)
     refused = cli("tokens", "create", "--role", "workspace:ws-nonexistent", ok=False)
     assert "unknown workspace(s) ws-nonexistent" in refused
+    # names are checked for control characters where they enter (issue 44)
+    bad_name = cli("tokens", "create", "--role", "auditor", "--name", "ci\x1b[2J", ok=False)
+    assert "name: control character '\\x1b'" in bad_name
+    bad_ws = cli(
+        "tokens", "create", "--role", "workspace:ws\nx", "--allow-unknown-workspace", ok=False
+    )
+    assert "role workspace:<id>: control character '\\n'" in bad_ws
     assert json.loads(cli("tokens", "list", "--format", "json")) == []
 
 

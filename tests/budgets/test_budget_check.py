@@ -47,7 +47,14 @@ def _setup(store: PostgresEventStore, cli: CliCall, tmp_path: Path) -> None:
     """ws-a: a public and a spot job running from the epoch (3.30 USD an hour together), a
     subscription-quota job running, a public job already done; ws-b: a public job."""
     publish_prices(store)
-    cli("budgets", "apply", str(budget_file(tmp_path, STOP_20)), "--effective-at", "2026-11-01")
+    cli(
+        "budgets",
+        "apply",
+        "--allow-unknown-workspace",
+        str(budget_file(tmp_path, STOP_20)),
+        "--effective-at",
+        "2026-11-01",
+    )
     job(store, "a-public", "ws-a", "public", at(0))
     job(store, "a-spot", "ws-a", "spot", at(0), kind="TFJob")
     job(store, "a-quota", "ws-a", "quota", at(0))
@@ -127,7 +134,14 @@ def test_a_raised_budget_lifts_the_stop_until_it_is_crossed_in_turn(
     with store.engine.connect() as conn:
         check_budgets(store, conn, at(10.5))
     raised = budget_file(tmp_path, STOP_20.replace('"20.00"', '"60.00"'), "raised.yaml")
-    out = cli("budgets", "apply", str(raised), "--effective-at", "2026-11-05T11:00Z")
+    out = cli(
+        "budgets",
+        "apply",
+        "--allow-unknown-workspace",
+        str(raised),
+        "--effective-at",
+        "2026-11-05T11:00Z",
+    )
     assert "changed the budget of workspace ws-a: 60 USD per month, action stop (was 20 USD" in out
     post_cost(store, range(11, 20))
     project(store)
@@ -149,7 +163,14 @@ def test_a_budget_set_below_what_was_spent_is_crossed_when_set(
 ) -> None:
     _setup(store, cli, tmp_path)
     lower = budget_file(tmp_path, STOP_20.replace('"20.00"', '"10.00"'), "lower.yaml")
-    cli("budgets", "apply", str(lower), "--effective-at", "2026-11-05T08:30Z")
+    cli(
+        "budgets",
+        "apply",
+        "--allow-unknown-workspace",
+        str(lower),
+        "--effective-at",
+        "2026-11-05T08:30Z",
+    )
     with store.engine.connect() as conn:
         breaches = check_budgets(store, conn, at(10))
     a = [b for b in breaches if b.workspace == "ws-a"]

@@ -45,7 +45,9 @@ def test_apply_twice_stores_nothing_the_second_time(
     cli: CliCall, store: PostgresEventStore, tmp_path: Path
 ) -> None:
     path = budget_file(tmp_path, TWO)
-    out = cli("budgets", "apply", str(path), "--effective-at", "2026-11-01")
+    out = cli(
+        "budgets", "apply", "--allow-unknown-workspace", str(path), "--effective-at", "2026-11-01"
+    )
     assert "set the budget of workspace ws-a: 1000 USD per month, action stop" in out
     assert "set the budget of workspace ws-b: 250 USD per month, action notify" in out
     assert "applied 2 change(s)" in out
@@ -64,15 +66,22 @@ def test_apply_twice_stores_nothing_the_second_time(
     }
     # the same budgets, written differently: nothing changes
     same = budget_file(tmp_path, TWO.replace('"1000.00"', "1000"), "same.yaml")
-    assert cli("budgets", "apply", str(same)).strip() == "no changes"
-    assert cli("budgets", "apply", str(path)).strip() == "no changes"
+    assert cli("budgets", "apply", "--allow-unknown-workspace", str(same)).strip() == "no changes"
+    assert cli("budgets", "apply", "--allow-unknown-workspace", str(path)).strip() == "no changes"
     assert _events(store) == first
 
 
 def test_a_changed_file_stores_only_the_differences_and_dry_run_stores_none(
     cli: CliCall, store: PostgresEventStore, tmp_path: Path
 ) -> None:
-    cli("budgets", "apply", str(budget_file(tmp_path, TWO)), "--effective-at", "2026-11-01")
+    cli(
+        "budgets",
+        "apply",
+        "--allow-unknown-workspace",
+        str(budget_file(tmp_path, TWO)),
+        "--effective-at",
+        "2026-11-01",
+    )
     before = _events(store)
     changed = budget_file(
         tmp_path,
@@ -83,7 +92,15 @@ budgets:
 """,
         "changed.yaml",
     )
-    dry = cli("budgets", "apply", str(changed), "--dry-run", "--effective-at", "2026-11-10")
+    dry = cli(
+        "budgets",
+        "apply",
+        "--allow-unknown-workspace",
+        str(changed),
+        "--dry-run",
+        "--effective-at",
+        "2026-11-10",
+    )
     assert (
         "would append BudgetSet to budget/ws-a at 2026-11-10T00:00:00Z: changed the budget of "
         "workspace ws-a: 1500 USD per month, action stop (was 1000 USD per month, action stop)"
@@ -93,14 +110,23 @@ budgets:
     assert "removed the budget of workspace ws-b (was 250 USD)" in dry
     assert "would apply 3 change(s); appended nothing (--dry-run)" in dry
     assert _events(store) == before
-    out = cli("budgets", "apply", str(changed), "--effective-at", "2026-11-10")
+    out = cli(
+        "budgets",
+        "apply",
+        "--allow-unknown-workspace",
+        str(changed),
+        "--effective-at",
+        "2026-11-10",
+    )
     assert "applied 3 change(s)" in out
     assert [(t, s) for t, s, _, _ in _events(store)[len(before) :]] == [
         ("BudgetSet", "budget/ws-a"),
         ("BudgetSet", "budget/ws-c"),
         ("BudgetRemoved", "budget/ws-b"),
     ]
-    assert cli("budgets", "apply", str(changed)).strip() == "no changes"
+    assert (
+        cli("budgets", "apply", "--allow-unknown-workspace", str(changed)).strip() == "no changes"
+    )
     # show follows the effective dates: before the change, the first file's budgets
     early = json.loads(cli("budgets", "show", "--at", "2026-11-05", "--format", "json"))
     assert [(r["workspace"], r["budget"]) for r in early] == [
@@ -133,6 +159,11 @@ budgets:
             "budgets:\n  - {workspace: ws-a, amount: 1, currency: EUR}\n",
             "budget #1 (workspace ws-a): currency: EUR, but the price book bills in USD",
         ),
+        # "$" matched before a trailing newline: the name is matched whole (issue 44)
+        (
+            'budgets:\n  - {workspace: "ws-a\\n", amount: 1, currency: USD}\n',
+            "workspace: 'ws-a\\n' is not a workspace name",
+        ),
         ("budgets: [\n", "not valid YAML: line 2"),
         ("budgets: []\nbudgets: []\n", "duplicate key 'budgets'"),
     ],
@@ -144,6 +175,23 @@ def test_a_bad_file_is_refused_with_a_clear_error_and_stores_nothing(
     out = cli("budgets", "apply", str(budget_file(tmp_path, document)), ok=False)
     assert message in out
     assert _events(store) == []
+
+
+def test_a_budget_for_a_workspace_the_ledger_does_not_know_is_refused(
+    cli: CliCall, store: PostgresEventStore, tmp_path: Path
+) -> None:
+    """As ``tokens create`` refuses one (issue 44): named, with the known ones listed;
+    ``--allow-unknown-workspace`` sets it ahead of its first job."""
+    publish_prices(store)
+    job(store, "j1", "ws-a", "public", at(1))
+    project(store)
+    path = budget_file(tmp_path, TWO)
+    for dry in ((), ("--dry-run",)):
+        out = cli("budgets", "apply", *dry, str(path), ok=False)
+        assert "budgets[].workspace: unknown workspace(s) ws-b" in out
+        assert "known: ws-a" in out and "--allow-unknown-workspace" in out
+    assert _events(store) == []
+    assert "applied 2 change(s)" in cli("budgets", "apply", "--allow-unknown-workspace", str(path))
 
 
 def test_an_unreadable_file_is_an_error(cli: CliCall, tmp_path: Path) -> None:
@@ -158,6 +206,7 @@ def test_show_lists_budget_spent_remaining_action_and_state(
     cli(
         "budgets",
         "apply",
+        "--allow-unknown-workspace",
         str(budget_file(tmp_path, TWO.replace('"1000.00"', '"20.00"'))),
         "--at",
         "2026-11-01",

@@ -67,6 +67,17 @@ quotas:
             "quota 'a': preemption.reclaim:",
         ),
         ("- {name: Bad Name}\n", "name 'Bad Name' must be lower-case"),
+        # a binding introduces a workspace: its name is checked where it enters (issue 44)
+        (
+            '- {name: a, workspaces: ["ws\\nx"]}\n',
+            "quota 'a': workspaces: control character '\\n' (U+000A) at position 2",
+        ),
+        ('- {name: a, workspaces: ["ws\\u202e"]}\n', "control character '\\u202e'"),
+        ("- {name: a, workspaces: [" + "w" * 64 + "]}\n", "64 characters, at most 63"),
+        # "$" matched before a trailing newline: names are matched whole
+        ('- {name: "a\\n"}\n', "name 'a\\n' must be lower-case"),
+        ('- {name: a, resource_groups: ["g\\n"]}\n', "resource_groups must be a list"),
+        ('- {name: a, min: {"cpu\\n": 1}}\n', "unknown resource key 'cpu\\n'"),
         ("quotas: 3\n", "a quota tree is a list"),
         ("quota: []\n", "unknown top-level field(s) ['quota']"),
     ],

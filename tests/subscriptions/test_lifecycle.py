@@ -116,7 +116,7 @@ def test_guards(store: PostgresEventStore) -> None:
 
 def test_cli_purchase_list_and_cancel(store: PostgresEventStore, cli: CliCall) -> None:
     publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
-    out = cli(
+    order = (
         "subscriptions",
         "purchase",
         "--group",
@@ -133,6 +133,14 @@ def test_cli_purchase_list_and_cancel(store: PostgresEventStore, cli: CliCall) -
         "--at",
         "2027-01-01T00:00:00Z",
     )
+    # ws-g: no quota binds it, no job ran in it: refused unless said on purpose (issue 44)
+    for dry in ((), ("--dry-run",)):
+        refused = cli(*order, *dry, ok=False)
+        assert "workspace: unknown workspace(s) ws-g" in refused and "known: none" in refused
+    bad_group = cli(*order[:2], "--group", "g\nx", *order[4:], ok=False)
+    assert "group: control character '\\n'" in bad_group
+    assert load_subscriptions(store) == {}
+    out = cli(*order, "--allow-unknown-workspace")
     assert "bought sub-" in out and "63,000.00 USD" in out.replace("63000", "63,000")
     rows = json.loads(cli("subscriptions", "list", "--format", "json", "--at", "2027-02-01"))
     assert rows[0]["status"] == "active" and rows[0]["nodes"] == 3

@@ -243,7 +243,7 @@ def test_a_workspace_whose_stop_budget_was_crossed_gets_nothing(
     budgets.write_text(
         "budgets:\n  - {workspace: ws-b, amount: 1, currency: USD, period: month, action: stop}\n"
     )
-    cli("budgets", "apply", str(budgets), "--effective-at", _iso(0))
+    cli("budgets", "apply", "--allow-unknown-workspace", str(budgets), "--effective-at", _iso(0))
     tick(store, at(3600))
     assert "ws-b" in cli("budgets", "check", "--at", _iso(3600))
     b2 = json.loads(cli("jobs", "why", "b2", "--format", "json"))["pending"]
