@@ -44,6 +44,7 @@ HEADS = frozenset(
         "0018_billing_quota_groups",
         "0019_notifications",
         "0022_extent",
+        "0023_events_by_type",
     }
 )
 

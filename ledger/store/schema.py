@@ -18,6 +18,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Identity,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -52,6 +53,8 @@ events = Table(
     Column("hash", LargeBinary, nullable=False),
     # one version per stream: the optimistic-concurrency check of an append
     UniqueConstraint("stream", "version", name="events_stream_version_key"),
+    # the few events of one kind (rules, grants, trees, price books) without a scan
+    Index("events_type_position", "type", "position"),
 )
 
 checkpoints = Table(

@@ -96,8 +96,8 @@ def test_db_status_names_the_branches(database_url: str) -> None:
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith("revision: ")
-    assert "(the heads of 9 independent migration branches" in first and "up to date" in first
-    labels = [line.split()[0] for line in done.stdout.splitlines()[1:10]]
+    assert "(the heads of 10 independent migration branches" in first and "up to date" in first
+    labels = [line.split()[0] for line in done.stdout.splitlines()[1:11]]
     assert labels == [
         "billing",
         "budgets",
@@ -106,6 +106,7 @@ def test_db_status_names_the_branches(database_url: str) -> None:
         "jobs",
         "notifications",
         "quotas",
+        "store",
         "tokens",
         "watchers",
     ]
