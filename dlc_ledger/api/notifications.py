@@ -11,6 +11,7 @@ and revoke, a workspace token sees its own grants; docs/notifications.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Query, Request, Response
@@ -51,6 +52,21 @@ def _visible(principal: Principal, workspace: str) -> bool:
     return scope is None or workspace in scope
 
 
+def _scoped_page(
+    request: Request,
+    principal: Principal,
+    rows: Sequence[dict[str, Any]],
+    limit: int,
+    cursor: str | None,
+    fmt: Any,
+    name: str,
+) -> dict[str, Any] | Response:
+    """One page of the rows of the workspaces ``principal`` may see."""
+    visible = [r for r in rows if _visible(principal, r["workspace"])]
+    items, following = page_of(visible, limit, cursor)
+    return listing(request, items, following, name=name, fmt=fmt)
+
+
 @router.get(
     "/rules", response_model=None, responses=CSV_RESPONSES, summary="The rules as applied (scoped)"
 )
@@ -62,13 +78,8 @@ def get_rules(
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
-    rows = [
-        r
-        for r in rule_rows(request.app.state.store, workspace)
-        if _visible(principal, r["workspace"])
-    ]
-    items, following = page_of(rows, limit, cursor)
-    return listing(request, items, following, name="notification-rules", fmt=fmt)
+    rows = rule_rows(request.app.state.store, workspace)
+    return _scoped_page(request, principal, rows, limit, cursor, fmt, "notification-rules")
 
 
 @router.get(
@@ -166,13 +177,8 @@ def get_grants(
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
-    rows = [
-        r
-        for r in grant_rows(request.app.state.store, workspace)
-        if _visible(principal, r["workspace"])
-    ]
-    items, following = page_of(rows, limit, cursor)
-    return listing(request, items, following, name="notification-secrets", fmt=fmt)
+    rows = grant_rows(request.app.state.store, workspace)
+    return _scoped_page(request, principal, rows, limit, cursor, fmt, "notification-secrets")
 
 
 @router.put(

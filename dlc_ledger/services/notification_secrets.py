@@ -11,14 +11,14 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from dlc_ledger.services.quotas import current_tree
 from ledger.applies import ApplyChange, apply_envelopes, content_digest
 from ledger.envelopes import Envelope
 from ledger.errors import Invalid, NotFound
 from ledger.events import NotificationSecretGranted, NotificationSecretRevoked
 from ledger.notifications import ALL_WORKSPACES, grant_stream
 from ledger.store.base import EventStore
-from projections.notifications import job_workspaces, secret_grants
+from projections.jobs import known_workspaces
+from projections.notifications import secret_grants
 
 __all__ = ["GrantChanged", "grant_rows", "grant_secret", "revoke_secret"]
 
@@ -36,9 +36,8 @@ def _check(store: EventStore, workspace: str, variable: str) -> None:
         raise Invalid(f"variable: an environment variable name (A-Z, 0-9, _), got {variable!r}")
     if workspace == ALL_WORKSPACES:
         return
-    known = set(current_tree(store).bindings)
     with store.reading() as conn:
-        known |= job_workspaces(conn)
+        known = known_workspaces(conn)
     if workspace not in known:
         shown = ", ".join(sorted(known)[:20]) or "none yet"
         raise NotFound(f"workspace: unknown workspace {workspace!r} (known: {shown})")

@@ -35,13 +35,8 @@ from ledger.notifications import (
     target_of,
 )
 from ledger.store.base import EventStore
-from projections.notifications import (
-    deliveries,
-    job_workspaces,
-    requeue,
-    rule_book,
-    secret_grants,
-)
+from projections.jobs import known_workspaces
+from projections.notifications import deliveries, requeue, rule_book, secret_grants
 from projections.registry import catch_up_all
 
 __all__ = [
@@ -62,12 +57,26 @@ class RulesApplied:
     events: list[Envelope]
 
 
-def _known(store: EventStore) -> tuple[set[str], set[str]]:
-    tree = current_tree(store)
-    workspaces = set(tree.bindings)
+def _known(store: EventStore) -> tuple[frozenset[str], set[str]]:
+    """The workspaces and quotas a rule may name."""
     with store.reading() as conn:
-        workspaces |= job_workspaces(conn)
-    return workspaces, set(tree.specs)
+        workspaces = known_workspaces(conn)
+    return workspaces, set(current_tree(store).specs)
+
+
+def _checked(
+    store: EventStore, document: Any, *, admin: bool, allow: AllowList | None
+) -> dict[tuple[str, str], NotificationRule]:
+    """The rules of ``document``, checked against what the ledger knows and grants."""
+    workspaces, quotas = _known(store)
+    return rules_from_document(
+        document,
+        workspaces=workspaces,
+        quotas=quotas,
+        grants=secret_grants(store),
+        admin=admin,
+        allow=allow if allow is not None else allow_list_from_environment(),
+    )
 
 
 def _describe(event: NotificationRuleSet | NotificationRuleRemoved) -> str:
@@ -96,15 +105,7 @@ def apply_rules_file(
         raw = load_yaml(text, tenant=True)
     except YamlError as exc:
         raise RuleFileError(str(exc)) from None
-    workspaces, quotas = _known(store)
-    desired = rules_from_document(
-        raw,
-        workspaces=workspaces,
-        quotas=quotas,
-        grants=secret_grants(store),
-        admin=admin,
-        allow=allow if allow is not None else allow_list_from_environment(),
-    )
+    desired = _checked(store, raw, admin=admin, allow=allow)
     book = rule_book(store)
     listed = {w for w, _ in desired} | {
         r.get("workspace")
@@ -198,15 +199,8 @@ def set_rule(
     if "name" in body or "workspace" in body:
         raise RuleFileError("name and workspace come from the path, not the body")
     check_rule_name(name)
-    workspaces, quotas = _known(store)
-    desired = rules_from_document(
-        {"rules": [{**body, "name": name, "workspace": workspace}]},
-        workspaces=workspaces,
-        quotas=quotas,
-        grants=secret_grants(store),
-        admin=admin,
-        allow=allow if allow is not None else allow_list_from_environment(),
-    )
+    document = {"rules": [{**body, "name": name, "workspace": workspace}]}
+    desired = _checked(store, document, admin=admin, allow=allow)
     book = rule_book(store)
     key = (workspace, name)
     rule = desired[key]

@@ -3,7 +3,6 @@
 from projections.notifications.reads import (
     DELIVERY_STATUSES,
     deliveries,
-    job_workspaces,
     requeue,
     rule_book,
     secret_grants,
@@ -12,7 +11,6 @@ from projections.notifications.reads import (
 __all__ = [
     "DELIVERY_STATUSES",
     "deliveries",
-    "job_workspaces",
     "requeue",
     "rule_book",
     "secret_grants",

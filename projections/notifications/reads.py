@@ -27,7 +27,6 @@ from ledger.store.base import EventStore, UnitOfWork, read_all_of_types
 __all__ = [
     "DELIVERY_STATUSES",
     "deliveries",
-    "job_workspaces",
     "requeue",
     "rule_book",
     "secret_grants",
@@ -106,9 +105,3 @@ def requeue(conn: Connection, notification_id: str) -> str | None:
         {"id": notification_id},
     )
     return str(row[0])
-
-
-def job_workspaces(conn: Connection) -> set[str]:
-    """Every workspace a job was seen in (a rule may name them as well as the tree's)."""
-    rows = conn.execute(text("SELECT DISTINCT workspace FROM job_state")).all()
-    return {str(w) for (w,) in rows if w}

@@ -51,6 +51,7 @@ SEEDED: dict[str, str] = {
     "group": "gpu-g2",
     "workspace": "ws-a",
     "name": "no-such-rule",
+    "variable": "NO_SUCH_GRANT",
 }
 RANDOM: dict[str, str] = {
     "event_id": "00000000-0000-4000-8000-000000000037",
@@ -62,6 +63,7 @@ RANDOM: dict[str, str] = {
     "subscription_id": "sub-none",
     "workspace": "ws-none",
     "name": "no-such-rule",
+    "variable": "NO_SUCH_GRANT",
 }
 
 

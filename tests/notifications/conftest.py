@@ -1,7 +1,28 @@
-"""The notification tests' broker, for the replayed slice (one real Tansu per session)."""
+"""The notification tests' receivers (real HTTP servers on loopback) and broker (one real
+Tansu per session, for the replayed slice)."""
 
 from __future__ import annotations
 
-from tests.kafka.conftest import bootstrap, broker
+from collections.abc import Iterator
 
-__all__ = ["bootstrap", "broker"]
+import pytest
+
+from tests.kafka.conftest import bootstrap, broker
+from tests.notifications.receiver import Receiver
+
+__all__ = ["bootstrap", "broker", "receiver", "second"]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def second() -> Iterator[Receiver]:
+    """Another receiver: another rule's, another tenant's."""
+    r = Receiver()
+    yield r
+    r.close()

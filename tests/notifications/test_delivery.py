@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -83,13 +82,6 @@ rules:
     {extra}
     target: {{webhook: "{url}", secret_env: LS_HOOK}}
 """
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture(autouse=True)

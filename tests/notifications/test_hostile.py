@@ -5,7 +5,6 @@ another tenant's secrets or data, or delays another rule's notifications."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -35,20 +34,6 @@ from tests.notifications.receiver import Receiver
 from tests.notifications.test_delivery import SECRET, T0, _job, _rules, _setup, _submit
 
 OTHER_SECRET = "whsec_" + base64.b64encode(b"another-tenant-secret-0123456789").decode()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
-
-
-@pytest.fixture
-def second() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture(autouse=True)

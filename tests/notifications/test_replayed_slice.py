@@ -5,7 +5,6 @@ of the others: checked against the store by an independent query."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,6 @@ from tests.notifications.test_delivery import SECRET, _until_idle
 
 SLICE = 300
 EVENTS = ("JobStarted", "JobSucceeded", "JobFailed")
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def test_every_matching_event_once_and_no_other(

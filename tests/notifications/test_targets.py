@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -86,13 +85,6 @@ def _loopback_name() -> str:
     if ipaddress.ip_address(socket.gethostbyname(name)).is_loopback:
         return name
     pytest.skip("no name on this machine resolves to loopback")
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def _message(url: str) -> Message:
