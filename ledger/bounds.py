@@ -1,7 +1,8 @@
 """Bounds of a new fact: how large a quantity, how long a string, how early or late an instant.
 
 A fact the product accepts must fit every read model and report built from it: a sum of
-its quantities must fit PostgreSQL's ``bigint``, a string must fit a B-tree index row
+its quantities must fit PostgreSQL's ``bigint``, an amount in minor units derived from a
+price must stay a JSON-safe integer, a string must fit a B-tree index row
 (2,704 bytes), an instant must survive conversion to UTC and a month's arithmetic, and
 every string must be storable text (no NUL, no lone surrogate). The catalogue declares a
 field's bound with a :class:`Bound` marker in its annotation; :func:`check_bounds` enforces
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Literal, get_origin
 from unicodedata import category
 
@@ -28,7 +30,10 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "MAX_CPU_MILLI",
+    "MAX_DECIMAL_PLACES",
+    "MAX_FAIR_SHARING_WEIGHT",
     "MAX_FLAVOR",
+    "MAX_IDLE_MULTIPLIER",
     "MAX_INT",
     "MAX_LABEL_VALUE",
     "MAX_MEMORY_MIB",
@@ -37,16 +42,21 @@ __all__ = [
     "MAX_NODES",
     "MAX_NODE_GPUS",
     "MAX_NODE_MEMORY_MIB",
+    "MAX_NODE_PRICE_MINOR",
     "MAX_PRIORITY",
     "MAX_QUOTA",
+    "MAX_RATED_QUANTITY",
+    "MAX_RATE_MINOR",
     "MAX_REPLICAS",
     "MAX_REPLICA_SPECS",
+    "MAX_SUBSCRIBED_NODES",
     "MAX_TEXT",
     "MIN_PRIORITY",
     "USAGE_MONTH_US",
     "Bound",
     "OutOfBounds",
     "check_bounds",
+    "check_decimal",
     "check_free_text",
     "check_instant",
     "check_name",
@@ -83,8 +93,33 @@ MAX_NODES = 5_000
 MAX_QUOTA = MAX_NODES * MAX_NODE_MEMORY_MIB
 #: Job priority: Kubernetes priorities are int32.
 MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
-#: Any other integer (money in minor units, counts): the JSON-safe range.
+#: Any other integer (money in minor units, counts): the JSON-safe range. Also the bound of
+#: any other decimal (a posting's amount in minor units, an invoice line's quantity).
 MAX_INT = 2**53 - 1
+#: Nodes of one subscription order (``SubscriptionPurchased.nodes``).
+MAX_SUBSCRIBED_NODES = 100_000
+#: A node's price per term (monthly, yearly, a term's unit price), in minor units at the
+#: fact's scale: an order of the most nodes at it stays within MAX_INT minor units. At
+#: scale 2 (USD) that is 900,719,925.47 a node-term, at scale 6 90,071.992547.
+MAX_NODE_PRICE_MINOR = MAX_INT // MAX_SUBSCRIBED_NODES
+#: Billing units (GPU-, core-, GiB-hours) of one rating transaction, either sign: its
+#: usage (at most int64 units x microseconds) over the smallest unit (1,000 units, one
+#: hour). One pod's longest month at its bounds is 2,285,568 core- or GiB-hours.
+MAX_RATED_QUANTITY = -(-(2**63 - 1) // (1000 * 3600 * 10**6))
+#: A rate per unit-hour (a price book's, a spot price, a rating's), in minor units at the
+#: fact's scale (0 when the fact has none): a rating transaction of the most units at it
+#: stays within MAX_INT minor units. At scale 2: 35,156,247.09 a unit-hour, at scale 6
+#: 3,515.624709.
+MAX_RATE_MINOR = MAX_INT // MAX_RATED_QUANTITY
+#: A price book's idle multiplier: idle capacity is sold at a fraction of the public rate;
+#: x10 leaves room for a premium without letting a typo multiply every idle charge.
+MAX_IDLE_MULTIPLIER = 10
+#: A quota's fair-sharing weight (Kueue's): shares are divided by it, and a ratio beyond a
+#: million between two quotas orders nothing differently.
+MAX_FAIR_SHARING_WEIGHT = 1_000_000
+#: Places after the point of any decimal: a rating's quantity carries 40 significant
+#: digits (the smallest, one unit-microsecond, has 52 places); more only bloats the JSON.
+MAX_DECIMAL_PLACES = 64
 #: Instants of facts: from the Unix epoch to 2200 (exclusive), far from datetime's edges.
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
@@ -98,14 +133,19 @@ class OutOfBounds(Invalid):
 class Bound:
     """The bound of a field, in its annotation: ``Annotated[int, Bound(MAX_MGPU)]``.
 
-    For an integer ``min <= value <= max``; for a string ``len(value) <= max``; for a
-    tuple ``items`` caps its length and ``max``/``min`` apply to its elements; for a
-    mapping they apply to its values (keys are names).
+    For an integer or a decimal ``min <= value <= max``; for a string ``len(value) <=
+    max``; for a tuple ``items`` caps its length and ``max``/``min`` apply to its
+    elements; for a mapping they apply to its values (keys are names). ``scaled``: the
+    decimal is an amount of currency units and the bounds are in minor units at the
+    scale of the nearest fact holding it that has a ``scale`` (0 when none has):
+    ``min <= value x 10**scale <= max``. Every decimal is finite and has at most
+    :data:`MAX_DECIMAL_PLACES` places; one without a bound lies in ``[-MAX_INT, MAX_INT]``.
     """
 
     max: int = MAX_INT
     min: int = 0
     items: int | None = None
+    scaled: bool = False
 
 
 def check_text(value: str, where: str, limit: int = MAX_TEXT) -> None:
@@ -180,10 +220,11 @@ def check_instant(value: datetime, where: str) -> None:
 
 
 # per model class: (field, kind, bound, low, high); kind 1 a string, 2 an integer, 3 nothing
-# to check (a literal or a flag), 0 other
+# to check (a literal or a flag), 4 a decimal, 0 other
 _Plan = tuple[tuple[str, int, "Bound | None", int, int], ...]
 _PLANS: dict[type[BaseModel], _Plan] = {}
 _STR_TYPES = (str, str | None)
+_DECIMAL_TYPES = (Decimal, Decimal | None)
 
 
 def _plan(cls: type[BaseModel]) -> _Plan:
@@ -199,16 +240,24 @@ def _plan(cls: type[BaseModel]) -> _Plan:
             elif info.annotation is int:
                 low, high = (-MAX_INT, MAX_INT) if bound is None else (bound.min, bound.max)
                 rows.append((name, 2, bound, low, high))
+            elif info.annotation in _DECIMAL_TYPES:
+                rows.append((name, 4, bound, 0, 0))
             else:
                 rows.append((name, 0, bound, 0, 0))
         plan = _PLANS[cls] = tuple(rows)
     return plan
 
 
-def check_bounds(model: BaseModel, where: str = "") -> None:
-    """Raise :class:`OutOfBounds` if any field of ``model`` (recursively) is out of bounds."""
+def check_bounds(model: BaseModel, where: str = "", *, scale: int = 0) -> None:
+    """Raise :class:`OutOfBounds` if any field of ``model`` (recursively) is out of bounds.
+
+    ``scale``: the minor-unit scale of the fact holding ``model``, for its ``scaled``
+    decimals (a model with an integer ``scale`` field sets its own)."""
     # on ingest's hot path: strings and integers are checked inline, the rest generically
     values = model.__dict__
+    own = values.get("scale")
+    if type(own) is int:
+        scale = own
     for name, kind, bound, low, high in _plan(type(model)):
         value = values[name]
         if kind == 1:
@@ -217,11 +266,37 @@ def check_bounds(model: BaseModel, where: str = "") -> None:
         elif kind == 2:
             if not low <= value <= high:
                 raise OutOfBounds(f"{where}{name}: {value} is outside [{low}, {high}]")
+        elif kind == 4:
+            if value is not None:
+                check_decimal(value, f"{where}{name}", bound, scale)
         elif kind == 0:
-            _check(value, bound, f"{where}{name}")
+            _check(value, bound, f"{where}{name}", scale)
 
 
-def _check(value: Any, bound: Bound | None, where: str) -> None:
+def check_decimal(value: Decimal, where: str, bound: Bound | None = None, scale: int = 0) -> None:
+    """``value`` is finite, has at most :data:`MAX_DECIMAL_PLACES` places and lies within
+    ``bound`` (see :class:`Bound`; none: ``[-MAX_INT, MAX_INT]``)."""
+    if not value.is_finite():
+        raise OutOfBounds(f"{where}: {value} is not a finite number")
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)  # a finite decimal's
+    if -exponent > MAX_DECIMAL_PLACES:
+        raise OutOfBounds(f"{where}: {-exponent} decimal places, at most {MAX_DECIMAL_PLACES}")
+    low, high = (-MAX_INT, MAX_INT) if bound is None else (bound.min, bound.max)
+    if bound is not None and bound.scaled and scale:
+        # exact: a bound has at most 16 digits, well within the context's precision
+        lowest = Decimal(low).scaleb(-scale) if low else Decimal(0)
+        highest = Decimal(high).scaleb(-scale)
+        if not lowest <= value <= highest:
+            raise OutOfBounds(
+                f"{where}: {value} is outside [{lowest}, {highest}] "
+                f"({low} to {high} minor units at scale {scale})"
+            )
+    elif not low <= value <= high:
+        raise OutOfBounds(f"{where}: {value} is outside [{low}, {high}]")
+
+
+def _check(value: Any, bound: Bound | None, where: str, scale: int = 0) -> None:
     if value is None or value is True or value is False:
         return
     if isinstance(value, str):
@@ -230,16 +305,18 @@ def _check(value: Any, bound: Bound | None, where: str) -> None:
         low, high = (-MAX_INT, MAX_INT) if bound is None else (bound.min, bound.max)
         if not low <= value <= high:
             raise OutOfBounds(f"{where}: {value} is outside [{low}, {high}]")
+    elif isinstance(value, Decimal):
+        check_decimal(value, where, bound, scale)
     elif isinstance(value, datetime):
         check_instant(value, where)
     elif isinstance(value, BaseModel):
-        check_bounds(value, f"{where}.")
+        check_bounds(value, f"{where}.", scale=scale)
     elif isinstance(value, tuple | list):
         if bound is not None and bound.items is not None and len(value) > bound.items:
             raise OutOfBounds(f"{where}: {len(value)} items, at most {bound.items}")
         for i, item in enumerate(value):
-            _check(item, bound, f"{where}[{i}]")
+            _check(item, bound, f"{where}[{i}]", scale)
     elif isinstance(value, Mapping):
         for key, item in value.items():
             check_text(str(key), f"{where} key", MAX_NAME)
-            _check(item, bound, f"{where}[{key!r}]")
+            _check(item, bound, f"{where}[{key!r}]", scale)

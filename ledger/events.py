@@ -25,15 +25,20 @@ from pydantic import (
 
 from ledger.bounds import (
     MAX_CPU_MILLI,
+    MAX_FAIR_SHARING_WEIGHT,
     MAX_FLAVOR,
+    MAX_IDLE_MULTIPLIER,
     MAX_LABEL_VALUE,
     MAX_MEMORY_MIB,
     MAX_MGPU,
     MAX_NAME,
     MAX_NODE_GPUS,
     MAX_NODE_MEMORY_MIB,
+    MAX_NODE_PRICE_MINOR,
     MAX_PRIORITY,
     MAX_QUOTA,
+    MAX_RATE_MINOR,
+    MAX_RATED_QUANTITY,
     MAX_REPLICA_SPECS,
     MAX_REPLICAS,
     MIN_PRIORITY,
@@ -131,6 +136,12 @@ OccupancyEndReason = Literal[
 ]
 Name = Field(min_length=1, max_length=253)
 NonNegative = Field(ge=0)
+#: A node's price per term, in currency units (bounded in minor units at the fact's scale:
+#: ``ledger/bounds.py``, MAX_NODE_PRICE_MINOR).
+NodePrice = Annotated[Decimal, Bound(MAX_NODE_PRICE_MINOR, scaled=True), Field(ge=0)]
+#: A rate per unit-hour, in currency units (bounded in minor units at the fact's scale:
+#: MAX_RATE_MINOR).
+RateBound = Bound(MAX_RATE_MINOR, scaled=True)
 #: the longest maximum run time a job may declare: a year (seconds)
 MAX_RUN_SECONDS = 366 * 86_400
 
@@ -415,7 +426,9 @@ class QuotaSpec(_Part):
     #: (``Retry``: PAI's and Kueue's), or set aside (``Skip``)
     on_unfit_head: UnfitHead = "Retry"
     #: Kueue's fair-sharing weight (0: the quota's share is infinite, it borrows last)
-    fair_sharing_weight: Decimal = Field(default=Decimal(1), ge=0)
+    fair_sharing_weight: Annotated[Decimal, Bound(MAX_FAIR_SHARING_WEIGHT)] = Field(
+        default=Decimal(1), ge=0
+    )
     #: on a root quota: its whole tree orders and preempts by dominant resource share
     fair_sharing: bool = False
     #: the subscribed resource groups its guarantee draws on (none: public capacity);
@@ -461,8 +474,8 @@ class WorkspaceBound(EventData):
 class Rates(_Part):
     """Per unit-hour rates keyed by resource: ``gpu/<model>``, ``gpu/any``, ``cpu``, ``memory``."""
 
-    public: dict[str, Decimal] = {}
-    spot: dict[str, Decimal] = {}
+    public: Annotated[dict[str, Decimal], RateBound] = {}
+    spot: Annotated[dict[str, Decimal], RateBound] = {}
 
 
 @event_type("PriceBookPublished")
@@ -472,14 +485,14 @@ class PriceBookPublished(EventData):
     scale: int = Field(ge=0, le=6)
     effective_from: AwareDatetime
     rates: Rates
-    idle_multiplier: Decimal = Field(ge=0)
+    idle_multiplier: Annotated[Decimal, Bound(MAX_IDLE_MULTIPLIER)] = Field(ge=0)
 
 
 @event_type("SpotPriceChanged")
 class SpotPriceChanged(EventData):
     resource: str = Name
     currency: str = Field(pattern=r"^[A-Z]{3}$")
-    rate: Decimal = Field(ge=0)
+    rate: Annotated[Decimal, RateBound] = Field(ge=0)
     effective_from: AwareDatetime
 
 
@@ -533,11 +546,11 @@ class RatedUsage(_Part):
     unit: str
     # resource units x microseconds: beyond the JSON-safe range, within bigint
     usage: Annotated[int, Bound(2**63 - 1, -(2**63))]
-    quantity: Decimal
+    quantity: Annotated[Decimal, Bound(MAX_RATED_QUANTITY, -MAX_RATED_QUANTITY)]
     as_of: AwareDatetime
     # the rate (per unit-hour) of this usage: a transaction posts one rate's part of a
     # line; None on transactions posted before rates were split out
-    rate: Decimal | None = None
+    rate: Annotated[Decimal | None, RateBound] = None
 
 
 SubscriptionTermUnit = Literal["month", "year"]
@@ -556,7 +569,7 @@ class SubscriptionCharge(_Part):
     spec: str = Name
     nodes: int = Field(ge=1)
     unit: SubscriptionTermUnit
-    unit_price: Decimal = Field(ge=0)
+    unit_price: NodePrice
     starts_at: AwareDatetime
     ends_at: AwareDatetime
     detail: str = ""
@@ -861,8 +874,8 @@ class NodeSpec(_Part):
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpu_milli: CpuMilli = NonNegative
     memory_mib: Annotated[int, Bound(MAX_NODE_MEMORY_MIB)] = NonNegative
-    monthly: Decimal = Field(ge=0)
-    yearly: Decimal = Field(ge=0)
+    monthly: NodePrice
+    yearly: NodePrice
 
 
 @event_type("SubscriptionPricesPublished")
@@ -885,9 +898,9 @@ class SubscriptionTerm(_Part):
     unit: SubscriptionTermUnit
     starts_at: AwareDatetime
     ends_at: AwareDatetime
-    unit_price: Decimal = Field(ge=0)  # per node for this term
-    monthly_price: Decimal = Field(ge=0)  # the spec's monthly price then (refund rule)
-    yearly_price: Decimal = Field(ge=0)
+    unit_price: NodePrice  # per node for this term
+    monthly_price: NodePrice  # the spec's monthly price then (refund rule)
+    yearly_price: NodePrice
     amount_minor: int = NonNegative  # nodes x unit_price, in minor units
     book_id: str = Name
     ordered_at: AwareDatetime

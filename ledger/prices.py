@@ -60,6 +60,7 @@ __all__ = [
     "PriceBook",
     "PriceBookError",
     "PriceSchedule",
+    "implausible_node_prices",
     "implausible_rates",
     "lookup_keys",
     "price_book_from_document",
@@ -242,6 +243,28 @@ def implausible_rates(
             for key, rate in sorted(table.items())
         ]
     return [f"{mode} {key} {rate} {event.currency}/h" for mode, key, rate in rates if rate > bound]
+
+
+#: Hours of the longest term of each unit (a 31-day month, a leap year).
+_TERM_HOURS = {"monthly": 31 * 24, "yearly": 366 * 24}
+
+
+def implausible_node_prices(
+    event: SubscriptionPricesPublished, bound: Decimal = DEFAULT_MAX_RATE
+) -> list[str]:
+    """The node prices of ``event`` above what the node would cost at ``bound`` per
+    GPU-hour (per node-hour for a node without GPUs) over the longest such term, one
+    phrase each: the same sanity bound as the rates, per node-term."""
+    out = []
+    for name, node in sorted(event.specs.items()):
+        for term, price in (("monthly", node.monthly), ("yearly", node.yearly)):
+            ceiling = bound * max(node.gpus, 1) * _TERM_HOURS[term]
+            if price > ceiling:
+                out.append(
+                    f"{name} {term} {price} {event.currency}/node (above {ceiling}: "
+                    f"{max(node.gpus, 1)} x {bound} x {_TERM_HOURS[term]} h)"
+                )
+    return out
 
 
 # --- the schedule -------------------------------------------------------------------

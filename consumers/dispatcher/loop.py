@@ -20,6 +20,14 @@ A running job past its declared maximum run time (:mod:`ledger.dispatch.timeouts
 stopped for good: a ``stop`` decision (``MaxRunTimeExceeded``) is stored, then the actuator
 ends it (:meth:`~consumers.dispatcher.actuator.Actuator.stop`), every cycle until it no
 longer runs; it is never suspended (a suspended job queues again).
+
+Poison (issue 44): a job whose decision event cannot be built (a request stored before its
+bound existed, so the decision's figures break theirs; arithmetic that overflows:
+:func:`ledger.store.failures.is_poison`) is left out of the cycle: nothing is stored or
+done for it (an admission is not resumed, a preemption's victims are not suspended) and it
+is dead-lettered (source ``dispatcher/decision``, reason ``decision-failed``, payload its
+uid). The other jobs are decided and acted on. Every cycle looks at it again, the letter
+reopening while it still fails. Anything else (an outage, a bug) fails the cycle as before.
 """
 
 from __future__ import annotations
@@ -30,8 +38,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Protocol
 
+import orjson
 from sqlalchemy import Connection
 
 from consumers.dispatcher import metrics
@@ -51,15 +61,26 @@ from ledger.dispatch.timeouts import Overrun, overruns
 from ledger.envelopes import Envelope
 from ledger.events import AdmissionDecided, PreemptionDecided
 from ledger.store.base import DuplicateEventConflict, EventStore
+from ledger.store.failures import is_poison
 from ledger.subscriptions import released_quotas
 from projections.dispatch.estimates import run_times, start_estimates
 from projections.dispatch.limits import max_run_times
 from projections.dispatch.reads import DecisionRecord, DispatchJob, DispatchView, read_dispatch
 from projections.subscriptions import load_subscriptions
 
-__all__ = ["BudgetGate", "CycleOutcome", "Dispatcher"]
+__all__ = [
+    "DECISION_FAILED_REASON",
+    "DECISION_FAILED_SOURCE",
+    "BudgetGate",
+    "CycleOutcome",
+    "Dispatcher",
+]
 
 log = logging.getLogger(__name__)
+
+#: The ``source`` and ``reason`` of the dead letter of a job whose decision cannot be built.
+DECISION_FAILED_SOURCE = "dispatcher/decision"
+DECISION_FAILED_REASON = "decision-failed"
 
 #: billing modes a budget stop may suspend (pay-as-you-go); ``quota`` is prepaid
 _PAY_AS_YOU_GO = frozenset({"public", "spot", "idle"})
@@ -97,6 +118,8 @@ class CycleOutcome:
     released_stopped: tuple[str, ...] = ()
     #: running jobs stopped at their maximum run time (``MaxRunTimeExceeded``)
     max_run_stopped: tuple[str, ...] = ()
+    #: jobs whose decision could not be built: left out of the cycle, dead-lettered
+    quarantined: tuple[str, ...] = ()
     unplaced: int = 0
     result: CycleResult = field(default_factory=CycleResult, repr=False)
 
@@ -121,6 +144,8 @@ class CycleOutcome:
             parts.append(f"max-run stopped {len(self.max_run_stopped)}")
         if self.unplaced:
             parts.append(f"no quota {self.unplaced}")
+        if self.quarantined:
+            parts.append(f"dead-lettered {len(self.quarantined)}")
         if self.failures:
             parts.append(f"failed {len(self.failures)} (retried next cycle)")
         return ", ".join(parts)
@@ -200,10 +225,29 @@ class Dispatcher:
         result = plan_cycle(view.cycle)
         metrics.record_cycle(view.cycle, result, time.perf_counter() - started)
         over = self._overruns(view, now)
-        events = self._decisions(view, result, now) + [
-            _typed(stop_event(o, view.jobs[o.job], Figures(view.cycle), now)) for o in over
+        dropped: dict[str, str] = {}
+        events = self._decisions(view, result, now, dropped)
+        figures = Figures(view.cycle)
+        stops = [
+            (
+                o,
+                self._guarded(
+                    dropped, o.job, "stop", partial(stop_event, o, view.jobs[o.job], figures, now)
+                ),
+            )
+            for o in over
         ]
+        events += [e for _, e in stops if e is not None]
+        over = tuple(o for o, e in stops if e is not None)
         stored = self._store(events)
+        if dropped:
+            self._quarantine(dropped)
+            # a job whose decision was not stored is not acted on either
+            result = replace(
+                result,
+                admissions=tuple(d for d in result.admissions if d.job not in dropped),
+                preemptions=tuple(d for d in result.preemptions if d.job not in dropped),
+            )
 
         admit = {d.job for d in result.admissions} | set(view.admitting)
         victims = dict(view.stopping)
@@ -260,6 +304,7 @@ class Dispatcher:
             budget_stopped=tuple(budget_stopped),
             released_stopped=tuple(released_stopped),
             max_run_stopped=tuple(max_run_stopped),
+            quarantined=tuple(sorted(dropped)),
             unplaced=len(view.unplaced),
             result=result,
         )
@@ -267,41 +312,102 @@ class Dispatcher:
     # -- decide ----------------------------------------------------------------------------
 
     def _decisions(
-        self, view: DispatchView, result: CycleResult, now: datetime
+        self, view: DispatchView, result: CycleResult, now: datetime, dropped: dict[str, str]
     ) -> list[tuple[Envelope, AdmissionDecided | PreemptionDecided]]:
+        """The cycle's decision events; a job whose decision cannot be built is left out
+        and named in ``dropped`` (uid -> the error) instead."""
         figures = Figures(view.cycle)
         jobs = view.jobs
         out: list[tuple[Envelope, AdmissionDecided | PreemptionDecided]] = []
         for decision in result.admissions:
-            out.append(_typed(admission_event(decision, jobs[decision.job], figures, now)))
+            event = self._guarded(
+                dropped,
+                decision.job,
+                "admit",
+                partial(admission_event, decision, jobs[decision.job], figures, now),
+            )
+            if event is not None:
+                out.append(event)
         for decision in result.preemptions:
             victims: Mapping[str, DispatchJob] = {v.job: jobs[v.job] for v in decision.victims}
-            out.append(
-                _typed(preemption_event(decision, jobs[decision.job], victims, figures, now))
+            event = self._guarded(
+                dropped,
+                decision.job,
+                "preempt",
+                partial(preemption_event, decision, jobs[decision.job], victims, figures, now),
             )
+            if event is not None:
+                out.append(event)
         preempting = {d.job for d in result.preemptions}
         new = [
             status
             for status in result.pending
             if status.job not in preempting  # its preemption decision says why it waits
-            and pending_event(
-                status, jobs[status.job], view.decisions.get(status.job), figures, now
+            and self._guarded(
+                dropped,
+                status.job,
+                "pending",
+                partial(
+                    pending_event,
+                    status,
+                    jobs[status.job],
+                    view.decisions.get(status.job),
+                    figures,
+                    now,
+                ),
             )
             is not None
         ]
         starts = self._estimates(view, [s.job for s in new])
         for status in new:
-            event = pending_event(
-                status,
-                jobs[status.job],
-                view.decisions.get(status.job),
-                figures,
-                now,
-                estimate=starts.get(status.job),
+            event = self._guarded(
+                dropped,
+                status.job,
+                "pending",
+                partial(
+                    pending_event,
+                    status,
+                    jobs[status.job],
+                    view.decisions.get(status.job),
+                    figures,
+                    now,
+                    estimate=starts.get(status.job),
+                ),
             )
             if event is not None:
-                out.append(_typed(event))
+                out.append(event)
         return out
+
+    @staticmethod
+    def _guarded(
+        dropped: dict[str, str], uid: str, what: str, build: Callable[[], Envelope | None]
+    ) -> tuple[Envelope, AdmissionDecided | PreemptionDecided] | None:
+        """The job's decision event built by ``build`` (None: nothing to store), or None
+        with the job named in ``dropped`` when its values cannot make one
+        (:func:`ledger.store.failures.is_poison`); any other error is raised."""
+        try:
+            envelope = build()
+            return None if envelope is None else _typed(envelope)
+        except Exception as exc:
+            if not is_poison(exc):
+                raise
+            dropped[uid] = f"{what}: {type(exc).__name__}: {exc}"
+            return None
+
+    def _quarantine(self, dropped: Mapping[str, str]) -> None:
+        """Dead-letter the jobs whose decision could not be built (one letter per job)."""
+        for uid, error in sorted(dropped.items()):
+            log.warning(
+                "job %s left out of this cycle, its decision cannot be built: %s", uid, error
+            )
+        with self.store.transaction() as uow:
+            for uid, error in sorted(dropped.items()):
+                uow.record_dead_letter(
+                    source=DECISION_FAILED_SOURCE,
+                    reason=DECISION_FAILED_REASON,
+                    error=f"job {uid}: {error}",
+                    payload=orjson.dumps({"job_uid": uid}),
+                )
 
     def _estimates(self, view: DispatchView, jobs: Sequence[str]) -> dict[str, StartEstimate]:
         """Estimated starts and ranges of the jobs whose pending decision is stored now

@@ -51,8 +51,8 @@ RECHECKED_SOURCES = (
     "watch:",  # a watched Kubernetes object (consumers/watchers/runner.py), re-read at relist
     "scheduler/subscriptions",  # a subscription's renewal/expiry/recognition, every tick
     "scheduler/close",  # a (workspace, period) close, every tick
-    "dispatcher/decision",  # a job's decision, every cycle
-    "budget-check",  # a budget's crossing, every cycle
+    "dispatcher/decision",  # a job's decision, every cycle (consumers/dispatcher/loop.py)
+    "budgets/check",  # a budget's crossing, every check (projections/budgets/checks.py)
 )
 
 _REBUILD_PAGE = 50_000

@@ -10,6 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from ledger.applies import content_digest
+from ledger.bounds import check_bounds
 from ledger.catalogue import decode
 from ledger.envelopes import make_envelope
 from ledger.errors import Invalid
@@ -20,6 +21,7 @@ from ledger.prices import (
     NoApplicableRate,
     PriceBook,
     PriceSchedule,
+    implausible_node_prices,
     implausible_rates,
 )
 from ledger.store.base import EventStore, read_all_of_types
@@ -64,11 +66,16 @@ def all_price_events(
 
 
 def _refuse_implausible(
-    event: PriceBookPublished | SpotPriceChanged, bound: Decimal | None, what: str
+    event: PriceBookPublished | SpotPriceChanged,
+    bound: Decimal | None,
+    what: str,
+    section: SubscriptionPricesPublished | None = None,
 ) -> None:
     if bound is None:
         return
     high = implausible_rates(event, bound)
+    if section is not None:
+        high += implausible_node_prices(section, bound)
     if high:
         raise Invalid(
             f"{what}: {', '.join(high)} above the sanity bound of {bound} per unit-hour "
@@ -88,8 +95,12 @@ def publish_price_book(
     """Append ``book`` as ``PriceBookPublished`` unless that exact book is already there.
 
     Unless ``force``: a book taking effect at the same instant as another published
-    book (which it would silently override) or with a rate above ``max_rate`` is
-    refused. ``at`` is the publication's cluster time (default now).
+    book (which it would silently override), with a rate above ``max_rate`` per
+    unit-hour or a node price above ``max_rate`` per GPU-hour over its term is refused.
+    Whatever ``force`` says, a price beyond the bounds of a fact (``ledger/bounds.py``:
+    ``OutOfBounds``, naming the field) is refused, a dry run included (a book already
+    published as it is stays a no-op). ``at`` is the publication's cluster time (default
+    now).
     """
     event = book.to_event()
     section = book.subscription_event()
@@ -98,11 +109,14 @@ def publish_price_book(
     section_id = None if section is None else _content_id("subscriptions", section)
     existing = store.read_stream(stream)
     stored = {record.event_id for record in existing}
-    if event_id in stored:
-        if section_id is None or section_id in stored:
-            return PublishResult(stream, str(event_id), added=False)
-    else:
-        _check_new_book(store, book, event, existing, force=force, max_rate=max_rate)
+    if event_id in stored and (section_id is None or section_id in stored):
+        return PublishResult(stream, str(event_id), added=False)
+    # a new fact's bounds, which --force does not lift (make_envelope checks them again)
+    for fact in (event, section):
+        if fact is not None:
+            check_bounds(fact, f"{fact.type_name}: ")
+    if event_id not in stored:
+        _check_new_book(store, book, event, section, existing, force=force, max_rate=max_rate)
     if dry_run:
         return PublishResult(stream, str(event_id), added=False, dry_run=True)
     now = at or datetime.now(UTC)
@@ -137,6 +151,7 @@ def _check_new_book(
     store: EventStore,
     book: PriceBook,
     event: PriceBookPublished,
+    section: SubscriptionPricesPublished | None,
     existing: list[Any],
     *,
     force: bool,
@@ -162,7 +177,7 @@ def _check_new_book(
                 f"the same instant as published book(s) {', '.join(same)}, which it would "
                 "silently override; choose another effective_from, or pass --force"
             )
-        _refuse_implausible(event, max_rate, f"price book {book.id!r}")
+        _refuse_implausible(event, max_rate, f"price book {book.id!r}", section)
     # refuses a second currency or scale (a line item must never mix them)
     PriceSchedule([*published, event])
 

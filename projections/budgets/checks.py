@@ -7,14 +7,22 @@ does once) before it reads :func:`projections.budgets.projection.exhausted_works
 instant of crossing is the posting's, not the check's), so checking again, or from two
 processes, never adds a second one. Each crossing also queues a notification to the
 workspace (``NotificationQueued``, stream ``notification/<id>``).
+
+Poison (issue 44): a crossing whose ``BudgetExceeded`` or notification cannot be built (a
+posted cost beyond the bound of a fact's integer, arithmetic that overflows:
+:func:`ledger.store.failures.is_poison`) is dead-lettered (source ``budgets/check``, reason
+``check-failed``, payload the workspace, period and budget) and not stored; the other
+crossings are. Every check looks at it again, the letter reopening while it still fails.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
+import orjson
 from sqlalchemy import Connection
 
 from ledger.budgets import (
@@ -30,7 +38,8 @@ from ledger.envelopes import Envelope, make_envelope
 from ledger.errors import Invalid
 from ledger.events import BudgetAction, BudgetExceeded, NotificationQueued
 from ledger.money import from_minor, plain_decimal, round_precise
-from ledger.store.base import EventStore
+from ledger.store.base import EventStore, UnitOfWork
+from ledger.store.failures import is_poison
 from projections.billing import load_schedule
 from projections.budgets.projection import (
     BudgetInForce,
@@ -43,7 +52,19 @@ from projections.budgets.projection import (
 )
 from projections.steps import catch_up
 
-__all__ = ["BudgetBreach", "StoreBudgetGate", "check_budgets"]
+__all__ = [
+    "CHECK_FAILED_REASON",
+    "CHECK_FAILED_SOURCE",
+    "BudgetBreach",
+    "StoreBudgetGate",
+    "check_budgets",
+]
+
+log = logging.getLogger(__name__)
+
+#: The ``source`` and ``reason`` of the dead letter of a crossing that cannot be stored.
+CHECK_FAILED_SOURCE = "budgets/check"
+CHECK_FAILED_REASON = "check-failed"
 
 
 @dataclass(frozen=True)
@@ -212,7 +233,13 @@ def check_budgets(
             stream = budget_stream(candidate.budget.budget.workspace)
             if any(e.event_id == candidate.event_id for e in uow.read_stream(stream)):
                 continue
-            built = _envelopes(candidate, conn, now, source)
+            try:
+                built = _envelopes(candidate, conn, now, source)
+            except Exception as exc:
+                if not is_poison(exc):
+                    raise
+                _quarantine(uow, candidate, exc)
+                continue
             if built is not None:
                 envelopes += built[0]
                 breaches.append(built[1])
@@ -221,6 +248,25 @@ def check_budgets(
     if breaches:
         catch_up(store, [BudgetsProjection()])
     return breaches
+
+
+def _quarantine(uow: UnitOfWork, candidate: _Candidate, exc: Exception) -> None:
+    """Dead-letter a crossing whose events cannot be built; the check goes on."""
+    budget = candidate.budget.budget
+    what = f"budget of workspace {budget.workspace}, period {candidate.period}"
+    log.warning("%s: crossing not stored, it cannot be built: %s", what, exc)
+    uow.record_dead_letter(
+        source=CHECK_FAILED_SOURCE,
+        reason=CHECK_FAILED_REASON,
+        error=f"{what}: {type(exc).__name__}: {exc}",
+        payload=orjson.dumps(
+            {
+                "workspace": budget.workspace,
+                "period": candidate.period,
+                "budget_event_id": str(candidate.budget.event_id),
+            }
+        ),
+    )
 
 
 @dataclass

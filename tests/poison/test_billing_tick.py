@@ -1,9 +1,11 @@
 """The billing tick (``billing serve``, ``up``): a subscription whose renewal cannot be
 booked is dead-lettered; the tick renews the others, rates and closes periods.
 
-Poison: a price book published (``--force``, past the plausibility check) with a monthly
-node price of 10^20: the next auto-renewal's amount (nodes x unit price, in minor units)
-breaks its bound, ``OutOfBounds``. Before issue 44 the error left
+Poison: a price book published before node prices had a bound (``--force`` then let it
+past the plausibility check; the bound now refuses it:
+``tests/quotas/test_decimal_bounds.py``) with a monthly node price of 10^20: the next
+auto-renewal's term (its unit price, its amount in minor units) breaks its bounds,
+``OutOfBounds``. Before issue 44 the error left
 :func:`projections.subscriptions.advance` and the whole scheduled job, every minute, so no
 subscription renewed, expired or was recognised again and no usage was rated or invoiced
 (the job runs ``advance`` before the rater and the close).
@@ -11,11 +13,16 @@ subscription renewed, expired or was recognised again and no usage was rated or 
 
 from __future__ import annotations
 
-from datetime import timedelta
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
 
 from consumers.billing_scheduler import build_scheduler
 from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.subscriptions import purchase
+from ledger.bounds import OutOfBounds
+from ledger.envelopes import Envelope
 from ledger.prices import PriceBook
 from ledger.store.postgres import PostgresEventStore
 from projections.subscriptions import load_subscriptions
@@ -34,6 +41,28 @@ def _fat_fingered(book: PriceBook) -> PriceBook:
             "effective_from": at("2027-01-20T00:00"),
             "subscriptions": specs,
         }
+    )
+
+
+def _published_before_the_bound(store: PostgresEventStore, book: PriceBook, at: datetime) -> None:
+    """``book``'s events appended as they were before node prices had a bound (the
+    envelope's ``data`` is not checked against the catalogue's bounds on append)."""
+    section = book.subscription_event()
+    assert section is not None
+    store.append(
+        [
+            Envelope(
+                event_id=uuid.uuid4(),
+                type=fact.type_name,
+                schema_version=fact.schema_version,
+                stream=f"pricebook/{book.id}",
+                occurred_at=at,
+                observed_at=at,
+                source="api/prices-cli",
+                data=fact.model_dump(mode="json"),
+            )
+            for fact in (book.to_event(), section)
+        ]
     )
 
 
@@ -58,7 +87,9 @@ def test_a_subscription_that_cannot_renew_is_dead_lettered_and_the_tick_goes_on(
         at=at("2027-01-10T00:00"),
         **common,  # type: ignore[arg-type]
     ).subscription.subscription_id
-    publish_price_book(store, _fat_fingered(demo_book()), at=at("2027-01-20T00:00"), force=True)
+    with pytest.raises(OutOfBounds, match="monthly"):  # a new book: refused, even forced
+        publish_price_book(store, _fat_fingered(demo_book()), at=at("2027-01-20T00:00"), force=True)
+    _published_before_the_bound(store, _fat_fingered(demo_book()), at("2027-01-20T00:00"))
 
     # the scheduled job itself (``billing serve``), once, at a cluster instant past the
     # renewals (due 2027-02-07) and January's close
