@@ -56,12 +56,17 @@ def parse_quantity(value: Any) -> Decimal:
 
 
 def parse_time(text: str | None) -> datetime | None:
-    """An RFC 3339 API timestamp (``2026-11-01T00:00:00Z``) as an aware datetime."""
+    """An RFC 3339 API timestamp (``2026-11-01T00:00:00Z``) as an aware datetime; anything
+    else is :class:`Invalid` (a bad item, dead-lettered by the watcher)."""
     if not text:
         return None
     cached = _TIMES.get(text)
     if cached is None:
-        cached = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+        try:
+            cached = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+        except (ValueError, OverflowError, TypeError, AttributeError):
+            # an object's field, not the watcher's fault: quarantined as an unmappable one
+            raise Invalid(f"invalid timestamp {str(text)[:64]!r}") from None
         if len(_TIMES) > 100_000:
             _TIMES.clear()
         _TIMES[text] = cached

@@ -66,3 +66,35 @@ def test_an_unmappable_pod_is_dead_lettered_and_the_next_one_published(
     # the letter is requeueable (the next relist reads the pod again) and discardable
     assert "tried again" in cli("dead-letters", "retry", str(letters[0]["id"]))
     assert listed_letters(cli) == []
+
+
+def test_a_garbage_timestamp_is_dead_lettered_and_the_watch_goes_on(
+    sim: KubeSim, recorder: Recorder, store: PostgresEventStore, cli: CliCall
+) -> None:
+    """A pod bound at ``"not-a-time"``: before, a plain ValueError (not a bad item) left
+    the watch at the same event forever."""
+    watcher = start_watcher(sim, recorder, store=store, cluster="garbage")
+    try:
+        job = make_job(sim, "j1")
+        pod = copy.deepcopy(pod_object("bad", job, sim.clock.timestamp()))
+        bad = bind(sim, sim.cluster.create(PODS, pod), "n1")
+        meta = bad["metadata"]
+
+        def garble(p: dict[str, object]) -> dict[str, object]:
+            status = p["status"]
+            assert isinstance(status, dict)
+            for cond in status.get("conditions") or []:
+                cond["lastTransitionTime"] = "not-a-time"
+            status["startTime"] = "not-a-time"
+            return p
+
+        sim.cluster.update(PODS, meta["namespace"], meta["name"], garble)
+        make_pod(sim, job, "good", node="n1")
+        settle(watcher, sim)
+        # the garbled update is quarantined; the pod created after it is published
+        assert "good" in {e.data["pod_name"] for e in recorder.of("OccupancyStarted")}
+        assert watcher.stats.quarantined >= 1
+    finally:
+        watcher.stop()
+    letters = listed_letters(cli)
+    assert letters and "invalid timestamp 'not-a-time'" in str(letters[0]["error"])
