@@ -52,7 +52,7 @@ from ledger.events import (
 from ledger.store.engines import make_engine
 from ledger.store.postgres import PostgresEventStore
 from migrations.runner import upgrade
-from projections.billing.rater import rate
+from processes.billing.rater import rate
 from projections.registry import all_projections
 
 __all__ = ["EPOCH", "EVENTS_PER_JOB", "World", "build_world", "quota_yaml", "world_for", "world_of"]

@@ -3,7 +3,7 @@
 ``dlc-ledger billing serve`` and ``dlc-ledger up`` run it on the wall clock (``up`` on a
 replayed cluster, and ``billing serve --clock cluster``: the cluster time observed, a tick
 skipped while none is); each tick is
-:func:`projections.billing.ticks.tick`, and its counts go to the billing metrics.
+:func:`processes.tick.billing_tick`, and its counts go to the billing metrics.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 from consumers.billing_metrics import record_tick
 from ledger.store.base import EventStore
-from projections.billing.ticks import DEFAULT_GRACE, TickResult, tick
-from projections.subscriptions import advance
+from processes.billing import DEFAULT_GRACE, TickResult
+from processes.tick import billing_tick
 
 __all__ = ["build_scheduler", "serve"]
 
@@ -28,7 +28,7 @@ def build_scheduler(
     grace: timedelta = DEFAULT_GRACE,
     on_tick: Callable[[TickResult], None] | None = None,
 ) -> object:
-    """An APScheduler ``BackgroundScheduler`` running :func:`tick` every ``interval``.
+    """An APScheduler ``BackgroundScheduler`` running the billing tick every ``interval``.
 
     ``clock`` gives "now" (the wall clock in production, the cluster's virtual
     clock in a replay; None: no "now" known yet, the tick is skipped); jobs never overlap
@@ -40,8 +40,7 @@ def build_scheduler(
         now = clock()
         if now is None:
             return
-        advance(store, now)  # renewals ordered by now are invoiced by this tick's close
-        result = tick(store, now, grace=grace)
+        result = billing_tick(store, now, grace=grace)
         record_tick(result.rated.posted, result.rated.unrateable, len(result.invoices))
         if on_tick is not None:
             on_tick(result)

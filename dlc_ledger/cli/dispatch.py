@@ -71,7 +71,7 @@ def dispatch(
     from dlc_ledger.wiring import context
     from dlc_ledger.wiring.kube import kube_configuration
     from dlc_ledger.wiring.signals import stop_on_signals
-    from projections.budgets.checks import StoreBudgetGate
+    from processes.budgets import StoreBudgetGate
     from projections.budgets.projection import BudgetsProjection
     from projections.dispatch.decisions import DispatchDecisionsProjection
     from projections.jobs import JobsProjection

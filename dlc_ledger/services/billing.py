@@ -1,12 +1,13 @@
 """Billing's use cases for the CLI, the API and the wiring: one tick at an instant.
 
-Rating, accrual, period close and invoices live in the billing room
-(:mod:`projections.billing`: ``ticks`` drives ``rater`` and ``closing``); the APScheduler
+Rating, accrual, period close and invoices are the billing context's process steps
+(:mod:`processes.billing`: ``ticks`` drives ``rater`` and ``closing``; :mod:`processes.tick`
+runs the subscriptions first), over its view (:mod:`projections.billing`); the APScheduler
 loop that ticks on a clock is :mod:`consumers.billing_scheduler`. A newcomer follows a
 price to an invoice line through: ``ledger/prices.py`` (the book) →
 ``projections/billing/projection.py`` (prices and occupancies folded) →
-``projections/billing/rater.py`` with ``ledger/rating.py`` and ``ledger/accounts.py``
-(postings) → ``projections/billing/closing.py`` with ``ledger/invoices.py`` (the invoice)
+``processes/billing/rater.py`` with ``ledger/rating.py`` and ``ledger/accounts.py``
+(postings) → ``processes/billing/closing.py`` with ``ledger/invoices.py`` (the invoice)
 → ``projections/billing/reports.py`` (its lines read back).
 """
 
@@ -16,10 +17,9 @@ from datetime import datetime, timedelta
 
 from ledger.rating import PeriodFn
 from ledger.store.base import EventStore
-from projections.billing import ticks
-from projections.billing.ticks import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult
+from processes.billing import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult
+from processes.tick import billing_tick
 from projections.registry import catch_up_all
-from projections.subscriptions import advance
 
 __all__ = ["DEFAULT_ACCRUAL_STEP", "DEFAULT_GRACE", "TickResult", "tick"]
 
@@ -32,11 +32,10 @@ def tick(
     accrual_step: timedelta = DEFAULT_ACCRUAL_STEP,
     periods: PeriodFn | None = None,
 ) -> TickResult:
-    """One billing tick at cluster instant ``now``: the subscriptions' renewals, expiries
-    and recognition due (:func:`projections.subscriptions.advance`), then rating and
-    closing (:func:`projections.billing.ticks.tick`), then every read model to the head:
-    a write use case, so the reads after it are current."""
-    advance(store, now)  # subscription terms ordered by now are billed in this close
-    result = ticks.tick(store, now, grace=grace, accrual_step=accrual_step, periods=periods)
+    """One billing tick at cluster instant ``now`` (:func:`processes.tick.billing_tick`:
+    the subscriptions' renewals, expiries and recognition due, then rating and closing),
+    then every read model to the head: a write use case, so the reads after it are
+    current."""
+    result = billing_tick(store, now, grace=grace, accrual_step=accrual_step, periods=periods)
     catch_up_all(store)
     return result

@@ -5,7 +5,7 @@ and appends only the differences (stream ``budget/<workspace>``; ids determinist
 the stream's version and the change, the append expecting those versions), so applying
 the same file twice stores nothing the second time. A workspace the file no longer
 lists has its budget removed (the file is the whole list). ``check`` stores the
-crossings (:func:`projections.budgets.checks.check_budgets`).
+crossings (:func:`processes.budgets.checks.check_budgets`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from ledger.events import BudgetRemoved, BudgetSet
 from ledger.money import default_scale, plain_decimal, round_precise
 from ledger.prices import PriceSchedule
 from ledger.store.base import EventStore
+from processes.budgets import BudgetBreach, check_budgets
 from projections.billing.projection import BillingProjection
 from projections.billing.reads import load_schedule
-from projections.budgets.checks import BudgetBreach, check_budgets
 from projections.budgets.projection import (
     BudgetsProjection,
     budgets_at,

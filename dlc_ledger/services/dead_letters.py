@@ -52,7 +52,7 @@ RECHECKED_SOURCES = (
     "scheduler/subscriptions",  # a subscription's renewal/expiry/recognition, every tick
     "scheduler/close",  # a (workspace, period) close, every tick
     "dispatcher/decision",  # a job's decision, every cycle (consumers/dispatcher/loop.py)
-    "budgets/check",  # a budget's crossing, every check (projections/budgets/checks.py)
+    "budgets/check",  # a budget's crossing, every check (processes/budgets/checks.py)
 )
 
 _REBUILD_PAGE = 50_000

@@ -238,7 +238,7 @@ def dispatcher_component(
     are resolved when it starts: on kubesim both come from the replay component."""
     from consumers.dispatcher import Dispatcher, run_dispatcher
     from consumers.dispatcher.kube_actuator import KubeActuator
-    from projections.budgets.checks import StoreBudgetGate
+    from processes.budgets import StoreBudgetGate
 
     def run(stop: threading.Event, ready: threading.Event) -> None:
         store = PostgresEventStore(store_url)

@@ -1,7 +1,7 @@
 """The billing projection: ledger transactions, postings, rated usage and invoices as tables.
 
 Money enters the system only as events (``LedgerTransactionPosted`` appended by
-the rater in :mod:`projections.billing.rater`, ``InvoiceIssued`` /
+the rater in :mod:`processes.billing.rater`, ``InvoiceIssued`` /
 ``InvoiceVoided`` / ``CreditNoteIssued`` appended by the period jobs and the
 CLI). This projection folds them, plus the occupancy and price facts billing
 needs, into the tables of :mod:`projections.billing.tables`, so reports, the

@@ -299,7 +299,7 @@ def exhausted_workspaces(conn: Connection, at: datetime) -> frozenset[str]:
     """Workspaces whose ``stop`` budget in force at ``at`` was crossed in ``at``'s period by
     then: the dispatcher admits nothing new of theirs (``CycleInput.blocked_workspaces``)
     and suspends their pay-as-you-go jobs (:func:`jobs_to_stop`). Reads what
-    ``projections.budgets.checks.check_budgets`` stored: call it first."""
+    ``processes.budgets.checks.check_budgets`` stored: call it first."""
     stopping = [b for b in budgets_at(conn, at) if b.budget.action == "stop"]
     if not stopping:
         return frozenset()

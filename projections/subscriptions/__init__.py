@@ -1,5 +1,6 @@
-"""The subscriptions context: subscriptions and node specs read from the store, the
-scheduler's renewals, expiries and daily recognition, and the utilisation report."""
+"""The subscriptions context's views: subscriptions and node specs read from the store, and
+the utilisation report's occupancies. Its scheduler (renewals, expiries, daily
+recognition) is a process step: :mod:`processes.subscriptions`."""
 
 from projections.subscriptions.reads import (
     SUBSCRIPTION_TYPES,
@@ -7,13 +8,9 @@ from projections.subscriptions.reads import (
     load_subscriptions,
     subscription_stream,
 )
-from projections.subscriptions.ticks import SCHEDULER_SOURCE, SubscriptionTick, advance
 
 __all__ = [
-    "SCHEDULER_SOURCE",
     "SUBSCRIPTION_TYPES",
-    "SubscriptionTick",
-    "advance",
     "load_specs",
     "load_subscriptions",
     "subscription_stream",

@@ -13,7 +13,7 @@ from dlc_ledger.cli.app import app
 from dlc_ledger.services.clocks import billing_now
 from dlc_ledger.services.prices import publish_price_book
 from ledger.store.postgres import PostgresEventStore
-from projections.billing.rater import decoded_transactions
+from processes.billing.rater import decoded_transactions
 from tests.billing_e2e.helpers import DEMO_BOOK, at, demo_book, ended, query, started
 from tests.clis import CliCall
 

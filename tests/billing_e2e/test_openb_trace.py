@@ -11,7 +11,7 @@ from fractions import Fraction
 from dlc_ledger.services.prices import publish_price_book
 from kubesim.traces import load_openb
 from ledger.store.postgres import PostgresEventStore
-from projections.billing.rater import rate
+from processes.billing.rater import rate
 from tests.billing_e2e.helpers import at, demo_book, ended, started
 from tests.clis import CliCall
 

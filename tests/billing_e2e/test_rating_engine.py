@@ -7,8 +7,8 @@ from decimal import Decimal
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book, publish_spot_price
 from ledger.store.postgres import PostgresEventStore
+from processes.billing.rater import rate
 from projections.billing.projection import catch_up_billing
-from projections.billing.rater import rate
 from tests.billing_e2e.helpers import at, book_yaml, demo_book, ended, query, started
 
 

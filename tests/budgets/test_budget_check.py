@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from ledger.store.postgres import PostgresEventStore
-from projections.budgets.checks import StoreBudgetGate, check_budgets
+from processes.budgets.checks import StoreBudgetGate, check_budgets
 from projections.budgets.projection import exhausted_workspaces, jobs_to_stop
 from tests.budgets.helpers import (
     at,

@@ -5,7 +5,7 @@ Poison: ws-a's posted cost in the month sums past the bound of a fact's integer 
 charges at one instant of 5 x 10**15 minor units each, every one within its own bound:
 together more than 2**53 - 1). The crossing's ``BudgetExceeded.spent_minor`` breaks its bound:
 ``make_envelope`` raises ``OutOfBounds``. Before issue 44 that error left
-:func:`projections.budgets.checks.check_budgets` with nothing stored, every cycle: no
+:func:`processes.budgets.checks.check_budgets` with nothing stored, every cycle: no
 budget crossed again, no ``stop`` budget stopped anything, and the dispatcher's cycle
 (which checks the budgets first) failed with it.
 """
@@ -22,8 +22,8 @@ import pytest
 from ledger.envelopes import make_envelope
 from ledger.events import LedgerTransactionPosted, Posting
 from ledger.store.postgres import PostgresEventStore
-from projections.budgets import checks
-from projections.budgets.checks import StoreBudgetGate, check_budgets
+from processes.budgets.checks import StoreBudgetGate, check_budgets
+from processes.budgets import checks
 from projections.budgets.projection import exhausted_workspaces
 from tests.budgets.helpers import at, budget_file, job, post_cost, project, publish_prices
 from tests.clis import CliCall

@@ -20,8 +20,8 @@ from dlc_ledger.services.invoices import (
 from dlc_ledger.services.prices import publish_price_book
 from ledger.accounts import rounding_transaction_id
 from ledger.store.postgres import PostgresEventStore
+from processes.billing.rater import RATER_SOURCE
 from projections.billing.projection import catch_up_billing
-from projections.billing.rater import RATER_SOURCE
 from tests.billing_e2e.helpers import at, demo_book, ended, started
 
 WHO = "api/finance-bot"

@@ -49,9 +49,10 @@ from ledger.subscriptions import (
     deferred_account,
     recognised_by,
 )
+from processes.subscriptions import advance
+from processes.subscriptions.ticks import RENEWAL_ATTEMPTS
 from projections.registry import catch_up_all
-from projections.subscriptions import advance, load_specs, load_subscriptions
-from projections.subscriptions.ticks import RENEWAL_ATTEMPTS
+from projections.subscriptions import load_specs, load_subscriptions
 from tests.billing_e2e.helpers import at, demo_book, query
 from tests.databases import TemplateDatabases
 

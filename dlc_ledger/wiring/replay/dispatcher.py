@@ -22,6 +22,6 @@ def default_dispatcher(
     date itself before each cycle (no ``refresh``)."""
     from consumers.dispatcher.kube_actuator import KubeActuator
     from consumers.dispatcher.loop import Dispatcher
-    from projections.budgets.checks import StoreBudgetGate
+    from processes.budgets import StoreBudgetGate
 
     return Dispatcher(store, KubeActuator(api), clock, budgets=StoreBudgetGate(store))

@@ -6,12 +6,12 @@ replay drives it with the cluster's virtual clock, a test with plain instants, a
 
 A tick:
 
-1. runs the rater (:func:`projections.billing.rater.rate`): final segments of
+1. runs the rater (:func:`processes.billing.rater.rate`): final segments of
    occupancies ended by ``now``, and cost to date of open ones (and of those that end
    after ``now``) at ``now`` floored to the accrual step (default one hour, so ids are
    stable however often ticks run); nothing after ``now`` is ever posted;
 2. closes every (workspace, period) whose end + grace window (default one day) has
-   passed (:func:`projections.billing.closing.close_periods`);
+   passed (:func:`processes.billing.closing.close_periods`);
 3. brings the billing projection to the head, so what it appended is read back at once.
 """
 
@@ -23,9 +23,9 @@ from datetime import datetime, timedelta
 from ledger.errors import Invalid
 from ledger.rating import PeriodFn, floor_to
 from ledger.store.base import EventStore
-from projections.billing.closing import close_periods
+from processes.billing.closing import close_periods
+from processes.billing.rater import RateResult, rate
 from projections.billing.projection import catch_up_billing
-from projections.billing.rater import RateResult, rate
 
 __all__ = ["DEFAULT_ACCRUAL_STEP", "DEFAULT_GRACE", "TickResult", "tick"]
 

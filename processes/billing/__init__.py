@@ -1,0 +1,21 @@
+"""The billing context's process steps: rate and accrue (:mod:`.rater`), close the due
+periods into invoices (:mod:`.closing`), one tick of both (:mod:`.ticks`), and the
+corrections of an issued invoice, voids and credit notes (:mod:`.corrections`)."""
+
+from processes.billing.corrections import CreditResult, VoidResult, issue_credit_note, void_invoice
+from processes.billing.rater import RATER_SOURCE, RateResult, rate
+from processes.billing.ticks import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult, tick
+
+__all__ = [
+    "DEFAULT_ACCRUAL_STEP",
+    "DEFAULT_GRACE",
+    "RATER_SOURCE",
+    "CreditResult",
+    "RateResult",
+    "TickResult",
+    "VoidResult",
+    "issue_credit_note",
+    "rate",
+    "tick",
+    "void_invoice",
+]

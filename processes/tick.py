@@ -1,0 +1,31 @@
+"""The one billing tick at a cluster instant: the subscriptions' renewals, expiries and
+recognition due, then rating, accrual and the due periods' close.
+
+Subscriptions go first so that a term ordered by ``now`` is invoiced by this tick's close.
+``dlc-ledger billing run``, the API's writes, ``billing serve`` and ``up`` (through
+:mod:`consumers.billing_scheduler`) all call this one function.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ledger.rating import PeriodFn
+from ledger.store.base import EventStore
+from processes.billing import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult, tick
+from processes.subscriptions import advance
+
+__all__ = ["billing_tick"]
+
+
+def billing_tick(
+    store: EventStore,
+    now: datetime,
+    *,
+    grace: timedelta = DEFAULT_GRACE,
+    accrual_step: timedelta = DEFAULT_ACCRUAL_STEP,
+    periods: PeriodFn | None = None,
+) -> TickResult:
+    """Advance the subscriptions to ``now``, then rate, accrue and close."""
+    advance(store, now)
+    return tick(store, now, grace=grace, accrual_step=accrual_step, periods=periods)
