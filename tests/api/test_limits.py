@@ -294,9 +294,23 @@ def _window(days: float, start: datetime = EPOCH) -> dict[str, str]:
     return {"from": _iso(start), "to": _iso(start + timedelta(days=days))}
 
 
+def test_the_caps_are_the_documented_ones() -> None:
+    """The tests below read the caps from the module; here they are stated (docs/api.md
+    "Limits"), so a changed cap fails a test that names the number."""
+    assert dict(SPAN_CAPS) == {
+        "hour": timedelta(days=92),
+        "day": timedelta(days=1_096),
+        WEIGHED_HOURLY: timedelta(days=1_096),
+        None: timedelta(days=36_525),
+    }
+
+
 def test_a_series_is_capped_by_its_step(dispatched: TestClient, tokens: dict[str, str]) -> None:
     admin, path = tokens["admin"], "/v1/quotas/q-ws-a/series"
-    hour, day = SPAN_CAPS["hour"], SPAN_CAPS["day"]
+    # the caps stated here, not read from the module under test: a quarter hourly, three
+    # years daily (docs/api.md "Limits")
+    hour, day = timedelta(days=92), timedelta(days=1_096)
+    assert (SPAN_CAPS["hour"], SPAN_CAPS["day"]) == (hour, day)
     month = _get(dispatched, admin, path, step="hour", limit="10000", **_window(30))
     assert month.status_code == 200 and _points(month) == 30 * 24 + 1
     assert _get(dispatched, admin, path, step="hour", **_window(hour.days)).status_code == 200

@@ -323,3 +323,22 @@ def test_a_preemption_storm_is_one_summary_message(
     assert summary["type"] == "notifications.summary" and summary["data"]["count"] == 30
     assert {n["type"] for n in summary["data"]["notifications"]} == {"job.preempted"}
     assert {r["status"] for r in delivery_rows(store)} == {"delivered"}
+
+
+def test_two_rules_matching_one_fact_queue_one_notification_each(
+    store: PostgresEventStore, receiver: Receiver, second: Receiver
+) -> None:
+    """A notification's id names its rule: two rules of one workspace on one fact are two
+    notifications (the outbox keeps one per id, so one id for both would lose one)."""
+    _setup(store)
+    two = _rules(receiver.url) + _rules(second.url).split("rules:")[1].replace(
+        "name: failures", "name: failures-too"
+    )
+    apply_rules_file(store, two, principal="test", at=T0)
+    store.append(
+        [*_submit("j1", "train-1", "ws-a", T0), _job("j1", JobFailed(job_uid="j1"), T0, "failed")]
+    )
+    assert _until_idle(store) == 2
+    ids = {receiver.received[0].headers["webhook-id"], second.received[0].headers["webhook-id"]}
+    assert len(ids) == 2
+    assert sorted(r["rule"] for r in delivery_rows(store)) == ["ws-a/failures", "ws-a/failures-too"]

@@ -4,7 +4,7 @@ day by day, renewed automatically once, refunded by the rule, invoiced beside us
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -13,6 +13,8 @@ from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.subscriptions import cancel, purchase, renew
 from ledger.errors import Conflict, NotFound
 from ledger.store.postgres import PostgresEventStore
+from projections.billing.balances import read_books
+from projections.billing.reads import currency_scales
 from projections.subscriptions import load_subscriptions
 from tests.billing_e2e.helpers import at, demo_book, query
 from tests.clis import CliCall
@@ -98,6 +100,40 @@ def test_the_five_day_refund_is_full_once_a_year(store: PostgresEventStore) -> N
     two = cancel(store, second, principal="test", immediately=True, at=at("2027-06-02T00:00"))
     assert one.refund.no_reason and one.refund.amount_minor == 1_960_000
     assert not two.refund.no_reason and two.refund.amount_minor < 1_960_000
+
+
+def test_the_no_reason_refund_counts_in_the_year_it_was_used(store: PostgresEventStore) -> None:
+    """Bought on 29 December, refunded on 2 January: the no-reason refund is the new
+    year's, so a second one that year is refused, though the first purchase was the old
+    year's (a rule counting by the purchase's year would grant it twice)."""
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    december = _buy(store, key="dec", at=at("2027-12-29T00:00"))
+    march = _buy(store, key="mar", at=at("2028-03-01T00:00"))
+    one = cancel(store, december, principal="test", immediately=True, at=at("2028-01-02T00:00"))
+    two = cancel(store, march, principal="test", immediately=True, at=at("2028-03-02T00:00"))
+    assert one.refund.no_reason
+    assert not two.refund.no_reason and two.refund.amount_minor < 1_960_000
+    later = _buy(store, key="next-year", at=at("2029-02-01T00:00"))
+    three = cancel(store, later, principal="test", immediately=True, at=at("2029-02-02T00:00"))
+    assert three.refund.no_reason  # a new calendar year, a new one
+
+
+def test_the_books_at_an_instant_include_a_posting_at_that_instant(
+    store: PostgresEventStore,
+) -> None:
+    """``ledger balance --at T`` counts what occurred by T, T itself included."""
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    bought = at("2027-01-10T00:00")
+    _buy(store, at=bought)  # its charge posts at the purchase's instant
+
+    def receivable(instant: datetime) -> str:
+        with store.reading() as conn:
+            books = read_books(conn, currency_scales(conn), instant)
+        rows = {r["account"]: r["balance"] for r in books.balance.rows}
+        return str(rows.get("receivable/ws-ls", "none"))
+
+    assert receivable(bought) == "19600"  # 2 nodes x 9,800.00, at full precision
+    assert receivable(bought - timedelta(microseconds=1)) == "none"
 
 
 def test_guards(store: PostgresEventStore) -> None:

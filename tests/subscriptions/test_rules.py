@@ -611,3 +611,26 @@ def test_capacity_is_held_exactly_while_the_subscription_runs(case: Case, at: da
         assert capacity == {GROUP: node_resources(case.sub.node, case.sub.nodes)}
     else:
         assert capacity == {}
+
+
+def test_capacity_is_released_a_day_after_the_end_at_once_when_cancelled_immediately() -> None:
+    """The release grace beside its rule: jobs on an ended subscription's nodes get 24 hours
+    before the capacity is released; an immediate cancellation releases it at once."""
+    start = datetime(2027, 1, 10, tzinfo=UTC)
+    case = build(Decimal("9800"), Decimal("98000"), "month", 1, start, 1)
+    ends = datetime(2027, 2, 10, tzinfo=UTC)
+    assert case.sub.ends_at == ends
+    assert case.sub.released_at == ends + timedelta(hours=24)
+    at_end = case.sub.after(
+        SubscriptionCancelled(
+            subscription_id=SUB_ID, mode="end-of-term", effective_at=ends, refund_minor=0
+        )
+    )
+    assert at_end.released_at == ends + timedelta(hours=24)
+    now = datetime(2027, 1, 20, 6, tzinfo=UTC)
+    at_once = case.sub.after(
+        SubscriptionCancelled(
+            subscription_id=SUB_ID, mode="immediately", effective_at=now, refund_minor=0
+        )
+    )
+    assert at_once.ends_at == at_once.released_at == now
