@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["README.md", "docs/billing.md", "docs/notifications.md", "docs/threat-model.md"]
-#: a backticked path: folders and files of the product (``ledger/events.py``, ``tests/x/``)
+#: a backticked path: folders and files of the product (``ledger/bounds.py``, ``tests/x/``)
 _PATH = re.compile(r"`((?:[a-z_]+/)+(?:[A-Za-z0-9_.-]+\.(?:py|md|yaml|json|toml))?)`")
 #: a module followed by the functions it holds: ``a/b.py`` (``name``
 _HOLDS = re.compile(r"`((?:[a-z_]+/)+[a-z_0-9]+\.py)` \(`([A-Za-z_][A-Za-z0-9_]*)`")

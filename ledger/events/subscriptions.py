@@ -1,0 +1,139 @@
+"""Subscriptions: node specs and prices, purchases, renewals, cancellations, expiries."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    AwareDatetime,
+    Field,
+)
+
+from ledger.bounds import (
+    MAX_NODE_GPUS,
+    MAX_NODE_MEMORY_MIB,
+    Bound,
+)
+from ledger.envelopes import EventData, event_type
+from ledger.events.common import (
+    CpuMilli,
+    Flavor,
+    LabelValue,
+    Name,
+    NodePrice,
+    NonNegative,
+    Part,
+)
+from ledger.events.money import (
+    SubscriptionTermUnit,
+)
+
+__all__ = [
+    "NodeSpec",
+    "SubscriptionCancelled",
+    "SubscriptionExpired",
+    "SubscriptionPricesPublished",
+    "SubscriptionPurchased",
+    "SubscriptionRenewalFailed",
+    "SubscriptionRenewed",
+    "SubscriptionTerm",
+]
+
+
+class NodeSpec(Part):
+    """A node spec sold by subscription: its resources and its price per node per term."""
+
+    flavor: Flavor = "gpu/any"
+    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
+    cpu_milli: CpuMilli = NonNegative
+    memory_mib: Annotated[int, Bound(MAX_NODE_MEMORY_MIB)] = NonNegative
+    monthly: NodePrice
+    yearly: NodePrice
+
+
+@event_type("SubscriptionPricesPublished")
+class SubscriptionPricesPublished(EventData):
+    """The subscription section of a price book: node specs and their term prices, in
+    force from ``effective_from`` for terms ordered from then on (a price already locked
+    into a term never changes)."""
+
+    book_id: str = Name
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    scale: int = Field(ge=0, le=6)
+    effective_from: AwareDatetime
+    specs: dict[str, NodeSpec]
+
+
+class SubscriptionTerm(Part):
+    """One paid term: ``[starts_at, ends_at)`` at the prices locked when it was ordered."""
+
+    term: int = Field(ge=1)
+    unit: SubscriptionTermUnit
+    starts_at: AwareDatetime
+    ends_at: AwareDatetime
+    unit_price: NodePrice  # per node for this term
+    monthly_price: NodePrice  # the spec's monthly price then (refund rule)
+    yearly_price: NodePrice
+    amount_minor: int = NonNegative  # nodes x unit_price, in minor units
+    book_id: str = Name
+    ordered_at: AwareDatetime
+
+
+@event_type("SubscriptionPurchased")
+class SubscriptionPurchased(EventData):
+    """Nodes of one spec bought into a resource group for a month or a year, paid by a
+    workspace; billed in full at ``ordered_at`` into deferred revenue."""
+
+    subscription_id: str = Name
+    group: LabelValue = Name
+    spec: str = Name
+    nodes: int = Field(ge=1, le=100_000)
+    workspace: LabelValue = Name
+    auto_renew: bool = False
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    scale: int = Field(ge=0, le=6)
+    node: NodeSpec
+    first: SubscriptionTerm
+    key: str | None = None
+
+
+@event_type("SubscriptionRenewed")
+class SubscriptionRenewed(EventData):
+    """A next term ordered (by hand, or automatically from 3 days before expiry); it
+    starts where the previous one ends, at the price in force when ordered."""
+
+    subscription_id: str = Name
+    next: SubscriptionTerm
+    automatic: bool = False
+
+
+@event_type("SubscriptionRenewalFailed")
+class SubscriptionRenewalFailed(EventData):
+    subscription_id: str = Name
+    term: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    error: str
+
+
+@event_type("SubscriptionCancelled")
+class SubscriptionCancelled(EventData):
+    """Unsubscribed: at the end of the term (no refund, no renewal) or immediately (the
+    refund rule of docs/subscriptions.md; ``refund_minor`` is credited)."""
+
+    subscription_id: str = Name
+    mode: Literal["end-of-term", "immediately"]
+    effective_at: AwareDatetime
+    refund_minor: int = NonNegative
+    no_reason: bool = False  # the once-a-year 5-day full refund was used
+    rule: str = ""
+    reason: str = ""
+
+
+@event_type("SubscriptionExpired")
+class SubscriptionExpired(EventData):
+    """The last term ended: the capacity stops being schedulable at ``ended_at`` and is
+    released (jobs on it stopped) after the grace, at ``released_at``."""
+
+    subscription_id: str = Name
+    ended_at: AwareDatetime
+    released_at: AwareDatetime
