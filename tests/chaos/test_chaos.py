@@ -38,6 +38,7 @@ def test_a_dozen_faults_change_no_fact_and_no_report(tmp_path: Path) -> None:
         tmp_path, "--seed", "7", "--faults", "12", "--limit", "40", "--seconds", "30",
         timeout=540,
     )  # fmt: skip
+    assert "faults_injected" in summary, detail
     assert summary["faults_injected"] == 12, detail
     assert set(summary["faults_by_kind"]) == set(KINDS), detail  # every kind, at least once
     assert summary["faults_recovered"] == 12, detail
