@@ -57,10 +57,9 @@ from dlc_ledger.services.tokens import create_token
 from ledger.store.engines import make_engine
 from ledger.store.postgres import PostgresEventStore, PostgresUnitOfWork
 from migrations.runner import upgrade
-from projections.billing.reports import ReportWindow, cost_report
+from projections.billing import ReportWindow, cost_report
 from projections.jobs import find_job, job_detail
-from projections.quotas.nodes import quota_nodes_at
-from projections.quotas.reads import series_points, usage_series
+from projections.quotas import quota_nodes_at, series_points, usage_series
 from projections.registry import all_projections
 
 __all__ = ["main"]

@@ -34,7 +34,7 @@ from bench.databases import scratch_database
 from ledger.store.engines import make_engine
 from ledger.store.postgres import PostgresUnitOfWork
 from migrations.runner import upgrade
-from projections.billing.reports import ReportWindow, cost_report, invoice_lines
+from projections.billing import ReportWindow, cost_report, invoice_lines
 from projections.jobs import timeline_rows
 
 WORKSPACES = 300

@@ -9,14 +9,13 @@ from __future__ import annotations
 from ledger.errors import NotFound
 from ledger.store.base import EventStore
 from projections.base import Projection
-from projections.billing.projection import BillingProjection
-from projections.budgets.projection import BudgetsProjection
-from projections.dispatch.decisions import DispatchDecisionsProjection
+from projections.billing import BillingProjection
+from projections.budgets import BudgetsProjection
+from projections.dispatch import DispatchDecisionsProjection
 from projections.extent import ExtentProjection
-from projections.inventory.occupancy import OccupancyProjection
-from projections.inventory.projection import InventoryProjection
+from projections.inventory import InventoryProjection, OccupancyProjection
 from projections.jobs import JobsProjection
-from projections.quotas.projection import QuotaProjection
+from projections.quotas import QuotaProjection
 from projections.steps import catch_up
 
 __all__ = ["all_projections", "projection_named"]

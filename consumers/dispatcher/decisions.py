@@ -23,7 +23,7 @@ from ledger.dispatch.timeouts import MAX_RUN_REASON, Overrun
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import AdmissionDecided, PreemptionDecided, Victim
 from ledger.ids import deterministic_id
-from projections.dispatch.reads import DecisionRecord, DispatchJob
+from projections.dispatch import DecisionRecord, DispatchJob
 
 __all__ = [
     "DISPATCHER_SOURCE",

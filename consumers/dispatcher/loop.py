@@ -63,9 +63,15 @@ from ledger.events import AdmissionDecided, PreemptionDecided
 from ledger.store.base import DuplicateEventConflict, EventStore
 from ledger.store.failures import is_poison
 from ledger.subscriptions import released_quotas
-from projections.dispatch.estimates import run_times, start_estimates
-from projections.dispatch.limits import max_run_times
-from projections.dispatch.reads import DecisionRecord, DispatchJob, DispatchView, read_dispatch
+from projections.dispatch import (
+    DecisionRecord,
+    DispatchJob,
+    DispatchView,
+    max_run_times,
+    read_dispatch,
+    run_times,
+    start_estimates,
+)
 from projections.subscriptions import load_subscriptions
 
 __all__ = [

@@ -17,8 +17,7 @@ from dlc_ledger.api.listing import AtQuery, plain
 from dlc_ledger.api.models import Freshness, Strict
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.tokens import Principal
-from projections.billing.balances import read_books
-from projections.billing.reads import currency_scales
+from projections.billing import currency_scales, read_books
 
 __all__ = ["Books", "router"]
 

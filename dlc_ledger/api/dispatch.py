@@ -36,13 +36,8 @@ from dlc_ledger.api.windows import check_span
 from dlc_ledger.services.tokens import Principal
 from dlc_ledger.services.why import why_job
 from ledger.store.base import Connection
-from projections.billing.reads import currency_scales
-from projections.dispatch.reports import (
-    DecisionWindow,
-    goodput_report,
-    preemptions_report,
-    waits_report,
-)
+from projections.billing import currency_scales
+from projections.dispatch import DecisionWindow, goodput_report, preemptions_report, waits_report
 
 __all__ = ["GoodputKey", "router"]
 

@@ -17,7 +17,7 @@ from dlc_ledger.api.listing import listing
 from dlc_ledger.api.models import Event, EventPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import NotFound
-from projections.jobs.events import event_by_id, stream_events
+from projections.jobs import event_by_id, stream_events
 
 __all__ = ["router"]
 

@@ -36,7 +36,7 @@ from dlc_ledger.services.clocks import projected_cluster_time
 from dlc_ledger.services.cost_top import top_cost
 from dlc_ledger.services.month_to_date import month_to_date
 from ledger.store.base import Connection
-from projections.billing.reads import ScaleOf, currency_scales
+from projections.billing import ScaleOf, currency_scales
 
 __all__ = ["TopBy", "router"]
 

@@ -22,7 +22,7 @@ from dlc_ledger.api.listing import (
 )
 from dlc_ledger.api.models_billing import InventoryPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from projections.inventory.projection import INVENTORY_GROUP_KEYS, capacity_at
+from projections.inventory import INVENTORY_GROUP_KEYS, capacity_at
 
 __all__ = ["router"]
 

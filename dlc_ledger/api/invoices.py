@@ -22,8 +22,7 @@ from dlc_ledger.api.models_billing import InvoiceDetail, InvoicePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.invoices import invoice_detail
-from projections.billing.invoice_pages import invoice_page
-from projections.billing.reads import currency_scales
+from projections.billing import currency_scales, invoice_page
 
 __all__ = ["InvoiceStatus", "router"]
 

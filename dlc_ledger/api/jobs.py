@@ -21,7 +21,7 @@ from dlc_ledger.api.models import JobDetail, JobPage, TimelinePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.reports import money_fields
 from dlc_ledger.services.job_figures import listed_jobs
-from projections.billing.reads import currency_scales
+from projections.billing import currency_scales
 from projections.jobs import find_job, job_detail, timeline_entries
 
 __all__ = ["router"]

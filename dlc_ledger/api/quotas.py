@@ -34,12 +34,9 @@ from dlc_ledger.api.windows import check_span
 from dlc_ledger.services.errors import NotFound
 from dlc_ledger.services.quota_rows import node_row, series_row
 from dlc_ledger.services.why import queue_page
-from projections.billing.reads import currency_scales
-from projections.billing.reports import ReportWindow
+from projections.billing import ReportWindow, currency_scales
 from projections.names import quota_names
-from projections.quotas.nodes import quota_nodes_at
-from projections.quotas.reads import series_points, usage_series
-from projections.quotas.scope import quota_in_scope
+from projections.quotas import quota_in_scope, quota_nodes_at, series_points, usage_series
 
 __all__ = ["SeriesStep", "router"]
 

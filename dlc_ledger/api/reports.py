@@ -28,11 +28,12 @@ from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.tokens import Principal
 from ledger.money import from_minor
 from ledger.store.base import Connection
-from projections.billing.reads import ScaleOf, currency_scales
-from projections.billing.reports import (
+from projections.billing import (
     GROUP_KEYS,
     ReportWindow,
+    ScaleOf,
     cost_report,
+    currency_scales,
     parse_group_by,
     usage_report,
 )

@@ -67,7 +67,7 @@ from ledger.canonical import format_timestamp
 from ledger.events import SubscriptionTerm
 from ledger.store.base import EventStore
 from ledger.subscriptions import Refund, Subscription
-from projections.billing.reads import currency_scales
+from projections.billing import currency_scales
 from projections.freshness import read_freshness
 
 __all__ = ["router"]

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from ledger.money import from_minor
-from projections.billing.reads import ScaleOf, currency_scales
+from projections.billing import ScaleOf, currency_scales
 
 __all__ = ["ScaleOf", "currency_scales", "with_amounts"]
 

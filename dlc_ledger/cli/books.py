@@ -16,7 +16,7 @@ from dlc_ledger.cli.options import CLUSTER, parse_optional_instant
 from dlc_ledger.cli.tables import DocumentFormat, DocumentFormatOption, render_table
 from dlc_ledger.wiring.context import open_reader
 from ledger.errors import Conflict
-from projections.billing.balances import read_books
+from projections.billing import read_books
 
 __all__ = ["ledger_app"]
 

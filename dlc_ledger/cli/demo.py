@@ -36,15 +36,17 @@ from dlc_ledger.wiring.replay import run_replay
 from dlc_ledger.wiring.runs import OPEN_LOOP
 from ledger.errors import Unavailable
 from ledger.money import default_scale, format_minor
-from projections.billing.reads import load_schedule
-from projections.billing.reports import ReportWindow, cost_report, usage_report
-from projections.billing.trails import (
+from projections.billing import (
     InvoiceTrail,
+    ReportWindow,
+    cost_report,
     largest_gpu_line_trail,
+    load_schedule,
     subscription_lines,
     trace_span_seconds,
+    usage_report,
 )
-from projections.quotas.reads import usage_at
+from projections.quotas import usage_at
 from projections.registry import all_projections
 
 __all__ = ["run_demo"]

@@ -72,10 +72,10 @@ def dispatch(
     from dlc_ledger.wiring.kube import kube_configuration
     from dlc_ledger.wiring.signals import stop_on_signals
     from processes.budgets import StoreBudgetGate
-    from projections.budgets.projection import BudgetsProjection
-    from projections.dispatch.decisions import DispatchDecisionsProjection
+    from projections.budgets import BudgetsProjection
+    from projections.dispatch import DispatchDecisionsProjection
     from projections.jobs import JobsProjection
-    from projections.quotas.projection import QuotaProjection
+    from projections.quotas import QuotaProjection
 
     if clock not in ("wall", "server"):
         raise typer.BadParameter("must be 'wall' or 'server'", param_hint="--clock")

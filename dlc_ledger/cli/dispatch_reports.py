@@ -11,7 +11,7 @@ from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import CLUSTER, check_window, parse_optional_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.wiring.context import open_reader
-from projections.dispatch.reports import (
+from projections.dispatch import (
     GOODPUT_KEYS,
     DecisionWindow,
     goodput_report,

@@ -14,7 +14,7 @@ from dlc_ledger.cli.options import AS_OF_HELP, CLUSTER, check_window, parse_opti
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.wiring.context import open_reader
 from ledger.errors import Invalid
-from projections.billing.reports import ReportWindow, cost_report, parse_group_by, usage_report
+from projections.billing import ReportWindow, cost_report, parse_group_by, usage_report
 
 __all__ = ["report_cost", "report_usage"]
 

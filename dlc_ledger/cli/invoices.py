@@ -36,7 +36,7 @@ from dlc_ledger.services.invoices import (
 from dlc_ledger.wiring.context import open_reader, open_store
 from ledger.canonical import format_timestamp
 from ledger.money import format_minor
-from projections.billing.invoice_pages import credit_note_page, invoice_page
+from projections.billing import credit_note_page, invoice_page
 from projections.names import billing_workspaces, invoice_periods
 
 __all__ = ["billing_app", "invoices_app"]

@@ -33,8 +33,7 @@ from dlc_ledger.cli.tables import (
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
 from dlc_ledger.cli.tables import cell as _cell
 from dlc_ledger.wiring import context
-from projections.inventory.occupancy import GROUP_KEYS, occupied_at
-from projections.inventory.projection import INVENTORY_GROUP_KEYS, capacity_at
+from projections.inventory import GROUP_KEYS, INVENTORY_GROUP_KEYS, capacity_at, occupied_at
 from projections.jobs import find_job, job_detail, list_jobs
 from projections.names import job_users, job_workspaces
 
@@ -203,7 +202,7 @@ def jobs_why(
     GPU-hours lost and their cost); for a running or finished job, its admission."""
     # the dispatcher's reads and core, imported by this command only (jobs show starts faster)
     from dlc_ledger.services.why import why_job
-    from projections.dispatch.explain import jsonable
+    from projections.dispatch import jsonable
 
     instant = parse_instant(at, option="--at") if at else None
     store = context.open_reader()

@@ -48,11 +48,11 @@ from dlc_ledger.services.quotas import (
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
 from ledger.errors import Invalid
-from projections.billing.reports import ReportWindow
+from projections.billing import ReportWindow
 from projections.names import quota_flavors, quota_names
-from projections.quotas.nodes import quota_nodes_at
-from projections.quotas.reads import (
+from projections.quotas import (
     STEPS,
+    quota_nodes_at,
     series_points,
     usage_at,
     usage_history,

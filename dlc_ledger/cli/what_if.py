@@ -33,13 +33,14 @@ from dlc_ledger.wiring.replay.run import load_replay_trace
 from dlc_ledger.wiring.runs import OPEN_LOOP, Runs, run_url
 from ledger.errors import Unavailable
 from ledger.money import format_minor
-from projections.dispatch.reports import (
+from projections.dispatch import (
     DecisionWindow,
+    ScheduleRow,
     estimate_coverage,
     preemptions_report,
+    schedule_rows,
     waits_report,
 )
-from projections.dispatch.schedules import ScheduleRow, schedule_rows
 from projections.registry import all_projections
 
 __all__ = ["CLOSED_LOOP", "DEMO_SCALE", "DEMO_WINDOW", "duration", "run_what_if"]

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from dlc_ledger.services.budgets import BudgetStatus, budget_statuses_on
-from projections.budgets.projection import exceeded_budgets
+from projections.budgets import exceeded_budgets
 
 __all__ = ["budget_rows", "status_row"]
 

@@ -36,9 +36,8 @@ from ledger.money import default_scale, plain_decimal, round_precise
 from ledger.prices import PriceSchedule
 from ledger.store.base import EventStore
 from processes.budgets import BudgetBreach, check_budgets
-from projections.billing.projection import BillingProjection
-from projections.billing.reads import load_schedule
-from projections.budgets.projection import (
+from projections.billing import BillingProjection, load_schedule
+from projections.budgets import (
     BudgetsProjection,
     budgets_at,
     current_budgets,

@@ -16,9 +16,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from dlc_ledger.services.job_figures import gpu_fields, gpu_hours, job_usage
-from projections.billing.reads import billing_currency
-from projections.billing.reports import ReportWindow, Source, usage_report
-from projections.billing.top import cost_top
+from projections.billing import ReportWindow, Source, billing_currency, cost_top, usage_report
 from projections.jobs import jobs_by_uid
 
 __all__ = ["JOB_FIELDS", "TopCost", "top_cost"]

@@ -12,7 +12,7 @@ from ledger.bounds import MAX_NAME, check_free_text, check_name
 from ledger.store.base import EventStore
 from processes import billing as room
 from processes.billing import CreditResult, VoidResult
-from projections.billing.invoices import (
+from projections.billing import (
     CREDIT_NOTES_ACCOUNT,
     Invoice,
     InvoiceDetail,

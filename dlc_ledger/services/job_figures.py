@@ -25,8 +25,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ledger.money import plain_decimal
-from projections.billing.reads import billing_currency
-from projections.billing.reports import ReportWindow, cost_report, cost_row, usage_report
+from projections.billing import ReportWindow, billing_currency, cost_report, cost_row, usage_report
 from projections.jobs import JobPage, list_jobs
 
 __all__ = [

@@ -28,8 +28,8 @@ from dlc_ledger.services.budget_rows import status_row
 from dlc_ledger.services.budgets import budget_statuses_on
 from ledger.budgets import period_of
 from ledger.money import PRECISE_DIGITS, plain_decimal, precise_decimal, round_precise
-from projections.billing.reads import billing_currency
-from projections.budgets.projection import spent_by_workspace
+from projections.billing import billing_currency
+from projections.budgets import spent_by_workspace
 
 __all__ = ["forecast_precise", "month_to_date"]
 

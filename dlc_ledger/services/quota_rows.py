@@ -15,8 +15,7 @@ from ledger.canonical import format_timestamp
 from ledger.errors import Invalid
 from ledger.quotas import resource_unit
 from ledger.usage_boards import NUMBERS
-from projections.quotas.nodes import NodeFlavor, QuotaNodes
-from projections.quotas.reads import UsageRow
+from projections.quotas import NodeFlavor, QuotaNodes, UsageRow
 
 __all__ = ["NODE_KEYS", "USAGE_KEYS", "node_row", "series_row", "usage_json", "usage_table"]
 

@@ -17,10 +17,7 @@ from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, W
 from ledger.quotas import QuotaTree, diff, keep_absent, spec_hash
 from ledger.store.base import EventStore
 from ledger.subscriptions import capacity_problems, capacity_shortfalls, group_capacity
-from projections.quotas.projection import QuotaProjection
-from projections.quotas.reads import (
-    quota_tree,
-)
+from projections.quotas import QuotaProjection, quota_tree
 from projections.registry import catch_up_all
 from projections.steps import catch_up
 from projections.subscriptions import load_subscriptions

@@ -24,8 +24,7 @@ from ledger.store.base import EventStore
 from ledger.subscriptions import drawing_groups
 from ledger.subscriptions.utilisation import GroupMonth, subscription_cost, utilisation
 from projections.billing import load_schedule
-from projections.subscriptions import load_subscriptions
-from projections.subscriptions.usage import gpu_spans
+from projections.subscriptions import gpu_spans, load_subscriptions
 
 __all__ = ["GROUP_BY", "subscription_report"]
 

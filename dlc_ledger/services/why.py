@@ -16,15 +16,17 @@ from sqlalchemy import Connection, select
 from dlc_ledger.services.errors import NotFound
 from ledger.errors import Invalid
 from ledger.store.base import EventStore
-from projections.budgets.projection import exhausted_workspaces
-from projections.dispatch.estimates import projected_now
-from projections.dispatch.explain import explain_job
-from projections.dispatch.queues import QueuePage, queue_listing
-from projections.dispatch.reports import DecisionWindow
-from projections.dispatch.reports import estimates_report as estimate_rows
-from projections.jobs import find_job
-from projections.jobs.tables import job_state
-from projections.quotas.scope import quota_in_scope, quota_subtree
+from projections.budgets import exhausted_workspaces
+from projections.dispatch import (
+    DecisionWindow,
+    QueuePage,
+    explain_job,
+    projected_now,
+    queue_listing,
+)
+from projections.dispatch import estimates_report as estimate_rows
+from projections.jobs import find_job, job_state
+from projections.quotas import quota_in_scope, quota_subtree
 from projections.subscriptions import load_subscriptions
 
 __all__ = ["Exhausted", "estimates_report", "queue_page", "why_job"]

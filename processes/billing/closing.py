@@ -30,7 +30,7 @@ from ledger.invoices import build_invoice, invoice_rounding
 from ledger.rating import PeriodFn, calendar_months, period_end
 from ledger.store.base import EventStore
 from ledger.store.failures import is_poison
-from projections.billing.projection import catch_up_on
+from projections.billing import catch_up_on
 
 __all__ = ["CLOSE_FAILED_SOURCE", "CLOSING_SOURCE", "close_periods"]
 

@@ -33,9 +33,7 @@ from ledger.events import CreditNoteIssued, InvoiceVoided, LedgerTransactionPost
 from ledger.ids import deterministic_id
 from ledger.money import default_scale, format_minor, from_minor, parse_decimal, to_minor
 from ledger.store.base import EventStore
-from projections.billing.invoices import CREDIT_NOTES_ACCOUNT, find_invoice
-from projections.billing.projection import catch_up_billing
-from projections.billing.reads import load_schedule
+from projections.billing import CREDIT_NOTES_ACCOUNT, catch_up_billing, find_invoice, load_schedule
 
 __all__ = ["CreditResult", "VoidResult", "issue_credit_note", "void_invoice"]
 

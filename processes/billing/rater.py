@@ -58,8 +58,7 @@ from ledger.rating import (
 )
 from ledger.store.base import EventStore, UnitOfWork
 from ledger.store.failures import is_poison
-from projections.billing.projection import catch_up_billing, catch_up_on
-from projections.billing.reads import load_schedule, occupancy_from_row
+from projections.billing import catch_up_billing, catch_up_on, load_schedule, occupancy_from_row
 
 __all__ = [
     "RATER_CHECKPOINT",

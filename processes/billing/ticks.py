@@ -25,7 +25,7 @@ from ledger.rating import PeriodFn, floor_to
 from ledger.store.base import EventStore
 from processes.billing.closing import close_periods
 from processes.billing.rater import RateResult, rate
-from projections.billing.projection import catch_up_billing
+from projections.billing import catch_up_billing
 
 __all__ = ["DEFAULT_ACCRUAL_STEP", "DEFAULT_GRACE", "TickResult", "tick"]
 

@@ -41,7 +41,7 @@ from ledger.money import from_minor, plain_decimal, round_precise
 from ledger.store.base import EventStore, UnitOfWork
 from ledger.store.failures import is_poison
 from projections.billing import load_schedule
-from projections.budgets.projection import (
+from projections.budgets import (
     BudgetInForce,
     BudgetsProjection,
     budgets_at,

@@ -49,7 +49,7 @@ from ledger.subscriptions import (
     recognition_transactions,
 )
 from ledger.subscriptions.orders import next_term
-from projections.subscriptions.reads import load_specs, load_subscriptions, subscription_stream
+from projections.subscriptions import load_specs, load_subscriptions, subscription_stream
 
 __all__ = ["RENEWAL_ATTEMPTS", "SCHEDULER_SOURCE", "SubscriptionTick", "advance"]
 

@@ -22,7 +22,71 @@ use cases the CLI and the API call are in ``dlc_ledger.services.billing`` and
 
 from __future__ import annotations
 
-from projections.billing.reads import load_schedule
-from projections.billing.reports import ReportWindow, cost_report, job_cost, usage_report
+from projections.billing.balances import read_books
+from projections.billing.invoice_pages import credit_note_page, invoice_page
+from projections.billing.invoices import (
+    CREDIT_NOTES_ACCOUNT,
+    Invoice,
+    InvoiceDetail,
+    find_invoice,
+    invoice_detail,
+)
+from projections.billing.projection import BillingProjection, catch_up_billing, catch_up_on
+from projections.billing.reads import (
+    ScaleOf,
+    billing_currency,
+    currency_scales,
+    load_schedule,
+    occupancy_from_row,
+)
+from projections.billing.reports import (
+    GROUP_KEYS,
+    ReportWindow,
+    Source,
+    cost_report,
+    cost_row,
+    invoice_lines,
+    job_cost,
+    parse_group_by,
+    usage_report,
+)
+from projections.billing.top import cost_top
+from projections.billing.trails import (
+    InvoiceTrail,
+    largest_gpu_line_trail,
+    subscription_lines,
+    trace_span_seconds,
+)
 
-__all__ = ["ReportWindow", "cost_report", "job_cost", "load_schedule", "usage_report"]
+__all__ = [
+    "CREDIT_NOTES_ACCOUNT",
+    "GROUP_KEYS",
+    "BillingProjection",
+    "Invoice",
+    "InvoiceDetail",
+    "InvoiceTrail",
+    "ReportWindow",
+    "ScaleOf",
+    "Source",
+    "billing_currency",
+    "catch_up_billing",
+    "catch_up_on",
+    "cost_report",
+    "cost_row",
+    "cost_top",
+    "credit_note_page",
+    "currency_scales",
+    "find_invoice",
+    "invoice_detail",
+    "invoice_lines",
+    "invoice_page",
+    "job_cost",
+    "largest_gpu_line_trail",
+    "load_schedule",
+    "occupancy_from_row",
+    "parse_group_by",
+    "read_books",
+    "subscription_lines",
+    "trace_span_seconds",
+    "usage_report",
+]

@@ -8,3 +8,51 @@ start and end estimates and their ranges; ``limits`` the maximum run times jobs 
 ``losses`` what a preemption lost; ``reports`` waits, preemptions, goodput and how good the
 stored estimates were. The decisions themselves are pure functions in ``ledger.dispatch``.
 """
+
+from __future__ import annotations
+
+from projections.dispatch.decisions import DispatchDecisionsProjection
+from projections.dispatch.estimates import projected_now, run_times, start_estimates
+from projections.dispatch.explain import explain_job, jsonable
+from projections.dispatch.limits import max_run_times
+from projections.dispatch.queues import QueuePage, queue_listing
+from projections.dispatch.reads import DecisionRecord, DispatchJob, DispatchView, read_dispatch
+from projections.dispatch.reports import (
+    GOODPUT_KEYS,
+    DecisionWindow,
+    decision_counts,
+    estimate_coverage,
+    estimates_report,
+    goodput_report,
+    preemptions_report,
+    wait_intervals,
+    waits_report,
+)
+from projections.dispatch.schedules import ScheduleRow, schedule_rows
+
+__all__ = [
+    "GOODPUT_KEYS",
+    "DecisionRecord",
+    "DecisionWindow",
+    "DispatchDecisionsProjection",
+    "DispatchJob",
+    "DispatchView",
+    "QueuePage",
+    "ScheduleRow",
+    "decision_counts",
+    "estimate_coverage",
+    "estimates_report",
+    "explain_job",
+    "goodput_report",
+    "jsonable",
+    "max_run_times",
+    "preemptions_report",
+    "projected_now",
+    "queue_listing",
+    "read_dispatch",
+    "run_times",
+    "schedule_rows",
+    "start_estimates",
+    "wait_intervals",
+    "waits_report",
+]

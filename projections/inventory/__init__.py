@@ -3,8 +3,26 @@
 
 from __future__ import annotations
 
-from projections.inventory.occupancy import jobs_holding_at
+from projections.inventory.occupancy import (
+    GROUP_KEYS,
+    OccupancyProjection,
+    jobs_holding_at,
+    occupied_at,
+)
 from projections.inventory.occupancy import occupancy as occupancy_table
-from projections.inventory.projection import capacity_at
+from projections.inventory.projection import (
+    INVENTORY_GROUP_KEYS,
+    InventoryProjection,
+    capacity_at,
+)
 
-__all__ = ["capacity_at", "jobs_holding_at", "occupancy_table"]
+__all__ = [
+    "GROUP_KEYS",
+    "INVENTORY_GROUP_KEYS",
+    "InventoryProjection",
+    "OccupancyProjection",
+    "capacity_at",
+    "jobs_holding_at",
+    "occupancy_table",
+    "occupied_at",
+]

@@ -19,6 +19,7 @@ and the reads behind ``jobs list|show`` (:mod:`projections.jobs.queries`).
 from __future__ import annotations
 
 from projections.jobs.as_at import existed_by, preemptions_at, status_at
+from projections.jobs.events import event_by_id, stream_events
 from projections.jobs.fold import FINAL_STATUSES, STATUSES, fold_order, parse_time
 from projections.jobs.projection import JobsProjection
 from projections.jobs.queries import (
@@ -41,6 +42,7 @@ __all__ = [
     "STATUSES",
     "JobPage",
     "JobsProjection",
+    "event_by_id",
     "existed_by",
     "find_job",
     "fold_order",
@@ -55,6 +57,7 @@ __all__ = [
     "parse_time",
     "preemptions_at",
     "status_at",
+    "stream_events",
     "timeline_entries",
     "timeline_rows",
 ]

@@ -23,7 +23,7 @@ from sqlalchemy import ColumnElement, Connection, and_, func, literal, or_, sele
 
 from ledger.canonical import format_timestamp
 from ledger.store.schema import events
-from projections.jobs import job_state
+from projections.jobs.tables import job_state
 
 __all__ = ["EventPage", "event_by_id", "stream_events"]
 

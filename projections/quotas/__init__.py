@@ -8,7 +8,34 @@ workspace token's subtree.
 
 from __future__ import annotations
 
-from projections.quotas.reads import quota_tree, specs_at
-from projections.quotas.scope import subtree_condition
+from projections.quotas.nodes import NodeFlavor, QuotaNodes, quota_nodes_at
+from projections.quotas.projection import QuotaProjection
+from projections.quotas.reads import (
+    STEPS,
+    UsageRow,
+    quota_tree,
+    series_points,
+    specs_at,
+    usage_at,
+    usage_history,
+    usage_series,
+)
+from projections.quotas.scope import quota_in_scope, quota_subtree, subtree_condition
 
-__all__ = ["quota_tree", "specs_at", "subtree_condition"]
+__all__ = [
+    "STEPS",
+    "NodeFlavor",
+    "QuotaNodes",
+    "QuotaProjection",
+    "UsageRow",
+    "quota_in_scope",
+    "quota_nodes_at",
+    "quota_subtree",
+    "quota_tree",
+    "series_points",
+    "specs_at",
+    "subtree_condition",
+    "usage_at",
+    "usage_history",
+    "usage_series",
+]

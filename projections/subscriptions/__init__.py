@@ -8,9 +8,11 @@ from projections.subscriptions.reads import (
     load_subscriptions,
     subscription_stream,
 )
+from projections.subscriptions.usage import gpu_spans
 
 __all__ = [
     "SUBSCRIPTION_TYPES",
+    "gpu_spans",
     "load_specs",
     "load_subscriptions",
     "subscription_stream",

@@ -22,8 +22,8 @@ import pytest
 from ledger.envelopes import make_envelope
 from ledger.events import LedgerTransactionPosted, Posting
 from ledger.store.postgres import PostgresEventStore
-from processes.budgets.checks import StoreBudgetGate, check_budgets
 from processes.budgets import checks
+from processes.budgets.checks import StoreBudgetGate, check_budgets
 from projections.budgets.projection import exhausted_workspaces
 from tests.budgets.helpers import at, budget_file, job, post_cost, project, publish_prices
 from tests.clis import CliCall

@@ -231,12 +231,7 @@ def run_closed_loop(
 
 def closed_loop_figures(store: PostgresEventStore, run: ClosedLoopRun) -> ClosedLoopFigures:
     """The run's figures from the store (after projection): decisions, waits, goodput."""
-    from projections.dispatch.reports import (
-        DecisionWindow,
-        decision_counts,
-        goodput_report,
-        wait_intervals,
-    )
+    from projections.dispatch import DecisionWindow, decision_counts, goodput_report, wait_intervals
 
     with store.reading() as conn:
         counts = decision_counts(conn)
