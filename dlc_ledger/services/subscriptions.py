@@ -32,7 +32,6 @@ from ledger.events import (
     SubscriptionCancelled,
     SubscriptionPricesPublished,
     SubscriptionPurchased,
-    SubscriptionRenewed,
     SubscriptionTerm,
     SubscriptionTermUnit,
 )
@@ -48,7 +47,8 @@ from ledger.subscriptions import (
     refund_for,
     refund_transaction,
 )
-from ledger.subscriptions.orders import next_term, order_term
+from ledger.subscriptions.orders import order_term
+from processes.subscriptions import renewal
 from projections.registry import catch_up_all
 from projections.subscriptions import load_specs, load_subscriptions, subscription_stream
 
@@ -315,20 +315,8 @@ def _renew(
             f"subscription {subscription_id} is already renewed until "
             f"{sub.last_term.ends_at.isoformat()} (term {sub.last_term.term} not started)"
         )
-    term = next_term(sub, load_specs(uow), now)
-    renewed = SubscriptionRenewed(subscription_id=subscription_id, next=term, automatic=False)
-    after = sub.after(renewed)
+    batch, after = renewal(sub, load_specs(uow), now, automatic=False, source=principal)
     stream = subscription_stream(subscription_id)
-    envelope = make_envelope(
-        renewed,
-        event_id=deterministic_id("event", "SubscriptionRenewed", subscription_id, str(term.term)),
-        stream=stream,
-        occurred_at=now,
-        observed_at=now,
-        source=principal,
-    )
-    charge = charge_transaction(after, term, str(envelope.event_id))
-    batch = [envelope] + ([transaction_envelope(charge, now, source=principal)] if charge else [])
     if dry_run:
         return Order(after, created=False, dry_run=True), [], {}
     return Order(after, created=True), batch, {stream: _version(uow, stream)}

@@ -34,7 +34,6 @@ from ledger.errors import NotFound
 from ledger.events import (
     SubscriptionExpired,
     SubscriptionRenewalFailed,
-    SubscriptionRenewed,
 )
 from ledger.ids import deterministic_id
 from ledger.store.base import EventStore, UnitOfWork
@@ -44,11 +43,10 @@ from ledger.subscriptions import (
     RENEWAL_LEAD,
     SpecSchedule,
     Subscription,
-    charge_transaction,
     deferred_account,
     recognition_transactions,
 )
-from ledger.subscriptions.orders import next_term
+from processes.subscriptions.renewals import renewal
 from projections.subscriptions import load_specs, load_subscriptions, subscription_stream
 
 __all__ = ["RENEWAL_ATTEMPTS", "SCHEDULER_SOURCE", "SubscriptionTick", "advance"]
@@ -68,7 +66,7 @@ class SubscriptionTick:
 
 
 def _envelope(
-    data: SubscriptionRenewed | SubscriptionRenewalFailed | SubscriptionExpired,
+    data: SubscriptionRenewalFailed | SubscriptionExpired,
     sub: Subscription,
     at: datetime,
     *key: str,
@@ -96,7 +94,7 @@ def _renewals(
         if when > now or attempt > RENEWAL_ATTEMPTS or when >= last.ends_at:
             return out, sub
         try:
-            term = next_term(sub, specs, when)
+            batch, renewed_sub = renewal(sub, specs, when, automatic=True, source=SCHEDULER_SOURCE)
         except NotFound as exc:
             failed = SubscriptionRenewalFailed(
                 subscription_id=sub.subscription_id,
@@ -107,15 +105,8 @@ def _renewals(
             out.append(_envelope(failed, sub, when, str(last.term + 1), str(attempt)))
             sub = sub.after(failed)
             continue
-        renewed = SubscriptionRenewed(
-            subscription_id=sub.subscription_id, next=term, automatic=True
-        )
-        envelope = _envelope(renewed, sub, when, str(term.term))
-        out.append(envelope)
-        sub = sub.after(renewed)
-        charge = charge_transaction(sub, term, str(envelope.event_id))
-        if charge is not None:
-            out.append(transaction_envelope(charge, when, source=SCHEDULER_SOURCE))
+        out.extend(batch)
+        sub = renewed_sub
     return out, sub
 
 
