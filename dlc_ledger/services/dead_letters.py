@@ -53,6 +53,9 @@ RECHECKED_SOURCES = (
     "scheduler/close",  # a (workspace, period) close, every tick
     "dispatcher/decision",  # a job's decision, every cycle (consumers/dispatcher/loop.py)
     "budgets/check",  # a budget's crossing, every check (processes/budgets/checks.py)
+    # a rule the event centre's matcher could not look at, every round (an event it could
+    # not read as a fact is not matched again: retrying only resolves that letter)
+    "notifications/matcher",
 )
 
 _REBUILD_PAGE = 50_000
