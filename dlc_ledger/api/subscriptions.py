@@ -51,13 +51,15 @@ from dlc_ledger.api.reports import money_fields
 from dlc_ledger.api.windows import WEIGHED_HOURLY, check_span
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.errors import InvalidRequest
-from dlc_ledger.services.resource_groups import ResourceGroup, resource_group, resource_groups
-from dlc_ledger.services.subscription_reports import subscription_report
 from dlc_ledger.services.subscriptions import (
+    ResourceGroup,
     cancel,
     find_subscription,
     purchase,
     renew,
+    resource_group,
+    resource_groups,
+    subscription_report,
     subscription_row,
     subscriptions,
     term_rows,

@@ -29,8 +29,7 @@ from dlc_ledger.cli.what_if import run_what_if
 from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS, DEMO_SUBSCRIPTIONS
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import observed_cluster_time
-from dlc_ledger.services.subscription_reports import subscription_report
-from dlc_ledger.services.subscriptions import subscription_row, subscriptions
+from dlc_ledger.services.subscriptions import subscription_report, subscription_row, subscriptions
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.replay import run_replay
 from dlc_ledger.wiring.runs import OPEN_LOOP

@@ -10,7 +10,7 @@ import typer
 from dlc_ledger.cli.options import CLUSTER, parse_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.services.clocks import billing_instant
-from dlc_ledger.services.resource_groups import ResourceGroup, resource_group, resource_groups
+from dlc_ledger.services.subscriptions import ResourceGroup, resource_group, resource_groups
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
 

@@ -11,8 +11,7 @@ import pytest
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.resource_groups import resource_groups
-from dlc_ledger.services.subscriptions import purchase, subscriptions
+from dlc_ledger.services.subscriptions import purchase, resource_groups, subscriptions
 from ledger.errors import Invalid
 from ledger.store.postgres import PostgresEventStore
 from tests.billing_e2e.helpers import at, demo_book, ended, query, started
@@ -93,7 +92,7 @@ def test_jobs_on_subscribed_capacity_are_prepaid(store: PostgresEventStore) -> N
 def test_utilisation_splits_subscribed_time_into_used_lent_and_idle(
     store: PostgresEventStore,
 ) -> None:
-    from dlc_ledger.services.subscription_reports import subscription_report
+    from dlc_ledger.services.subscriptions import subscription_report
 
     publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
     _buy(store, 2)  # 16 GPUs

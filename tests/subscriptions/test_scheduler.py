@@ -450,7 +450,7 @@ def test_auto_renewal_orders_each_term_once_however_often_and_concurrently_advan
 
 #: what the services read the subscriptions with: wrapped below to run a concurrent write
 #: between a command's read and its append (the interleaving two processes may produce)
-SERVICES_LOAD = "dlc_ledger.services.subscriptions.load_subscriptions"
+SERVICES_LOAD = "dlc_ledger.services.subscriptions.orders.load_subscriptions"
 
 
 def test_a_cancel_racing_the_scheduler_still_refunds_the_renewal(

@@ -18,7 +18,7 @@ import yaml
 from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.subscription_plans import buy_plan, carve_plan, parse_plan
+from dlc_ledger.services.subscriptions import buy_plan, carve_plan, parse_plan
 from dlc_ledger.services.yaml_files import load_price_book, load_yaml
 from dlc_ledger.wiring.context import local_principal
 from ledger.quotas.what_if import reshaped_document

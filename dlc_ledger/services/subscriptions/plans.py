@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dlc_ledger.services.quotas import draw_on_groups
-from dlc_ledger.services.subscriptions import cancel, purchase, subscriptions
+from dlc_ledger.services.subscriptions.orders import cancel, purchase, subscriptions
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
 from ledger.errors import Invalid, NotFound
 from ledger.events import SubscriptionTermUnit

@@ -1,0 +1,41 @@
+"""The subscriptions context's use cases, in one place: orders (purchase, renew, cancel:
+:mod:`.orders`), the resource groups they fill (:mod:`.groups`), the utilisation report
+(:mod:`.reports`) and a replay's subscription plan (:mod:`.plans`). The renewal itself is
+decided in :mod:`processes.subscriptions` (for the scheduler and by hand alike), the rules
+in :mod:`ledger.subscriptions`, the view in :mod:`projections.subscriptions`."""
+
+from dlc_ledger.services.subscriptions.groups import ResourceGroup, resource_group, resource_groups
+from dlc_ledger.services.subscriptions.orders import (
+    Cancellation,
+    Order,
+    cancel,
+    find_subscription,
+    purchase,
+    renew,
+    subscription_row,
+    subscriptions,
+    term_rows,
+)
+from dlc_ledger.services.subscriptions.plans import Plan, buy_plan, carve_plan, parse_plan
+from dlc_ledger.services.subscriptions.reports import GROUP_BY, subscription_report
+
+__all__ = [
+    "GROUP_BY",
+    "Cancellation",
+    "Order",
+    "Plan",
+    "ResourceGroup",
+    "buy_plan",
+    "cancel",
+    "carve_plan",
+    "find_subscription",
+    "parse_plan",
+    "purchase",
+    "renew",
+    "resource_group",
+    "resource_groups",
+    "subscription_report",
+    "subscription_row",
+    "subscriptions",
+    "term_rows",
+]
