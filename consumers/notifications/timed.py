@@ -34,12 +34,14 @@ from ledger.notifications import MAX_EXPIRING_DAYS, MAX_LIMIT_SECONDS, Fact, Rul
 from ledger.notifications.episodes import RUNNING, WAITING, crossings
 from ledger.store.base import UnitOfWork
 from projections.jobs import parse_time
+from projections.notifications import RULE_TYPES
+from projections.steps import CHECKPOINT_PREFIX
 from projections.subscriptions import load_subscriptions
 
 __all__ = ["TIMED_CHECKPOINT", "timed_facts"]
 
 TIMED_CHECKPOINT = "notifications:timed"
-_JOBS_CHECKPOINT = "projection:jobs"
+_JOBS_CHECKPOINT = f"{CHECKPOINT_PREFIX}jobs"
 _JOB_EVENTS = {"JobWaitingTooLong": False, "JobRunningTooLong": True}
 _COLUMNS = 'job_uid, name, workspace, quota, billing_mode, "user"'
 
@@ -168,7 +170,7 @@ def _rules_position(uow: UnitOfWork) -> int:
         text(
             "SELECT max(position) FROM events WHERE type = ANY(:types)",
         ),
-        {"types": ["NotificationRuleSet", "NotificationRuleRemoved", "NotificationRuleDisabled"]},
+        {"types": list(RULE_TYPES)},
     ).scalar()
     return int(found or 0)
 

@@ -11,7 +11,7 @@ and revoke, a workspace token sees its own grants; docs/notifications.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Query, Request, Response
@@ -22,7 +22,12 @@ from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, page_of, plain
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.errors import InvalidRequest
-from dlc_ledger.services.notification_secrets import grant_rows, grant_secret, revoke_secret
+from dlc_ledger.services.notification_secrets import (
+    GrantChanged,
+    grant_rows,
+    grant_secret,
+    revoke_secret,
+)
 from dlc_ledger.services.notifications import delivery_rows, remove_rule, rule_rows, set_rule
 from dlc_ledger.services.tokens import Principal
 from projections.notifications import DELIVERY_STATUSES
@@ -158,9 +163,25 @@ def delete_rule(
     return with_freshness(request, plain({"changes": result.lines, "dry_run": dry_run}))
 
 
-def _check_admin(principal: Principal) -> None:
+def _grant_change(
+    request: Request,
+    principal: Principal,
+    change: Callable[..., GrantChanged],
+    workspace: str,
+    variable: str,
+    dry_run: bool,
+) -> dict[str, Any]:
+    """A grant or a revoke, an admin's alone, and its answer."""
     if "admin" not in principal.roles:
         raise HTTPException(403, "secret grants are managed by an admin")
+    changed = change(
+        request.app.state.store,
+        workspace,
+        variable,
+        principal=event_source(principal),
+        dry_run=dry_run,
+    )
+    return with_freshness(request, plain({"changes": [changed.line], "dry_run": dry_run}))
 
 
 @router.get(
@@ -192,15 +213,7 @@ def put_grant(
     variable: str,
     dry_run: Annotated[bool, Query(description="Say what would change; store nothing.")] = False,
 ) -> dict[str, Any]:
-    _check_admin(principal)
-    changed = grant_secret(
-        request.app.state.store,
-        workspace,
-        variable,
-        principal=event_source(principal),
-        dry_run=dry_run,
-    )
-    return with_freshness(request, plain({"changes": [changed.line], "dry_run": dry_run}))
+    return _grant_change(request, principal, grant_secret, workspace, variable, dry_run)
 
 
 @router.delete(
@@ -214,12 +227,4 @@ def delete_grant(
     variable: str,
     dry_run: Annotated[bool, Query(description="Say what would change; store nothing.")] = False,
 ) -> dict[str, Any]:
-    _check_admin(principal)
-    changed = revoke_secret(
-        request.app.state.store,
-        workspace,
-        variable,
-        principal=event_source(principal),
-        dry_run=dry_run,
-    )
-    return with_freshness(request, plain({"changes": [changed.line], "dry_run": dry_run}))
+    return _grant_change(request, principal, revoke_secret, workspace, variable, dry_run)

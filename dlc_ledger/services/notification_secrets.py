@@ -7,7 +7,6 @@ already granted, or revoking one not granted, stores nothing.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -15,14 +14,12 @@ from ledger.applies import ApplyChange, apply_envelopes, content_digest
 from ledger.envelopes import Envelope
 from ledger.errors import Invalid, NotFound
 from ledger.events import NotificationSecretGranted, NotificationSecretRevoked
-from ledger.notifications import ALL_WORKSPACES, grant_stream
+from ledger.notifications import ALL_WORKSPACES, grant_stream, is_variable_name
 from ledger.store.base import EventStore
 from projections.jobs import known_workspaces
 from projections.notifications import secret_grants
 
 __all__ = ["GrantChanged", "grant_rows", "grant_secret", "revoke_secret"]
-
-_ENV = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -32,7 +29,7 @@ class GrantChanged:
 
 
 def _check(store: EventStore, workspace: str, variable: str) -> None:
-    if not _ENV.match(variable):
+    if not is_variable_name(variable):
         raise Invalid(f"variable: an environment variable name (A-Z, 0-9, _), got {variable!r}")
     if workspace == ALL_WORKSPACES:
         return

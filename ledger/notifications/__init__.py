@@ -2,7 +2,7 @@
 the notification a match queues, and when a failed delivery is tried again."""
 
 from ledger.notifications.catalogue import JOB_FACTS, RULE_EVENTS, TIMED, webhook_type
-from ledger.notifications.grants import Grants, grant_stream, grants_of
+from ledger.notifications.grants import Grants, grant_stream, grants_of, is_variable_name
 from ledger.notifications.matching import (
     Fact,
     RuleBook,
@@ -62,6 +62,7 @@ __all__ = [
     "diff_rules",
     "grant_stream",
     "grants_of",
+    "is_variable_name",
     "matches",
     "notification_for",
     "outcome_of",

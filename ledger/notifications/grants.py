@@ -11,13 +11,20 @@ checks the grant again before each delivery (a revoked grant fails the delivery)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from ledger.events import NotificationSecretGranted, NotificationSecretRevoked
 
-__all__ = ["Grants", "grant_stream", "grants_of"]
+__all__ = ["Grants", "grant_stream", "grants_of", "is_variable_name"]
 
 Grants = Mapping[str, frozenset[str]]
+_VARIABLE = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
+
+
+def is_variable_name(value: object) -> bool:
+    """An environment variable name a rule or a grant may hold (A-Z, 0-9, _; at most 128)."""
+    return isinstance(value, str) and _VARIABLE.match(value) is not None
 
 
 def grant_stream(workspace: str, variable: str) -> str:

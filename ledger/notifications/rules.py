@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from ledger.errors import Invalid
 from ledger.events import NotificationRule, NotificationRuleRemoved, NotificationRuleSet
 from ledger.notifications.catalogue import RULE_EVENTS, TIMED
+from ledger.notifications.grants import is_variable_name
 from ledger.notifications.targets import AllowList, TargetRefused, check_webhook_url
 
 __all__ = [
@@ -46,7 +47,6 @@ MAX_LIMIT_SECONDS = 366 * 86_400
 MAX_EXPIRING_DAYS = 366
 _DURATION = re.compile(r"^(\d{1,9})\s*([smhd]?)$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_ENV = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
 #: rule names as quota names: DNS-label characters, so a name is safe in a path and a stream
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 _BILLING_MODES = ("quota", "public", "spot", "idle")
@@ -186,7 +186,7 @@ def _target(
         if target.get(env) is None:
             continue
         variable = target[env]
-        if not isinstance(variable, str) or not _ENV.match(variable):
+        if not is_variable_name(variable):
             raise RuleFileError(
                 f"{where}.target.{env}: an environment variable name (A-Z, 0-9, _), "
                 f"got {_shown(variable)}"

@@ -2,6 +2,7 @@
 
 from projections.notifications.reads import (
     DELIVERY_STATUSES,
+    RULE_TYPES,
     deliveries,
     requeue,
     rule_book,
@@ -10,6 +11,7 @@ from projections.notifications.reads import (
 
 __all__ = [
     "DELIVERY_STATUSES",
+    "RULE_TYPES",
     "deliveries",
     "requeue",
     "rule_book",

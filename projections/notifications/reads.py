@@ -26,6 +26,7 @@ from ledger.store.base import EventStore, UnitOfWork, read_all_of_types
 
 __all__ = [
     "DELIVERY_STATUSES",
+    "RULE_TYPES",
     "deliveries",
     "requeue",
     "rule_book",
