@@ -53,7 +53,7 @@ from sqlalchemy import Engine, text
 
 from bench.api_world import World, bench_store, world_of
 from consumers.projector import Projector
-from dlc_ledger.services.tokens import create_token
+from dlc_ledger.services.access import create_token
 from ledger.store.engines import make_engine
 from ledger.store.postgres import PostgresEventStore, PostgresUnitOfWork
 from migrations.runner import upgrade

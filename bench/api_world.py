@@ -33,7 +33,7 @@ from bench.databases import mark_ready, store_database
 from consumers.lanes import catch_up_lanes
 from consumers.projector import DEFAULT_PAGE
 from dlc_ledger.resources import DEMO_PRICE_BOOK
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.yaml_files import parse_price_book
 from dlc_ledger.wiring.context import store_opener

@@ -28,8 +28,7 @@ from typing import Any
 
 from bench.databases import scratch_database
 from consumers.notifications import step
-from dlc_ledger.services.notification_secrets import grant_secret
-from dlc_ledger.services.notifications import apply_rules_file
+from dlc_ledger.services.notifications import apply_rules_file, grant_secret
 from dlc_ledger.services.quotas import apply_quota_file
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import JobFailed, JobSubmitted

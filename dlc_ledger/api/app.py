@@ -38,7 +38,7 @@ from dlc_ledger.api.head_requests import HeadAsGet
 from dlc_ledger.api.metrics import router as metrics_router
 from dlc_ledger.api.problems import install_problem_handlers
 from dlc_ledger.api.rate_limits import RateLimiter, rate_limiter
-from dlc_ledger.services.oidc import OidcVerifier
+from dlc_ledger.services.access import OidcVerifier
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.logs import SERVICE_LOG_FORMAT, configure_logging
 from ledger.notifications import AllowList

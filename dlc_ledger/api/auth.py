@@ -20,14 +20,16 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from dlc_ledger.api.rate_limits import RateLimiter
-from dlc_ledger.services.oidc import (
+from dlc_ledger.services.access import (
     InvalidJwt,
     KeysUnavailable,
     OidcVerifier,
+    Principal,
     RolesRefused,
+    TokenExpired,
+    authenticate,
     looks_like_jwt,
 )
-from dlc_ledger.services.tokens import Principal, TokenExpired, authenticate
 
 __all__ = [
     "CurrentPrincipal",

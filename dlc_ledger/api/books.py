@@ -16,7 +16,7 @@ from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import AtQuery, plain
 from dlc_ledger.api.models import Freshness, Strict
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.services.tokens import Principal
+from dlc_ledger.services.access import Principal
 from projections.billing import currency_scales, read_books
 
 __all__ = ["Books", "router"]

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from dlc_ledger.api.auth import require_roles
 from dlc_ledger.api.models import Strict
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.services.tokens import Principal
+from dlc_ledger.services.access import Principal
 
 __all__ = ["ChainVerification", "router"]
 

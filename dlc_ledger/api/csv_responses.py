@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from fastapi import Query, Request, Response
 
-from dlc_ledger.services.csv_cells import neutralized
+from dlc_ledger.presenters import neutralized
 
 __all__ = [
     "CSV_MEDIA",

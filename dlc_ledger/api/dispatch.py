@@ -31,10 +31,10 @@ from dlc_ledger.api.listing import (
 )
 from dlc_ledger.api.models_dispatch import GoodputPage, PreemptionPage, WaitsPage, Why
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.api.reports import money_fields
 from dlc_ledger.api.windows import check_span
-from dlc_ledger.services.tokens import Principal
-from dlc_ledger.services.why import why_job
+from dlc_ledger.presenters import money_fields
+from dlc_ledger.services.access import Principal
+from dlc_ledger.services.dispatch import why_job
 from ledger.store.base import Connection
 from projections.billing import currency_scales
 from projections.dispatch import DecisionWindow, goodput_report, preemptions_report, waits_report

@@ -14,7 +14,7 @@ from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import plain
 from dlc_ledger.api.models_finance import Extent
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.services.extent import data_extent
+from dlc_ledger.presenters import data_extent
 
 __all__ = ["router"]
 

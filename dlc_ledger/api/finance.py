@@ -27,14 +27,11 @@ from dlc_ledger.api.reports import (
     CostSource,
     WindowFromQuery,
     WindowToQuery,
-    money_fields,
     report_window,
 )
-from dlc_ledger.services.budget_rows import budget_rows
+from dlc_ledger.presenters import budget_rows, money_fields, month_to_date, top_cost
 from dlc_ledger.services.budgets import default_instant
 from dlc_ledger.services.clocks import projected_cluster_time
-from dlc_ledger.services.cost_top import top_cost
-from dlc_ledger.services.month_to_date import month_to_date
 from ledger.store.base import Connection
 from projections.billing import ScaleOf, currency_scales
 

@@ -20,9 +20,8 @@ from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import CursorQuery, LimitQuery, listing, plain
 from dlc_ledger.api.models_billing import InvoiceDetail, InvoicePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.api.reports import money_fields
-from dlc_ledger.services.invoices import invoice_detail
-from projections.billing import currency_scales, invoice_page
+from dlc_ledger.presenters import money_fields
+from projections.billing import currency_scales, invoice_detail, invoice_page
 
 __all__ = ["InvoiceStatus", "router"]
 

@@ -19,8 +19,7 @@ from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, page_of
 from dlc_ledger.api.models import JobDetail, JobPage, TimelinePage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.api.reports import money_fields
-from dlc_ledger.services.job_figures import listed_jobs
+from dlc_ledger.presenters import listed_jobs, money_fields
 from projections.billing import currency_scales
 from projections.jobs import find_job, job_detail, timeline_entries
 

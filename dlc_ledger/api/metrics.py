@@ -23,7 +23,7 @@ from starlette.types import Scope
 
 from dlc_ledger.api.auth import current_principal
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.services.tokens import SCRAPER_ROLES, Principal
+from dlc_ledger.services.access import SCRAPER_ROLES, Principal
 
 __all__ = ["REQUESTS", "REQUEST_SECONDS", "observe", "router"]
 

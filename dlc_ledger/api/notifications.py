@@ -21,15 +21,18 @@ from dlc_ledger.api.csv_responses import CSV_RESPONSES, FormatQuery
 from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import CursorQuery, Instant, LimitQuery, listing, page_of, plain
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
+from dlc_ledger.services.access import Principal
 from dlc_ledger.services.errors import InvalidRequest
-from dlc_ledger.services.notification_secrets import (
+from dlc_ledger.services.notifications import (
     GrantChanged,
+    delivery_rows,
     grant_rows,
     grant_secret,
+    remove_rule,
     revoke_secret,
+    rule_rows,
+    set_rule,
 )
-from dlc_ledger.services.notifications import delivery_rows, remove_rule, rule_rows, set_rule
-from dlc_ledger.services.tokens import Principal
 from projections.notifications import DELIVERY_STATUSES
 
 __all__ = ["router"]

@@ -29,11 +29,10 @@ from dlc_ledger.api.listing import (
 )
 from dlc_ledger.api.models_quotas import QueuePage, QuotaTreePage, SeriesPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.api.reports import money_fields
 from dlc_ledger.api.windows import check_span
+from dlc_ledger.presenters import money_fields, node_row, series_row
+from dlc_ledger.services.dispatch import queue_page
 from dlc_ledger.services.errors import NotFound
-from dlc_ledger.services.quota_rows import node_row, series_row
-from dlc_ledger.services.why import queue_page
 from projections.billing import ReportWindow, currency_scales
 from projections.names import quota_names
 from projections.quotas import quota_in_scope, quota_nodes_at, series_points, usage_series

@@ -10,9 +10,8 @@ hold up to 1,000 rows (default 1,000, so a chart reads it in one call), CSV as e
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -24,14 +23,13 @@ from dlc_ledger.api.listing import CursorQuery, Instant, listed_report
 from dlc_ledger.api.models import CostRows, UsageRows
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.windows import check_span, finest_step
+from dlc_ledger.presenters import money_fields
+from dlc_ledger.services.access import Principal
 from dlc_ledger.services.errors import InvalidRequest
-from dlc_ledger.services.tokens import Principal
-from ledger.money import from_minor
 from ledger.store.base import Connection
 from projections.billing import (
     GROUP_KEYS,
     ReportWindow,
-    ScaleOf,
     cost_report,
     currency_scales,
     parse_group_by,
@@ -43,7 +41,6 @@ __all__ = [
     "CostSource",
     "WindowFromQuery",
     "WindowToQuery",
-    "money_fields",
     "report_window",
     "router",
 ]
@@ -94,21 +91,6 @@ def report_window(
 
 def _keys(group_by: str) -> tuple[str, ...]:
     return parse_group_by(group_by)
-
-
-def money_fields(row: Mapping[str, Any], scale_of: ScaleOf) -> dict[str, Any]:
-    """``row`` with its amounts as minor units + currency + scale + a display string."""
-    currency = row.get("currency")
-    out = {k: str(v) if isinstance(v, Decimal) else v for k, v in row.items()}
-    if currency is None:
-        return out
-    scale = scale_of(currency)
-    out["scale"] = scale
-    for key, value in row.items():
-        if key.endswith("_minor") and isinstance(value, int):
-            amount = from_minor(value, scale)
-            out[key[: -len("_minor")] + "_display"] = f"{amount:,.{scale}f} {currency}"
-    return out
 
 
 @router.get(

@@ -47,8 +47,9 @@ from dlc_ledger.api.models_subscriptions import (
     UtilisationRows,
 )
 from dlc_ledger.api.problems import PROBLEM_RESPONSES, Problem
-from dlc_ledger.api.reports import money_fields
 from dlc_ledger.api.windows import WEIGHED_HOURLY, check_span
+from dlc_ledger.presenters import money_fields
+from dlc_ledger.services.access import Principal
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.subscriptions import (
@@ -64,7 +65,6 @@ from dlc_ledger.services.subscriptions import (
     subscriptions,
     term_rows,
 )
-from dlc_ledger.services.tokens import Principal
 from ledger.canonical import format_timestamp
 from ledger.events import SubscriptionTerm
 from ledger.store.base import EventStore

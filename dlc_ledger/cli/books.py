@@ -11,12 +11,11 @@ from typing import Annotated
 
 import typer
 
-from dlc_ledger.cli.amounts import currency_scales
 from dlc_ledger.cli.options import CLUSTER, parse_optional_instant
 from dlc_ledger.cli.tables import DocumentFormat, DocumentFormatOption, render_table
 from dlc_ledger.wiring.context import open_reader
 from ledger.errors import Conflict
-from projections.billing import read_books
+from projections.billing import currency_scales, read_books
 
 __all__ = ["ledger_app"]
 

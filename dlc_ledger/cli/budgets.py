@@ -14,19 +14,15 @@ from typing import Annotated, Any
 
 import typer
 
-from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.applies import echo_applied
 from dlc_ledger.cli.options import CLUSTER, EffectiveAtOption, parse_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
-from dlc_ledger.services.budgets import (
-    apply_budget_file,
-    budget_statuses,
-    check,
-    default_instant,
-)
+from dlc_ledger.presenters import with_amounts
+from dlc_ledger.services.budgets import apply_budget_file, budget_statuses, check, default_instant
 from dlc_ledger.services.quotas import lands_inside_history
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
+from projections.billing import currency_scales
 
 __all__ = ["budgets_app"]
 

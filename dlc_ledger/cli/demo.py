@@ -23,9 +23,9 @@ from typing import Any
 import typer
 
 from consumers.projector import Projector
-from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.tables import render_rows
 from dlc_ledger.cli.what_if import run_what_if
+from dlc_ledger.presenters import with_amounts
 from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS, DEMO_SUBSCRIPTIONS
 from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import observed_cluster_time
@@ -39,6 +39,7 @@ from projections.billing import (
     InvoiceTrail,
     ReportWindow,
     cost_report,
+    currency_scales,
     largest_gpu_line_trail,
     load_schedule,
     subscription_lines,

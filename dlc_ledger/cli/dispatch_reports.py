@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
-from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import CLUSTER, check_window, parse_optional_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
+from dlc_ledger.presenters import with_amounts
 from dlc_ledger.wiring.context import open_reader
+from projections.billing import currency_scales
 from projections.dispatch import (
     GOODPUT_KEYS,
     DecisionWindow,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from dlc_ledger.services.scenarios import simulate_file
+from dlc_ledger.services.dispatch import simulate_file
 
 __all__ = ["dispatcher_app"]
 

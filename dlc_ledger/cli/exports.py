@@ -15,9 +15,13 @@ from typing import Annotated
 
 import typer
 
-from dlc_ledger.services.export_format import Part
-from dlc_ledger.services.exports import DEFAULT_PER_FILE, export_store
-from dlc_ledger.services.restores import import_store, open_export
+from dlc_ledger.services.store import (
+    DEFAULT_PER_FILE,
+    Part,
+    export_store,
+    import_store,
+    open_export,
+)
 from dlc_ledger.wiring import context
 
 __all__ = ["export", "import_"]

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import typer
 
-from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import AS_OF_HELP, CLUSTER, check_window, parse_optional_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
+from dlc_ledger.presenters import with_amounts
 from dlc_ledger.wiring.context import open_reader
 from ledger.errors import Invalid
-from projections.billing import ReportWindow, cost_report, parse_group_by, usage_report
+from projections.billing import (
+    ReportWindow,
+    cost_report,
+    currency_scales,
+    parse_group_by,
+    usage_report,
+)
 
 __all__ = ["report_cost", "report_usage"]
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import typer
 
-from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import (
     CLUSTER,
     CursorOption,
@@ -25,18 +24,20 @@ from dlc_ledger.cli.options import (
     require_known,
 )
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows, escape_controls
-from dlc_ledger.services.billing import DEFAULT_GRACE, TickResult, tick
+from dlc_ledger.presenters import with_amounts
+from dlc_ledger.services.billing import issue_credit_note, tick, void_invoice
 from dlc_ledger.services.clocks import billing_instant
-from dlc_ledger.services.invoices import (
-    find_invoice,
-    invoice_detail,
-    issue_credit_note,
-    void_invoice,
-)
 from dlc_ledger.wiring.context import open_reader, open_store
 from ledger.canonical import format_timestamp
 from ledger.money import format_minor
-from projections.billing import credit_note_page, invoice_page
+from processes.billing import DEFAULT_GRACE, TickResult
+from projections.billing import (
+    credit_note_page,
+    currency_scales,
+    find_invoice,
+    invoice_detail,
+    invoice_page,
+)
 from projections.names import billing_workspaces, invoice_periods
 
 __all__ = ["billing_app", "invoices_app"]

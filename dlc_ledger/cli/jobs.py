@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 import typer
 
-from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import (
     CLUSTER,
     CursorOption,
@@ -32,7 +31,9 @@ from dlc_ledger.cli.tables import (
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
 from dlc_ledger.cli.tables import cell as _cell
+from dlc_ledger.presenters import with_amounts
 from dlc_ledger.wiring import context
+from projections.billing import currency_scales
 from projections.inventory import GROUP_KEYS, INVENTORY_GROUP_KEYS, capacity_at, occupied_at
 from projections.jobs import find_job, job_detail, list_jobs
 from projections.names import job_users, job_workspaces
@@ -201,7 +202,7 @@ def jobs_why(
     block it, estimated start) or was preempted (by whom, which rule, the quota state then,
     GPU-hours lost and their cost); for a running or finished job, its admission."""
     # the dispatcher's reads and core, imported by this command only (jobs show starts faster)
-    from dlc_ledger.services.why import why_job
+    from dlc_ledger.services.dispatch import why_job
     from projections.dispatch import jsonable
 
     instant = parse_instant(at, option="--at") if at else None

@@ -19,11 +19,13 @@ from dlc_ledger.cli.applies import echo_applied
 from dlc_ledger.cli.options import EffectiveAtOption, parse_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.services.clocks import billing_instant
-from dlc_ledger.services.notification_secrets import grant_rows, grant_secret, revoke_secret
 from dlc_ledger.services.notifications import (
     apply_rules_file,
     delivery_rows,
+    grant_rows,
+    grant_secret,
     retry,
+    revoke_secret,
     rule_rows,
 )
 from dlc_ledger.wiring import context

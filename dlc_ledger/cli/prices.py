@@ -23,10 +23,7 @@ from dlc_ledger.cli.options import (
     print_next_cursor,
 )
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
-from dlc_ledger.services.prices import (
-    publish_price_book,
-    publish_spot_price,
-)
+from dlc_ledger.services.billing import publish_price_book, publish_spot_price
 from dlc_ledger.services.yaml_files import load_price_book
 from dlc_ledger.wiring.context import open_reader, open_store, settings
 from ledger.catalogue import decode

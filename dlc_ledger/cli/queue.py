@@ -20,7 +20,7 @@ from dlc_ledger.cli.options import (
     print_next_cursor,
 )
 from dlc_ledger.cli.tables import FormatOption, RowFormat, cell, emit_rows
-from dlc_ledger.services.why import estimates_report, queue_page
+from dlc_ledger.services.dispatch import estimates_report, queue_page
 from dlc_ledger.wiring import context
 
 __all__ = ["queue_app", "report_estimates"]

@@ -17,7 +17,6 @@ from typing import Annotated, Any
 
 import typer
 
-from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.applies import echo_applied
 from dlc_ledger.cli.options import (
     CLUSTER,
@@ -36,8 +35,8 @@ from dlc_ledger.cli.tables import (
     render_table,
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
+from dlc_ledger.presenters import node_row, series_row, usage_json, usage_table, with_amounts
 from dlc_ledger.services.clocks import billing_instant
-from dlc_ledger.services.quota_rows import node_row, series_row, usage_json, usage_table
 from dlc_ledger.services.quotas import (
     apply_quota_file,
     current_tree,
@@ -48,7 +47,7 @@ from dlc_ledger.services.quotas import (
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
 from ledger.errors import Invalid
-from projections.billing import ReportWindow
+from projections.billing import ReportWindow, currency_scales
 from projections.names import quota_flavors, quota_names
 from projections.quotas import (
     STEPS,

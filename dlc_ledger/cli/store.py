@@ -16,7 +16,7 @@ import typer
 
 from dlc_ledger.cli.options import CursorOption, LimitOption, print_next_cursor
 from dlc_ledger.cli.tables import render_table
-from dlc_ledger.services.dead_letters import (
+from dlc_ledger.services.store import (
     DeadLetterNotFound,
     StillInvalid,
     find_dead_letter,

@@ -6,13 +6,14 @@ from typing import Annotated
 
 import typer
 
-from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import CLUSTER, check_window, parse_optional_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
+from dlc_ledger.presenters import with_amounts
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.subscriptions import GROUP_BY, subscription_report, subscriptions
 from dlc_ledger.wiring.context import open_reader
 from ledger.canonical import format_timestamp
+from projections.billing import currency_scales
 
 __all__ = ["report_subscriptions"]
 

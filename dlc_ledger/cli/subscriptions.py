@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 import typer
 
-from dlc_ledger.cli.amounts import currency_scales, with_amounts
 from dlc_ledger.cli.options import CLUSTER, parse_instant
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
+from dlc_ledger.presenters import with_amounts
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.subscriptions import (
     cancel,
@@ -30,6 +30,7 @@ from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
 from ledger.money import format_minor
 from ledger.subscriptions import Subscription
+from projections.billing import currency_scales
 
 __all__ = ["subscriptions_app"]
 

@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dlc_ledger.services.csv_cells import neutralized
+from dlc_ledger.presenters import neutralized
 from ledger.errors import Invalid
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
-from dlc_ledger.services.tokens import create_token, list_tokens, parse_lifetime, revoke
+from dlc_ledger.services.access import create_token, list_tokens, parse_lifetime, revoke
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
 

@@ -20,7 +20,6 @@ from typing import Any
 import typer
 
 from consumers.projector import Projector
-from dlc_ledger.cli.amounts import currency_scales
 from dlc_ledger.cli.tables import render_rows
 from dlc_ledger.resources import DEMO_BUDGETS, DEMO_PRICE_BOOK, DEMO_QUOTAS, DEMO_SUBSCRIPTIONS
 from dlc_ledger.services.billing import tick
@@ -33,6 +32,7 @@ from dlc_ledger.wiring.replay.run import load_replay_trace
 from dlc_ledger.wiring.runs import OPEN_LOOP, Runs, run_url
 from ledger.errors import Unavailable
 from ledger.money import format_minor
+from projections.billing import currency_scales
 from projections.dispatch import (
     DecisionWindow,
     ScheduleRow,

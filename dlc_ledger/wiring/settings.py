@@ -26,7 +26,7 @@ from ledger.errors import Invalid
 from ledger.prices import DEFAULT_MAX_RATE
 
 if TYPE_CHECKING:  # the OIDC module (and PyJWT) is the API's: imported when asked for
-    from dlc_ledger.services.oidc import OidcConfig
+    from dlc_ledger.services.access import OidcConfig
 
 __all__ = ["Settings", "load_settings"]
 
@@ -164,7 +164,7 @@ class Settings(BaseSettings):
         """The OIDC settings, or None when OIDC is not configured."""
         if not (self.oidc_issuer and self.oidc_audience and self.oidc_jwks):
             return None
-        from dlc_ledger.services.oidc import OidcConfig
+        from dlc_ledger.services.access import OidcConfig
 
         return OidcConfig(
             issuer=self.oidc_issuer,

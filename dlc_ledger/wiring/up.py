@@ -229,7 +229,7 @@ def _observed_clock(epoch: datetime) -> Callable[[PostgresEventStore], datetime]
 def _admin_token(store: PostgresEventStore) -> tuple[str, str, datetime | None]:
     """A new ``up-admin`` token (its secret, id and expiry); the earlier runs' ones revoked
     first."""
-    from dlc_ledger.services.tokens import create_token, list_tokens, revoke
+    from dlc_ledger.services.access import create_token, list_tokens, revoke
 
     for old in list_tokens(store):
         if old.name == TOKEN_NAME and old.revoked_at is None:
@@ -444,7 +444,7 @@ def run_up(
         listener.close()
         if store is not None:
             if token_id is not None:
-                from dlc_ledger.services.tokens import revoke
+                from dlc_ledger.services.access import revoke
 
                 try:
                     revoke(store, token_id)

@@ -12,11 +12,10 @@ from fastapi.testclient import TestClient
 
 from consumers.projector import Projector
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.access import create_token
+from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.subscriptions import purchase
-from dlc_ledger.services.tokens import create_token
 from dlc_ledger.services.yaml_files import load_price_book
 from ledger.events import (
     AdmissionDecided,

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.yaml_files import load_price_book
 from ledger.events import JobStarted, JobSubmitted, OccupancyEnded, OccupancyStarted, ReplicaSpec
 from ledger.store.postgres import PostgresEventStore

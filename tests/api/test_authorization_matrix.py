@@ -17,10 +17,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from consumers.notifications.matcher import match
+from dlc_ledger.services.access import create_token
 from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.notifications import set_rule
 from dlc_ledger.services.subscriptions import purchase
-from dlc_ledger.services.tokens import create_token
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import ROLES, bearer
 from tests.notifications.grants import grant

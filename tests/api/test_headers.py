@@ -31,7 +31,7 @@ from dlc_ledger.api.api_docs import DOCS_CONTENT_SECURITY_POLICY
 from dlc_ledger.api.app import create_app, openapi_document
 from dlc_ledger.api.dashboard_mount import CONTENT_SECURITY_POLICY as DASHBOARD_POLICY
 from dlc_ledger.api.metrics import REQUESTS
-from dlc_ledger.services.tokens import create_token
+from dlc_ledger.services.access import create_token
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer, seed_world
 from tests.dashboard.conftest import CHROMIUM, _start, require_chromium

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.job_figures import gpu_hours, gpu_model, gpu_request_mgpu
+from dlc_ledger.presenters import gpu_hours, gpu_model, gpu_request_mgpu
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer
 from tests.api.finance_data import seed_costs

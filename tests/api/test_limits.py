@@ -22,8 +22,8 @@ from dlc_ledger.api.app import create_app
 from dlc_ledger.api.problems import RETRY_AFTER_TIMED_OUT
 from dlc_ledger.api.rate_limits import RateLimiter, rate_limiter
 from dlc_ledger.api.windows import SPAN_CAPS, WEIGHED_HOURLY
+from dlc_ledger.services.access import create_token
 from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.tokens import create_token
 from dlc_ledger.wiring.settings import Settings
 from ledger.errors import Invalid, TimedOut, Unavailable
 from ledger.store.engines import make_engine

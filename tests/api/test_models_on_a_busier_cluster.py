@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.tokens import create_token
+from dlc_ledger.services.access import create_token
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer, same_as_cli, without_freshness
 from tests.clis import CliCall

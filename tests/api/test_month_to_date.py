@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dlc_ledger.api.app import create_app
+from dlc_ledger.presenters import forecast_precise
 from dlc_ledger.services.budgets import apply_budget_file, check
-from dlc_ledger.services.month_to_date import forecast_precise
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer, without_freshness
 from tests.api.finance_data import seed_costs

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fastapi.testclient import TestClient
 
 from dlc_ledger.api.app import app_from_environment, create_app
-from dlc_ledger.services.oidc import KeysUnavailable, OidcConfig, OidcVerifier, looks_like_jwt
+from dlc_ledger.services.access import KeysUnavailable, OidcConfig, OidcVerifier, looks_like_jwt
 from dlc_ledger.wiring import context
 from dlc_ledger.wiring.settings import Settings
 from ledger.store.postgres import PostgresEventStore

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from dlc_ledger.services.why import queue_page
+from dlc_ledger.services.dispatch import queue_page
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer, same_as_cli
 from tests.clis import CliCall

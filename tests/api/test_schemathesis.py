@@ -32,8 +32,8 @@ from schemathesis import checks
 from sqlalchemy import text
 
 from dlc_ledger.api.app import create_app, openapi_document
+from dlc_ledger.services.access import create_token
 from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.tokens import create_token
 from ledger.store.postgres import PostgresEventStore
 from projections.billing.reports import GROUP_KEYS
 from projections.inventory.projection import INVENTORY_GROUP_KEYS

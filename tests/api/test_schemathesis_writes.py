@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
 from dlc_ledger.api.app import create_app, openapi_document
-from dlc_ledger.services.tokens import create_token
+from dlc_ledger.services.access import create_token
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer, seed_world
 from tests.databases import TemplateDatabases

@@ -40,7 +40,7 @@ from sqlalchemy import Engine, event, text
 
 from consumers.projector import Projector
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.tokens import create_token
+from dlc_ledger.services.access import create_token
 from ledger.events import JobQueued, JobSubmitted
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import all_projections

@@ -12,8 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.errors import InvalidRequest
-from dlc_ledger.services.tokens import (
+from dlc_ledger.services.access import (
     DEFAULT_LIFETIME,
     TokenExpired,
     authenticate,
@@ -21,6 +20,7 @@ from dlc_ledger.services.tokens import (
     parse_lifetime,
     parse_roles,
 )
+from dlc_ledger.services.errors import InvalidRequest
 from ledger.canonical import parse_timestamp
 from ledger.store.postgres import PostgresEventStore
 from tests.clis import CliCall

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from dlc_ledger.services.invoices import issue_credit_note, void_invoice
+from dlc_ledger.services.billing import issue_credit_note, void_invoice
 from ledger.bounds import OutOfBounds
 from ledger.store.postgres import PostgresEventStore
 from tests.api.conftest import bearer

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dlc_ledger.cli.app import app
+from dlc_ledger.services.billing import publish_price_book
 from dlc_ledger.services.clocks import billing_now
-from dlc_ledger.services.prices import publish_price_book
 from ledger.store.postgres import PostgresEventStore
 from processes.billing.rater import decoded_transactions
 from tests.billing_e2e.helpers import DEMO_BOOK, at, demo_book, ended, query, started

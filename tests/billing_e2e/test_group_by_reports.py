@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book, tick
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore
 from projections.billing.projection import catch_up_billing

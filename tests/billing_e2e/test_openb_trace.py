@@ -8,7 +8,7 @@ import json
 from datetime import timedelta
 from fractions import Fraction
 
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
 from kubesim.traces import load_openb
 from ledger.store.postgres import PostgresEventStore
 from processes.billing.rater import rate

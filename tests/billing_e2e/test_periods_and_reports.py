@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import inspect
 
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book, tick
 from ledger.store.engines import make_engine
 from ledger.store.postgres import PostgresEventStore
 from migrations.runner import downgrade, upgrade

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.prices import publish_price_book, publish_spot_price
+from dlc_ledger.services.billing import publish_price_book, publish_spot_price, tick
 from ledger.store.postgres import PostgresEventStore
 from processes.billing.rater import rate
 from projections.billing.projection import catch_up_billing

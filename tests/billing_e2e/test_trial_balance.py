@@ -7,9 +7,7 @@ import json
 from datetime import timedelta
 from decimal import Decimal
 
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.invoices import issue_credit_note, void_invoice
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import issue_credit_note, publish_price_book, tick, void_invoice
 from ledger.store.postgres import PostgresEventStore
 from tests.billing_e2e.helpers import at, demo_book, ended, started
 from tests.clis import CliCall
@@ -112,7 +110,7 @@ def test_the_books_through_the_api_for_bookkeepers_only(
     from fastapi.testclient import TestClient
 
     from dlc_ledger.api.app import create_app
-    from dlc_ledger.services.tokens import create_token
+    from dlc_ledger.services.access import create_token
 
     publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
     start = at("2026-11-05T00:00")

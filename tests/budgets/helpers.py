@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from consumers.projector import Projector
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book, tick
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import (
     BillingMode,

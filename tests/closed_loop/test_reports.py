@@ -9,7 +9,7 @@ from decimal import Decimal
 from importlib.resources import as_file, files
 
 from consumers.projector import Projector
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.yaml_files import load_price_book
 from dlc_ledger.wiring.context import local_principal

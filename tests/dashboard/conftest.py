@@ -25,7 +25,7 @@ import uvicorn
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.tokens import create_token
+from dlc_ledger.services.access import create_token
 from ledger.store.postgres import PostgresEventStore
 from tests.dashboard.trace import replay_slice
 from tests.databases import TemplateDatabases

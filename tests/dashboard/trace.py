@@ -16,10 +16,9 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 from consumers.projector import Projector
-from dlc_ledger.services.billing import tick
+from dlc_ledger.services.billing import issue_credit_note, tick, void_invoice
 from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.clocks import observed_cluster_time
-from dlc_ledger.services.invoices import issue_credit_note, void_invoice
 from dlc_ledger.wiring.replay import ReplaySummary, run_replay
 from kubesim.clock import DEFAULT_EPOCH
 from kubesim.traces import OPENB_PODS_CSV

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
+from dlc_ledger.services.dispatch import why_job
 from dlc_ledger.services.quotas import draw_on_groups
 from dlc_ledger.services.subscriptions import purchase
-from dlc_ledger.services.why import why_job
 from tests.billing_e2e.helpers import demo_book
 from tests.dispatch_live.conftest import Live
 

@@ -14,12 +14,11 @@ import pytest
 
 from bench.api_world import job_events, quota_yaml
 from dlc_ledger.resources import DEMO_PRICE_BOOK
-from dlc_ledger.services.billing import tick
+from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.budgets import check as budget_check
-from dlc_ledger.services.exports import export_store
-from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
+from dlc_ledger.services.store import export_store
 from dlc_ledger.services.subscriptions import purchase
 from dlc_ledger.services.yaml_files import parse_price_book
 from ledger.envelopes import Envelope, make_envelope

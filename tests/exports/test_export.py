@@ -11,9 +11,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from dlc_ledger.services.export_format import MANIFEST, Manifest
-from dlc_ledger.services.exports import ExportTargetNotEmpty, export_store
-from dlc_ledger.services.restores import import_store
+from dlc_ledger.services.store import (
+    MANIFEST,
+    ExportTargetNotEmpty,
+    Manifest,
+    export_store,
+    import_store,
+)
 from ledger.store.chain import GENESIS_HASH
 from ledger.store.exports import COLUMNS
 from ledger.store.postgres import PostgresEventStore

@@ -14,14 +14,14 @@ import orjson
 import pytest
 
 from dlc_ledger.cli.app import main
-from dlc_ledger.services.export_format import (
+from dlc_ledger.services.store import (
     MANIFEST,
     RestoreRefused,
     chain_link,
     decode_line,
     encode_line,
+    import_store,
 )
-from dlc_ledger.services.restores import import_store
 from ledger.store.postgres import PostgresEventStore
 from tests.clis import CliCall
 from tests.exports.conftest import PER_FILE

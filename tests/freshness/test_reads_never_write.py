@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dlc_ledger.api.app import create_app
+from dlc_ledger.services.access import create_token
 from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.tokens import create_token
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import catch_up_all
 from tests.clis import CliCall, cli_process

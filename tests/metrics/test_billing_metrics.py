@@ -8,9 +8,9 @@ import time
 from datetime import timedelta
 
 from consumers.billing_scheduler import build_scheduler
-from dlc_ledger.services.billing import TickResult
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
 from ledger.store.postgres import PostgresEventStore
+from processes.billing import TickResult
 from tests.billing_e2e.helpers import at, demo_book, ended, started
 from tests.metrics.conftest import scrape
 

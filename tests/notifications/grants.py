@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlc_ledger.services.notification_secrets import grant_secret
+from dlc_ledger.services.notifications import grant_secret
 from ledger.store.base import EventStore
 
 __all__ = ["grant"]

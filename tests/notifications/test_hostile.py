@@ -12,8 +12,13 @@ from sqlalchemy import text
 
 from consumers.notifications import send_due, step
 from consumers.notifications.matcher import match
-from dlc_ledger.services.notification_secrets import revoke_secret
-from dlc_ledger.services.notifications import apply_rules_file, delivery_rows, retry, rule_rows
+from dlc_ledger.services.notifications import (
+    apply_rules_file,
+    delivery_rows,
+    retry,
+    revoke_secret,
+    rule_rows,
+)
 from ledger.envelopes import make_envelope
 from ledger.errors import Conflict, Invalid
 from ledger.events import (

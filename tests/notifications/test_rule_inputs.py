@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlc_ledger.api.app import create_app
-from dlc_ledger.services.tokens import create_token
+from dlc_ledger.services.access import create_token
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
 from ledger.notifications import MAX_RULES, AllowList, RuleFileError, rules_from_document
 from ledger.store.postgres import PostgresEventStore

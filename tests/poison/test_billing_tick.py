@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from consumers.billing_scheduler import build_scheduler
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
 from dlc_ledger.services.subscriptions import purchase
 from ledger.bounds import OutOfBounds
 from ledger.envelopes import Envelope

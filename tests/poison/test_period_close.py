@@ -17,7 +17,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from consumers.billing_scheduler import build_scheduler
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
 from ledger.accounts import balanced_transaction, receivable_account, transaction_envelope
 from ledger.envelopes import Envelope
 from ledger.events import Posting, SubscriptionCharge

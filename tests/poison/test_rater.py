@@ -17,7 +17,7 @@ import uuid
 from datetime import timedelta
 
 from consumers.billing_scheduler import build_scheduler
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
 from ledger.accounts import RATER_SOURCE
 from ledger.envelopes import Envelope
 from ledger.store.postgres import PostgresEventStore

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from sqlalchemy import text
 
 from consumers.projector import Projector
+from dlc_ledger.presenters import Extent, data_extent
 from dlc_ledger.services.clocks import observed_cluster_time, projected_cluster_time
-from dlc_ledger.services.extent import Extent, data_extent
 from ledger.envelopes import EventData
 from ledger.events import (
     JobSubmitted,

@@ -29,7 +29,7 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
 from ledger.store.postgres import PostgresEventStore
 from projections.quotas.nodes import quota_nodes_at
 from projections.registry import catch_up_all

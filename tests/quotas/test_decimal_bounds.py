@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book
 from ledger.bounds import (
     MAX_CPU_MILLI,
     MAX_DECIMAL_PLACES,

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from dlc_ledger.cli.tables import render_rows
-from dlc_ledger.services.csv_cells import neutralized
+from dlc_ledger.presenters import neutralized
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from dlc_ledger.services.dead_letters import (
+from dlc_ledger.services.errors import NotFound
+from dlc_ledger.services.store import (
     DeadLetterNotFound,
     StillInvalid,
     find_dead_letter,
     retry_dead_letter,
 )
-from dlc_ledger.services.errors import NotFound
 from tests.factories import occupancy_started
 from tests.store.memory_store import MemoryEventStore
 

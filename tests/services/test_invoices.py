@@ -7,20 +7,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from dlc_ledger.services.billing import tick
+from dlc_ledger.services.billing import issue_credit_note, publish_price_book, tick, void_invoice
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.errors import Conflict, InvalidRequest, NotFound
-from dlc_ledger.services.invoices import (
-    CREDIT_NOTES_ACCOUNT,
-    find_invoice,
-    invoice_detail,
-    issue_credit_note,
-    void_invoice,
-)
-from dlc_ledger.services.prices import publish_price_book
 from ledger.accounts import rounding_transaction_id
 from ledger.store.postgres import PostgresEventStore
 from processes.billing.rater import RATER_SOURCE
+from projections.billing import CREDIT_NOTES_ACCOUNT, find_invoice, invoice_detail
 from projections.billing.projection import catch_up_billing
 from tests.billing_e2e.helpers import at, demo_book, ended, started
 

@@ -8,8 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.subscriptions import purchase, resource_groups, subscriptions
 from ledger.errors import Invalid

@@ -8,8 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.subscriptions import cancel, purchase, renew
 from ledger.errors import Conflict, NotFound
 from ledger.store.postgres import PostgresEventStore

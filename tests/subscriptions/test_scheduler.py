@@ -27,8 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.prices import publish_price_book
+from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.subscriptions import cancel, purchase, renew
 from dlc_ledger.services.yaml_files import parse_price_book
 from ledger.catalogue import decode

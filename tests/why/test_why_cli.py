@@ -21,8 +21,8 @@ import pytest
 
 from consumers.projector import Projector
 from dlc_ledger.services.billing import tick
+from dlc_ledger.services.dispatch import queue_page, why_job
 from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.why import queue_page, why_job
 from ledger.events import (
     AdmissionDecided,
     JobAdmitted,

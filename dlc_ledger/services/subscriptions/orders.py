@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from dlc_ledger.services.clocks import billing_instant
-from dlc_ledger.services.workspaces import refuse_unknown_workspaces
+from dlc_ledger.services.quotas import refuse_unknown_workspaces
 from ledger.accounts import transaction_envelope
 from ledger.bounds import MAX_LABEL_VALUE, MAX_NAME, check_free_text, check_name
 from ledger.canonical import format_timestamp

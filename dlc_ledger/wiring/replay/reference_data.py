@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from dlc_ledger.services.billing import publish_price_book
 from dlc_ledger.services.budgets import apply_budget_file
-from dlc_ledger.services.prices import publish_price_book
 from dlc_ledger.services.quotas import apply_quota_file
 from dlc_ledger.services.subscriptions import buy_plan, carve_plan, parse_plan
 from dlc_ledger.services.yaml_files import load_price_book, load_yaml

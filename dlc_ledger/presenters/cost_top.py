@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from dlc_ledger.services.job_figures import gpu_fields, gpu_hours, job_usage
+from dlc_ledger.presenters.job_figures import gpu_fields, gpu_hours, job_usage
 from projections.billing import ReportWindow, Source, billing_currency, cost_top, usage_report
 from projections.jobs import jobs_by_uid
 

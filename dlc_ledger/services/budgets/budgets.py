@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection
 
 from dlc_ledger.services.clocks import billing_instant
-from dlc_ledger.services.workspaces import refuse_unknown_workspaces
+from dlc_ledger.services.quotas import refuse_unknown_workspaces
 from dlc_ledger.services.yaml_files import YamlError, load_yaml
 from ledger.applies import ApplyChange, apply_envelopes, content_digest
 from ledger.budgets import (

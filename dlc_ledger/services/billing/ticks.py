@@ -21,7 +21,7 @@ from processes.billing import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult
 from processes.tick import billing_tick
 from projections.registry import catch_up_all
 
-__all__ = ["DEFAULT_ACCRUAL_STEP", "DEFAULT_GRACE", "TickResult", "tick"]
+__all__ = ["tick"]
 
 
 def tick(

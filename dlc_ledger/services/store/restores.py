@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from dlc_ledger.services.export_format import (
+from dlc_ledger.services.store.export_format import (
     GENESIS,
     MANIFEST,
     Anchor,

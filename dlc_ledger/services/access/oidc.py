@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import jwt
 
+from dlc_ledger.services.access.tokens import Principal, parse_roles
 from dlc_ledger.services.errors import InvalidRequest
-from dlc_ledger.services.tokens import Principal, parse_roles
 
 __all__ = [
     "ALGORITHMS",

@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from dlc_ledger.services.budget_rows import status_row
+from dlc_ledger.presenters.budgets import status_row
 from dlc_ledger.services.budgets import budget_statuses_on
 from ledger.budgets import period_of
 from ledger.money import PRECISE_DIGITS, plain_decimal, precise_decimal, round_precise

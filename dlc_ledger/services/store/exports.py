@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from dlc_ledger.services.export_format import (
+from dlc_ledger.services.store.export_format import (
     GENESIS,
     MANIFEST,
     Anchor,

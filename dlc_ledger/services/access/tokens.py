@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from dlc_ledger.services.errors import InvalidRequest, NotFound
-from dlc_ledger.services.workspaces import refuse_unknown_workspaces
+from dlc_ledger.services.quotas import refuse_unknown_workspaces
 from ledger.bounds import MAX_LABEL_VALUE, MAX_NAME, check_name
 from ledger.canonical import format_timestamp
 from ledger.store.access_tokens import (

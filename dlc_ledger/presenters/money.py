@@ -1,12 +1,19 @@
-"""Money at the rendering edge: every amount a command prints carries its currency and scale.
+"""Money at the rendering edge: every amount shown carries its currency and scale.
 
 Rows from the read models hold integer minor units (``total_minor: 126721``) and a
-``currency``. For machines (JSON, CSV) each ``<name>_minor`` gains, beside it, the
-decimal ``<name>`` (a string there: ``"1267.21"``) and the row a ``scale``, so no
-reader has to know that USD has two decimals; a ``<name>_minor_precise`` (sub-minor
-precision, as posted) gains ``<name>_precise``, its exact decimal amount. A table
-shows people the decimal amount only (``1,267.21``, with the currency column), not
-the minor units.
+``currency``. Two renderings, one per edge:
+
+- a command's (:func:`with_amounts`): for machines (JSON, CSV) each ``<name>_minor``
+  gains, beside it, the decimal ``<name>`` (a string there: ``"1267.21"``) and the row a
+  ``scale``, so no reader has to know that USD has two decimals; a
+  ``<name>_minor_precise`` (sub-minor precision, as posted) gains ``<name>_precise``, its
+  exact decimal amount. A table shows people the decimal amount only (``1,267.21``, with
+  the currency column), not the minor units;
+- the API's (:func:`money_fields`): each ``<name>_minor`` integer stays, with the row's
+  ``scale`` and a ``<name>_display`` string for people (``1,267.21 USD``); decimals become
+  strings.
+
+A row's scale comes from ``scale_of`` (:func:`projections.billing.currency_scales`).
 """
 
 from __future__ import annotations
@@ -16,9 +23,9 @@ from decimal import Decimal
 from typing import Any
 
 from ledger.money import from_minor
-from projections.billing import ScaleOf, currency_scales
+from projections.billing import ScaleOf
 
-__all__ = ["ScaleOf", "currency_scales", "with_amounts"]
+__all__ = ["money_fields", "with_amounts"]
 
 _SUFFIX = "_minor"
 _PRECISE = "_minor_precise"
@@ -65,4 +72,19 @@ def with_amounts(
             else:
                 item[key] = value
         out.append(item)
+    return out
+
+
+def money_fields(row: Mapping[str, Any], scale_of: ScaleOf) -> dict[str, Any]:
+    """``row`` with its amounts as minor units + currency + scale + a display string."""
+    currency = row.get("currency")
+    out = {k: str(v) if isinstance(v, Decimal) else v for k, v in row.items()}
+    if currency is None:
+        return out
+    scale = scale_of(currency)
+    out["scale"] = scale
+    for key, value in row.items():
+        if key.endswith("_minor") and isinstance(value, int):
+            amount = from_minor(value, scale)
+            out[key[: -len("_minor")] + "_display"] = f"{amount:,.{scale}f} {currency}"
     return out

@@ -1,8 +1,8 @@
-"""Use cases on issued invoices, for the CLI and the API: read one, void it, credit it.
+"""Use cases on issued invoices, for the CLI and the API: void one, credit one.
 
-The reads are the billing view's (:mod:`projections.billing.invoices`), the corrections
-the billing context's process steps (:mod:`processes.billing.corrections`);
-this façade is what the outer layer calls, so an edge never reaches into the room. The two
+The corrections are the billing context's process steps (:mod:`processes.billing.corrections`),
+with their result types (``VoidResult``, ``CreditResult``) there; reading an invoice is the
+billing view's (``find_invoice``, ``invoice_detail`` of :mod:`projections.billing`). The two
 writes leave every read model at the head after their append (reads never catch up).
 """
 
@@ -12,14 +12,9 @@ from ledger.bounds import MAX_NAME, check_free_text, check_name
 from ledger.store.base import EventStore
 from processes import billing as room
 from processes.billing import CreditResult, VoidResult
-from projections.billing import (
-    CREDIT_NOTES_ACCOUNT,
-    Invoice,
-    InvoiceDetail,
-    find_invoice,
-    invoice_detail,
-)
 from projections.registry import catch_up_all
+
+__all__ = ["issue_credit_note", "void_invoice"]
 
 
 def void_invoice(store: EventStore, invoice_id: str, reason: str, *, principal: str) -> VoidResult:
@@ -49,16 +44,3 @@ def issue_credit_note(
     if result.created:
         catch_up_all(store)
     return result
-
-
-__all__ = [
-    "CREDIT_NOTES_ACCOUNT",
-    "CreditResult",
-    "Invoice",
-    "InvoiceDetail",
-    "VoidResult",
-    "find_invoice",
-    "invoice_detail",
-    "issue_credit_note",
-    "void_invoice",
-]
