@@ -2,7 +2,7 @@
 
 Two kinds of bearer value: our own API tokens (``dlct_…``), looked up on every request
 (one indexed equality on its sha256, so a revocation takes effect at once), and, when the
-server is configured for it, OIDC JWTs verified by :mod:`dlc_ledger.services.oidc`
+server is configured for it, OIDC JWTs verified by :mod:`dlc_ledger.services.access.oidc`
 against the identity provider's keys and mapped to the same roles. Once known, the
 principal spends one request of its rate limit (:mod:`dlc_ledger.api.rate_limits`; 429
 when none is left). Most routes only read what every role may read, narrowed for a

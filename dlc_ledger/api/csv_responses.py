@@ -8,7 +8,7 @@ One implementation for all of them (stdlib :mod:`csv`): the header row is the it
 keys in the order they first appear, one row per item; a nested value (a dict or a
 list, say a queued job's ``request``) is JSON in its cell, ``null`` an empty cell, and a
 text that could start a spreadsheet formula gets a leading ``'``
-(:func:`dlc_ledger.services.csv_cells.neutralized`, the CLI's rule too).
+(:func:`dlc_ledger.presenters.neutralized`, the CLI's rule too).
 The file is an attachment named for the route; a page continues through a ``Link:
 <…&cursor=X>; rel="next"`` header, as the JSON body's ``next_cursor`` does: under the
 configured public URL, or relative, never from the ``Host`` header.

@@ -4,8 +4,8 @@ or a team lead reads at a glance (issue 36).
 - the top list is ordered and cut in SQL (:mod:`projections.billing.top`), with the
   window's total rounded once: it equals ``report cost``'s to the minor unit;
 - month to date: each workspace's posted cost of the month so far, its forecast to the
-  month's end and its budget (:mod:`dlc_ledger.services.month_to_date`);
-- budgets: ``budgets show`` with the crossings stored (:mod:`dlc_ledger.services.budget_rows`).
+  month's end and its budget (:mod:`dlc_ledger.presenters.months`);
+- budgets: ``budgets show`` with the crossings stored (:mod:`dlc_ledger.presenters.budgets`).
 
 A workspace token's workspaces go into each read's SQL, as on ``/v1/cost``.
 """

@@ -3,7 +3,7 @@
 
 A ``workspace:<id>`` token's workspaces are a condition of the query
 (:func:`projections.billing.invoice_pages.invoice_page`,
-:func:`dlc_ledger.services.invoices.find_invoice`): another workspace's invoice is
+:func:`projections.billing.find_invoice`): another workspace's invoice is
 neither listed nor found (404). Money as ``*_minor`` + currency + scale + ``*_display``.
 """
 

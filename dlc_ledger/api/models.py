@@ -97,7 +97,7 @@ class Job(Strict):
 
 class ListedJob(Job):
     """A job of ``/v1/jobs``: what ``jobs list`` shows, with its GPU and cost figures
-    (:mod:`dlc_ledger.services.job_figures`)."""
+    (:mod:`dlc_ledger.presenters.job_figures`)."""
 
     gpu_request_mgpu: int = Field(description="Its replicas' count x mGPU, summed.")
     gpu_model: str | None = Field(

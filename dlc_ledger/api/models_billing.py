@@ -2,10 +2,10 @@
 ``/v1/inventory``, so the OpenAPI document states every field a client reads.
 
 The rows are the billing and inventory read models' (:mod:`projections.billing.invoice_pages`,
-:func:`dlc_ledger.services.invoices.invoice_detail`,
+:func:`projections.billing.invoice_detail`,
 :func:`projections.inventory.projection.capacity_at`)
 with money as ``*_minor`` + currency + scale + ``*_display``
-(:func:`dlc_ledger.api.reports.money_fields`); these models describe and check them.
+(:func:`dlc_ledger.presenters.money_fields`); these models describe and check them.
 An inventory row holds only the keys it was grouped by: the others are optional and
 left out (``response_model_exclude_unset``).
 """

@@ -2,7 +2,7 @@
 ``/v1/month-to-date``, ``/v1/budgets`` and ``/v1/extent``, so the OpenAPI document
 states every field a client reads.
 
-Money as everywhere (:func:`dlc_ledger.api.reports.money_fields`): ``<name>_minor``
+Money as everywhere (:func:`dlc_ledger.presenters.money_fields`): ``<name>_minor``
 (integer minor units) with ``currency``, ``scale`` and ``<name>_display``;
 ``cost_minor_precise`` at full precision. A top list's item holds the key it is grouped
 by (and, by job, what the job is); the others are left out (``response_model_exclude_unset``).

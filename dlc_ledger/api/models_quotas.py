@@ -1,7 +1,7 @@
 """Response models of the quota routes (``/v1/quotas/tree``, ``/v1/quotas/{quota}/series``,
 ``/v1/queues/{quota}``), so the OpenAPI document states each figure a dashboard reads.
 
-The rows are shaped once for the CLI and the API (:mod:`dlc_ledger.services.quota_rows`,
+The rows are shaped once for the CLI and the API (:mod:`dlc_ledger.presenters.quota_rows`,
 :func:`projections.dispatch.queues.queue_listing`); these models describe and check them.
 The tree's window figures (GPU-hours and cost) exist only with ``from``/``to``, and its
 money display only when the window has a cost: those fields are optional and left out

@@ -4,7 +4,7 @@ the OpenAPI document states every field a client sends and reads.
 The rows are the use cases' (:func:`dlc_ledger.services.subscriptions.subscription_row`,
 :func:`~dlc_ledger.services.subscriptions.term_rows`,
 :func:`dlc_ledger.services.subscriptions.resource_groups`) with money as ``*_minor`` +
-currency + scale + ``*_display`` (:func:`dlc_ledger.api.reports.money_fields`), as the
+currency + scale + ``*_display`` (:func:`dlc_ledger.presenters.money_fields`), as the
 invoices show it. A request body is strict too: a misspelt field is a 422, not a default;
 a number or a flag must be a JSON number or boolean (``"1"`` is a 422, not a 1); a name
 is checked for control characters and length where it enters

@@ -3,8 +3,8 @@
 The export reads as a reader's login (it only reads, in one snapshot); the import connects
 as the schema owner, as ``db upgrade`` does: a restore is a deploy step, it may have to create
 the schema of a new database first, and after the load it gathers the table's statistics,
-which only the owner may. The use cases: :mod:`dlc_ledger.services.exports` and
-:mod:`dlc_ledger.services.restores`; the restore drill: ``docs/operations.md``.
+which only the owner may. The use cases: :mod:`dlc_ledger.services.store` (export,
+restore); the restore drill: ``docs/operations.md``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Options in, rows out: the rules (when a run may bill, what a void reverses, when a
 credit note is refused or is a repeat) are the use cases' in
-:mod:`dlc_ledger.services.billing`, :mod:`~dlc_ledger.services.clocks` and
-:mod:`~dlc_ledger.services.invoices`.
+:mod:`dlc_ledger.services.billing` (the tick, an invoice's corrections) and
+:mod:`~dlc_ledger.services.clocks`; an invoice read is :mod:`projections.billing`'s.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ write: a table cell (and every line-oriented output, through :func:`escape_contr
 shows control characters escaped (``\n``, ``\x1b``, ``\u202e``), so a name can neither
 split a row nor drive the terminal. JSON keeps the exact value; CSV too, except that a
 text that could start a spreadsheet formula gets a leading ``'``
-(:func:`dlc_ledger.services.csv_cells.neutralized`, the API's rule too).
+(:func:`dlc_ledger.presenters.neutralized`, the API's rule too).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The ordering, the cut to N and the total are the billing room's
 (:func:`projections.billing.top.cost_top`: in SQL from the ledger, rounded once so the
 total is ``report cost``'s); here each group gains its GPU time in the window
 (``report usage``'s, read for the N groups only) and, by job, what the job is
-(:mod:`dlc_ledger.services.job_figures`).
+(:mod:`dlc_ledger.presenters.job_figures`).
 """
 
 from __future__ import annotations

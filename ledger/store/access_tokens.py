@@ -2,7 +2,7 @@
 
 Kept beside the read models because it is plain SQL on the same database, but it is no
 projection: tokens are access configuration, not events, and a rebuild never touches it.
-The rules (role names, secret format, hashing) live in :mod:`dlc_ledger.services.tokens`.
+The rules (role names, secret format, hashing) live in :mod:`dlc_ledger.services.access.tokens`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every column of ``events`` out in position order and back in unchanged: the adapter half
-of ``dlc-ledger export`` and ``import`` (the use cases: ``dlc_ledger/services/exports.py``
+of ``dlc-ledger export`` and ``import`` (the use cases: ``dlc_ledger/services/store/exports.py``
 and ``restores.py``).
 
 A restore is not an append. :meth:`PostgresUnitOfWork.append

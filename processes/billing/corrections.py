@@ -9,7 +9,7 @@ each event is the principal that asked (a CLI user, an API token).
 
 Reads read the projection as it is; the two writes bring it to the head before they
 decide (an invoice voided a moment ago is voided). After their append, the use cases
-(:mod:`dlc_ledger.services.invoices`) bring every read model to the head, billing
+(:mod:`dlc_ledger.services.billing.invoices`) bring every read model to the head, billing
 included, so the caller reads its own write.
 """
 

@@ -16,8 +16,8 @@ Money enters only as events, and every statement on the billing tables is here:
   audit trail back to the cluster facts.
 
 The pure rules (rating, accounts, rounding, invoice building) are in ``ledger``; the
-use cases the CLI and the API call are in ``dlc_ledger.services.billing`` and
-``dlc_ledger.services.invoices``; the APScheduler loop is ``consumers.billing_scheduler``.
+use cases the CLI and the API call are in ``dlc_ledger.services.billing`` (a tick, prices,
+an invoice's corrections); the APScheduler loop is ``consumers.billing_scheduler``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """OIDC bearer JWTs: verify one against the identity provider's published keys and map it to
-the same :class:`~dlc_ledger.services.tokens.Principal` an API token gives.
+the same :class:`~dlc_ledger.services.access.tokens.Principal` an API token gives.
 
 Kept apart from the web framework so the rules (which algorithms, which claims, how roles
 are read) are one small module. Only asymmetric signatures are accepted (RS256, ES256): a

@@ -1,7 +1,7 @@
 """The export's files: one event per JSON line, gzip-compressed parts, and a manifest.
 
-Shared by the export (:mod:`dlc_ledger.services.exports`) and the restore
-(:mod:`dlc_ledger.services.restores`) so that both read and write one format, and the
+Shared by the export (:mod:`.exports`) and the restore
+(:mod:`.restores`) so that both read and write one format, and the
 restore's refusals (:class:`RestoreRefused`) name a file, a line and a position.
 
 A line holds every column of the event's row (``ledger/store/exports.py``): ids as strings,

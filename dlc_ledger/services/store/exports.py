@@ -5,8 +5,8 @@ REPEATABLE READ transaction: appends that commit during the export are not in it
 head it records is the last event it wrote). Rows stream through a server-side cursor into
 gzip parts of at most ``per_file`` events, so memory holds one batch whatever the store's
 size. The manifest is written last (and renamed into place): a directory without one is an
-export that did not finish. The format: :mod:`dlc_ledger.services.export_format`; the
-restore: :mod:`dlc_ledger.services.restores`; why and when: ``docs/operations.md``.
+export that did not finish. The format: :mod:`.export_format`; the
+restore: :mod:`.restores`; why and when: ``docs/operations.md``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""``dlc-ledger import``: an export (:mod:`dlc_ledger.services.exports`) back into an empty
+"""``dlc-ledger import``: an export (:mod:`.exports`) back into an empty
 store, every event exactly as it was stored, or nothing at all.
 
 Before anything is loaded, the manifest is read and every part's sha256 checked. Then the
 parts stream, line by line, into one binary COPY inside one transaction that holds the
 append lock: each line's position must follow the one before (no gap, no repeat) and its hash
 must be the one ``verify`` computes from the previous hash and the line's record
-(:func:`~dlc_ledger.services.export_format.chain_link`). The first line that fails ends the
-COPY; the transaction rolls back and :class:`~dlc_ledger.services.export_format.RestoreRefused`
+(:func:`~.export_format.chain_link`). The first line that fails ends the
+COPY; the transaction rolls back and :class:`~.export_format.RestoreRefused`
 names the file, the line, the first bad position and why. A part that ends short, whose last
 hash is not its manifest's anchor, or whose bytes changed after the check is refused too.
 The restored store then rebuilds its read models (``dlc-ledger project``): ``docs/operations.md``.

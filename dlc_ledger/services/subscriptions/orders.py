@@ -11,7 +11,7 @@ bound of a new fact is checked, :func:`ledger.bounds.check_bounds`), then append
 nothing: it answers what the write would, a refusal included. The names a purchase
 introduces are checked where they enter (:func:`ledger.bounds.check_name`), and its
 paying workspace must be one the ledger knows unless ``known_only`` is off
-(:func:`dlc_ledger.services.workspaces.refuse_unknown_workspaces`).
+(:func:`dlc_ledger.services.quotas.refuse_unknown_workspaces`).
 """
 
 from __future__ import annotations
