@@ -2,7 +2,7 @@
 
 ``target_metadata`` is every table as declared in code (:mod:`projections.schema`), so
 ``alembic check`` / ``revision --autogenerate`` see what the code expects (server
-defaults compared too, as ``tests/store/test_schema_drift.py`` does).
+defaults compared too, as ``tests/ledger/store/test_schema_drift.py`` does).
 """
 
 from __future__ import annotations

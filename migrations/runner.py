@@ -32,7 +32,7 @@ __all__ = [
 #: The newest revision of every branch: what ``alembic_version`` holds on a current schema.
 #: Every command checks the schema before it runs; comparing with this set costs one
 #: query, where asking Alembic costs ~80 ms of imports and a scan of the scripts
-#: (tests/store/test_migrations.py keeps it equal to Alembic's heads).
+#: (tests/ledger/store/test_migrations.py keeps it equal to Alembic's heads).
 HEADS = frozenset(
     {
         "0005",

@@ -4,7 +4,7 @@ Importing this module imports each module that declares tables, so :data:`metada
 holds them all: the event store's (:mod:`ledger.store.schema`) and the other tables of the
 store's database (:mod:`ledger.store.access_tokens`, :mod:`ledger.store.watcher_tables`),
 and each read model's (in its context's ``tables`` module). A table declared anywhere else
-would escape the drift test (``tests/store/test_schema_drift.py``).
+would escape the drift test (``tests/ledger/store/test_schema_drift.py``).
 """
 
 from __future__ import annotations

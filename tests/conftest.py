@@ -1,15 +1,35 @@
-"""Shared fixtures: real PostgreSQL databases, one fresh migrated clone per test."""
+"""Shared fixtures: real PostgreSQL databases, one fresh migrated clone per test.
+
+The fixtures the folders share (a Tansu broker, kubesim, the API's clients, the live
+dispatcher, ...) are plugins in :mod:`tests.support`, registered here; helper functions are
+imported from there too, never from a conftest.
+"""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from dlc_ledger.wiring import context
 from ledger.store.postgres import PostgresEventStore
-from tests.clis import CliCall, cli_caller
-from tests.databases import TemplateDatabases, template_databases
+from tests.support.clis import CliCall, cli_caller
+from tests.support.databases import TemplateDatabases, template_databases
+
+pytest_plugins = [
+    "tests.support.api",
+    "tests.support.brokers",
+    "tests.support.dashboard",
+    "tests.support.exports",
+    "tests.support.kube",
+    "tests.support.live",
+    "tests.support.metrics",
+    "tests.support.slow",
+    "tests.support.watchers",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -43,8 +63,21 @@ def store(database_url: str) -> Iterator[PostgresEventStore]:
 
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliCall]:
-    """The real CLI, in-process, pointed at the test database (see :mod:`tests.clis`)."""
+    """The real CLI, in-process, pointed at the test database (see :mod:`tests.support.clis`)."""
     monkeypatch.setenv("DATABASE_URL", database_url)
     context.settings.cache_clear()
     yield cli_caller()
     context.settings.cache_clear()
+
+
+@pytest.fixture
+def server_tmp() -> Iterator[Path]:
+    """A temporary directory the embedded PostgreSQL's own OS user can reach.
+
+    The server runs as another user, so the product makes the directories above its data
+    traversable. Under pytest's ``tmp_path`` that does not hold: pytest keeps its root
+    (``/tmp/pytest-of-<user>``) at 0700 and resets it whenever a pytest-xdist worker starts
+    using it, so a server would lose its data directory mid-test."""
+    path = Path(tempfile.mkdtemp(prefix="dlc-ledger-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -51,7 +51,7 @@ COMMANDS = {
 }
 
 # What ``dlc-ledger --help`` lists for each command, so listing them imports none of
-# their modules (tests/cli/test_help.py checks each against its command's own help).
+# their modules (tests/dlc_ledger/cli/test_help.py checks each against its command's own help).
 SUMMARIES = {
     "replay": "Replay a trace end to end; exit 0 once everything is stored and projected.",
     "runs": "Replay runs (open-loop, closed-loop, what-if-<policy>): list, choose the default.",

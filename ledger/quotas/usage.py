@@ -28,7 +28,7 @@ node with a lending limit keeps the rest of its quota for itself). Without idle-
 Kueue's usage beyond its subtree quota (``max(0, usage - subtree)``), a root's
 ``over_admitted`` is ``max(0, -available(root))``, and what a node lends outside its
 subtree (:func:`lent_outside`) never exceeds its ``lend_limit``; tested with hypothesis
-(``tests/quotas/test_lending_matches_dispatcher.py``).
+(``tests/projections/quotas/test_lending_matches_dispatcher.py``).
 
 Two engines share these rules: :class:`UsageCalculator` computes a whole tree per flavor from
 the leaves' usage (:func:`compute_usage`); :class:`FlavorUsage` keeps one flavor current as

@@ -2,8 +2,8 @@
 
 PostgreSQL (:mod:`ledger.store.postgres`) is the product's one adapter: read models are
 PostgreSQL tables by design, so the port hands projections an SQLAlchemy ``Connection``.
-An in-memory fake (``tests/store/memory_store.py``) passes the same contract suite
-(``tests/store/contract.py``) for the store's own rules; it runs no projection.
+An in-memory fake (``tests/support/memory_store.py``) passes the same contract suite
+(``tests/ledger/store/contract.py``) for the store's own rules; it runs no projection.
 
 Domain modules never import this package; the composition root and the
 consumers do.

@@ -1,8 +1,8 @@
 """The event store port: what every adapter promises (DESIGN §4).
 
-The contract tests in ``tests/store/contract.py`` are written against this
+The contract tests in ``tests/ledger/store/contract.py`` are written against this
 interface; the adapter (:mod:`ledger.store.postgres`) and the in-memory fake of the tests
-(``tests/store/memory_store.py``) pass them unchanged.
+(``tests/support/memory_store.py``) pass them unchanged.
 
 Guarantees an adapter must give:
 - append-only, idempotent by ``event_id`` (same fact again: no-op; same id with a

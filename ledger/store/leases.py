@@ -4,8 +4,8 @@ of a role, such as the dispatcher, among several started.
 A session advisory lock taken with ``pg_try_advisory_lock`` on a connection of its own,
 held for the holder's life. When the holder dies its session ends and the server
 releases the lock (keepalives bound how long a vanished host keeps it), so a waiting
-instance takes over. The lock keys live here only (``tests/store/test_sealed.py``); the
-in-memory fake's equivalent is ``MemoryLeases`` (``tests/store/memory_store.py``).
+instance takes over. The lock keys live here only (``tests/ledger/store/test_sealed.py``); the
+in-memory fake's equivalent is ``MemoryLeases`` (``tests/support/memory_store.py``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ module (``projections/jobs/tables.py``, ``occupancy.py``, ``inventory.py``, ``qu
 ``projections.schema`` imports them all for Alembic (``migrations/env.py``). The
 migrations in ``migrations/versions`` write the DDL; what Alembic's autogenerate compares
 (tables, columns, types, nullability, indexes, unique constraints) must agree with these
-declarations, which ``tests/store/test_schema_drift.py`` checks. Triggers, grants, views
+declarations, which ``tests/ledger/store/test_schema_drift.py`` checks. Triggers, grants, views
 and check constraints live in the migrations only.
 """
 

@@ -9,7 +9,7 @@ workspaces and stay with the global roles until the quota subtree scoping exists
 Absent in time too (issue 37): a stream's scope is decided on its name before any of its
 events is read, an event's by one primary-key probe of ``job_state``, so another
 workspace's stream costs what an unknown one does however many events it holds
-(tests/api/test_timing.py).
+(tests/dlc_ledger/api/test_timing.py).
 """
 
 from __future__ import annotations

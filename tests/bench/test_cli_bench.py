@@ -10,7 +10,7 @@ import pytest
 from bench.cli import main
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import catch_up_all
-from tests.factories import job_succeeded, occupancy_started
+from tests.support.factories import job_succeeded, occupancy_started
 
 
 def test_cli_bench_times_help_and_a_read_against_the_baseline(

@@ -15,7 +15,8 @@ import pytest
 
 from chaos.faults import KINDS
 
-pytestmark = pytest.mark.slow
+# the two runs never share the machine with each other (pytest-xdist: one group, one worker)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("chaos")]
 
 
 def _chaos(
@@ -33,9 +34,9 @@ def _chaos(
     return done, summary, f"{summary}\n{done.stderr[-6000:]}"
 
 
-def test_a_dozen_faults_change_no_fact_and_no_report(tmp_path: Path) -> None:
+def test_a_dozen_faults_change_no_fact_and_no_report(server_tmp: Path) -> None:
     done, summary, detail = _chaos(
-        tmp_path, "--seed", "7", "--faults", "12", "--limit", "40", "--seconds", "30",
+        server_tmp, "--seed", "7", "--faults", "12", "--limit", "40", "--seconds", "30",
         timeout=540,
     )  # fmt: skip
     assert "faults_injected" in summary, detail
@@ -51,11 +52,11 @@ def test_a_dozen_faults_change_no_fact_and_no_report(tmp_path: Path) -> None:
     assert done.returncode == 0, detail
 
 
-def test_the_closed_loop_under_faults_decides_and_bills_the_same(tmp_path: Path) -> None:
+def test_the_closed_loop_under_faults_decides_and_bills_the_same(server_tmp: Path) -> None:
     """Jobs arrive suspended and ``dlc-ledger dispatch --clock server`` admits them, cluster
     time in lockstep with its cycles; the dispatcher killed among the faults."""
     done, summary, detail = _chaos(
-        tmp_path, "--closed-loop", "--seed", "5", "--faults", "9", "--limit", "20", timeout=900
+        server_tmp, "--closed-loop", "--seed", "5", "--faults", "9", "--limit", "20", timeout=900
     )
     assert "kill dispatch: pid" in done.stderr, detail
     assert summary["faults_injected"] == summary["faults_recovered"] == 9, detail
@@ -64,6 +65,6 @@ def test_the_closed_loop_under_faults_decides_and_bills_the_same(tmp_path: Path)
     clean_cycles, chaos_cycles = summary["cycles"]
     assert clean_cycles == chaos_cycles > 20, detail  # the same instants, cycled once each
     # the dispatcher decided: its admissions are among the facts compared
-    facts = json.loads((tmp_path / "clean" / "facts.json").read_text())
+    facts = json.loads((server_tmp / "clean" / "facts.json").read_text())
     assert sum(1 for f in facts if f[0] == "AdmissionDecided") >= 20, detail
     assert done.returncode == 0, detail

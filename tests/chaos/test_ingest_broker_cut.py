@@ -17,7 +17,7 @@ from chaos.broker import ProxiedBroker
 from consumers.ingest import IngestConsumer, IngestStats
 from consumers.topics import ensure_topic
 from ledger.store.postgres import PostgresEventStore
-from tests.kafka.helpers import make_events, produce, stored_ids, streams_in_order
+from tests.support.kafka import make_events, produce, stored_ids, streams_in_order
 
 N = 6_000
 

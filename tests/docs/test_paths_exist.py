@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 DOCS = ["README.md", "docs/billing.md", "docs/notifications.md", "docs/threat-model.md"]
 #: a backticked path: folders and files of the product (``ledger/bounds.py``, ``tests/x/``)
 _PATH = re.compile(r"`((?:[a-z_]+/)+(?:[A-Za-z0-9_.-]+\.(?:py|md|yaml|json|toml))?)`")

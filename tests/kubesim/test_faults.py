@@ -9,7 +9,7 @@ import urllib3
 from kubernetes import client, watch
 
 from kubesim import PODS, KubeSim
-from tests.kubesim.conftest import make_job, make_pod
+from tests.support.kube import make_job, make_pod
 
 
 def test_watch_cut_mid_line_then_resume_from_last_rv(sim: KubeSim, v1: client.CoreV1Api) -> None:

@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client, watch
 
 from kubesim import PODS, KubeSim
-from tests.kubesim.conftest import make_job, make_pod
+from tests.support.kube import make_job, make_pod
 
 
 def test_discovery_and_version(api: client.ApiClient) -> None:

@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client, watch
 
 from kubesim import PODS, KubeSim
-from tests.kubesim.conftest import make_job, make_pod
+from tests.support.kube import make_job, make_pod
 
 
 def _events(v1: client.CoreV1Api, rv: str) -> list[tuple[str, str, str | None]]:

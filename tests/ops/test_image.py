@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from tests.ops.manifests import OVERLAYS, ROOT, main_container, of_kind, render
+from tests.support.manifests import OVERLAYS, ROOT, main_container, of_kind, render
 
 DOCKERFILE = (ROOT / "ops" / "Dockerfile").read_text()
 

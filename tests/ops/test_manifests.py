@@ -19,7 +19,7 @@ import typer
 import yaml
 
 from dlc_ledger.cli.app import app
-from tests.ops.manifests import (
+from tests.support.manifests import (
     BASE,
     OVERLAYS,
     ROOT,

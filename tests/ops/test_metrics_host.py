@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops.manifests import ROOT
+from tests.support.manifests import ROOT
 
 _SERVE = (
     "import sys, time\n"

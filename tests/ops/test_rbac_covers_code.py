@@ -37,7 +37,7 @@ from kubernetes import client
 from consumers.dispatcher.actuator import ActuationError, JobRef
 from consumers.dispatcher.kube_actuator import KUBEFLOW_PLURALS, KubeActuator
 from consumers.watchers.listwatch import DEFAULT_RESOURCES, ListWatch, WatchSettings
-from tests.ops.manifests import OVERLAYS, ROOT, Manifest, of_kind, render
+from tests.support.manifests import OVERLAYS, ROOT, Manifest, of_kind, render
 
 Rule = tuple[str, str, str]  # (API group, resource, verb)
 

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import ROOT
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 # what a source tree holds besides the sources (build/ would leak stale files into a wheel)
 _NOT_SOURCES = shutil.ignore_patterns(
     ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"

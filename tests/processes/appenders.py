@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 from ledger.envelopes import EventData
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 #: the product's packages (the event store's own adapter appends by definition)
 PACKAGES = ("dlc_ledger", "consumers", "processes", "projections", "ledger")
 SKIP = ("ledger/store/",)

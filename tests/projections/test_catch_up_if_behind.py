@@ -15,7 +15,7 @@ from ledger.events import JobSubmitted, JobSucceeded
 from ledger.store.base import UnitOfWork
 from ledger.store.postgres import PostgresEventStore
 from projections.jobs import JobsProjection
-from tests.projections.builders import Narrator, at
+from tests.support.builders import Narrator, at
 
 
 class _NoWrites(PostgresEventStore):

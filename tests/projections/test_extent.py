@@ -28,9 +28,9 @@ from ledger.events import (
 )
 from ledger.store.postgres import PostgresEventStore
 from projections.extent import ExtentProjection, extent_sources
-from tests.databases import TemplateDatabases
-from tests.projections.builders import Narrator, at, replica
-from tests.projections.tables import table_rows
+from tests.support.builders import Narrator, at, replica
+from tests.support.databases import TemplateDatabases
+from tests.support.tables import table_rows
 
 #: cluster facts, whatever the stream; then every event of a job's or node's stream
 _FACTS = (

@@ -34,8 +34,8 @@ from ledger.events import (
 from ledger.store.postgres import PostgresEventStore
 from projections.jobs import fold_order, job_detail
 from projections.registry import all_projections
-from tests.databases import TemplateDatabases
-from tests.projections.builders import Narrator, at, replica
+from tests.support.builders import Narrator, at, replica
+from tests.support.databases import TemplateDatabases
 
 _uids = itertools.count()
 

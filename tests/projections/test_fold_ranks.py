@@ -49,8 +49,8 @@ from ledger.store.postgres import PostgresEventStore
 from projections.jobs import JobsProjection, timeline_rows
 from projections.jobs.fold import _RANK, Fact, fold_facts
 from projections.jobs.tables import job_state
-from tests.databases import TemplateDatabases
-from tests.projections.builders import Narrator, at, replica
+from tests.support.builders import Narrator, at, replica
+from tests.support.databases import TemplateDatabases
 
 
 class Pair(NamedTuple):

@@ -8,8 +8,8 @@ from consumers.projector import Projector
 from ledger.events import NodeCordoned, NodeRegistered, NodeRemoved
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import all_projections
-from tests.clis import CliCall
-from tests.projections.builders import Narrator, at
+from tests.support.builders import Narrator, at
+from tests.support.clis import CliCall
 
 
 def _node(name: str, pool: str, flavor: str, gpus: int) -> NodeRegistered:

@@ -29,8 +29,8 @@ from ledger.events import (
 from ledger.store.postgres import PostgresEventStore
 from projections.jobs import job_detail
 from projections.registry import all_projections
-from tests.clis import CliCall
-from tests.projections.builders import Narrator, at, replica
+from tests.support.builders import Narrator, at, replica
+from tests.support.clis import CliCall
 
 ODD = 'exit 1\twith "quotes",\nnewline and \\ backslash {braces}'
 ODD_POD = 'p,"s\\'

@@ -22,8 +22,8 @@ from ledger.store.base import UnitOfWork
 from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
 from projections.registry import all_projections
-from tests.projections.builders import Narrator, at, replica
-from tests.projections.tables import snapshot
+from tests.support.builders import Narrator, at, replica
+from tests.support.tables import snapshot
 
 
 class Weighted(Projection):

@@ -6,7 +6,7 @@ from sqlalchemy import inspect, text
 
 from ledger.store.engines import make_engine
 from migrations.runner import downgrade, upgrade
-from tests.databases import TemplateDatabases
+from tests.support.databases import TemplateDatabases
 
 OWNED = {"job_state", "job_timeline", "occupancy", "inventory_nodes"}
 

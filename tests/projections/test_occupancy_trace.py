@@ -18,8 +18,8 @@ from kubesim.traces import TraceInstance, load_openb
 from ledger.events import JobSubmitted, JobSucceeded, OccupancyEnded, OccupancyStarted, ReplicaSpec
 from ledger.store.postgres import PostgresEventStore
 from projections.registry import all_projections
-from tests.clis import CliCall
-from tests.projections.builders import Narrator
+from tests.support.builders import Narrator
+from tests.support.clis import CliCall
 
 ROWS = 300
 

@@ -45,9 +45,9 @@ from ledger.store.postgres import PostgresEventStore
 from projections.base import Projection
 from projections.jobs import fold_order, timeline_rows
 from projections.registry import all_projections as registered
-from tests.databases import TemplateDatabases
-from tests.projections.builders import Narrator, at, replica
-from tests.projections.tables import snapshot
+from tests.support.builders import Narrator, at, replica
+from tests.support.databases import TemplateDatabases
+from tests.support.tables import snapshot
 
 JOBS, PODS, NODES = 4, 3, 3
 #: The projections of the jobs branch; other read models test the same property themselves.

@@ -14,8 +14,8 @@ from sqlalchemy import text
 
 from ledger.events import JobSubmitted, JobSucceeded
 from ledger.store.postgres import PostgresEventStore
-from tests.clis import CliCall
-from tests.projections.builders import Narrator, at
+from tests.support.builders import Narrator, at
+from tests.support.clis import CliCall
 
 
 def _jobs(n: Narrator, first: int, count: int) -> None:

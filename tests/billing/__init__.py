@@ -1,1 +1,0 @@
-"""Pure billing tests: money, prices, rating, ledger transactions, invoices (no database)."""
