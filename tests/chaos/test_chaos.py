@@ -5,9 +5,12 @@ doubled, no report row different (docs/chaos.md). About 3 minutes on the 2-core 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +18,21 @@ import pytest
 
 from chaos.faults import KINDS
 
-# the two runs never share the machine with each other (pytest-xdist: one group, one worker)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("chaos")]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _one_chaos_run_at_a_time() -> Iterator[None]:
+    """The two runs never share the machine with each other: pytest-xdist may hand them to
+    two workers at once, and each replays against wall-clock fault timings. A file lock,
+    not an xdist group: grouped scheduling keys tests by node id and would run schemathesis's
+    many same-id API tests once."""
+    with open(Path(tempfile.gettempdir()) / "dlc-ledger-chaos.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _chaos(
