@@ -6,11 +6,14 @@ from dataclasses import dataclass
 
 __all__ = [
     "BATCH_JOBS",
+    "DEPLOYMENTS",
+    "LEADERWORKERSETS",
     "MPIJOBS",
     "NODES",
     "PODS",
     "PYTORCHJOBS",
     "RESOURCES",
+    "STATEFULSETS",
     "TFJOBS",
     "ResourceType",
     "find_resource",
@@ -46,8 +49,24 @@ BATCH_JOBS = ResourceType("batch", "v1", "jobs", "Job", True)
 PYTORCHJOBS = ResourceType("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", True)
 TFJOBS = ResourceType("kubeflow.org", "v1", "tfjobs", "TFJob", True)
 MPIJOBS = ResourceType("kubeflow.org", "v1", "mpijobs", "MPIJob", True)
+# services and notebooks (docs/workloads.md)
+DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment", True, ("deploy",))
+STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, ("sts",))
+LEADERWORKERSETS = ResourceType(
+    "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True, ("lws",)
+)
 
-RESOURCES: tuple[ResourceType, ...] = (PODS, NODES, BATCH_JOBS, PYTORCHJOBS, TFJOBS, MPIJOBS)
+RESOURCES: tuple[ResourceType, ...] = (
+    PODS,
+    NODES,
+    BATCH_JOBS,
+    PYTORCHJOBS,
+    TFJOBS,
+    MPIJOBS,
+    DEPLOYMENTS,
+    STATEFULSETS,
+    LEADERWORKERSETS,
+)
 
 
 def find_resource(group: str, version: str, plural: str) -> ResourceType | None:

@@ -11,6 +11,7 @@ from datetime import datetime
 from uuid import UUID
 
 from consumers.watchers.facts import JobFacts, NodeFacts, PodFacts
+from consumers.watchers.workloads import WorkloadFacts
 from ledger.envelopes import Envelope, EventData, make_envelope
 from ledger.events import (
     WATCHER_SOURCE_PREFIX,
@@ -28,6 +29,10 @@ from ledger.events import (
     OccupancyEnded,
     OccupancyEndReason,
     OccupancyStarted,
+    WorkloadCreated,
+    WorkloadDeleted,
+    WorkloadScaled,
+    WorkloadUpdated,
 )
 from ledger.ids import fact_event_id
 
@@ -120,6 +125,65 @@ class EventFactory:
             uid=job_uid,
             transition=f"{transition}/{key}" if key else transition,
             stream=f"job/{job_uid}",
+            occurred_at=at,
+            observed_at=now,
+        )
+
+    # services and notebooks (docs/workloads.md): ids per uid and transition as for jobs; a
+    # scale keyed by the object's generation, an update by its template's revision
+
+    def workload_created(self, w: WorkloadFacts, now: datetime) -> Envelope:
+        a = w.attribution
+        data = WorkloadCreated(
+            job_uid=w.uid,
+            name=w.name,
+            namespace=w.namespace,
+            workload=w.workload,
+            kind=w.kind,
+            workspace=a.workspace,
+            quota=a.quota,
+            user=a.user,
+            priority=a.priority,
+            billing_mode=a.billing_mode,
+            replicas=w.replicas,
+            replica=w.replica,
+            revision=w.revision,
+            spillover=w.spillover,
+        )
+        return self._workload_event(data, w.kind, w.uid, "created", w.created_at or now, now)
+
+    def workload_scaled(self, w: WorkloadFacts, from_replicas: int, now: datetime) -> Envelope:
+        data = WorkloadScaled(
+            job_uid=w.uid, from_replicas=from_replicas, to_replicas=w.replicas, by=w.scaled_by
+        )
+        key = w.generation or w.resource_version
+        return self._workload_event(data, w.kind, w.uid, f"scaled/{key}", w.scaled_at or now, now)
+
+    def workload_updated(self, w: WorkloadFacts, now: datetime) -> Envelope:
+        data = WorkloadUpdated(job_uid=w.uid, revision=w.revision, replica=w.replica)
+        return self._workload_event(data, w.kind, w.uid, f"updated/{w.revision}", now, now)
+
+    def workload_deleted(
+        self, kind: str, uid: str, at: datetime, now: datetime, reason: str | None = None
+    ) -> Envelope:
+        data = WorkloadDeleted(job_uid=uid, reason=reason)
+        return self._workload_event(data, kind, uid, "deleted", at, now)
+
+    def _workload_event(
+        self,
+        data: EventData,
+        kind: str,
+        uid: str,
+        transition: str,
+        at: datetime,
+        now: datetime,
+    ) -> Envelope:
+        return self.envelope(
+            data,
+            kind=kind,
+            uid=uid,
+            transition=transition,
+            stream=f"job/{uid}",
             occurred_at=at,
             observed_at=now,
         )

@@ -44,6 +44,7 @@ from consumers.watchers.labels import (
     node_flavor,
     template_resources,
 )
+from consumers.watchers.workloads import workload_owner
 from ledger.bounds import (
     MAX_CPU_MILLI,
     MAX_NODE_GPUS,
@@ -81,7 +82,8 @@ JOB_KINDS: Final[Mapping[str, tuple[str, str | None]]] = {
 
 @dataclass(frozen=True, slots=True)
 class OwnerRef:
-    """The job a pod belongs to: its uid when the pod names it, else (kind?, name) to look up."""
+    """The job or workload a pod belongs to: its uid when the pod names it, else (kind?, name)
+    to look up (a Deployment's replica names only its ReplicaSet)."""
 
     uid: str | None
     kind: str | None
@@ -179,6 +181,9 @@ def _owner(meta: Mapping[str, Any], labels: Mapping[str, str]) -> OwnerRef | Non
     for ref in meta.get("ownerReferences") or ():
         if ref.get("controller") and ref.get("kind") in JOB_KINDS:
             return OwnerRef(str(ref["uid"]), str(ref["kind"]), str(ref.get("name", "")))
+    workload = workload_owner(meta, labels)
+    if workload is not None:
+        return OwnerRef(*workload)
     name = labels.get(TRAINING_JOB_NAME)
     if name:
         return OwnerRef(None, None, name)

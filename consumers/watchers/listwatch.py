@@ -61,7 +61,9 @@ class WatchedResource:
 
     @property
     def tracker_resource(self) -> str:
-        return self.plural if self.plural in ("pods", "nodes") else "jobs"
+        if self.plural in ("pods", "nodes"):
+            return self.plural
+        return "workloads" if self.plural in _WORKLOAD_PLURALS else "jobs"
 
 
 PODS = WatchedResource("pods", "Pod", "", "v1", "pods")
@@ -72,9 +74,31 @@ PYTORCHJOBS = WatchedResource(
 )
 TFJOBS = WatchedResource("kubeflow.org/tfjobs", "TFJob", "kubeflow.org", "v1", "tfjobs")
 MPIJOBS = WatchedResource("kubeflow.org/mpijobs", "MPIJob", "kubeflow.org", "v1", "mpijobs")
+# services and notebooks (docs/workloads.md)
+DEPLOYMENTS = WatchedResource("apps/deployments", "Deployment", "apps", "v1", "deployments")
+STATEFULSETS = WatchedResource("apps/statefulsets", "StatefulSet", "apps", "v1", "statefulsets")
+LEADERWORKERSETS = WatchedResource(
+    "leaderworkerset.x-k8s.io/leaderworkersets",
+    "LeaderWorkerSet",
+    "leaderworkerset.x-k8s.io",
+    "v1",
+    "leaderworkersets",
+)
+_WORKLOAD_PLURALS = frozenset({"deployments", "statefulsets", "leaderworkersets"})
 
-#: Watched by default, in start order (nodes and jobs first so pods find their owners).
-DEFAULT_RESOURCES: tuple[WatchedResource, ...] = (NODES, JOBS, PYTORCHJOBS, TFJOBS, MPIJOBS, PODS)
+#: Watched by default, in start order (nodes, jobs and workloads first so pods find their
+#: owners).
+DEFAULT_RESOURCES: tuple[WatchedResource, ...] = (
+    NODES,
+    JOBS,
+    PYTORCHJOBS,
+    TFJOBS,
+    MPIJOBS,
+    DEPLOYMENTS,
+    STATEFULSETS,
+    LEADERWORKERSETS,
+    PODS,
+)
 
 
 def resource_named(name: str) -> WatchedResource:

@@ -40,7 +40,7 @@ from consumers.watchers.listwatch import (
 )
 from consumers.watchers.metrics import record_emitted
 from consumers.watchers.publisher import Marker, Outbox, PublisherLoop
-from consumers.watchers.tracker import ClusterTracker
+from consumers.watchers.tracker import ClusterTracker, state_key
 from ledger.envelopes import Envelope
 from ledger.store.base import EventStore
 from ledger.store.failures import is_poison
@@ -107,10 +107,12 @@ class Watcher:
         self.stats = WatcherStats()
         self.factory = EventFactory(cluster)
         job_kinds = [r.kind for r in self.resources if r.tracker_resource == "jobs"]
+        workload_kinds = [r.kind for r in self.resources if r.tracker_resource == "workloads"]
         self.tracker = ClusterTracker(
             self.factory,
             clock,
             watched_job_kinds=job_kinds,
+            watched_workload_kinds=workload_kinds,
             watch_nodes=any(r.tracker_resource == "nodes" for r in self.resources),
             orphan_grace=orphan_grace,
         )
@@ -235,13 +237,7 @@ class Watcher:
             known = self.tracker.keys_of(tracker_res, res.kind)
             seen = set()
             for item in items:
-                meta = item.get("metadata") or {}
-                key = (
-                    f"node/{meta.get('name')}"
-                    if tracker_res == "nodes"
-                    else f"{'pod' if tracker_res == 'pods' else 'job'}/{meta.get('uid')}"
-                )
-                seen.add(key)
+                seen.add(state_key(tracker_res, item))
                 try:
                     out += self.tracker.observe(tracker_res, "MODIFIED", item)
                     candidate = (

@@ -2,7 +2,8 @@
 
 Kubernetes tells a watcher the current state of an object, not what changed. The tracker keeps
 the little it needs per UID (a pod's job, node and whether its occupancy is open or closed; a
-job's kind, outcome and current replica pods; a node's cordon flag) and emits an event only when
+job's kind, outcome and current replica pods; a service's or notebook's desired replicas and
+revision; a node's cordon flag) and emits an event only when
 an object crosses a transition it had not crossed before. Everything is keyed by UID, never by
 name: a replica restarted under the same name is a new pod with a new occupancy.
 
@@ -25,6 +26,7 @@ from consumers.watchers.event_factory import EventFactory
 from consumers.watchers.facts import (
     JOB_KINDS,
     JobFacts,
+    OwnerRef,
     PodFacts,
     bare_pod_job,
     job_facts,
@@ -39,9 +41,11 @@ from consumers.watchers.tracker_state import (
     PodState,
     ReplicaSlot,
     TrackedState,
+    WorkloadState,
     decode_state,
     encode_state,
 )
+from consumers.watchers.workloads import WORKLOAD_OBJECT_KINDS, WorkloadFacts, workload_facts
 from ledger.envelopes import Envelope
 from ledger.events import OccupancyEndReason
 
@@ -52,16 +56,19 @@ OUT_OF_SCOPE = "OUT_OF_SCOPE"
 
 Object = Mapping[str, Any]
 State = dict[str, Any]  # a record's stored JSON (tracker_state.encode_state)
-_T = TypeVar("_T", NodeState, JobState, PodState, JobStart)
+_T = TypeVar("_T", NodeState, JobState, PodState, JobStart, WorkloadState)
 
 
 def state_key(resource: str, obj: Object) -> str:
-    """The tracker's key of an object: ``pod/<uid>``, ``job/<uid>``, ``node/<name>``."""
+    """The tracker's key of an object: ``pod/<uid>``, ``job/<uid>``, ``workload/<uid>``,
+    ``node/<name>``."""
     meta = obj.get("metadata") or {}
     if resource == "nodes":
         return f"node/{meta.get('name')}"
     if resource == "pods":
         return f"pod/{meta.get('uid')}"
+    if resource == "workloads":
+        return f"workload/{meta.get('uid')}"
     return f"job/{meta.get('uid')}"
 
 
@@ -89,6 +96,7 @@ class ClusterTracker:
         clock: Callable[[], datetime],
         *,
         watched_job_kinds: Iterable[str] = tuple(JOB_KINDS),
+        watched_workload_kinds: Iterable[str] = tuple(sorted(WORKLOAD_OBJECT_KINDS)),
         watch_nodes: bool = True,
         orphan_grace: float = 5.0,
         monotonic: Callable[[], float] = time.monotonic,
@@ -96,11 +104,16 @@ class ClusterTracker:
         self.factory = factory
         self.clock = clock
         self.watched_job_kinds = frozenset(watched_job_kinds)
+        # a replica of a workload kind not watched is accounted as its own job, as before
+        self.watched_workload_kinds = frozenset(watched_workload_kinds)
         self.watch_nodes = watch_nodes  # False: no node will show up, none is waited for
         self.orphan_grace = orphan_grace
         self.monotonic = monotonic
         self.state: dict[str, TrackedState] = {}
         self._names: dict[tuple[str, str], str] = {}  # (namespace, job name) -> job uid
+        # (namespace, kind, name) -> uid of a service or notebook (a Deployment's replica
+        # names only its ReplicaSet, so it finds its Deployment by name)
+        self._workload_names: dict[tuple[str, str, str], str] = {}
         self._dirty: dict[str, TrackedState | None] = {}
         # pod events waiting for their owning job to be seen (so the job stream starts with
         # JobSubmitted), keyed by owner uid or "name:<ns>/<name>"
@@ -118,6 +131,11 @@ class ClusterTracker:
             (s.namespace, s.name): k.split("/", 1)[1]
             for k, s in self.state.items()
             if isinstance(s, JobState) and s.kind != "Pod"
+        }
+        self._workload_names = {
+            (s.namespace, s.kind, s.name): k.split("/", 1)[1]
+            for k, s in self.state.items()
+            if isinstance(s, WorkloadState)
         }
         self._dirty.clear()
 
@@ -147,6 +165,12 @@ class ClusterTracker:
             return {k for k in self.state if k.startswith("node/")}
         if resource == "pods":
             return {k for k in self.state if k.startswith("pod/")}
+        if resource == "workloads":
+            return {
+                k
+                for k, s in self.state.items()
+                if isinstance(s, WorkloadState) and s.kind == job_kind
+            }
         return {k for k, s in self.state.items() if isinstance(s, JobState) and s.kind == job_kind}
 
     def pending_min_rv(self) -> int | None:
@@ -166,6 +190,8 @@ class ClusterTracker:
             return self._node(kind, obj)
         if resource == "pods":
             return self._pod(kind, obj)
+        if resource == "workloads":
+            return self._workload(kind, obj)
         return self._job(kind, obj)
 
     def vanished(self, keys: Iterable[str]) -> list[Envelope]:
@@ -193,6 +219,14 @@ class ClusterTracker:
                     )
                 )
                 self._forget_job(key, st)
+            elif isinstance(st, WorkloadState):
+                uid = key.split("/", 1)[1]
+                out.append(
+                    self.factory.workload_deleted(
+                        st.kind, uid, now, now, reason="vanished-during-relist"
+                    )
+                )
+                self._forget_workload(key, st)
             elif isinstance(st, NodeState):
                 name = key.split("/", 1)[1]
                 out.append(self.factory.node_removed(name, st.uid, now, now))
@@ -421,15 +455,79 @@ class ClusterTracker:
                 out += self._pod(item.kind, item.obj, wait=False)
         return out
 
+    # -- services and notebooks --------------------------------------------------------------
+
+    def _workload(self, kind: str, obj: Object) -> list[Envelope]:
+        w = workload_facts(obj)
+        if w.owned:
+            return []  # a LeaderWorkerSet's StatefulSet: its pods belong to the LeaderWorkerSet
+        key = f"workload/{w.uid}"
+        st = self._get(key, WorkloadState)
+        now = self.clock()
+        out: list[Envelope] = []
+        if kind in (DELETED, OUT_OF_SCOPE):
+            if st is None and kind == DELETED:  # never seen alive: still created
+                out.append(self.factory.workload_created(w, now))
+                st = WorkloadState(w.kind, w.name, w.namespace, w.replicas, w.revision)
+            if st is not None:
+                if kind == DELETED:
+                    at = w.deletion_at or now
+                    out.append(self.factory.workload_deleted(w.kind, w.uid, at, now))
+                self._forget_workload(key, st)
+            out += self._release_workload(w)
+            return out
+        if st is None:
+            out.append(self.factory.workload_created(w, now))
+            self._workload_names[(w.namespace, w.kind, w.name)] = w.uid
+        else:
+            if st.replicas != w.replicas:
+                out.append(self.factory.workload_scaled(w, st.replicas, now))
+            if st.revision != w.revision:
+                out.append(self.factory.workload_updated(w, now))
+        new = WorkloadState(w.kind, w.name, w.namespace, w.replicas, w.revision)
+        if new != st:
+            self._put(key, new)
+        out += self._release_workload(w)
+        return out
+
+    def _forget_workload(self, key: str, st: WorkloadState) -> None:
+        uid = key.split("/", 1)[1]
+        if self._workload_names.get((st.namespace, st.kind, st.name)) == uid:
+            del self._workload_names[(st.namespace, st.kind, st.name)]
+        self._drop(key)
+
+    def _release_workload(self, w: WorkloadFacts) -> list[Envelope]:
+        """Replica pod events that waited for this workload."""
+        out: list[Envelope] = []
+        for key in (w.uid, f"name:{w.namespace}/{w.kind}/{w.name}"):
+            for item in self._pending.pop(key, []):
+                out += self._pod(item.kind, item.obj, wait=False)
+        return out
+
     # -- pods ------------------------------------------------------------------------------
 
-    def _job_uid(self, pod: PodFacts) -> str | None:
-        """The owning job's uid: from the owner reference, else by name; None if unknown."""
+    def _owner(self, pod: PodFacts) -> OwnerRef | None:
+        """The pod's owner as the tracker follows it: a replica of a workload kind not
+        watched has none (it is accounted as its own job, as before workloads were)."""
         owner = pod.owner
+        if (
+            owner is not None
+            and owner.kind in WORKLOAD_OBJECT_KINDS
+            and owner.kind not in self.watched_workload_kinds
+        ):
+            return None
+        return owner
+
+    def _job_uid(self, pod: PodFacts) -> str | None:
+        """The owning job's (or workload's) uid: from the owner reference, else by name;
+        None if unknown."""
+        owner = self._owner(pod)
         if owner is None:
             return pod.uid
         if owner.uid is not None:
             return owner.uid
+        if owner.kind in WORKLOAD_OBJECT_KINDS:
+            return self._workload_names.get((pod.namespace, owner.kind, owner.name))
         return self._names.get((pod.namespace, owner.name))
 
     def _pod(
@@ -445,10 +543,15 @@ class ClusterTracker:
             self._node_queue.append(_Pending(self.monotonic(), pod.resource_version, kind, obj))
             return []
         if st is None:
-            owner = pod.owner
+            owner = self._owner(pod)
             job_uid = self._job_uid(pod)
             waiting_key: str | None = None
-            if owner is not None and (owner.kind is None or owner.kind in self.watched_job_kinds):
+            if owner is not None and owner.kind in WORKLOAD_OBJECT_KINDS:
+                if job_uid is None:
+                    waiting_key = f"name:{pod.namespace}/{owner.kind}/{owner.name}"
+                elif f"workload/{job_uid}" not in self.state:
+                    waiting_key = job_uid
+            elif owner is not None and (owner.kind is None or owner.kind in self.watched_job_kinds):
                 if job_uid is None:
                     waiting_key = f"name:{pod.namespace}/{owner.name}"
                 elif f"job/{job_uid}" not in self.state:
@@ -458,12 +561,20 @@ class ClusterTracker:
                     _Pending(self.monotonic(), pod.resource_version, kind, obj)
                 )
                 return []
-            if job_uid is None:
+            if job_uid is None or (
+                owner is not None
+                and owner.kind in WORKLOAD_OBJECT_KINDS
+                and f"workload/{job_uid}" not in self.state
+            ):
                 job_uid = pod.uid  # an owner we never saw: account the pod as its own job
-            return self._new_pod(kind, pod, job_uid, owner is None or job_uid == pod.uid)
+            return self._new_pod(
+                kind, pod, job_uid, owner is None or job_uid == pod.uid, owner_kind(owner)
+            )
         return self._pod_update(kind, pod, key, st)
 
-    def _new_pod(self, kind: str, pod: PodFacts, job_uid: str, bare: bool) -> list[Envelope]:
+    def _new_pod(
+        self, kind: str, pod: PodFacts, job_uid: str, bare: bool, owner_kind: str | None
+    ) -> list[Envelope]:
         now = self.clock()
         out: list[Envelope] = []
         job_kind = "Pod"
@@ -473,8 +584,8 @@ class ClusterTracker:
             jst = JobState("Pod", pod.name, pod.namespace)
             self._put(f"job/{job_uid}", jst)
         else:
+            # a workload's replica has no job state: replicas come and go with its scale
             jst = self._get(f"job/{job_uid}", JobState)
-            owner_kind = pod.owner.kind if pod.owner else None
             job_kind = (jst.kind if jst else None) or owner_kind or "Job"
         # a replica pod created after the earlier pod of its replica slot ended is a restart
         # (comparing times, not arrival order: an initial LIST is state, not a sequence)
@@ -515,7 +626,9 @@ class ClusterTracker:
             st = replace(st, started_at=pod.scheduled_at)
             jkey = f"job/{job_uid}"
             jst = self._get(jkey, JobState)
-            if jst is not None and not jst.started:
+            if st.job_kind in WORKLOAD_OBJECT_KINDS:
+                pass  # a service runs while its replicas do: no JobStarted
+            elif jst is not None and not jst.started:
                 out.append(
                     self.factory.job_transition(
                         st.job_kind, job_uid, "started", pod.scheduled_at, now
@@ -599,6 +712,10 @@ class ClusterTracker:
                 uid, st.job_uid, at, reason, estimated, now, st.started_at, pod_name=st.name
             )
         ]
+
+
+def owner_kind(owner: OwnerRef | None) -> str | None:
+    return owner.kind if owner is not None else None
 
 
 def _resumed(job: JobState | None, ended_at: datetime) -> bool:

@@ -1,11 +1,12 @@
 """What the watcher's tracker remembers per object, as typed records, and their one codec.
 
 The tracker (:mod:`consumers.watchers.tracker`) keeps one record per key — ``node/<name>``,
-``job/<uid>``, ``pod/<uid>`` and ``jobstart/<job uid>`` (a job start seen on a pod before
-its job) — and persists them as JSON in ``watcher_objects`` (:mod:`consumers.watchers.
-checkpoints`). The stored JSON stays compact (one- or two-letter keys, timestamps as ISO
-text); :func:`encode_state` and :func:`decode_state` are the only places that know it, and
-decoding accepts every shape earlier versions stored (docs/watchers.md, "Resume").
+``job/<uid>``, ``workload/<uid>`` (a service or notebook), ``pod/<uid>`` and
+``jobstart/<job uid>`` (a job start seen on a pod before its job) — and persists them as
+JSON in ``watcher_objects`` (:mod:`consumers.watchers.checkpoints`). The stored JSON stays
+compact (one- or two-letter keys, timestamps as ISO text); :func:`encode_state` and
+:func:`decode_state` are the only places that know it, and decoding accepts every shape
+earlier versions stored (docs/watchers.md, "Resume").
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "PodState",
     "ReplicaSlot",
     "TrackedState",
+    "WorkloadState",
     "decode_state",
     "encode_state",
 ]
@@ -88,7 +90,18 @@ class JobStart:
     job_kind: str
 
 
-TrackedState = NodeState | JobState | PodState | JobStart
+@dataclass(frozen=True, slots=True)
+class WorkloadState:
+    """A service or notebook seen alive, as last published: desired replicas and revision."""
+
+    kind: str  # Deployment | StatefulSet | LeaderWorkerSet
+    name: str
+    namespace: str
+    replicas: int
+    revision: str
+
+
+TrackedState = NodeState | JobState | PodState | JobStart | WorkloadState
 
 
 def _time(value: datetime | None) -> str | None:
@@ -129,6 +142,14 @@ def encode_state(state: TrackedState) -> dict[str, Any]:
             }
         case JobStart():
             return {"at": state.at.isoformat(), "jk": state.job_kind}
+        case WorkloadState():
+            return {
+                "k": state.kind,
+                "n": state.name,
+                "ns": state.namespace,
+                "r": state.replicas,
+                "rev": state.revision,
+            }
 
 
 def _slot(value: Any) -> ReplicaSlot:
@@ -166,6 +187,14 @@ def _decode(kind: str, value: Mapping[str, Any]) -> TrackedState:
         )
     if kind == "jobstart":
         return JobStart(datetime.fromisoformat(value["at"]), value.get("jk") or "Job")
+    if kind == "workload":  # since services and notebooks (issue 46)
+        return WorkloadState(
+            kind=value["k"],
+            name=value["n"],
+            namespace=value["ns"],
+            replicas=int(value["r"]),
+            revision=str(value["rev"]),
+        )
     raise Invalid(f"unknown kind {kind!r}")
 
 

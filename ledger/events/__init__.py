@@ -6,7 +6,8 @@ model is frozen and refuses unknown fields, so a producer's typo is an error at
 the edge rather than a silently missing value in a bill.
 
 One module per bounded context (``cluster``, ``jobs``, ``occupancy``, ``quotas``, ``prices``,
-``money``, ``decisions``, ``budgets``, ``notifications``, ``subscriptions``; ``common``: the
+``money``, ``decisions``, ``budgets``, ``notifications``, ``subscriptions``, ``workloads``;
+``common``: the
 shared units and bounded types; ``cluster_topic``: what the Kafka topic may carry), one
 registry (``ledger.envelopes``) and one decoder (``ledger.catalogue``): importing this
 package registers every type, and ``from ledger.events import X`` names any of them.
@@ -124,12 +125,24 @@ from ledger.events.subscriptions import (
     SubscriptionRenewed,
     SubscriptionTerm,
 )
+from ledger.events.workloads import (
+    WORKLOAD_KINDS,
+    WORKLOAD_TYPES,
+    Spillover,
+    WorkloadCreated,
+    WorkloadDeleted,
+    WorkloadKind,
+    WorkloadScaled,
+    WorkloadUpdated,
+)
 
 __all__ = [
     "CLUSTER_FACT_TYPES",
     "JOB_LIFECYCLE_TYPES",
     "MAX_RUN_SECONDS",
     "WATCHER_SOURCE_PREFIX",
+    "WORKLOAD_KINDS",
+    "WORKLOAD_TYPES",
     "AdmissionDecided",
     "BillingMode",
     "BorrowWithin",
@@ -198,6 +211,7 @@ __all__ = [
     "ReclaimPolicy",
     "ReplicaSpec",
     "ShortName",
+    "Spillover",
     "SpotPriceChanged",
     "SubscriptionCancelled",
     "SubscriptionCharge",
@@ -211,6 +225,11 @@ __all__ = [
     "UnfitHead",
     "Victim",
     "WithinQuotaPolicy",
+    "WorkloadCreated",
+    "WorkloadDeleted",
+    "WorkloadKind",
+    "WorkloadScaled",
+    "WorkloadUpdated",
     "WorkspaceBound",
     "WrongStream",
     "check_cluster_fact",

@@ -6,6 +6,7 @@ from ledger.envelopes import Envelope, EventDecodeError
 from ledger.events.jobs import (
     JOB_LIFECYCLE_TYPES,
 )
+from ledger.events.workloads import WORKLOAD_TYPES
 
 __all__ = [
     "CLUSTER_FACT_TYPES",
@@ -17,10 +18,10 @@ __all__ = [
 ]
 
 
-#: The facts a cluster watcher observes (job lifecycle, occupancy, nodes): the only event
-#: types the cluster topic carries. Prices, quotas, money, invoices, decisions and budgets
-#: enter the store only through the product's own commands. docs/wire-format.md.
-CLUSTER_FACT_TYPES: frozenset[str] = JOB_LIFECYCLE_TYPES | {
+#: The facts a cluster watcher observes (job and workload lifecycles, occupancy, nodes): the
+#: only event types the cluster topic carries. Prices, quotas, money, invoices, decisions and
+#: budgets enter the store only through the product's own commands. docs/wire-format.md.
+CLUSTER_FACT_TYPES: frozenset[str] = JOB_LIFECYCLE_TYPES | WORKLOAD_TYPES | {
     "OccupancyStarted",
     "OccupancyEnded",
     "NodeRegistered",

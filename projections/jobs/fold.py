@@ -2,11 +2,13 @@
 
 Status model (DESIGN §3 lifecycle events, plus occupancy):
 
-- JobSubmitted → Creating; JobQueued → Queuing; JobAdmitted → Admitted;
+- JobSubmitted (a service's or notebook's WorkloadCreated: docs/workloads.md) → Creating;
+  JobQueued → Queuing; JobAdmitted → Admitted;
   JobStarted, or a pod bound (OccupancyStarted) while Creating/Queuing/Admitted/
   Restarting/Preempted → Running; JobRestarted → Restarting; JobPreempted → Preempted;
 - JobSucceeded → Succeeded, JobFailed → Failed (from any non-final status);
-- JobStopped or JobDeleted → Stopping while pods still occupy resources, Stopped
+- JobStopped, JobDeleted or WorkloadDeleted → Stopping while pods still occupy resources,
+  Stopped
   once the last one is released (at that release's time); a deleted job that had
   already finished keeps its final status and only gets ``deleted_at``;
 - Succeeded, Failed and Stopped are final: later lifecycle events still appear in
@@ -31,7 +33,7 @@ from typing import Any
 import orjson
 
 from ledger.canonical import format_timestamp
-from ledger.events import JOB_LIFECYCLE_TYPES
+from ledger.events import JOB_LIFECYCLE_TYPES, WORKLOAD_TYPES
 from ledger.store.base import RecordedEvent
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "FINAL_STATUSES",
     "OCCUPANCY",
     "STATUSES",
+    "SUBMISSIONS",
     "Fact",
     "FoldedJob",
     "fact_target",
@@ -64,7 +67,11 @@ STATUSES = (
 FINAL_STATUSES = frozenset({"Succeeded", "Failed", "Stopped"})
 _STARTABLE = frozenset({"Creating", "Queuing", "Admitted", "Restarting", "Preempted"})
 
-_LIFECYCLE = JOB_LIFECYCLE_TYPES
+# a service or notebook folds as a job whose kind is its object's (Deployment ...) and whose
+# framework is its workload kind (service, notebook); its scales and updates are timeline rows
+_LIFECYCLE = JOB_LIFECYCLE_TYPES | WORKLOAD_TYPES
+#: what opens a job's row: a training job's submission, a workload's creation
+SUBMISSIONS = frozenset({"JobSubmitted", "WorkloadCreated"})
 OCCUPANCY = frozenset({"OccupancyStarted", "OccupancyEnded"})
 # on a job's own stream these name that job and, if another, data.job_uid: nothing else
 ABOUT_OWN_JOB = _LIFECYCLE | OCCUPANCY
@@ -188,6 +195,7 @@ class FoldedJob:
 # still ran); store position breaks the remaining ties.
 _RANK = {
     "JobSubmitted": 0,
+    "WorkloadCreated": 0,
     "JobQueued": 1,
     "JobAdmitted": 2,
     "AdmissionDecided": 2,
@@ -196,11 +204,14 @@ _RANK = {
     "OccupancyEnded": 4,
     "PreemptionDecided": 5,
     "JobRestarted": 5,
+    "WorkloadScaled": 5,
+    "WorkloadUpdated": 5,
     "JobPreempted": 5,
     "JobSucceeded": 6,
     "JobFailed": 6,
     "JobStopped": 7,
     "JobDeleted": 7,
+    "WorkloadDeleted": 7,
 }
 _LAST_RANK = 8
 
@@ -249,7 +260,7 @@ def fold_facts(uid: str, job: FoldedJob | None, facts: list[Fact]) -> FoldedJob:
         job = FoldedJob.new(uid, facts[0].occurred_at)
     for fact in facts:
         fold_fact(job, fact.kind, fact.data, fact.occurred_at)
-        if fact.kind == "JobSubmitted" and job.quota is None:
+        if fact.kind in SUBMISSIONS and job.quota is None:
             job.quota = fact.bound_quota
         job.events += 1
         job.last_position = max(job.last_position, fact.position)
@@ -286,8 +297,23 @@ def fold_fact(job: FoldedJob, kind: str, data: dict[str, Any], at: datetime) -> 
         ).decode()
         if job.submitted_at is None:
             job.submitted_at = at
+    elif kind == "WorkloadCreated":
+        job.name = data.get("name")
+        job.namespace = data.get("namespace", "default")
+        job.kind = data.get("kind", "Deployment")
+        job.framework = data.get("workload", "service")
+        job.workspace = data.get("workspace")
+        job.quota = data.get("quota")
+        job.user = data.get("user", "unknown")
+        job.priority = data.get("priority", 0)
+        job.billing_mode = data.get("billing_mode", "public")
+        replica = dict(data.get("replica") or {})
+        replica["count"] = int(replica.get("count", 1)) * int(data.get("replicas", 1))
+        job.replicas = orjson.dumps([replica], option=orjson.OPT_SORT_KEYS).decode()
+        if job.submitted_at is None:
+            job.submitted_at = at
     elif final:
-        if kind == "JobDeleted" and job.deleted_at is None:
+        if kind in ("JobDeleted", "WorkloadDeleted") and job.deleted_at is None:
             job.deleted_at = at
     elif kind == "JobQueued":
         job.enter("Queuing", at)
@@ -308,7 +334,7 @@ def fold_fact(job: FoldedJob, kind: str, data: dict[str, Any], at: datetime) -> 
         job.enter("Failed", at)
     elif kind == "JobStopped":
         job.stop(at)
-    elif kind == "JobDeleted":
+    elif kind in ("JobDeleted", "WorkloadDeleted"):
         if job.deleted_at is None:
             job.deleted_at = at
         job.stop(at)

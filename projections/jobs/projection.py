@@ -20,6 +20,7 @@ from projections.bulk import copy_table, fetch_keyed
 from projections.jobs.fold import (
     ABOUT_OWN_JOB,
     OCCUPANCY,
+    SUBMISSIONS,
     Fact,
     FoldedJob,
     fact_target,
@@ -94,7 +95,7 @@ class JobsProjection(Projection):
             if not target:
                 continue
             fact = Fact(kind, data, event.occurred_at, event.position)
-            if kind == "JobSubmitted" and not data.get("quota"):
+            if kind in SUBMISSIONS and not data.get("quota"):
                 if bindings is None:
                     bindings = _bindings(conn)
                 fact.bound_quota = bindings.get(data.get("workspace") or "")
@@ -155,7 +156,7 @@ def _stored_facts(
         if uid not in out:
             continue
         fact = Fact(event.type, event.data, event.occurred_at, event.position)
-        if event.type == "JobSubmitted" and not event.data.get("quota"):
+        if event.type in SUBMISSIONS and not event.data.get("quota"):
             fact.bound_quota = jobs[uid].quota
         out[uid].append(fact)
     return out

@@ -58,7 +58,8 @@ def _pending_suffix(data: dict[str, Any]) -> str:
 
 def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | None = None) -> str:
     """One line about ``kind`` as seen from ``job_uid``; ``bound_quota``: the quota a
-    JobSubmitted naming none was resolved to (its workspace's binding then)."""
+    JobSubmitted (or WorkloadCreated) naming none was resolved to (its workspace's binding
+    then)."""
     if kind == "JobSubmitted":
         quota = data.get("quota") or (
             f"{bound_quota} by workspace binding" if bound_quota else "none"
@@ -69,6 +70,31 @@ def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | No
             f"{data.get('workspace')} (quota {quota}, {data.get('billing_mode', 'public')}, "
             f"priority {data.get('priority', 0)}): {_replicas_summary(data.get('replicas', ()))}"
         )
+    if kind == "WorkloadCreated":
+        quota = data.get("quota") or (
+            f"{bound_quota} by workspace binding" if bound_quota else "none"
+        )
+        spill = ", spillover to public" if data.get("spillover") == "public" else ""
+        return (
+            f"created {data.get('workload', 'service')} {data.get('kind', 'Deployment')} "
+            f"{data.get('namespace', 'default')}/{data.get('name')} by "
+            f"{data.get('user', 'unknown')} in workspace {data.get('workspace')} (quota {quota}, "
+            f"{data.get('billing_mode', 'public')}, priority {data.get('priority', 0)}{spill}): "
+            f"{data.get('replicas', 1)} replicas of "
+            f"{_replicas_summary([data.get('replica') or {}])}"
+        )
+    if kind == "WorkloadScaled":
+        return (
+            f"scaled from {data.get('from_replicas')} to {data.get('to_replicas')} replicas"
+            + _suffix(data.get("by"), None)
+        )
+    if kind == "WorkloadUpdated":
+        return (
+            f"updated to revision {data.get('revision')}: "
+            f"{_replicas_summary([data.get('replica') or {}])} per replica"
+        )
+    if kind == "WorkloadDeleted":
+        return "deleted" + _suffix(None, data.get("reason"))
     if kind in _TRANSITION_TEXT:
         return _TRANSITION_TEXT[kind] + _suffix(data.get("by"), data.get("reason"))
     if kind == "OccupancyStarted":

@@ -13,7 +13,7 @@ def test_discovery_and_version(api: client.ApiClient) -> None:
     assert client.VersionApi(api).get_code().git_version.startswith("v1.")
     assert client.CoreApi(api).get_api_versions().versions == ["v1"]
     groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
-    assert groups == {"batch", "kubeflow.org"}
+    assert groups == {"batch", "kubeflow.org", "apps", "leaderworkerset.x-k8s.io"}
 
 
 def test_paginated_list_is_one_consistent_snapshot(sim: KubeSim, v1: client.CoreV1Api) -> None:

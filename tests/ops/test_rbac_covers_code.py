@@ -315,7 +315,7 @@ def test_the_role_covers_exactly_what_the_code_calls(component: str, drive: _Dri
 def test_what_the_code_calls_today(drive: _Drive) -> None:
     """The derived rules, spelt out: a change to them is a change to the roles, reviewed."""
     drive_watcher(drive)
-    watched = {"", "batch", "kubeflow.org"}
+    watched = {"", "batch", "kubeflow.org", "apps", "leaderworkerset.x-k8s.io"}
     assert {g for g, _, _ in drive.rules()} == watched
     assert drive.rules() == {
         (g, r, v)
@@ -324,6 +324,9 @@ def test_what_the_code_calls_today(drive: _Drive) -> None:
             ("", "pods"),
             ("batch", "jobs"),
             *(("kubeflow.org", p) for p in KUBEFLOW_PLURALS.values()),
+            ("apps", "deployments"),
+            ("apps", "statefulsets"),
+            ("leaderworkerset.x-k8s.io", "leaderworkersets"),
         ]
         for v in ("list", "watch")
     }

@@ -96,6 +96,26 @@ def good_messages(draw: st.DrawFn) -> dict[str, Any]:
             }
         elif kind in JOB_LIFECYCLE_TYPES:
             data |= {"by": "kubernetes", "reason": draw(st.none() | TEXT)}
+        elif kind == "WorkloadCreated":
+            replica = {**resources, "count": draw(_bounded(MAX_REPLICAS)), "flavor": draw(TEXT)}
+            data |= {
+                "name": draw(NAME),
+                "workspace": attribution["workspace"],
+                "user": attribution["user"],
+                "priority": draw(_bounded(MAX_PRIORITY, MIN_PRIORITY)),
+                "replicas": draw(_bounded(MAX_REPLICAS)),
+                "replica": replica,
+            }
+        elif kind == "WorkloadScaled":
+            data |= {
+                "from_replicas": draw(_bounded(MAX_REPLICAS)),
+                "to_replicas": draw(_bounded(MAX_REPLICAS)),
+            }
+        elif kind == "WorkloadUpdated":
+            replica = {**resources, "count": draw(_bounded(MAX_REPLICAS)), "flavor": draw(TEXT)}
+            data |= {"revision": draw(NAME), "replica": replica}
+        elif kind == "WorkloadDeleted":
+            pass
         elif kind == "OccupancyStarted":
             data |= {
                 "occupancy_id": draw(NAME),
