@@ -28,6 +28,7 @@ from dlc_ledger.api import (
     reports,
     subscriptions,
     whoami,
+    workloads,
 )
 from dlc_ledger.api.access_log import ACCESS_LOG, AccessLog, printable
 from dlc_ledger.api.api_docs import mount_api_docs
@@ -94,6 +95,7 @@ def create_app(
     install_problem_handlers(app)
     app.include_router(whoami.router)
     app.include_router(jobs.router)
+    app.include_router(workloads.router)
     app.include_router(events.router)
     app.include_router(reports.router)
     app.include_router(finance.router)

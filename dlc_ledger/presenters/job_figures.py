@@ -121,6 +121,7 @@ def listed_jobs(
     at: datetime | None = None,
     cursor: str | None = None,
     workspaces: Collection[str] | None = None,
+    frameworks: Collection[str] | None = None,
 ) -> JobPage:
     """One page of ``list_jobs`` (same filters, order and cursor), each job with its GPU
     and cost figures (the module docstring): current, whatever ``at`` shows."""
@@ -134,6 +135,7 @@ def listed_jobs(
         at=at,
         cursor=cursor,
         workspaces=workspaces,
+        frameworks=frameworks,
     )
     uids = [job["job_uid"] for job in page.jobs]
     window = ReportWindow(workspaces=None if workspaces is None else tuple(sorted(workspaces)))

@@ -13,7 +13,8 @@ The read model in modules named for what they hold: its tables
 (:mod:`projections.jobs.tables`), the job state machine and fold order
 (:mod:`projections.jobs.fold`, no IO), the timeline's text (:mod:`projections.jobs.timeline`),
 the projection that folds pages into the tables (:mod:`projections.jobs.projection`)
-and the reads behind ``jobs list|show`` (:mod:`projections.jobs.queries`).
+and the reads behind ``jobs list|show`` (:mod:`projections.jobs.queries`); a service's or
+notebook's replicas over time (:mod:`projections.jobs.workloads`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from projections.jobs.queries import (
     timeline_rows,
 )
 from projections.jobs.tables import job_state, job_timeline, job_workspace_quotas
+from projections.jobs.workloads import replica_history
 from projections.pages import MAX_PAGE
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "list_jobs",
     "parse_time",
     "preemptions_at",
+    "replica_history",
     "status_at",
     "stream_events",
     "timeline_entries",

@@ -268,6 +268,25 @@ def fold_facts(uid: str, job: FoldedJob | None, facts: list[Fact]) -> FoldedJob:
     return job
 
 
+def _reshape(job: FoldedJob, kind: str, data: dict[str, Any]) -> None:
+    """A workload's requested replicas as they stand: its desired count after a scale (its
+    ``replicas``: one spec, ``count`` pods = replicas x pods per replica), its replica's
+    resources after a rolling update."""
+    specs = orjson.loads(job.replicas)
+    if not specs:
+        return
+    spec = specs[0]
+    per_replica = int(spec.get("per_replica", spec.get("count", 1)))
+    if kind == "WorkloadUpdated":
+        spec = dict(data.get("replica") or spec)
+        per_replica = int(spec.get("count", 1))
+        desired = int(specs[0].get("replicas", 1))
+    else:
+        desired = int(data.get("to_replicas", 0))
+    spec.update(count=per_replica * desired, per_replica=per_replica, replicas=desired)
+    job.replicas = orjson.dumps([spec], option=orjson.OPT_SORT_KEYS).decode()
+
+
 def fold_fact(job: FoldedJob, kind: str, data: dict[str, Any], at: datetime) -> None:
     final = job.status in FINAL_STATUSES
     if kind == "OccupancyStarted":
@@ -308,10 +327,15 @@ def fold_fact(job: FoldedJob, kind: str, data: dict[str, Any], at: datetime) -> 
         job.priority = data.get("priority", 0)
         job.billing_mode = data.get("billing_mode", "public")
         replica = dict(data.get("replica") or {})
-        replica["count"] = int(replica.get("count", 1)) * int(data.get("replicas", 1))
+        desired = int(data.get("replicas", 1))
+        per_replica = int(replica.get("count", 1))
+        # the workload's pods: desired replicas x pods per replica (a LeaderWorkerSet's group)
+        replica.update(count=per_replica * desired, per_replica=per_replica, replicas=desired)
         job.replicas = orjson.dumps([replica], option=orjson.OPT_SORT_KEYS).decode()
         if job.submitted_at is None:
             job.submitted_at = at
+    elif kind in ("WorkloadScaled", "WorkloadUpdated"):
+        _reshape(job, kind, data)
     elif final:
         if kind in ("JobDeleted", "WorkloadDeleted") and job.deleted_at is None:
             job.deleted_at = at

@@ -97,6 +97,7 @@ def list_jobs(
     cursor: str | None = None,
     workspaces: Collection[str] | None = None,
     q: str | None = None,
+    frameworks: Collection[str] | None = None,
 ) -> JobPage:
     """Jobs, newest submission first, filtered, one page; JSON-ready dicts.
 
@@ -107,6 +108,8 @@ def list_jobs(
     and end as of that instant (``status`` filters on it). Pages are keyed on
     (submission, uid), so a page never repeats or skips a job while new ones arrive.
     ``workspaces``: a caller's scope (an API token's workspace roles), in the WHERE.
+    ``frameworks``: only these (``service``, ``notebook``: the workloads of
+    docs/workloads.md; ``pytorch``, ``none`` ...: training jobs).
     """
     if status is not None and status not in STATUSES:
         raise Invalid(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
@@ -119,6 +122,8 @@ def list_jobs(
         query = query.where(job_state.c.workspace.in_(sorted(workspaces)))
     if user is not None:
         query = query.where(job_state.c.user == user)
+    if frameworks is not None:
+        query = query.where(job_state.c.framework.in_(sorted(frameworks)))
     if q:
         text_q = _like_literal(q)
         query = query.where(

@@ -20,9 +20,11 @@ from dlc_ledger.services.access import create_token
 from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.notifications import set_rule
 from dlc_ledger.services.subscriptions import purchase
+from ledger.events import WorkloadCreated
 from ledger.store.postgres import PostgresEventStore
+from projections.registry import catch_up_all
 from tests.support.api import ROLES, bearer
-from tests.support.builders import EPOCH
+from tests.support.builders import EPOCH, Narrator, replica
 from tests.support.grants import grant
 from tests.support.paths import ROOT
 
@@ -110,9 +112,26 @@ def _b_subscription(store: PostgresEventStore) -> str:
     return sub_id
 
 
+def _b_workloads(store: PostgresEventStore) -> None:
+    """Workspace B's inference service and notebook (docs/workloads.md)."""
+    n = Narrator(salt="matrix-workloads")
+    for uid, name, workload, kind in (
+        ("svc-b-1", "b-ranker", "service", "Deployment"),
+        ("nb-b-1", "b-notebook", "notebook", "StatefulSet"),
+    ):
+        created = WorkloadCreated(
+            job_uid=uid, name=name, workload=workload, kind=kind, workspace="ws-b",
+            replica=replica(),
+        )  # fmt: skip
+        n.tell(created, f"job/{uid}", EPOCH + timedelta(days=1))
+    store.append(n.events)
+    catch_up_all(store)
+
+
 def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
     """Per documented path that reads (GET), requests that address workspace B's data."""
     sub_id = _b_subscription(store)
+    _b_workloads(store)
     with store.engine.connect() as conn:
         event_id = conn.execute(
             text("SELECT event_id FROM events WHERE stream = 'job/b-1' ORDER BY version LIMIT 1")
@@ -158,6 +177,9 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
         ],
         "/v1/queues/{quota}": ["/v1/queues/q-ws-b", "/v1/queues/q-ws-b?format=csv"],
         "/v1/jobs/{uid}/why": ["/v1/jobs/b-1/why", "/v1/jobs/train-b-9/why"],
+        "/v1/services": ["/v1/services", "/v1/services?workspace=ws-b&format=csv"],
+        "/v1/services/{service_uid}": ["/v1/services/svc-b-1", "/v1/services/nb-b-1"],
+        "/v1/notebooks": ["/v1/notebooks", "/v1/notebooks?workspace=ws-b"],
         "/v1/waits": ["/v1/waits", f"/v1/waits?{WINDOW}&format=csv"],
         "/v1/preemptions": ["/v1/preemptions", "/v1/preemptions?format=csv"],
         "/v1/goodput": ["/v1/goodput", "/v1/goodput?by=workspace&format=csv"],

@@ -37,9 +37,11 @@ from dlc_ledger.services.quotas import apply_quota_file
 from ledger.store.postgres import PostgresEventStore
 from projections.billing.reports import GROUP_KEYS
 from projections.inventory.projection import INVENTORY_GROUP_KEYS
+from projections.registry import catch_up_all
 from tests.support.api import QUOTA_TREE, bearer, seed_dispatch, seed_jobs, without_freshness
-from tests.support.builders import EPOCH
+from tests.support.builders import EPOCH, Narrator
 from tests.support.databases import TemplateDatabases
+from tests.support.workloads import tell_workloads
 
 CHECKS = [
     checks.not_a_server_error,
@@ -104,6 +106,10 @@ def seeded(databases: TemplateDatabases) -> Iterator[tuple[FastAPI, dict[str, st
         apply_quota_file(store, QUOTA_TREE, principal="api/test", at=EPOCH)
         seed_jobs(store)
         seed_dispatch(store)
+        workloads = Narrator(salt="schemathesis-workloads")
+        tell_workloads(workloads)  # a service and a notebook (docs/workloads.md)
+        store.append(workloads.events)
+        catch_up_all(store)
         secret = create_token(store, ["admin"], name="schemathesis", created_by="test")
         with store.engine.connect() as conn:
             event_ids = conn.execute(text("SELECT event_id::text FROM events LIMIT 3")).scalars()
@@ -111,6 +117,7 @@ def seeded(databases: TemplateDatabases) -> Iterator[tuple[FastAPI, dict[str, st
             invoices = conn.execute(text("SELECT invoice_id FROM billing_invoices")).scalars()
             SEEDED_PATHS["invoice_id"] = list(invoices)
         SEEDED_PATHS["uid"] = ["a-1", "b-1", "a-9", "train-c-1"]
+        SEEDED_PATHS["service_uid"] = ["svc", "nb"]
         SEEDED_PATHS["quota"] = ["q-ws-a", "root", "team-c"]
         SEEDED_PATHS["stream"] = ["job/a-1", "job/b-1"]
         yield create_app(store), bearer(secret.secret)

@@ -1,0 +1,33 @@
+"""The documents of ``/v1/services`` and ``/v1/notebooks`` (docs/workloads.md): a workload is a
+job row (``/v1/jobs``'s shape) with its desired replicas over time."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from dlc_ledger.api.models import Freshness, JobDetail, ListedJob, Strict, Timestamp
+
+__all__ = ["ReplicaChange", "WorkloadDetail", "WorkloadPage"]
+
+
+class ReplicaChange(Strict):
+    """A change of the desired replicas: created, scaled, deleted (0 from then on)."""
+
+    at: Timestamp
+    change: Literal["created", "scaled", "deleted"]
+    replicas: int = Field(ge=0)
+    by: str | None = Field(
+        description="Who: the creator; for a scale, the field manager the object names."
+    )
+
+
+class WorkloadPage(Strict):
+    items: list[ListedJob]
+    next_cursor: str | None = None
+    freshness: Freshness | None = None
+
+
+class WorkloadDetail(JobDetail):
+    replica_history: list[ReplicaChange]
