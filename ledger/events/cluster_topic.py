@@ -21,13 +21,17 @@ __all__ = [
 #: The facts a cluster watcher observes (job and workload lifecycles, occupancy, nodes): the
 #: only event types the cluster topic carries. Prices, quotas, money, invoices, decisions and
 #: budgets enter the store only through the product's own commands. docs/wire-format.md.
-CLUSTER_FACT_TYPES: frozenset[str] = JOB_LIFECYCLE_TYPES | WORKLOAD_TYPES | {
-    "OccupancyStarted",
-    "OccupancyEnded",
-    "NodeRegistered",
-    "NodeCordoned",
-    "NodeRemoved",
-}
+CLUSTER_FACT_TYPES: frozenset[str] = (
+    JOB_LIFECYCLE_TYPES
+    | WORKLOAD_TYPES
+    | {
+        "OccupancyStarted",
+        "OccupancyEnded",
+        "NodeRegistered",
+        "NodeCordoned",
+        "NodeRemoved",
+    }
+)
 #: The ``source`` of every watcher's events: ``kube-watcher/<cluster>``.
 WATCHER_SOURCE_PREFIX = "kube-watcher/"
 
