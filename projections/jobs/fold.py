@@ -195,7 +195,6 @@ class FoldedJob:
 # still ran); store position breaks the remaining ties.
 _RANK = {
     "JobSubmitted": 0,
-    "WorkloadCreated": 0,
     "JobQueued": 1,
     "JobAdmitted": 2,
     "AdmissionDecided": 2,
@@ -204,13 +203,18 @@ _RANK = {
     "OccupancyEnded": 4,
     "PreemptionDecided": 5,
     "JobRestarted": 5,
-    "WorkloadScaled": 5,
-    "WorkloadUpdated": 5,
     "JobPreempted": 5,
     "JobSucceeded": 6,
     "JobFailed": 6,
     "JobStopped": 7,
     "JobDeleted": 7,
+}
+# a service's or notebook's facts, around its replicas' occupancies: created first, a scale
+# or an update after the pods of that instant, deleted last (after the pods it released)
+_WORKLOAD_RANK = {
+    "WorkloadCreated": 0,
+    "WorkloadScaled": 5,
+    "WorkloadUpdated": 5,
     "WorkloadDeleted": 7,
 }
 _LAST_RANK = 8
@@ -218,7 +222,10 @@ _LAST_RANK = 8
 
 def fold_order(occurred_at: datetime, kind: str, position: int) -> tuple[datetime, int, int]:
     """The order a job's facts take effect in: cluster time, lifecycle rank, position."""
-    return (occurred_at, _RANK.get(kind, _LAST_RANK), position)
+    rank = _RANK.get(kind)
+    if rank is None:
+        rank = _WORKLOAD_RANK.get(kind, _LAST_RANK)
+    return (occurred_at, rank, position)
 
 
 @dataclass(slots=True)

@@ -18,15 +18,16 @@ import pytest
 
 from chaos.faults import KINDS
 
-pytestmark = pytest.mark.slow
+# alone: the faults are timed by the wall clock, a busy machine changes what they test
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 @pytest.fixture(autouse=True)
 def _one_chaos_run_at_a_time() -> Iterator[None]:
-    """The two runs never share the machine with each other: pytest-xdist may hand them to
-    two workers at once, and each replays against wall-clock fault timings. A file lock,
-    not an xdist group: grouped scheduling keys tests by node id and would run schemathesis's
-    many same-id API tests once."""
+    """The two runs never share the machine with each other, even when a caller runs them
+    under pytest-xdist (``./dev test`` runs them after the rest, one process). A file lock,
+    not an xdist group: grouped scheduling keys tests by node id and would run
+    schemathesis's many same-id API tests once."""
     with open(Path(tempfile.gettempdir()) / "dlc-ledger-chaos.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -307,3 +307,31 @@ def test_the_projected_job_and_its_timeline(
 ) -> None:
     got = projected[_name(pair), later_stored_first]
     assert got == {"at_instant": [pair.earlier, pair.later], "path": pair.path, "pods": pair.pods}
+
+
+def _workload_fact(kind: str, second: float, position: int) -> Fact:
+    data: dict[str, Any] = {"job_uid": "svc"}
+    if kind == "WorkloadCreated":
+        data |= {"name": "ranker", "workload": "service", "kind": "Deployment"}
+        data |= {"workspace": "w", "replicas": 1, "replica": replica().model_dump()}
+    elif kind.startswith("Occupancy"):
+        data |= {"occupancy_id": "p0", "started_at": at(0).isoformat()}
+        data |= {"ended_at": at(second).isoformat()}
+    return Fact(kind, data, at(second), position)
+
+
+@pytest.mark.parametrize("deleted_first", [True, False], ids=["stored-first", "stored-last"])
+def test_a_workload_is_deleted_after_the_pods_of_its_instant(deleted_first: bool) -> None:
+    """A service deleted in the instant its last replica ends: the release folds first, so
+    the service stops there, never Stopping with no pod left (docs/workloads.md)."""
+    last = ["WorkloadDeleted", "OccupancyEnded"]
+    if not deleted_first:
+        last.reverse()
+    facts = [
+        _workload_fact("WorkloadCreated", EARLY, 1),
+        _workload_fact("OccupancyStarted", EARLY, 2),
+        *(_workload_fact(kind, INSTANT, 3 + i) for i, kind in enumerate(last)),
+    ]
+    job = fold_facts("svc", None, facts)
+    assert [status for status, _ in job.transitions] == ["Creating", "Running", "Stopped"]
+    assert job.open_occupancies == [] and job.deleted_at == at(INSTANT)
