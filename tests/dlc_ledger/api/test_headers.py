@@ -33,9 +33,12 @@ from dlc_ledger.api.dashboard_mount import CONTENT_SECURITY_POLICY as DASHBOARD_
 from dlc_ledger.api.metrics import REQUESTS
 from dlc_ledger.services.access import create_token
 from ledger.store.postgres import PostgresEventStore
+from projections.registry import catch_up_all
 from tests.support.api import bearer, seed_world
+from tests.support.builders import Narrator
 from tests.support.dashboard import CHROMIUM, _start, require_chromium
 from tests.support.databases import TemplateDatabases
+from tests.support.workloads import tell_workloads
 
 OPERATIONS = sorted(
     (path, method)
@@ -46,6 +49,7 @@ GETS = [path for path, method in OPERATIONS if method == "get"]
 #: path parameters -> a value naming seeded data, and one naming nothing
 SEEDED: dict[str, str] = {
     "uid": "a-1",
+    "service_uid": "svc",
     "quota": "q-ws-a",
     "stream": "job/a-1",
     "group": "gpu-g2",
@@ -57,6 +61,7 @@ RANDOM: dict[str, str] = {
     "event_id": "00000000-0000-4000-8000-000000000037",
     "invoice_id": "INV-none",
     "uid": "no-such-job",
+    "service_uid": "no-such-service",
     "quota": "no-such-quota",
     "stream": "job/no-such-job",
     "group": "no-such-group",
@@ -80,6 +85,10 @@ def served(databases: TemplateDatabases) -> Iterator[Served]:
     store = PostgresEventStore(url)
     try:
         subscription_id = seed_world(store, workspace="ws-a")
+        workloads = Narrator(salt="headers-workloads")
+        tell_workloads(workloads)  # a service and a notebook (docs/workloads.md)
+        store.append(workloads.events)
+        catch_up_all(store)
         secret = create_token(store, ["admin"], name="headers", created_by="test").secret
         with store.engine.connect() as conn:
             seeded = {
