@@ -9,8 +9,7 @@ CLI in process); CI runs everything. A test is slow when
 - it lives in a folder of whole-product runs: ``tests/e2e`` (replays, the demo, closed
   loops), ``tests/chaos``, ``tests/packaging``.
 
-A module may also mark itself (``pytestmark = pytest.mark.slow``); marks only add up. Slow
-tests are collected first, so parallel workers start the long ones early.
+A module may also mark itself (``pytestmark = pytest.mark.slow``); marks only add up.
 """
 
 from __future__ import annotations
@@ -55,6 +54,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.path, list(getattr(item, "fixturenames", ()))
         ):
             item.add_marker(pytest.mark.slow)
-    # slow tests first (each group in its own order): pytest-xdist hands tests out in this
-    # order, so the long ones start early and the short ones even out the workers at the end
-    items[:] = sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
