@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from consumers.watchers import DEFAULT_RESOURCES
 from kubesim.clock import DEFAULT_EPOCH
 from kubesim.driver import TraceDriver
 from kubesim.server import KubeSim
@@ -26,8 +27,9 @@ __all__ = ["DEFAULT_START", "ClusterReplay", "Replay", "Slice", "openb_slice"]
 
 #: where openb's pods are dense (a pod every few hundred seconds, most ending within a day)
 DEFAULT_START = 10_000_000
-#: the watcher's resources (consumers.watchers.listwatch.DEFAULT_RESOURCES): one watch each
-WATCHES = 6
+#: the watcher's resources: one watch each, all open before a run counts as quiet (a stale
+#: count let a run end while the pods' watch was still reconnecting after a cut)
+WATCHES = len(DEFAULT_RESOURCES)
 
 
 @dataclass(frozen=True)
