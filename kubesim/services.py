@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kubesim.objects import owner_reference
+from kubesim.objects import _resources, owner_reference
 from kubesim.resources import DEPLOYMENTS, LEADERWORKERSETS, PODS, STATEFULSETS
 
 __all__ = [
@@ -43,12 +43,7 @@ def _template(
     priority: int,
     image: str,
 ) -> Object:
-    requests = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi"}
-    limits: Object = {}
-    if gpus:
-        requests["nvidia.com/gpu"] = str(gpus)
-        limits["nvidia.com/gpu"] = str(gpus)
-    resources: Object = {"requests": requests, **({"limits": limits} if limits else {})}
+    resources = _resources(cpu_milli, memory_mib, gpus)  # as a job's pod asks (objects.py)
     return {
         "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
         "spec": {

@@ -449,8 +449,12 @@ class ClusterTracker:
 
     def _release(self, job: JobFacts) -> list[Envelope]:
         """Pod events that waited for this job."""
+        return self._release_waiting(job.uid, f"name:{job.namespace}/{job.name}")
+
+    def _release_waiting(self, *keys: str) -> list[Envelope]:
+        """Pod events that waited under ``keys`` (an owner's uid, its name key), mapped now."""
         out: list[Envelope] = []
-        for key in (job.uid, f"name:{job.namespace}/{job.name}"):
+        for key in keys:
             for item in self._pending.pop(key, []):
                 out += self._pod(item.kind, item.obj, wait=False)
         return out
@@ -498,11 +502,7 @@ class ClusterTracker:
 
     def _release_workload(self, w: WorkloadFacts) -> list[Envelope]:
         """Replica pod events that waited for this workload."""
-        out: list[Envelope] = []
-        for key in (w.uid, f"name:{w.namespace}/{w.kind}/{w.name}"):
-            for item in self._pending.pop(key, []):
-                out += self._pod(item.kind, item.obj, wait=False)
-        return out
+        return self._release_waiting(w.uid, f"name:{w.namespace}/{w.kind}/{w.name}")
 
     # -- pods ------------------------------------------------------------------------------
 
