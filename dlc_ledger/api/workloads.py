@@ -19,9 +19,8 @@ from dlc_ledger.api.listing import listing
 from dlc_ledger.api.models_workloads import WorkloadDetail, WorkloadPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.presenters import listed_jobs, money_fields
-from ledger.errors import NotFound
 from projections.billing import currency_scales
-from projections.jobs import find_job, job_detail, replica_history
+from projections.jobs import workload_detail
 
 __all__ = ["router"]
 
@@ -103,11 +102,7 @@ def get_service(request: Request, principal: CurrentPrincipal, service_uid: str)
     replicas over time."""
     store = request.app.state.store
     with store.snapshot() as uow:
-        found = find_job(uow.connection, service_uid, workspaces=principal.scope)
-        detail: dict[str, Any] = job_detail(uow, found, workspaces=principal.scope)
-        if detail.get("framework") not in ("service", "notebook"):
-            raise NotFound(f"no service {service_uid!r} (a training job is at /v1/jobs)")
-        detail["replica_history"] = replica_history(uow, found)
+        detail = workload_detail(uow, service_uid, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
     body = WorkloadDetail.model_validate(with_freshness(request, detail))

@@ -18,9 +18,8 @@ from dlc_ledger.cli.tables import DocumentFormat, DocumentFormatOption, render_t
 from dlc_ledger.cli.tables import cell as _cell
 from dlc_ledger.presenters import with_amounts
 from dlc_ledger.wiring import context
-from ledger.errors import NotFound
 from projections.billing import currency_scales
-from projections.jobs import find_job, job_detail, list_jobs, replica_history
+from projections.jobs import list_jobs, workload_detail
 from projections.names import job_workspaces
 
 __all__ = ["notebooks_app", "services_app"]
@@ -88,12 +87,9 @@ def services_show(
     """One service: its replicas over time, occupied resources, cost and quota."""
     store = context.open_reader()
     with store.snapshot() as uow:
-        uid = find_job(uow.connection, service)
-        detail = job_detail(uow, uid)
-        if detail.get("framework") not in ("service", "notebook"):
-            raise NotFound(f"{service!r} is a training job, not a service: see `jobs show`")
-        history = replica_history(uow, uid)
+        detail = workload_detail(uow, service)
         scale_of = currency_scales(uow.connection)
+    history = detail["replica_history"]
     cost = with_amounts(detail["cost"], fmt.value, scale_of)
     shown = {
         k: detail.get(k)

@@ -35,7 +35,7 @@ from projections.jobs.queries import (
     timeline_rows,
 )
 from projections.jobs.tables import job_state, job_timeline, job_workspace_quotas
-from projections.jobs.workloads import replica_history
+from projections.jobs.workloads import replica_history, workload_detail
 from projections.pages import MAX_PAGE
 
 __all__ = [
@@ -63,4 +63,5 @@ __all__ = [
     "stream_events",
     "timeline_entries",
     "timeline_rows",
+    "workload_detail",
 ]

@@ -1,15 +1,20 @@
-"""A service's or notebook's desired replicas over time (docs/workloads.md), read from its own
-stream: its creation, every scale and its deletion, in cluster-time order."""
+"""A service or notebook as its reads show it (docs/workloads.md): its job detail with its desired
+replicas over time, read from its own stream (creation, every scale, deletion, in cluster-time
+order); the one read ``services show`` and ``/v1/services/{service_uid}`` both call."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from ledger.canonical import format_timestamp
+from ledger.errors import NotFound
+from ledger.events import WORKLOAD_KINDS
 from ledger.store.base import UnitOfWork
 from projections.jobs.fold import fold_order
+from projections.jobs.queries import find_job, job_detail
 
-__all__ = ["replica_history"]
+__all__ = ["replica_history", "workload_detail"]
 
 _CHANGES = ("WorkloadCreated", "WorkloadScaled", "WorkloadDeleted")
 
@@ -41,3 +46,16 @@ def replica_history(uow: UnitOfWork, uid: str) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def workload_detail(
+    uow: UnitOfWork, ref: str, *, workspaces: Collection[str] | None = None
+) -> dict[str, Any]:
+    """The service or notebook ``ref`` (uid, or a name only one job has) as :func:`job_detail`
+    shows a job, with its ``replica_history``; a training job is :class:`NotFound` here."""
+    uid = find_job(uow.connection, ref, workspaces=workspaces)
+    detail = job_detail(uow, uid, workspaces=workspaces)
+    if detail.get("framework") not in WORKLOAD_KINDS:
+        raise NotFound(f"{ref!r} is a training job, not a service: see its job (`jobs show`)")
+    detail["replica_history"] = replica_history(uow, uid)
+    return detail
