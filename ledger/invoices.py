@@ -13,7 +13,7 @@ most half a minor unit per line, however many small jobs it holds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -77,6 +77,7 @@ def build_invoice(
     *,
     currency: str | None = None,
     revision: int = 0,
+    workloads: Mapping[str, str] | None = None,
 ) -> InvoiceIssued:
     """The ``InvoiceIssued`` payload for ``workspace`` x ``period``.
 
@@ -88,9 +89,15 @@ def build_invoice(
     there may be no transactions at all. When the lines' rounding is not zero,
     ``rounding_transaction_id`` names the transaction that must be posted with the
     invoice (:func:`invoice_rounding`).
+
+    ``workloads`` names the services and notebooks among the transactions' jobs (job uid
+    -> ``service ns/name``): each one's usage gets lines of its own, naming it, so a
+    service's prepaid baseline and its pay-as-you-go spill stand apart on the invoice.
     """
     account = receivable_account(workspace)
-    groups: dict[tuple[str, BillingMode, str], _Acc] = {}
+    workloads = workloads or {}
+    # resource x mode x rate, and the workload's uid ("": the jobs of the workspace)
+    groups: dict[tuple[str, BillingMode, str, str], _Acc] = {}
     charges: list[InvoiceLine] = []
     for txn in transactions:
         if txn.period != period:
@@ -116,14 +123,15 @@ def build_invoice(
                 )
         u = txn.usage
         rate = "" if u.rate is None else rate_key(u.rate)
-        acc = groups.setdefault((u.resource, u.billing_mode, rate), _Acc(u.unit, u.rate))
+        uid = u.job_uid if u.job_uid in workloads else ""
+        acc = groups.setdefault((u.resource, u.billing_mode, rate, uid), _Acc(u.unit, u.rate))
         acc.usage += u.usage
         acc.precise += sum(precise_from_decimal(p.amount_minor) for p in mine)
         acc.transaction_ids.append(txn.transaction_id)
     if currency is None:
         raise NotInvoiceable(f"no transactions for {workspace} {period}: pass the currency")
     lines = []
-    for (resource, mode, rate), acc in sorted(groups.items()):
+    for (resource, mode, rate, uid), acc in sorted(groups.items()):
         if acc.usage == 0 and acc.precise == 0:
             continue
         with exact_context():
@@ -131,10 +139,12 @@ def build_invoice(
                 QUANTITY_QUANTUM, rounding=ROUND_HALF_EVEN
             )
         at = f" at {rate} {currency}/{acc.unit}" if rate else ""
+        whose = f", {workloads[uid]}" if uid else ""
         lines.append(
             InvoiceLine(
-                description=f"{resource} ({mode}): {quantity} {acc.unit}{at}",
+                description=f"{resource} ({mode}){whose}: {quantity} {acc.unit}{at}",
                 workspace=workspace,
+                job_uid=uid or None,
                 resource=resource,
                 billing_mode=mode,
                 quantity=quantity,

@@ -14,7 +14,10 @@ Lookup rules (also in ``docs/billing.md``):
 - a ``SpotPriceChanged`` sets the spot rate of one key from its ``effective_from``
   until the next change of that key or the next book (a change effective at
   the same instant as a book overrides that book's spot rate);
-- idle = public times the book's ``idle_multiplier``; quota = 0.
+- idle = public times the book's ``idle_multiplier``; quota = 0;
+- a service's or notebook's public (and idle) rate is its workload's own, from the book's
+  ``workload_rates``, where that table prices the resource; else the jobs' rate. Spot is
+  the market's price, the same for every workload.
 
 One schedule holds one currency and scale: a line item must never add amounts
 in two currencies, so a book or spot change in another currency is refused.
@@ -46,6 +49,7 @@ from ledger.events import (
     BillingMode,
     NodeSpec,
     PriceBookPublished,
+    PricedWorkload,
     Rates,
     SpotPriceChanged,
     SubscriptionPricesPublished,
@@ -102,6 +106,20 @@ def _rate_text(value: object, what: str = "value") -> str:
     return value
 
 
+def _rate_table(value: object) -> object:
+    if not isinstance(value, Mapping):
+        raise Invalid("must be a mapping of resource key to rate")
+    for key, rate in value.items():
+        if not isinstance(key, str) or not re.match(_KEY_PATTERN, key):
+            raise Invalid(f"unknown resource key {key!r}: use gpu/<model>, gpu/any, cpu or memory")
+        text = _rate_text(rate, f"rate for {key!r}")
+        if not re.match(_DECIMAL_PATTERN, text):
+            raise Invalid(
+                f'rate for {key!r} must be a non-negative decimal like "2.40", got {text!r}'
+            )
+    return value
+
+
 class _RateTable(_Strict):
     public: dict[str, str] = Field(min_length=1)
     spot: dict[str, str] = {}
@@ -109,20 +127,18 @@ class _RateTable(_Strict):
     @field_validator("public", "spot", mode="before")
     @classmethod
     def _check(cls, value: object) -> object:
-        if not isinstance(value, Mapping):
-            raise Invalid("must be a mapping of resource key to rate")
+        return _rate_table(value)
 
-        for key, rate in value.items():
-            if not isinstance(key, str) or not re.match(_KEY_PATTERN, key):
-                raise Invalid(
-                    f"unknown resource key {key!r}: use gpu/<model>, gpu/any, cpu or memory"
-                )
-            text = _rate_text(rate, f"rate for {key!r}")
-            if not re.match(_DECIMAL_PATTERN, text):
-                raise Invalid(
-                    f'rate for {key!r} must be a non-negative decimal like "2.40", got {text!r}'
-                )
-        return value
+
+class _WorkloadRateTable(_Strict):
+    """A service's or notebook's own public rates (spot is the market's, for all)."""
+
+    public: dict[str, str] = Field(min_length=1)
+
+    @field_validator("public", mode="before")
+    @classmethod
+    def _check(cls, value: object) -> object:
+        return _rate_table(value)
 
 
 class PriceBook(_Strict):
@@ -135,6 +151,8 @@ class PriceBook(_Strict):
     effective_from: datetime
     rates: _RateTable
     idle_multiplier: str = Field(pattern=_DECIMAL_PATTERN)
+    #: services' and notebooks' own public rates, where they differ from the jobs'
+    workload_rates: dict[PricedWorkload, _WorkloadRateTable] = {}
     #: node specs sold by subscription, with their monthly and yearly prices, as written
     #: (checked by :func:`ledger.subscriptions.specs.node_specs_from_document`); optional
     subscriptions: dict[str, Any] | None = None
@@ -195,6 +213,10 @@ class PriceBook(_Strict):
                 spot={k: Decimal(v) for k, v in self.rates.spot.items()},
             ),
             idle_multiplier=Decimal(self.idle_multiplier),
+            workload_rates={
+                workload: Rates(public={k: Decimal(v) for k, v in table.public.items()})
+                for workload, table in self.workload_rates.items()
+            },
         )
 
     def subscription_event(self) -> SubscriptionPricesPublished | None:
@@ -237,11 +259,12 @@ def implausible_rates(
     if isinstance(event, SpotPriceChanged):
         rates = [("spot", event.resource, event.rate)]
     else:
-        rates = [
-            (mode, key, rate)
-            for mode, table in (("public", event.rates.public), ("spot", event.rates.spot))
-            for key, rate in sorted(table.items())
+        tables = [("public", event.rates.public), ("spot", event.rates.spot)]
+        tables += [
+            (f"{workload} public", table.public)
+            for workload, table in sorted(event.workload_rates.items())
         ]
+        rates = [(mode, key, rate) for mode, table in tables for key, rate in sorted(table.items())]
     return [f"{mode} {key} {rate} {event.currency}/h" for mode, key, rate in rates if rate > bound]
 
 
@@ -279,6 +302,8 @@ class AppliedRate:
     key: str  # the rate-table key that matched (e.g. gpu/any for a gpu/A100 resource)
     source: Literal["book", "spot-change", "idle", "quota"]
     since: datetime  # when this rate came into force
+    #: whose table priced it: ``job`` (the book's ``rates``) or the workload's own
+    table: str = "job"
 
 
 def lookup_keys(resource: str) -> tuple[str, ...]:
@@ -361,8 +386,12 @@ class PriceSchedule:
         change = self._spots[key][i]
         return change if change.at >= book_at else None
 
-    def rate_at(self, resource: str, mode: BillingMode, t: datetime) -> AppliedRate:
-        """The rate per unit-hour for ``resource`` in billing ``mode`` at instant ``t``."""
+    def rate_at(
+        self, resource: str, mode: BillingMode, t: datetime, workload: str = "training"
+    ) -> AppliedRate:
+        """The rate per unit-hour for ``resource`` in billing ``mode`` at instant ``t``, for
+        a ``workload`` (``training``, ``service``, ``notebook``: the book's own rates of a
+        service or notebook apply to it where it has them)."""
         t = _utc(t)
         if mode == "quota":  # prepaid: zero whatever the books say, even before the first one
             i = bisect.bisect_right(self._book_times, t) - 1
@@ -381,14 +410,17 @@ class PriceSchedule:
                 f"price book {book.book_id!r} has no spot rate for {resource!r} "
                 f"(tried {', '.join(lookup_keys(resource))}) at {t.isoformat()}"
             )
-        for key in lookup_keys(resource):
-            if key in book.rates.public:
-                public = book.rates.public[key]
-                if mode == "idle":
-                    with exact_context():
-                        rate = public * book.idle_multiplier
-                    return AppliedRate(rate, book.book_id, key, "idle", entry.at)
-                return AppliedRate(public, book.book_id, key, "book", entry.at)
+        own = next((r for w, r in book.workload_rates.items() if w == workload), None)
+        tables = [(workload, own.public)] if own is not None else []
+        for table, rates in [*tables, ("job", book.rates.public)]:
+            for key in lookup_keys(resource):
+                if key in rates:
+                    public = rates[key]
+                    if mode == "idle":
+                        with exact_context():
+                            rate = public * book.idle_multiplier
+                        return AppliedRate(rate, book.book_id, key, "idle", entry.at, table)
+                    return AppliedRate(public, book.book_id, key, "book", entry.at, table)
         raise NoApplicableRate(
             f"price book {book.book_id!r} has no public rate for {resource!r} "
             f"(tried {', '.join(lookup_keys(resource))}) at {t.isoformat()}"

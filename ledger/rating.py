@@ -87,6 +87,8 @@ class Occupancy:
     end: datetime | None = None
     quota: str | None = None
     user: str = "unknown"
+    #: ``training`` (a job), ``service`` or ``notebook``: whose rates apply (ledger.prices)
+    workload: str = "training"
 
     def __post_init__(self) -> None:
         for name in ("mgpu", "cpu_milli", "memory_mib"):
@@ -387,7 +389,7 @@ def rate_interval(
             )
             by_period: dict[str, list[Segment]] = {}
             for a, b in pairwise(points):
-                applied = schedule.rate_at(resource, mode, a)
+                applied = schedule.rate_at(resource, mode, a, occ.workload)
                 usage = units * ((b - a) // _MICROSECOND)
                 quantity = usage_quantity(resource, usage)
                 period = periods(a).key

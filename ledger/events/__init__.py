@@ -99,6 +99,7 @@ from ledger.events.occupancy import (
 )
 from ledger.events.prices import (
     PriceBookPublished,
+    PricedWorkload,
     Rates,
     SpotPriceChanged,
 )
@@ -199,6 +200,7 @@ __all__ = [
     "PreemptionDecided",
     "PreemptionPolicy",
     "PriceBookPublished",
+    "PricedWorkload",
     "Priority",
     "QueuePolicy",
     "QuotaAmounts",

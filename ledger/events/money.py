@@ -150,8 +150,10 @@ class InvoiceLine(Part):
     """One line: a period's usage of one resource x billing mode x rate, rounded once.
 
     ``amount_minor`` is ``amount_precise`` (the sum of the line's postings, below the
-    minor unit) rounded half-even. Lines of invoices issued before lines were
-    aggregated name a ``job_uid`` and carry no rate or precise amount.
+    minor unit) rounded half-even. A service's or notebook's line names it by its uid in
+    ``job_uid`` (its usage is invoiced apart from the workspace's jobs). Lines of invoices
+    issued before lines were aggregated name a ``job_uid`` and carry no rate or precise
+    amount.
     """
 
     description: str

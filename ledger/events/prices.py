@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
     Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
 )
 
 from ledger.bounds import (
@@ -21,7 +23,10 @@ from ledger.events.common import (
     RateBound,
 )
 
-__all__ = ["PriceBookPublished", "Rates", "SpotPriceChanged"]
+__all__ = ["PriceBookPublished", "PricedWorkload", "Rates", "SpotPriceChanged"]
+
+#: The workloads a price book may price apart from training jobs (docs/workloads.md).
+PricedWorkload = Literal["service", "notebook"]
 
 
 class Rates(Part):
@@ -39,6 +44,17 @@ class PriceBookPublished(EventData):
     effective_from: AwareDatetime
     rates: Rates
     idle_multiplier: Annotated[Decimal, Bound(MAX_IDLE_MULTIPLIER)] = Field(ge=0)
+    #: rates of services and notebooks where they differ from the jobs' (``rates``); a
+    #: resource their table does not price is rated as a job's. Left out of the payload
+    #: when empty, so books published before it keep their exact bytes.
+    workload_rates: dict[PricedWorkload, Rates] = {}
+
+    @model_serializer(mode="wrap")
+    def _without_empty_workload_rates(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data: dict[str, Any] = handler(self)
+        if not data.get("workload_rates"):
+            data.pop("workload_rates", None)
+        return data
 
 
 @event_type("SpotPriceChanged")

@@ -12,6 +12,7 @@ borrows from whom":
 - :mod:`~ledger.quotas.validate`: the rules a tree keeps;
 - :mod:`~ledger.quotas.diff`: the events from one tree to another (apply, ``--prune``);
 - :mod:`~ledger.quotas.flavors`: which quota key a flavor's usage counts against;
+- :mod:`~ledger.quotas.spillover`: which service replica runs beyond its quota, on public;
 - :mod:`~ledger.quotas.usage`: used, borrowed, lent, max and over-admission (two engines:
   a whole tree at once, and one flavor kept current as leaves change).
 
@@ -31,6 +32,7 @@ from ledger.quotas.model import (
     spec_hash,
     topological_order,
 )
+from ledger.quotas.spillover import spills
 from ledger.quotas.usage import (
     FlavorUsage,
     NodeUsage,
@@ -62,6 +64,7 @@ __all__ = [
     "quota_tree_from_document",
     "resource_unit",
     "spec_hash",
+    "spills",
     "topological_order",
     "unused_offered",
     "validate_tree",

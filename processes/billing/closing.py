@@ -17,6 +17,7 @@ letter reopening while it still fails.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import orjson
@@ -81,6 +82,19 @@ def _invoiced_transactions(
     ]
 
 
+def _workloads(conn: Connection, txns: Sequence[LedgerTransactionPosted]) -> dict[str, str]:
+    """The services and notebooks among the transactions' jobs: uid -> ``service ns/name``."""
+    uids = sorted({t.usage.job_uid for t in txns if t.usage is not None})
+    rows = conn.execute(
+        text(
+            "SELECT job_uid, workload || ' ' || namespace || '/' || name FROM billing_workloads "
+            "WHERE job_uid = ANY(:u)"
+        ),
+        {"u": uids},
+    )
+    return {uid: label for uid, label in rows}
+
+
 def close_periods(
     store: EventStore,
     now: datetime,
@@ -103,7 +117,14 @@ def close_periods(
             txns = _invoiced_transactions(conn, workspace, period)
             revision = _revision(conn, workspace, period)
             try:
-                invoice = build_invoice(workspace, period, txns, now, revision=revision)
+                invoice = build_invoice(
+                    workspace,
+                    period,
+                    txns,
+                    now,
+                    revision=revision,
+                    workloads=_workloads(conn, txns),
+                )
                 event_id = deterministic_id("event", "InvoiceIssued", invoice.invoice_id)
                 closing = [
                     make_envelope(

@@ -58,7 +58,13 @@ from ledger.rating import (
 )
 from ledger.store.base import EventStore, UnitOfWork
 from ledger.store.failures import is_poison
-from projections.billing import catch_up_billing, catch_up_on, load_schedule, occupancy_from_row
+from projections.billing import (
+    WORKLOAD_OF_OCCUPANCY,
+    catch_up_billing,
+    catch_up_on,
+    load_schedule,
+    occupancy_from_row,
+)
 
 __all__ = [
     "RATER_CHECKPOINT",
@@ -73,7 +79,8 @@ RATER_CHECKPOINT = "rater:billing"
 _OCC_COLS = (
     "occupancy_id, job_uid, workspace, quota, user_name, flavor, mgpu, cpu_milli, memory_mib, "
     "billing_mode, started_at, ended_at, start_event_id, end_event_id, rated_to, "
-    "GREATEST(start_position, COALESCE(end_position, 0)) AS pos"
+    "GREATEST(start_position, COALESCE(end_position, 0)) AS pos, "
+    f"{WORKLOAD_OF_OCCUPANCY} AS workload"
 )
 
 

@@ -33,6 +33,7 @@ from projections.billing.invoices import (
 )
 from projections.billing.projection import BillingProjection, catch_up_billing, catch_up_on
 from projections.billing.reads import (
+    WORKLOAD_OF_OCCUPANCY,
     ScaleOf,
     billing_currency,
     currency_scales,
@@ -61,6 +62,7 @@ from projections.billing.trails import (
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
     "GROUP_KEYS",
+    "WORKLOAD_OF_OCCUPANCY",
     "BillingProjection",
     "Invoice",
     "InvoiceDetail",

@@ -36,6 +36,7 @@ from ledger.money import PRECISE_DIGITS, precise_decimal, precise_from_decimal
 from ledger.rating import rate_key
 from ledger.store.base import EventStore, RecordedEvent, UnitOfWork
 from projections.base import Projection
+from projections.billing.spillover import spilled
 from projections.billing.tables import (
     billing_cost_monthly,
     billing_credit_notes,
@@ -48,6 +49,7 @@ from projections.billing.tables import (
     billing_quota_groups,
     billing_transactions,
     billing_usage_lines,
+    billing_workloads,
     billing_workspace_quotas,
 )
 from projections.bulk import copy_table, driver
@@ -74,9 +76,18 @@ class _Page:
     # workspace -> (quota, position): bindings known so far; loaded on first need
     bindings: dict[str, tuple[str | None, int]] | None = None
     bound: dict[str, tuple[str | None, int]] = field(default_factory=dict)  # changed here
-    # quota -> (parent, groups it names); loaded on first need, None: deleted in the page
-    quotas: dict[str, tuple[str | None, tuple[str, ...]] | None] | None = None
+    # quota -> (parent, groups it names, spec); loaded on first need, None: deleted here
+    quotas: dict[str, Quota | None] | None = None
     quotas_changed: dict[str, int] = field(default_factory=dict)  # quota -> position
+    # job uid -> billing_workloads row: the workloads created in the page
+    workloads: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # the uids of services that spill onto public resources; loaded on first need
+    spilling: set[str] | None = None
+
+
+#: A quota as billing folds it: parent, the resource groups it names, its spec as applied
+#: (a dict; None in rows folded before migration 0024).
+Quota = tuple[str | None, tuple[str, ...], dict[str, Any] | None]
 
 
 class BillingProjection(Projection):
@@ -95,9 +106,11 @@ class BillingProjection(Projection):
         billing_credit_notes,
         billing_workspace_quotas,
         billing_quota_groups,
+        billing_workloads,
     )
     event_types = frozenset(
         {
+            "WorkloadCreated",
             "WorkspaceBound",
             "QuotaCreated",
             "QuotaChanged",
@@ -132,6 +145,8 @@ class BillingProjection(Projection):
                 page.bound[d["workspace"]] = binding
             elif kind in ("QuotaCreated", "QuotaChanged", "QuotaDeleted"):
                 _fold_quota(page, record, conn)
+            elif kind == "WorkloadCreated":
+                _fold_workload(page, record, conn)
             elif kind not in self.event_types:
                 continue
             else:
@@ -185,15 +200,39 @@ def _bindings(page: _Page, conn: Connection) -> dict[str, tuple[str | None, int]
     return page.bindings
 
 
-def _quotas(page: _Page, conn: Connection) -> dict[str, tuple[str | None, tuple[str, ...]] | None]:
+def _quotas(page: _Page, conn: Connection) -> dict[str, Quota | None]:
     if page.quotas is None:
         page.quotas = {
-            quota: (parent, tuple(groups))
-            for quota, parent, groups in conn.execute(
-                text("SELECT quota, parent, resource_groups FROM billing_quota_groups")
+            quota: (parent, tuple(groups), spec)
+            for quota, parent, groups, spec in conn.execute(
+                text("SELECT quota, parent, resource_groups, spec FROM billing_quota_groups")
             ).all()
         }
     return page.quotas
+
+
+def _spilling(page: _Page, conn: Connection) -> set[str]:
+    if page.spilling is None:
+        page.spilling = set(
+            conn.execute(
+                text("SELECT job_uid FROM billing_workloads WHERE spillover = 'public'")
+            ).scalars()
+        )
+    return page.spilling
+
+
+def _fold_workload(page: _Page, record: RecordedEvent, conn: Connection) -> None:
+    d = record.data
+    uid = d["job_uid"]
+    if uid in page.workloads:
+        return  # the first creation wins
+    spillover = d.get("spillover", "none")
+    page.workloads[uid] = (
+        uid, d.get("workload", "service"), d.get("kind", "Deployment"),
+        d.get("namespace", "default"), d["name"], spillover, record.position,
+    )  # fmt: skip
+    if spillover == "public":
+        _spilling(page, conn).add(uid)
 
 
 def _fold_quota(page: _Page, record: RecordedEvent, conn: Connection) -> None:
@@ -204,7 +243,9 @@ def _fold_quota(page: _Page, record: RecordedEvent, conn: Connection) -> None:
         page.quotas_changed[d["quota_id"]] = record.position
         return
     spec = d["spec"]
-    quotas[spec["quota_id"]] = (spec.get("parent"), tuple(spec.get("resource_groups") or ()))
+    quotas[spec["quota_id"]] = (
+        spec.get("parent"), tuple(spec.get("resource_groups") or ()), spec,
+    )  # fmt: skip
     page.quotas_changed[spec["quota_id"]] = record.position
 
 
@@ -217,7 +258,7 @@ def _draws_on_groups(page: _Page, conn: Connection, quota: str | None) -> bool:
         entry = quotas.get(quota)
         if entry is None:
             return False
-        parent, groups = entry
+        parent, groups, _ = entry
         if groups:
             return True
         quota = parent
@@ -237,6 +278,8 @@ def _fold_start(page: _Page, record: RecordedEvent, conn: Connection) -> None:
     mode = d.get("billing_mode", "public")
     if mode == "public" and _draws_on_groups(page, conn, quota):
         mode = "quota"  # runs on capacity its quota's subscriptions paid for
+        if d["job_uid"] in _spilling(page, conn) and spilled(page, conn, d, quota):
+            mode = "public"  # a replica beyond its quota's capacity: on public resources
     halves[0] = (
         d["job_uid"],
         d["workspace"],
@@ -508,15 +551,28 @@ def _write(conn: Connection, page: _Page) -> None:
             if gone:
                 cur.execute("DELETE FROM billing_quota_groups WHERE quota = ANY(%s)", (gone,))
             cur.executemany(
-                "INSERT INTO billing_quota_groups (quota, parent, resource_groups, position) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (quota) DO UPDATE SET "
+                "INSERT INTO billing_quota_groups (quota, parent, resource_groups, position, "
+                "spec) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (quota) DO UPDATE SET "
                 "parent = EXCLUDED.parent, resource_groups = EXCLUDED.resource_groups, "
-                "position = EXCLUDED.position",
+                "position = EXCLUDED.position, spec = EXCLUDED.spec",
                 [
-                    (q, entry[0], orjson.dumps(list(entry[1])).decode(), pos)
+                    (
+                        q,
+                        entry[0],
+                        orjson.dumps(list(entry[1])).decode(),
+                        pos,
+                        None if entry[2] is None else orjson.dumps(entry[2]).decode(),
+                    )
                     for q, pos in sorted(page.quotas_changed.items())
                     if (entry := quotas.get(q)) is not None
                 ],
+            )
+    if page.workloads:
+        with driver(conn).cursor() as cur:
+            cur.executemany(
+                "INSERT INTO billing_workloads VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (job_uid) DO NOTHING",
+                list(page.workloads.values()),
             )
     if page.bound:
         with driver(conn).cursor() as cur:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the event models and the rating engine load with the first 
     from ledger.rating import Occupancy
 
 __all__ = [
+    "WORKLOAD_OF_OCCUPANCY",
     "ScaleOf",
     "billing_currency",
     "currency_scales",
@@ -62,7 +63,15 @@ def occupancy_from_row(row: Any) -> Occupancy:
         billing_mode=row.billing_mode,
         start=start,
         end=None if end is None else max(end, start),
+        workload=getattr(row, "workload", None) or "training",
     )
+
+
+#: SQL: the workload (``service``, ``notebook``) of a ``billing_occupancies`` row's job,
+#: NULL for a training job's: whose rates apply (select it ``AS workload``).
+WORKLOAD_OF_OCCUPANCY = (
+    "(SELECT w.workload FROM billing_workloads w WHERE w.job_uid = billing_occupancies.job_uid)"
+)
 
 
 def _first_book(conn: Connection) -> Any:

@@ -24,7 +24,7 @@ report returns at most ``MAX_REPORT_ROWS`` rows (:mod:`projections.pages`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -65,7 +65,10 @@ __all__ = [
     "uses_ledger",
 ]
 
-GROUP_KEYS = ("workspace", "quota", "user", "flavor", "billing_mode", "day", "month", "job")
+GROUP_KEYS = (
+    "workspace", "quota", "user", "flavor", "billing_mode", "day", "month", "job", "kind",
+    "service",
+)  # fmt: skip
 _COLUMN = {
     "workspace": "workspace",
     "quota": "COALESCE(quota, '-')",  # '-': no quota, as in the quota projection
@@ -73,7 +76,19 @@ _COLUMN = {
     "flavor": "flavor",
     "billing_mode": "billing_mode",
     "job": "job_uid",
+    # a job's workload: training, service or notebook; a service's namespace/name, '-' for
+    # any other job (docs/workloads.md): read from ``billing_workloads`` (:data:`_WORKLOADS`)
+    "kind": "COALESCE(workload, 'training')",
+    "service": "COALESCE(service, '-')",
 }
+#: The keys read from a job's workload: a query grouping by them selects :data:`_WORKLOADS`.
+_WORKLOAD_KEYS = frozenset({"kind", "service"})
+#: SQL columns ``workload`` and ``service`` of the job of a row of ``{t}`` (its job_uid).
+_WORKLOADS = (
+    "(SELECT w.workload FROM billing_workloads w WHERE w.job_uid = {t}.job_uid) AS workload, "
+    "(SELECT w.namespace || '/' || w.name FROM billing_workloads w "
+    "WHERE w.job_uid = {t}.job_uid AND w.workload = 'service') AS service"
+)
 
 
 def _q(key: str) -> str:
@@ -135,8 +150,9 @@ def _only(only: Only | None, params: dict[str, Any]) -> str:
     if only is None:
         return ""
     key, values = only
-    if key not in _COLUMN:
-        raise Invalid(f"a report is narrowed by {', '.join(_COLUMN)} only, not {key}")
+    if key not in _COLUMN or key in _WORKLOAD_KEYS:
+        narrowing = [k for k in _COLUMN if k not in _WORKLOAD_KEYS]
+        raise Invalid(f"a report is narrowed by {', '.join(narrowing)} only, not {key}")
     params["only"] = sorted(set(values))
     return f" AND {_COLUMN[key]} = ANY(:only)"
 
@@ -159,12 +175,21 @@ SELECT occupancy_id, job_uid, workspace, quota, user_name, flavor, mgpu, cpu_mil
        memory_mib, billing_mode, started_at,
        CASE WHEN ended_at IS NOT NULL
              AND (CAST(:as_of AS timestamptz) IS NULL OR end_recorded_at <= :as_of)
-            THEN GREATEST(ended_at, started_at) END AS ended_at
+            THEN GREATEST(ended_at, started_at) END AS ended_at,
+       {workloads}
   FROM billing_occupancies
  WHERE started_at IS NOT NULL AND started_at < :to
    AND (CAST(:as_of AS timestamptz) IS NULL OR start_recorded_at <= :as_of)
 """
 _IN_SCOPE = " AND (CAST(:workspaces AS text[]) IS NULL OR workspace = ANY(:workspaces))"
+_NO_WORKLOADS = "NULL::text AS workload, NULL::text AS service"
+
+
+def _occupancies(group_by: Collection[str] = _WORKLOAD_KEYS) -> str:
+    """:data:`_OCCUPANCIES`, with each job's workload when the report needs it."""
+    needed = not _WORKLOAD_KEYS.isdisjoint(group_by)
+    workloads = _WORKLOADS.format(t="billing_occupancies") if needed else _NO_WORKLOADS
+    return _OCCUPANCIES.format(workloads=workloads)
 
 
 def usage_report(
@@ -201,13 +226,13 @@ def usage_report(
     cols = _keys(group_by)
     select_keys = ", ".join(keys_sql)
     sql = f"""
-WITH o AS ({_OCCUPANCIES}{_IN_SCOPE}{narrowed}),
+WITH o AS ({_occupancies(group_by)}{_IN_SCOPE}{narrowed}),
 c AS (
   SELECT o.*, GREATEST(started_at, :from) AS a, LEAST(COALESCE(ended_at, :to), :to) AS b FROM o
 ),
 p AS (
   SELECT c.job_uid, c.workspace, c.quota, c.user_name, c.flavor, c.billing_mode, c.mgpu,
-         c.cpu_milli, c.memory_mib, {piece}
+         c.cpu_milli, c.memory_mib, c.workload, c.service, {piece}
     FROM c {split} WHERE c.a < c.b
 ),
 q AS (
@@ -390,7 +415,11 @@ def ledger_cost_sql(
         f"{_COLUMN[k]} AS {_q(k)}" if k in _COLUMN else "usage_period AS month" for k in group_by
     ]
     # the monthly aggregate has no job; the usage lines do (job x month x resource x mode)
-    table = "billing_usage_lines" if "job" in group_by else "billing_cost_monthly"
+    table = (
+        "billing_usage_lines"
+        if "job" in group_by or not _WORKLOAD_KEYS.isdisjoint(group_by)
+        else "billing_cost_monthly"
+    )
     where = ["TRUE"]
     rounded = ["usage_period IS NULL", "period IS NOT NULL", "workspace IS NOT NULL"]
     if window.as_of is not None:
@@ -415,6 +444,8 @@ def ledger_cost_sql(
     ]
     outer = [*(_q(k) for k in group_by), "currency"]
     kept = f" WHERE {_q(only[0])} = ANY(:only)" if only is not None else ""
+    if not _WORKLOAD_KEYS.isdisjoint(group_by):
+        table = f"(SELECT t.*, {_WORKLOADS.format(t='t')} FROM {table} t) {table}"
     return (
         f"SELECT {', '.join(outer)}, sum(amount) AS cost FROM ("
         f" SELECT {', '.join([*keys, 'currency', 'amount_minor AS amount'])}"
@@ -488,7 +519,7 @@ def _rated_cost(
     periods = calendar_days() if "day" in group_by else calendar_months()
     params.update({"from": start, "to": end, "as_of": window.as_of, "workspaces": _scope(window)})
     rows = conn.execute(
-        text(_OCCUPANCIES + _IN_SCOPE + narrowed + " AND (ended_at IS NULL OR ended_at > :from)"),
+        text(_occupancies() + _IN_SCOPE + narrowed + " AND (ended_at IS NULL OR ended_at > :from)"),
         params,
     ).all()
     sums: dict[tuple[Any, ...], int] = {}
@@ -512,6 +543,8 @@ def _rated_cost(
                 "day": line.period,
                 "month": line.period[:7],
                 "job": occ.job_uid,
+                "kind": occ.workload,
+                "service": row.service or "-",
             }
             key = tuple(attrs[k] for k in group_by)
             sums[key] = sums.get(key, 0) + line.amount_precise
@@ -604,7 +637,7 @@ def job_cost(conn: Connection, uid: str) -> list[dict[str, Any]]:
     if schedule.currency is not None and end is not None:
         rated: dict[tuple[str, str], int] = {}
         occupancies = conn.execute(
-            text(_OCCUPANCIES + " AND job_uid = :job"), {"to": end, "as_of": None, "job": uid}
+            text(_occupancies() + " AND job_uid = :job"), {"to": end, "as_of": None, "job": uid}
         ).all()
         for occ_row in occupancies:
             occ = occupancy_from_row(occ_row)

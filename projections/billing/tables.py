@@ -40,6 +40,7 @@ __all__ = [
     "billing_quota_groups",
     "billing_transactions",
     "billing_usage_lines",
+    "billing_workloads",
     "billing_workspace_quotas",
 ]
 
@@ -248,5 +249,23 @@ billing_quota_groups = Table(
     Column("quota", Text, primary_key=True),
     Column("parent", Text),
     Column("resource_groups", JSONB, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    #: the quota's spec as applied: its ``min`` is the capacity a spilling service's
+    #: replicas are counted against (migration 0024; NULL in rows folded before it)
+    Column("spec", JSONB),
+)
+
+#: Services and notebooks as billing sees them (migration 0024): whose rates apply to a
+#: replica's occupancy (its job_uid is the workload's uid), what ``--group-by kind|service``
+#: reports, and whether a replica beyond its quota's capacity spills onto public resources.
+billing_workloads = Table(
+    "billing_workloads",
+    metadata,
+    Column("job_uid", Text, primary_key=True),
+    Column("workload", Text, nullable=False),  # service | notebook
+    Column("kind", Text, nullable=False),  # Deployment, StatefulSet, LeaderWorkerSet
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("spillover", Text, nullable=False),  # none | public
     Column("position", BigInteger, nullable=False),
 )
