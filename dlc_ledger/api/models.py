@@ -205,6 +205,10 @@ class _Grouped(Strict):
     day: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
     month: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}$")
     job: str | None = None
+    #: training, service or notebook (or an invoice's rounding / subscriptions group)
+    kind: str | None = None
+    #: a service's namespace/name; "-": any other job
+    service: str | None = None
 
 
 class UsageRow(_Grouped):
