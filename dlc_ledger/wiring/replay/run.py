@@ -206,7 +206,9 @@ def run_replay(
         topic = replay_topic(store, bootstrap, partitions)
         tree = None if quotas is None else reshaped_tree(quotas, policy, scale)
         apply_reference_data(store, tree, pricebook, loaded.epoch, say, subscriptions, budgets)
-        summary = ReplaySummary.expected(loaded, cluster_name(loaded), topic)
+        summary = ReplaySummary.expected(
+            loaded, cluster_name(loaded), topic, services_played=not closed_loop
+        )
         before = StoreCounts.read(store)
         site = PipelineSite(
             store,

@@ -68,16 +68,22 @@ class ReplaySummary:
     #: the services (Deployments) the trace's rows are replicas of, and how many the store has
     expected_services: int = 0
     services: int = 0
+    #: the trace's rows that are a service's replicas (the others are jobs)
+    replicas: int = 0
     #: workspaces whose usage was checked against the trace (0: not checked, a closed loop)
     workspaces_checked: int = 0
     #: what differs from the trace (per workspace usage, per service replicas); empty: exact
     mismatches: list[str] = field(default_factory=list)
 
     @staticmethod
-    def expected(trace: Trace, cluster: str, topic: str) -> ReplaySummary:
-        """A summary with what ``trace`` must leave in the store, nothing found yet."""
+    def expected(
+        trace: Trace, cluster: str, topic: str, *, services_played: bool = True
+    ) -> ReplaySummary:
+        """A summary with what ``trace`` must leave in the store, nothing found yet;
+        ``services_played`` false: its service replicas are played as jobs (a closed loop)."""
         scheduled = [i for i in trace.instances if i.scheduled is not None]
-        services = {(i.namespace, i.service) for i in trace.instances if i.service is not None}
+        replicas = [i for i in trace.instances if i.service is not None and services_played]
+        services = {(i.namespace, i.service) for i in replicas}
         return ReplaySummary(
             trace=trace.name,
             cluster=cluster,
@@ -87,6 +93,7 @@ class ReplaySummary:
             expected_started=len(scheduled),
             expected_ended=sum(1 for i in scheduled if i.deleted is not None),
             expected_services=len(services),
+            replicas=len(replicas),
         )
 
     @property
@@ -102,7 +109,7 @@ class ReplaySummary:
 
     def lines(self) -> list[str]:
         return [
-            f"replay {self.trace}: {self.instances} jobs on {self.nodes} nodes,"
+            f"replay {self.trace}: {self._rows()} on {self.nodes} nodes,"
             f" {self.virtual_seconds:,.0f} virtual s in {self.wall_seconds:.1f} s wall",
             f"events stored: {self.events_stored} new ({self.events_total} in the store),"
             f" {self.published} published, {self.ingested} ingested",
@@ -117,6 +124,13 @@ class ReplaySummary:
             *(self.closed_loop.lines() if self.closed_loop else []),
             *self.notes,
         ]
+
+    def _rows(self) -> str:
+        jobs = self.instances - self.replicas
+        parts = [f"{jobs} jobs"] if jobs or not self.replicas else []
+        if self.replicas:
+            parts.append(f"{self.replicas} replicas of {self.expected_services} services")
+        return " and ".join(parts)
 
     def _usage_lines(self) -> list[str]:
         if not self.workspaces_checked:

@@ -81,7 +81,9 @@ def test_dlrm_apps_replay_as_services_exact_to_the_second(
     assert summary.mismatches == []
     assert summary.expected_services == summary.services == len(APPS)
     assert summary.workspaces_checked == len(APPS)
-    assert any("3 of 3, replica-seconds checked" in line for line in summary.lines())
+    lines = summary.lines()
+    assert f": {len(trace.instances)} replicas of 3 services on " in lines[0]
+    assert any("3 of 3, replica-seconds checked" in line for line in lines)
     source = "kube-watcher/replay-dlrm"
     _check_pods(store, trace, source)
     facts = _events(
