@@ -25,6 +25,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from kubesim.objects import (
@@ -105,7 +106,7 @@ class ServicePlan:
     #: the Deployment (its template: the service's first row's labels and resources)
     deployment: Object
 
-    @property
+    @cached_property
     def pod_template_hash(self) -> str:
         return template_hash(self.deployment)
 
