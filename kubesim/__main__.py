@@ -16,7 +16,7 @@ from pathlib import Path
 from kubesim.clock import DEFAULT_EPOCH, parse_time
 from kubesim.driver import Speed, TraceDriver
 from kubesim.server import KubeSim
-from kubesim.traces import load_dlrm, load_openb, load_trace
+from kubesim.traces import TRACE_NAMES, load_dlrm, load_openb, load_trace
 
 __all__ = ["main"]
 
@@ -41,7 +41,9 @@ def _kubeconfig(url: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kubesim", description=__doc__)
-    parser.add_argument("--trace", help="openb | dlrm | path to an openb pod CSV or a DLRM CSV")
+    parser.add_argument(
+        "--trace", help="openb | dlrm | openb+dlrm | path to an openb pod CSV or a DLRM CSV"
+    )
     parser.add_argument("--nodes", help="openb node CSV (when --trace is an openb pod CSV path)")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--host", default="127.0.0.1")
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     driver: TraceDriver | None = None
     try:
         if args.trace:
-            if args.trace in ("openb", "dlrm"):
+            if args.trace in TRACE_NAMES:
                 trace = load_trace(args.trace, epoch)
             elif args.nodes:
                 trace = load_openb(args.trace, args.nodes, epoch)

@@ -17,6 +17,10 @@ so, so the lockstep loop runs a dispatcher cycle then; the dispatcher stops it b
 its ``activeDeadlineSeconds``, the Job controller fails it ``DeadlineExceeded`` and it ends
 ``Failed`` here (``timed_out``), never queued again.
 
+Every row is a Job here, a service's replicas (DLRM's instances) too: the dispatcher admits
+jobs, not a service's scale-ups (docs/workloads.md, "Not yet"), so the open-loop mapping of a
+DLRM app onto one Deployment (:mod:`kubesim.driver`) does not apply.
+
 Rows the trace never scheduled are withdrawn (pods and Job deleted) at their deletion second,
 running or not: their user gave up. Rows still running at the trace's end run their observed
 length (end - scheduled) and then succeed. Rows the trace marks pre-existing (running before

@@ -1,8 +1,18 @@
 """Replays a trace into a running kubesim on its virtual clock.
 
-Each trace row becomes a batch Job and its pod: created at the creation second, bound at the
-scheduled second (never moved: the trace is the truth, so a node is picked that fits, else the
-least-loaded one is overcommitted and logged), terminated and deleted at the deletion second.
+A row that is its own job becomes a batch Job and its pod: created at the creation second,
+bound at the scheduled second (never moved: the trace is the truth, so a node is picked that
+fits, else the least-loaded one is overcommitted and logged), terminated and deleted at the
+deletion second. A row that is a service's replica (``TraceInstance.service``: DLRM) is one
+pod of an apps/v1 Deployment: the Deployment is created at its first row's creation second
+with the rows created then as its replicas (rows that existed before the trace: second 0);
+each later creation scales it up by one (``spec.replicas``, with a ``managedFields`` entry of
+the manager ``kubesim-trace`` at that second, so the watcher's WorkloadScaled is on time) and
+then creates the replica's pod (owned by the ReplicaSet ``<deployment>-<pod-template-hash>``,
+asking the row's own resources); the scheduled second binds it; the deletion second
+terminates and deletes the pod and then scales the Deployment down by one. So a Deployment
+never has more live pods than it wants replicas, and its desired replicas over time are its
+rows' lifetimes.
 `speed="max"` jumps from event to event but waits while watchers are behind, so a replay
 measures the system rather than overflowing it; a number runs that many times real time.
 """
@@ -15,7 +25,8 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import Any, Literal
 
 from kubesim.objects import (
     ANNOTATION_GPU_MILLI,
@@ -33,18 +44,119 @@ from kubesim.objects import (
     resource_group_of,
     terminate_pod,
 )
-from kubesim.resources import BATCH_JOBS, NODES, PODS
+from kubesim.resources import BATCH_JOBS, DEPLOYMENTS, NODES, PODS
 from kubesim.server import KubeSim
+from kubesim.services import deployment_object, replica_pod, replica_requests, template_hash
 from kubesim.store import Object, StoredEvent
 from kubesim.traces import Trace, TraceInstance, TraceNode
 
-__all__ = ["NodePlacer", "Speed", "TraceDriver"]
+__all__ = [
+    "TRACE_FIELD_MANAGER",
+    "NodePlacer",
+    "ServicePlan",
+    "Speed",
+    "TraceDriver",
+    "plan_services",
+    "pod_names",
+    "row_annotations",
+    "row_labels",
+]
 
 log = logging.getLogger(__name__)
 
 Speed = float | Literal["max"]
 
-_CREATE, _TERMINATE, _BIND, _TERMINATE_LATE = 0, 1, 2, 3
+# within one second: Deployments, then creations, terminations, bindings, late terminations
+_DEPLOY, _CREATE, _TERMINATE, _BIND, _TERMINATE_LATE = -1, 0, 1, 2, 3
+
+#: the field manager the driver's scales of a service record (``WorkloadScaled.by``)
+TRACE_FIELD_MANAGER = "kubesim-trace"
+
+
+def row_labels(inst: TraceInstance) -> dict[str, str]:
+    """Who pays for a row, as the watcher reads it (docs/kubesim.md, the label table)."""
+    return {
+        LABEL_WORKSPACE: inst.workspace,
+        LABEL_BILLING_MODE: inst.billing_mode,
+        LABEL_USER: inst.user,
+        LABEL_PRIORITY: str(inst.priority),
+    }
+
+
+def row_annotations(trace_name: str, inst: TraceInstance) -> dict[str, str]:
+    """A row's exact mGPU, its trace and its own name there, and the trace's annotations."""
+    return {
+        ANNOTATION_GPU_MILLI: str(inst.gpu_milli),
+        ANNOTATION_TRACE: trace_name,
+        ANNOTATION_TRACE_NAME: inst.source_name,
+        **dict(inst.annotations),
+    }
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """One service of a trace: its Deployment as the driver creates it, and when."""
+
+    namespace: str
+    name: str
+    #: the second it is created: its first row's creation (0 for rows older than the trace)
+    created: int
+    #: its replicas then: the rows created at that second
+    replicas: int
+    #: the Deployment (its template: the service's first row's labels and resources)
+    deployment: Object
+
+    @cached_property
+    def pod_template_hash(self) -> str:
+        return template_hash(self.deployment)
+
+    def pod_name(self, inst: TraceInstance) -> str:
+        """The replica pod of ``inst``, as :func:`kubesim.services.replica_pod` names it."""
+        return f"{self.name}-{self.pod_template_hash}-{inst.replica:05d}"
+
+
+def plan_services(trace: Trace) -> dict[tuple[str, str], ServicePlan]:
+    """``(namespace, name)`` -> the plan of every service ``trace``'s rows are replicas of."""
+    rows: dict[tuple[str, str], list[TraceInstance]] = {}
+    for inst in trace.instances:
+        if inst.service is not None:
+            rows.setdefault((inst.namespace, inst.service), []).append(inst)
+    plans = {}
+    for (namespace, name), replicas in rows.items():
+        created = min(i.created for i in replicas)
+        head = replicas[0]
+        labels = row_labels(head)
+        annotations = {
+            ANNOTATION_GPU_MILLI: str(head.gpu_milli),
+            ANNOTATION_TRACE: trace.name,
+            ANNOTATION_TRACE_NAME: head.workspace,
+        }
+        initial = sum(1 for i in replicas if i.created == created)
+        deployment = deployment_object(
+            name,
+            namespace,
+            replicas=initial,
+            labels=labels,
+            annotations=annotations,
+            cpu_milli=head.cpu_milli,
+            memory_mib=head.memory_mib,
+            gpus=head.gpus,
+            priority=head.priority,
+        )
+        plans[(namespace, name)] = ServicePlan(namespace, name, created, initial, deployment)
+    return plans
+
+
+def pod_names(trace: Trace) -> dict[tuple[str, str], str]:
+    """``(namespace, job_name)`` of each row -> the name of the pod the driver makes of it
+    (a Job's pod, or a service's replica)."""
+    services = plan_services(trace)
+    return {
+        (i.namespace, i.job_name): (
+            i.pod_name if i.service is None else services[(i.namespace, i.service)].pod_name(i)
+        )
+        for i in trace.instances
+    }
 
 
 @dataclass
@@ -189,6 +301,8 @@ class TraceDriver:
         self._by_job = {(i.namespace, i.job_name): i for i in trace.instances}
         self._pods: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._placed: dict[tuple[str, str], tuple[str, int, int, int]] = {}
+        self.services = plan_services(trace)
+        self._service_keys = list(self.services)
         self._actions = sorted(self._plan_actions())
         self._next = 0
         self.applied = 0
@@ -215,8 +329,12 @@ class TraceDriver:
             self.run_until(0)
 
     def _plan_actions(self) -> list[tuple[int, int, int]]:
-        """(second, kind, instance index) of every action the trace prescribes."""
-        actions: list[tuple[int, int, int]] = []
+        """(second, kind, instance index) of every action the trace prescribes (for a
+        Deployment's creation: the index of its service)."""
+        actions: list[tuple[int, int, int]] = [
+            (self.services[key].created, _DEPLOY, index)
+            for index, key in enumerate(self._service_keys)
+        ]
         for index, inst in enumerate(self.trace.instances):
             actions.append((inst.created, _CREATE, index))
             if inst.scheduled is not None:
@@ -256,7 +374,10 @@ class TraceDriver:
             _, kind, index = self._actions[self._next]
             self._next += 1
             with self.sim.store.lock:  # HTTP writes (suspend, delete) interleave safely
-                self._apply(kind, self.trace.instances[index])
+                if kind == _DEPLOY:
+                    self._deploy(self.services[self._service_keys[index]])
+                else:
+                    self._apply(kind, self.trace.instances[index])
             self.applied += 1
         return True
 
@@ -320,28 +441,89 @@ class TraceDriver:
     # -- actions ---------------------------------------------------------------------------
 
     def _labels(self, inst: TraceInstance) -> dict[str, str]:
-        return {
-            LABEL_WORKSPACE: inst.workspace,
-            LABEL_BILLING_MODE: inst.billing_mode,
-            LABEL_USER: inst.user,
-            LABEL_PRIORITY: str(inst.priority),
-        }
+        return row_labels(inst)
 
     def _annotations(self, inst: TraceInstance) -> dict[str, str]:
-        return {
-            ANNOTATION_GPU_MILLI: str(inst.gpu_milli),
-            ANNOTATION_TRACE: self.trace.name,
-            ANNOTATION_TRACE_NAME: inst.source_name,
-            **dict(inst.annotations),
-        }
+        return row_annotations(self.trace.name, inst)
 
     def _apply(self, kind: int, inst: TraceInstance) -> None:
-        if kind == _CREATE:
+        if inst.service is not None:
+            if kind == _CREATE:
+                self._create_replica(inst)
+            elif kind == _BIND:
+                self._bind_replica(inst)
+            else:
+                self._end_replica(inst)
+        elif kind == _CREATE:
             self._create(inst)
         elif kind == _BIND:
             self._bind_instance(inst)
         else:
             self._terminate(inst)
+
+    # -- a service's replicas --------------------------------------------------------------
+
+    def _plan_of(self, inst: TraceInstance) -> ServicePlan:
+        assert inst.service is not None
+        return self.services[(inst.namespace, inst.service)]
+
+    def _deploy(self, plan: ServicePlan) -> None:
+        self.sim.cluster.create(DEPLOYMENTS, plan.deployment)
+
+    def _scale(self, plan: ServicePlan, delta: int) -> None:
+        """``spec.replicas`` += ``delta``, set by the trace's field manager now."""
+        now = self.sim.clock.timestamp()
+
+        def scale(deployment: Object) -> None:
+            spec: dict[str, Any] = deployment["spec"]
+            spec["replicas"] = int(spec.get("replicas", 0)) + delta
+            deployment["metadata"]["managedFields"] = [
+                {
+                    "manager": TRACE_FIELD_MANAGER,
+                    "operation": "Update",
+                    "apiVersion": DEPLOYMENTS.api_version,
+                    "time": now,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {"f:replicas": {}}},
+                }
+            ]
+
+        self.sim.cluster.update(DEPLOYMENTS, plan.namespace, plan.name, scale)
+
+    def _create_replica(self, inst: TraceInstance) -> None:
+        """One more replica: the scale (unless the Deployment was created with it), then
+        its Pending pod asking the row's own resources."""
+        plan = self._plan_of(inst)
+        if inst.created != plan.created:
+            self._scale(plan, 1)
+        deployment = self.sim.store.get(DEPLOYMENTS, plan.namespace, plan.name)
+        pod = replica_pod(deployment, inst.replica, self.sim.clock.timestamp())
+        pod["metadata"]["annotations"].update(self._annotations(inst))
+        pod["spec"]["priority"] = inst.priority
+        replica_requests(pod, cpu_milli=inst.cpu_milli, memory_mib=inst.memory_mib, gpus=inst.gpus)
+        self.sim.cluster.create(PODS, pod)
+
+    def _bind_replica(self, inst: TraceInstance) -> None:
+        pod = self.sim.store.find(PODS, inst.namespace, self._plan_of(inst).pod_name(inst))
+        if pod is not None and not pod["spec"].get("nodeName"):
+            self._bind(pod, inst)
+
+    def _end_replica(self, inst: TraceInstance) -> None:
+        """The replica's pod terminated (if it ran) and deleted, then one replica fewer."""
+        plan = self._plan_of(inst)
+        store = self.sim.store
+        name = plan.pod_name(inst)
+        pod = store.find(PODS, inst.namespace, name)
+        if pod is not None:
+            if pod["spec"].get("nodeName") and pod["status"].get("phase") == "Running":
+                now = self.sim.clock.timestamp()
+                store.update(
+                    PODS, inst.namespace, name, lambda p: terminate_pod(p, now, failed=inst.failed)
+                )
+            store.delete(PODS, inst.namespace, name)
+        self._scale(plan, -1)
+
+    # -- a row's own Job -------------------------------------------------------------------
 
     def _job_object(self, inst: TraceInstance) -> Object:
         """The batch Job a trace row becomes (open and closed loop alike)."""

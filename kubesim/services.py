@@ -23,6 +23,7 @@ __all__ = [
     "deployment_object",
     "leaderworkerset_object",
     "replica_pod",
+    "replica_requests",
     "statefulset_object",
     "template_hash",
 ]
@@ -232,3 +233,12 @@ def replica_pod(workload: Mapping[str, Any], index: int, now: str, *, group_pod:
             ],
         },
     }
+
+
+def replica_requests(pod: Object, *, cpu_milli: int, memory_mib: int, gpus: int) -> Object:
+    """``pod`` (from :func:`replica_pod`) asking its own resources instead of its template's,
+    as the replicas of one trace app do (a DLRM app's instances differ by role)."""
+    resources = _resources(cpu_milli, memory_mib, gpus)
+    spec = pod["spec"]
+    spec["containers"] = [{**c, "resources": resources} for c in spec.get("containers") or ()]
+    return pod

@@ -3,7 +3,17 @@
 Source: Alibaba PAI GPU traces (alibaba/clusterdata, CC BY 4.0): cluster-trace-gpu-v2023
 (openb pods and nodes; Weng et al., USENIX ATC 2023) and cluster-trace-gpu-v2025
 (disaggregated DLRM instances; Yang et al., NSDI 2025). The mapping is fixed so that a replay's
-bill can be checked against the trace by hand: one pod / instance = one single-replica job.
+bill can be checked against the trace by hand:
+
+- openb: one pod = one single-replica batch Job (training);
+- DLRM: one app = one service (an apps/v1 Deployment named after the app, in the app's
+  namespace) and one instance = one of its replicas (``TraceInstance.service`` names the
+  Deployment, ``replica`` numbers the pod): the instance's creation scales the Deployment up
+  by one and creates its pod, its deletion deletes the pod and scales it down by one
+  (:class:`kubesim.driver.TraceDriver`; a closed loop still plays every row as a suspended
+  Job, as the dispatcher admits jobs, not scale-ups);
+- ``openb+dlrm``: both on one cluster from one epoch (:func:`combine`): training and
+  inference side by side.
 
 The bundled copies (``kubesim/data/``, attribution in its README) are package data, found
 with :mod:`importlib.resources`, so an installed wheel replays them from any directory; a
@@ -31,10 +41,12 @@ __all__ = [
     "OPENB_NODES_CSV",
     "OPENB_PODS_CSV",
     "OPENB_PRIORITIES",
+    "TRACE_NAMES",
     "Trace",
     "TraceFile",
     "TraceInstance",
     "TraceNode",
+    "combine",
     "load_dlrm",
     "load_openb",
     "load_trace",
@@ -86,9 +98,15 @@ class TraceInstance:
     annotations: tuple[tuple[str, str], ...] = ()
     # GPU models the row was constrained to (openb ``gpu_spec``, ``|``-separated); empty: any
     gpu_models: tuple[str, ...] = ()
+    #: the Deployment (in ``namespace``) the row is a replica of; None: the row is its own Job
+    service: str | None = None
+    #: the replica's number, unique in its namespace (its pod's name ends with it)
+    replica: int = 0
 
     @property
     def pod_name(self) -> str:
+        """The pod of the row's Job (a service replica's pod is named by its ReplicaSet:
+        :func:`kubesim.driver.pod_names`)."""
         return f"{self.job_name}-0"
 
 
@@ -229,8 +247,9 @@ def _dlrm_nodes(instances: Iterable[TraceInstance], end: int) -> tuple[TraceNode
 
 
 def load_dlrm(csv_path: TraceFile = DLRM_CSV, epoch: datetime = DEFAULT_EPOCH) -> Trace:
-    """DLRM: workspace = app_name, public; missing creation = running since second 0,
-    missing deletion = still running at the trace end (the largest timestamp in the file)."""
+    """DLRM: one service per app (workspace = app_name, public), one replica per instance
+    (numbered by its row); missing creation = running since second 0, missing deletion =
+    still running at the trace end (the largest timestamp in the file)."""
     rows = []
     end = 0
     with _open(csv_path) as fh:
@@ -240,7 +259,7 @@ def load_dlrm(csv_path: TraceFile = DLRM_CSV, epoch: datetime = DEFAULT_EPOCH) -
             rows.append((row, times))
     instances = []
     clamped = 0
-    for row, (created, scheduled, deleted) in rows:
+    for number, (row, (created, scheduled, deleted)) in enumerate(rows):
         pre_existing = created is None
         created_at = created if created is not None else 0
         scheduled_at = scheduled if scheduled is not None else created_at
@@ -268,6 +287,8 @@ def load_dlrm(csv_path: TraceFile = DLRM_CSV, epoch: datetime = DEFAULT_EPOCH) -
                 deleted=deleted,
                 pre_existing=pre_existing,
                 annotations=(("dlc.ledger/role", row["role"]),),
+                service=_dns(workspace),
+                replica=number,
             )
         )
     trace = Trace(
@@ -276,11 +297,37 @@ def load_dlrm(csv_path: TraceFile = DLRM_CSV, epoch: datetime = DEFAULT_EPOCH) -
     return trace
 
 
+#: the names :func:`load_trace` knows
+TRACE_NAMES = ("openb", "dlrm", "openb+dlrm")
+
+
+def combine(name: str, *traces: Trace) -> Trace:
+    """Several traces on one cluster: their nodes and rows side by side, from one epoch
+    (second 0 of each is second 0 of all), to the latest end. Their namespaces, job and
+    node names must not collide (openb's and DLRM's do not)."""
+    if not traces:
+        raise ValueError("combine needs at least one trace")
+    epochs = {t.epoch for t in traces}
+    if len(epochs) != 1:
+        raise ValueError(f"traces combined on one cluster share one epoch, not {len(epochs)}")
+    nodes = tuple(n for t in traces for n in t.nodes)
+    if len({n.name for n in nodes}) != len(nodes):
+        raise ValueError("the combined traces name the same node twice")
+    rows = tuple(i for t in traces for i in t.instances)
+    if len({(i.namespace, i.job_name) for i in rows}) != len(rows):
+        raise ValueError("the combined traces name the same job twice")
+    notes = {f"{t.name}.{k}": v for t in traces for k, v in t.notes.items()}
+    return Trace(name, traces[0].epoch, nodes, rows, max(t.end for t in traces), notes)
+
+
 def load_trace(
     name: str, epoch: datetime = DEFAULT_EPOCH, data_dir: Traversable | Path | None = None
 ) -> Trace:
-    """`openb` or `dlrm` from the bundled data (or ``data_dir``, laid out the same way)."""
+    """`openb`, `dlrm` or both on one cluster, `openb+dlrm`, from the bundled data (or
+    ``data_dir``, laid out the same way)."""
     base = data_dir or DATA_DIR
+    if name == "openb+dlrm":
+        return combine(name, load_trace("openb", epoch, base), load_trace("dlrm", epoch, base))
     if name == "openb":
         return load_openb(
             base / "alibaba-gpu-v2023" / "openb_pod_list_default.csv",
@@ -289,4 +336,4 @@ def load_trace(
         )
     if name == "dlrm":
         return load_dlrm(base / "alibaba-gpu-v2025" / "disaggregated_DLRM_trace.csv", epoch)
-    raise ValueError(f"unknown trace {name!r} (openb or dlrm)")
+    raise ValueError(f"unknown trace {name!r} ({', '.join(TRACE_NAMES)})")

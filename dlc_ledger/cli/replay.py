@@ -34,6 +34,8 @@ __all__ = [
 class TraceFormat(StrEnum):
     openb = "openb"
     dlrm = "dlrm"
+    #: both bundled traces on one cluster (training jobs and inference services)
+    openb_dlrm = "openb+dlrm"
 
 
 def parse_speed(value: str) -> float | str:
@@ -52,7 +54,7 @@ def trace_format(trace: str, fmt: TraceFormat | None) -> TraceFormat:
     """``--format``, or the bundled trace's own when ``--trace`` names one."""
     if fmt is not None:
         return fmt
-    if trace in TraceFormat.__members__:
+    if trace in {f.value for f in TraceFormat}:
         return TraceFormat(trace)
     raise typer.BadParameter(
         f"--trace {trace} is a file: pass --format openb or dlrm", param_hint="--format"
@@ -61,7 +63,11 @@ def trace_format(trace: str, fmt: TraceFormat | None) -> TraceFormat:
 
 def replay(
     trace: Annotated[
-        str, typer.Option(help="Trace CSV file, or 'openb' / 'dlrm' for the bundled traces.")
+        str,
+        typer.Option(
+            help="Trace CSV file, or 'openb' / 'dlrm' for the bundled traces, or 'openb+dlrm'"
+            " for both on one cluster (training jobs and inference services)."
+        ),
     ],
     fmt: Annotated[
         TraceFormat | None,

@@ -46,7 +46,10 @@ def up(
     ] = True,
     trace: Annotated[
         str | None,
-        typer.Option(help="Trace CSV file, or 'openb' / 'dlrm' for the bundled traces [openb]."),
+        typer.Option(
+            help="Trace CSV file, or 'openb' / 'dlrm' / 'openb+dlrm' for the bundled traces"
+            " [openb]."
+        ),
     ] = None,
     fmt: Annotated[
         TraceFormat | None,

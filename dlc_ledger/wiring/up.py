@@ -292,7 +292,7 @@ def _start_cluster_side(
     """kubesim replaying with its watcher and ingest; or the watchers and ingest on the
     kubeconfig's cluster; or (``--no-replay``) nothing: no broker either."""
     from dlc_ledger.wiring.kube import kube_configuration
-    from dlc_ledger.wiring.replay import load_replay_trace
+    from dlc_ledger.wiring.replay import cluster_name, load_replay_trace
     from dlc_ledger.wiring.replay.database import replay_topic
     from kubesim.clock import DEFAULT_EPOCH
 
@@ -334,7 +334,7 @@ def _start_cluster_side(
             cfg.partitions,
             cfg.data_dir,
             plan.speed,
-            f"replay-{trace.name}",  # as `replay` names it: the same cluster's facts
+            cluster_name(trace),  # as `replay` names it: the same cluster's facts
             say,
             side.parts,
         )

@@ -1,12 +1,16 @@
-"""Trace loading follows the fixed mapping of DESIGN §8."""
+"""Trace loading follows the fixed mapping of DESIGN §8 (DLRM: one service per app, one
+replica per instance), and ``openb+dlrm`` puts both on one cluster from one epoch."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
-from kubesim.traces import Trace, load_dlrm, load_openb
+from kubesim.driver import plan_services
+from kubesim.traces import Trace, combine, load_dlrm, load_openb, load_trace
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +70,36 @@ def test_dlrm_counts_rounding_and_open_ends(dlrm: Trace) -> None:
     assert any(i.created == 475 for i in dlrm.instances)
     assert all(isinstance(i.created, int) for i in dlrm.instances)
     assert {n.name[:8] for n in dlrm.nodes} == {"dlrm-gpu", "dlrm-cpu"}
+
+
+def test_dlrm_apps_are_services_and_instances_their_replicas(dlrm: Trace) -> None:
+    assert {(i.namespace, i.service) for i in dlrm.instances} == {
+        (i.namespace, i.namespace) for i in dlrm.instances
+    }
+    assert len({i.service for i in dlrm.instances}) == 156
+    assert [i.replica for i in dlrm.instances] == list(range(23871))  # the row's number
+    plans = plan_services(dlrm)
+    assert len(plans) == 156
+    # the Deployments hold the instances older than the trace at second 0
+    assert sum(p.replicas for p in plans.values() if p.created == 0) >= 7280
+    assert all(
+        p.created == min(i.created for i in dlrm.instances if i.namespace == ns)
+        for (ns, _), p in plans.items()
+    )
+
+
+def test_openb_and_dlrm_on_one_cluster_from_one_epoch(openb: Trace, dlrm: Trace) -> None:
+    both = load_trace("openb+dlrm")
+    assert both.name == "openb+dlrm" and both.epoch == openb.epoch == dlrm.epoch
+    assert len(both.instances) == 8152 + 23871
+    assert len(both.nodes) == len(openb.nodes) + len(dlrm.nodes)
+    assert both.end == max(openb.end, dlrm.end)
+    assert sum(i.service is None for i in both.instances) == 8152  # training: jobs
+    later = datetime(2027, 1, 1, tzinfo=UTC)
+    assert load_trace("openb+dlrm", later).epoch == later
+    with pytest.raises(ValueError, match="one epoch"):
+        combine("x", openb, replace(dlrm, epoch=later))
+    with pytest.raises(ValueError, match="same job twice"):
+        combine("x", dlrm, replace(dlrm, nodes=()))
+    with pytest.raises(ValueError, match="unknown trace"):
+        load_trace("dlrm+openb")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dlc_ledger import resources
 
-__all__ = ["DEMO_PRICE_BOOK", "DEMO_QUOTAS"]
+__all__ = ["COMBINED_QUOTAS", "DEMO_PRICE_BOOK", "DEMO_QUOTAS"]
 
 
 def _on_disk(resource: Traversable) -> Path:
@@ -20,3 +20,4 @@ def _on_disk(resource: Traversable) -> Path:
 
 DEMO_PRICE_BOOK = _on_disk(resources.DEMO_PRICE_BOOK)
 DEMO_QUOTAS = _on_disk(resources.DEMO_QUOTAS)
+COMBINED_QUOTAS = _on_disk(resources.COMBINED_QUOTAS)

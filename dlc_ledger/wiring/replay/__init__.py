@@ -5,7 +5,8 @@ clock, the real watchers list and watch it with the official client and publish 
 producer to Kafka, the ingest consumer appends to PostgreSQL exactly once, and the projector
 brings the read models up to date. The run ends once every trace action was observed,
 published, ingested and projected, and checks the store against the trace (one
-OccupancyStarted per scheduled pod, one OccupancyEnded per deleted scheduled pod).
+OccupancyStarted per scheduled pod, one OccupancyEnded per deleted scheduled pod; for an
+open loop, each workspace's usage and each service's replica-seconds to the second).
 
 A replay is reproducible: kubesim derives UIDs from the trace, timestamps come from the
 virtual clock and event ids are deterministic, so replaying again into the same database adds
@@ -19,7 +20,7 @@ ingest wired and waited for), :mod:`~.verify` (the summary, the store checked ag
 trace).
 """
 
-from dlc_ledger.wiring.replay.run import load_replay_trace, run_replay
+from dlc_ledger.wiring.replay.run import COMBINED, cluster_name, load_replay_trace, run_replay
 from dlc_ledger.wiring.replay.verify import ReplaySummary
 
-__all__ = ["ReplaySummary", "load_replay_trace", "run_replay"]
+__all__ = ["COMBINED", "ReplaySummary", "cluster_name", "load_replay_trace", "run_replay"]

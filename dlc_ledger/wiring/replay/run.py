@@ -24,7 +24,7 @@ from dlc_ledger.wiring.replay.database import replay_topic, reset_database, upgr
 from dlc_ledger.wiring.replay.dispatcher import default_dispatcher
 from dlc_ledger.wiring.replay.pipeline import PipelineSite, run_pipeline
 from dlc_ledger.wiring.replay.reference_data import apply_reference_data, reshaped_tree
-from dlc_ledger.wiring.replay.verify import ReplaySummary, StoreCounts, check_store
+from dlc_ledger.wiring.replay.verify import ReplaySummary, StoreCounts, check_store, check_usage
 from dlc_ledger.wiring.runs import OPEN_LOOP, RunRecord, Runs, create_run_database
 from kubesim.driver import Speed
 from kubesim.traces import (
@@ -34,11 +34,20 @@ from kubesim.traces import (
     Trace,
     load_dlrm,
     load_openb,
+    load_trace,
 )
 from ledger.errors import Invalid
 from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["describe_run", "load_replay_trace", "run_replay"]
+__all__ = ["COMBINED", "cluster_name", "describe_run", "load_replay_trace", "run_replay"]
+
+#: the combined replay: openb training and DLRM inference on one cluster
+COMBINED = "openb+dlrm"
+
+
+def cluster_name(trace: Trace) -> str:
+    """The cluster a replay of ``trace`` is watched as (``replay-openb-dlrm`` for both)."""
+    return f"replay-{trace.name.replace('+', '-')}"
 
 
 def load_replay_trace(
@@ -50,8 +59,10 @@ def load_replay_trace(
     limit: int | None = None,
     window: tuple[datetime, datetime] | None = None,
 ) -> Trace:
-    """A trace file (or ``openb`` / ``dlrm`` for the bundled ones) in the given format;
-    ``window``: only the rows created in it (cluster time), ``limit``: the first N."""
+    """A trace file (or ``openb`` / ``dlrm`` for the bundled ones) in the given format, or
+    ``openb+dlrm``: both bundled traces on one cluster from one epoch (training jobs and
+    inference services); ``window``: only the rows created in it (cluster time),
+    ``limit``: the first N."""
     from kubesim.clock import DEFAULT_EPOCH
 
     at = epoch or DEFAULT_EPOCH
@@ -61,8 +72,12 @@ def load_replay_trace(
         loaded = load_openb(pods, Path(nodes) if nodes else OPENB_NODES_CSV, at)
     elif fmt == "dlrm":
         loaded = load_dlrm(DLRM_CSV if path == "dlrm" else Path(path), at)
+    elif fmt == COMBINED:
+        if path != COMBINED or nodes is not None:
+            raise Invalid(f"{COMBINED} replays the bundled traces: --trace {COMBINED}, no --nodes")
+        loaded = load_trace(COMBINED, at)
     else:
-        raise Invalid(f"unknown trace format {fmt!r} (openb or dlrm)")
+        raise Invalid(f"unknown trace format {fmt!r} (openb, dlrm or {COMBINED})")
     if window is not None:
         start, end = (round((t - at).total_seconds()) for t in window)
         if not 0 <= start < end:
@@ -191,7 +206,9 @@ def run_replay(
         topic = replay_topic(store, bootstrap, partitions)
         tree = None if quotas is None else reshaped_tree(quotas, policy, scale)
         apply_reference_data(store, tree, pricebook, loaded.epoch, say, subscriptions, budgets)
-        summary = ReplaySummary.expected(loaded, f"replay-{loaded.name}", topic)
+        summary = ReplaySummary.expected(
+            loaded, cluster_name(loaded), topic, services_played=not closed_loop
+        )
         before = StoreCounts.read(store)
         site = PipelineSite(
             store,
@@ -224,6 +241,8 @@ def run_replay(
             summary.ingested = played.ingested
             summary.virtual_seconds = played.virtual_seconds
         check_store(summary, store, before)
+        if not closed_loop:  # a closed loop's dispatcher decides when rows run: not the trace
+            check_usage(summary, store, loaded)
         if project:
             try:
                 from consumers.projector import Projector

@@ -2,9 +2,9 @@
 
 The openb trace (Alibaba PAI, alibaba/clusterdata, CC BY 4.0) replays in full and the store must
 hold exactly one OccupancyStarted per scheduled pod and one OccupancyEnded per deleted scheduled
-pod, at epoch + the trace's seconds; DLRM rows without creation start at the epoch and rows
-without deletion stay open; a second run adds nothing; a watcher killed mid-replay and
-restarted loses and duplicates nothing.
+pod, at epoch + the trace's seconds; DLRM rows (replicas of their app's service) without
+creation start at the epoch and rows without deletion stay open; a second run adds nothing;
+a watcher killed mid-replay and restarted loses and duplicates nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dlc_ledger.wiring.replay import load_replay_trace, run_replay
 from dlc_ledger.wiring.replay.database import replay_topic
 from dlc_ledger.wiring.replay.pipeline import IngestThread
 from kubesim import KubeSim
-from kubesim.driver import TraceDriver
+from kubesim.driver import TraceDriver, pod_names
 from kubesim.traces import Trace
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import dead_letters
@@ -63,13 +63,16 @@ def _iso(epoch: datetime, seconds: int) -> str:
 
 def _check_against_trace(store: PostgresEventStore, trace: Trace, source: str) -> None:
     occ = _occupancies(store, source)
+    names = pod_names(trace)
     scheduled = [i for i in trace.instances if i.scheduled is not None]
-    assert set(occ) == {i.pod_name for i in scheduled}  # none for never-scheduled pods
+    # none for never-scheduled pods
+    assert set(occ) == {names[(i.namespace, i.job_name)] for i in scheduled}
     for inst in scheduled:
-        entry = occ[inst.pod_name]
-        assert entry["started"] == [_iso(trace.epoch, inst.scheduled or 0)], inst.pod_name
+        name = names[(inst.namespace, inst.job_name)]
+        entry = occ[name]
+        assert entry["started"] == [_iso(trace.epoch, inst.scheduled or 0)], name
         expected_end = [] if inst.deleted is None else [_iso(trace.epoch, inst.deleted)]
-        assert entry["ended"] == expected_end, inst.pod_name
+        assert entry["ended"] == expected_end, name
 
 
 def _check_flavors(store: PostgresEventStore, trace: Trace, source: str) -> dict[str, int]:
@@ -167,9 +170,11 @@ def test_dlrm_slice_open_ends_and_pre_existing_rows(
     assert summary["dead_letters"] == 0
     _check_against_trace(store, trace, "kube-watcher/test-dlrm")
     occ = _occupancies(store, "kube-watcher/test-dlrm")
-    for inst in picks[:40]:
-        assert occ[inst.pod_name]["started"] == [_iso(full.epoch, 0)]  # start at the epoch
-    assert all(occ[i.pod_name]["ended"] == [] for i in picks[40:80])  # still open at the end
+    names = pod_names(trace)
+    for inst in picks[:40]:  # start at the epoch
+        assert occ[names[(inst.namespace, inst.job_name)]]["started"] == [_iso(full.epoch, 0)]
+    # still open at the end
+    assert all(occ[names[(i.namespace, i.job_name)]]["ended"] == [] for i in picks[40:80])
 
 
 def test_second_replay_adds_nothing_and_fresh_starts_empty(

@@ -27,6 +27,7 @@ def test_a_bundled_trace_names_its_format() -> None:
     assert trace_format("openb", None) is TraceFormat.openb
     assert trace_format("dlrm", None) is TraceFormat.dlrm
     assert trace_format("my.csv", TraceFormat.dlrm) is TraceFormat.dlrm
+    assert trace_format("openb+dlrm", None) is TraceFormat.openb_dlrm
     with pytest.raises(typer.BadParameter, match="is a file: pass --format"):
         trace_format("my.csv", None)
 
@@ -70,3 +71,13 @@ def test_a_replay_applies_its_tree_and_book_at_its_start(store: object) -> None:
             text("SELECT DISTINCT occurred_at FROM events WHERE source LIKE 'api/%'")
         ).all()
     assert [s for (s,) in stamps] == [epoch]
+
+
+def test_the_combined_replay_is_the_bundled_traces_only() -> None:
+    from dlc_ledger.wiring.replay import load_replay_trace
+    from ledger.errors import Invalid
+
+    both = load_replay_trace("openb+dlrm", "openb+dlrm")
+    assert both.name == "openb+dlrm" and len(both.instances) == 8152 + 23871
+    with pytest.raises(Invalid, match="replays the bundled traces"):
+        load_replay_trace("mine.csv", "openb+dlrm")
