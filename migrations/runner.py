@@ -37,7 +37,7 @@ HEADS = frozenset(
     {
         "0005",
         "0011",
-        "0021_quota_rollups",
+        "0026_quota_workloads",
         "0014_dispatch",
         "0015_budgets",
         "0020_token_expiry",

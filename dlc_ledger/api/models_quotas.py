@@ -41,6 +41,9 @@ class QuotaNodeRow(Strict):
     min: int
     max: int
     used: int
+    used_training: int = Field(description="Of used, by training jobs.")
+    used_service: int = Field(description="Of used, by inference services' replicas.")
+    used_notebook: int = Field(description="Of used, by notebooks.")
     borrowed: int = Field(description="Used beyond min, from the cohort.")
     lent: int = Field(description="Of min, used by others in the cohort.")
     lendable: int = Field(description="What the node could lend now.")

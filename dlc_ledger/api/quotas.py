@@ -30,12 +30,18 @@ from dlc_ledger.api.listing import (
 from dlc_ledger.api.models_quotas import QueuePage, QuotaTreePage, SeriesPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.api.windows import check_span
-from dlc_ledger.presenters import money_fields, node_row, series_row
+from dlc_ledger.presenters import money_fields, node_row, series_row, with_kinds
 from dlc_ledger.services.dispatch import queue_page
 from dlc_ledger.services.errors import NotFound
 from projections.billing import ReportWindow, currency_scales
 from projections.names import quota_names
-from projections.quotas import quota_in_scope, quota_nodes_at, series_points, usage_series
+from projections.quotas import (
+    quota_in_scope,
+    quota_nodes_at,
+    series_points,
+    usage_series,
+    used_by_kind,
+)
 
 __all__ = ["SeriesStep", "router"]
 
@@ -77,7 +83,17 @@ def get_quota_tree(
     with store.snapshot() as uow:
         nodes = quota_nodes_at(uow.connection, at, window, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
-    rows = [money_fields(node_row(nodes, f, with_at=True), scale_of) for f in nodes.flavors]
+        kinds = used_by_kind(uow.connection, nodes.at)[1] if nodes.at is not None else {}
+    rows = [
+        money_fields(
+            with_kinds(
+                node_row(nodes, f, with_at=True),
+                kinds.get((f.usage.quota, f.usage.flavor), {}),
+            ),
+            scale_of,
+        )
+        for f in nodes.flavors
+    ]
     items, following = page_of(rows, limit, cursor)
     return listing(request, items, following, name="quota-tree", fmt=fmt, at=nodes.at)
 

@@ -35,7 +35,14 @@ from dlc_ledger.cli.tables import (
     render_table,
 )
 from dlc_ledger.cli.tables import FormatOption as RowFormatOption
-from dlc_ledger.presenters import node_row, series_row, usage_json, usage_table, with_amounts
+from dlc_ledger.presenters import (
+    node_row,
+    series_row,
+    usage_json,
+    usage_table,
+    with_amounts,
+    with_kinds,
+)
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.quotas import (
     apply_quota_file,
@@ -56,6 +63,7 @@ from projections.quotas import (
     usage_at,
     usage_history,
     usage_series,
+    used_by_kind,
 )
 
 __all__ = ["quotas_app"]
@@ -236,6 +244,12 @@ def quota_usage_report(
     at: Annotated[
         str | None, typer.Option("--at", help=f"Instant (default: latest): {CLUSTER}.")
     ] = None,
+    by_kind: Annotated[
+        bool,
+        typer.Option(
+            "--by-kind", help="Split used into training, services and notebooks (used_<kind>)."
+        ),
+    ] = False,
     fmt: RowFormatOption = RowFormat.table,
 ) -> None:
     """Per quota node x flavor: min, max, used, borrowed, lent, queued demand, job counts."""
@@ -243,10 +257,19 @@ def quota_usage_report(
     store = context.open_reader()
     with store.reading() as conn:
         rows = usage_at(conn, instant)
+        # at the instant the rows are at (the latest change when --at is left out)
+        kinds = used_by_kind(conn, rows[0].at)[1] if by_kind and rows else None
+    shape = usage_table if fmt is RowFormat.table else usage_json
+    out = [shape(r.as_json()) for r in rows]
+    if kinds is not None:
+        out = [
+            with_kinds(o, kinds.get((r.quota, r.flavor), {}))
+            for o, r in zip(out, rows, strict=True)
+        ]
     if fmt is RowFormat.table:
-        typer.echo(render_table([usage_table(r.as_json()) for r in rows]))
+        typer.echo(render_table(out))
     else:
-        emit_rows([usage_json(r.as_json()) for r in rows], fmt)
+        emit_rows(out, fmt)
 
 
 def quota_history_report(
@@ -318,8 +341,9 @@ def tree_command(
     ] = None,
     fmt: RowFormatOption = RowFormat.table,
 ) -> None:
-    """Every quota node (leaves and inner nodes) x flavor: min, max, used, borrowed, lent,
-    lendable now, queued demand, pending jobs; with --from/--to, each node's GPU-hours and
+    """Every quota node (leaves and inner nodes) x flavor: min, max, used (and its parts:
+    training, services, notebooks), borrowed, lent, lendable now, queued demand, pending
+    jobs; with --from/--to, each node's GPU-hours and
     cost over the window (its subtree's leaves summed)."""
     instant = parse_instant(at, option="--at") if at else None
     window = None
@@ -333,7 +357,14 @@ def tree_command(
     with store.snapshot() as uow:
         nodes = quota_nodes_at(uow.connection, instant, window)
         scale_of = currency_scales(uow.connection)
-    rows = [node_row(nodes, f, with_at=fmt is not RowFormat.table) for f in nodes.flavors]
+        kinds = used_by_kind(uow.connection, nodes.at)[1] if nodes.at is not None else {}
+    rows = [
+        with_kinds(
+            node_row(nodes, f, with_at=fmt is not RowFormat.table),
+            kinds.get((f.usage.quota, f.usage.flavor), {}),
+        )
+        for f in nodes.flavors
+    ]
     emit_rows(with_amounts(rows, str(fmt), scale_of), fmt)
 
 

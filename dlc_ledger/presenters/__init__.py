@@ -13,7 +13,13 @@ from dlc_ledger.presenters.extent import Extent, data_extent
 from dlc_ledger.presenters.job_figures import gpu_hours, gpu_model, gpu_request_mgpu, listed_jobs
 from dlc_ledger.presenters.money import money_fields, with_amounts
 from dlc_ledger.presenters.months import forecast_precise, month_to_date
-from dlc_ledger.presenters.quota_rows import node_row, series_row, usage_json, usage_table
+from dlc_ledger.presenters.quota_rows import (
+    node_row,
+    series_row,
+    usage_json,
+    usage_table,
+    with_kinds,
+)
 
 __all__ = [
     "Extent",
@@ -33,4 +39,5 @@ __all__ = [
     "usage_json",
     "usage_table",
     "with_amounts",
+    "with_kinds",
 ]

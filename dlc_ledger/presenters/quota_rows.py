@@ -15,9 +15,17 @@ from ledger.canonical import format_timestamp
 from ledger.errors import Invalid
 from ledger.quotas import resource_unit
 from ledger.usage_boards import NUMBERS
-from projections.quotas import NodeFlavor, QuotaNodes, UsageRow
+from projections.quotas import KINDS, NodeFlavor, QuotaNodes, UsageRow
 
-__all__ = ["NODE_KEYS", "USAGE_KEYS", "node_row", "series_row", "usage_json", "usage_table"]
+__all__ = [
+    "NODE_KEYS",
+    "USAGE_KEYS",
+    "node_row",
+    "series_row",
+    "usage_json",
+    "usage_table",
+    "with_kinds",
+]
 
 USAGE_KEYS = ("quota", "flavor", *NUMBERS)
 NODE_KEYS = ("quota", "parent", "flavor", "min", "max", "used", "borrowed", "lent", "lendable",
@@ -36,6 +44,18 @@ def usage_table(row: dict[str, Any]) -> dict[str, Any]:
     """A usage row for a table: its unit added, the instant left to the caller."""
     out = {k: row[k] for k in USAGE_KEYS}
     out["unit"] = resource_unit(row["flavor"])
+    return out
+
+
+def with_kinds(row: dict[str, Any], kinds: dict[str, int]) -> dict[str, Any]:
+    """A node x flavor row with its ``used`` split by kind (``projections.quotas.kinds``):
+    ``used_training``, ``used_service``, ``used_notebook``, after ``used``."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        out[key] = value
+        if key == "used":
+            for kind in KINDS:
+                out[f"used_{kind}"] = kinds.get(kind, 0)
     return out
 
 

@@ -2,12 +2,14 @@
 from them (used, borrowed, lent, queued demand) at an instant, per node, over a window.
 
 ``projection`` folds the facts into the tables; ``reads`` sums them at an instant or over
-a window; ``nodes`` gives every node of the tree its figures; ``scope`` narrows a read to a
+a window; ``kinds`` splits a node's used into training, services and notebooks;
+``nodes`` gives every node of the tree its figures; ``scope`` narrows a read to a
 workspace token's subtree.
 """
 
 from __future__ import annotations
 
+from projections.quotas.kinds import KINDS, used_by_kind
 from projections.quotas.nodes import NodeFlavor, QuotaNodes, quota_nodes_at
 from projections.quotas.projection import QuotaProjection
 from projections.quotas.reads import (
@@ -23,6 +25,7 @@ from projections.quotas.reads import (
 from projections.quotas.scope import quota_in_scope, quota_subtree, subtree_condition
 
 __all__ = [
+    "KINDS",
     "STEPS",
     "NodeFlavor",
     "QuotaNodes",
@@ -38,4 +41,5 @@ __all__ = [
     "usage_at",
     "usage_history",
     "usage_series",
+    "used_by_kind",
 ]

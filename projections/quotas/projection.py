@@ -12,7 +12,8 @@ any window, are derived at read time (:mod:`projections.quotas.reads`,
 :mod:`ledger.usage_boards`).
 
 Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_hours``,
-``0010_quota_change_days``, ``0013_quota_job_intervals``, ``0021_quota_rollups``):
+``0010_quota_change_days``, ``0013_quota_job_intervals``, ``0021_quota_rollups``,
+``0026_quota_workloads``):
 
 - ``quota_nodes`` / ``quota_workspaces``: the current tree and bindings, in arrival
   order (``dlc-ledger quotas apply`` diffs against them);
@@ -26,6 +27,7 @@ Tables (migrations ``0003_quotas``, ``0006_quota_changes``, ``0009_quota_change_
 - ``quota_own_usage``: the running totals of ``quota_changes`` (the latest raw usage);
 - ``quota_rollup_*``: the settled rows at each hour with a change, kept by the
   projection's maintenance after a catch-up (:mod:`projections.quotas.rollups`);
+- ``quota_workloads``: the services and notebooks among the jobs (usage by kind);
 - ``quota_jobs``, ``quota_occupancies``: the fold's state (each job's quota, request,
   submission, first end and pods' intervals; each pod's quota, resources and interval).
 
@@ -87,6 +89,7 @@ from projections.quotas.tables import (
     quota_rollup_rows,
     quota_rollup_state,
     quota_tree_history,
+    quota_workloads,
     quota_workspaces,
 )
 
@@ -155,15 +158,28 @@ class QuotaProjection(Projection):
         quota_tree_history,
         quota_workspaces,
         quota_nodes,
+        quota_workloads,
     )
-    event_types = TREE_EVENTS | JOB_EVENTS | OCC_EVENTS
+    event_types = TREE_EVENTS | JOB_EVENTS | OCC_EVENTS | {"WorkloadCreated"}
 
     def apply(self, uow: UnitOfWork, conn: Connection, events: Sequence[RecordedEvent]) -> None:
         fold = self._load(conn, *_named(events))
+        workloads: dict[str, str] = {}
         for event in events:
+            if event.type == "WorkloadCreated":
+                # a workload's kind, for usage split by kind; its replicas' pods are its job
+                workloads.setdefault(event.data["job_uid"], event.data.get("workload", "service"))
+                continue
             fold.apply(event.type, event.data, event.occurred_at, event.position)
         fold.job_changes()
         self._save(conn, fold)
+        if workloads:
+            with driver(conn).cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO quota_workloads (job_uid, workload) VALUES (%s, %s) "
+                    "ON CONFLICT (job_uid) DO NOTHING",
+                    sorted(workloads.items()),
+                )
 
     def maintain(self, conn: Connection) -> bool:
         return extend_rollups(conn)

@@ -23,6 +23,7 @@ __all__ = [
     "quota_rollup_rows",
     "quota_rollup_state",
     "quota_tree_history",
+    "quota_workloads",
     "quota_workspaces",
 ]
 
@@ -80,6 +81,14 @@ quota_occupancies = Table(
     Column("open", Boolean, nullable=False),
     Column("started_at", _TS),
     Column("ended_at", _TS),
+)
+#: The services and notebooks among the jobs (migration 0026): usage split by kind reads
+#: a pod's job here (absent: a training job).
+quota_workloads = Table(
+    "quota_workloads",
+    metadata,
+    Column("job_uid", Text, primary_key=True),
+    Column("workload", Text, nullable=False),  # service | notebook
 )
 quota_changes = Table(
     "quota_changes",

@@ -53,6 +53,10 @@ def test_the_tree_has_the_clis_figures_at_every_node(
     assert (a_gpu["queued"] >= 5000, a_gpu["pending_jobs"] >= 1) == (True, True)
     root = rows[("root", "gpu/any")]
     assert root["cost_minor"] == 4 * 240 and root["mgpu_seconds"] == 4 * 3600 * 1000
+    # used, split by kind at every node: all training here, and the parts add up
+    for item in items:
+        parts = (item["used_training"], item["used_service"], item["used_notebook"])
+        assert sum(parts) == item["used"] and parts[1:] == (0, 0), item
 
 
 def test_a_workspace_token_sees_its_subtree_only(

@@ -64,10 +64,10 @@ def test_a_book_without_workload_rates_keeps_its_exact_bytes() -> None:
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ("{training: {public: {gpu/any: \"1.00\"}}}", "workload_rates.training"),
+        ('{training: {public: {gpu/any: "1.00"}}}', "workload_rates.training"),
         ("{service: {public: {gpu/any: 3.1}}}", "quoted decimal"),
         ("{service: {public: {}}}", "at least 1"),
-        ("{service: {spot: {gpu/any: \"1.00\"}}}", "spot"),
+        ('{service: {spot: {gpu/any: "1.00"}}}', "spot"),
     ],
 )
 def test_bad_workload_rates_are_refused_by_name(table: str, message: str) -> None:
