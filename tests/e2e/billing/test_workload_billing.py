@@ -105,6 +105,9 @@ def test_services_and_notebooks_pay_their_own_rates_and_jobs_the_book_s(
         for r in _rows(cli, "report", "cost", "--group-by", "kind", "--source", "rated")
     }
     assert rated == by_kind
+    # as recorded by an instant (the ledger's transactions then): the same split
+    as_of = _rows(cli, "report", "cost", "--group-by", "kind", "--as-of", "2027-01-01T00:00:00Z")
+    assert {r["kind"]: r["cost_minor"] for r in as_of if r["kind"] != "(rounding)"} == by_kind
     by_service = _rows(cli, "report", "cost", "--group-by", "service", "--source", "rated")
     assert {r["service"]: r["cost_minor"] for r in by_service} == {
         "ns1/svc": by_kind["service"],
