@@ -9,7 +9,7 @@ from pydantic import Field
 
 from dlc_ledger.api.models import Freshness, JobDetail, ListedJob, Strict, Timestamp
 
-__all__ = ["ReplicaChange", "WorkloadDetail", "WorkloadPage"]
+__all__ = ["ReplicaBilled", "ReplicaChange", "WorkloadDetail", "WorkloadPage"]
 
 
 class ReplicaChange(Strict):
@@ -29,5 +29,20 @@ class WorkloadPage(Strict):
     freshness: Freshness | None = None
 
 
+class ReplicaBilled(Strict):
+    """One replica's occupancy and the billing mode billing decided when it started."""
+
+    occupancy_id: str
+    started_at: Timestamp
+    ended_at: Timestamp | None = Field(description="Null: still running.")
+    flavor: str
+    mgpu: int
+    billing_mode: str = Field(
+        description="quota: prepaid, within its quota; public: pay-as-you-go, a spilled "
+        "replica beyond its quota's capacity (or a workload on public resources)."
+    )
+
+
 class WorkloadDetail(JobDetail):
     replica_history: list[ReplicaChange]
+    replicas_billed: list[ReplicaBilled]

@@ -19,7 +19,8 @@ from dlc_ledger.api.listing import listing
 from dlc_ledger.api.models_workloads import WorkloadDetail, WorkloadPage
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.presenters import listed_jobs, money_fields
-from projections.billing import currency_scales
+from ledger.canonical import format_timestamp
+from projections.billing import currency_scales, replica_billing
 from projections.jobs import workload_detail
 
 __all__ = ["router"]
@@ -104,6 +105,14 @@ def get_service(request: Request, principal: CurrentPrincipal, service_uid: str)
     with store.snapshot() as uow:
         detail = workload_detail(uow, service_uid, workspaces=principal.scope)
         scale_of = currency_scales(uow.connection)
+        detail["replicas_billed"] = [
+            {
+                **r,
+                "started_at": format_timestamp(r["started_at"]),
+                "ended_at": None if r["ended_at"] is None else format_timestamp(r["ended_at"]),
+            }
+            for r in replica_billing(uow.connection, detail["job_uid"])
+        ]
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
     body = WorkloadDetail.model_validate(with_freshness(request, detail))
     return Response(body.model_dump_json(exclude_unset=True), media_type="application/json")

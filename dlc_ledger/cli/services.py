@@ -18,7 +18,7 @@ from dlc_ledger.cli.tables import DocumentFormat, DocumentFormatOption, render_t
 from dlc_ledger.cli.tables import cell as _cell
 from dlc_ledger.presenters import with_amounts
 from dlc_ledger.wiring import context
-from projections.billing import currency_scales
+from projections.billing import currency_scales, replica_billing
 from projections.jobs import list_jobs, workload_detail
 from projections.names import job_workspaces
 
@@ -89,6 +89,7 @@ def services_show(
     with store.snapshot() as uow:
         detail = workload_detail(uow, service)
         scale_of = currency_scales(uow.connection)
+        billed = replica_billing(uow.connection, detail["job_uid"])
     history = detail["replica_history"]
     cost = with_amounts(detail["cost"], fmt.value, scale_of)
     shown = {
@@ -101,7 +102,12 @@ def services_show(
         "billing_mode": detail.get("billing_mode"),
     }
     if fmt is DocumentFormat.json:
-        out = shown | {"replica_history": history, "occupied": detail["occupied"], "cost": cost}
+        out = shown | {
+            "replica_history": history,
+            "occupied": detail["occupied"],
+            "replicas_billed": billed,
+            "cost": cost,
+        }
         typer.echo(json.dumps(out, indent=2, default=str))
         return
     width = max(len(k) for k in shown)
@@ -111,5 +117,7 @@ def services_show(
     typer.echo(render_table(history, ["at", "change", "replicas", "by"]))
     typer.echo("\noccupied (closed occupancies):")
     typer.echo(render_table(detail["occupied"]))
+    typer.echo("\nreplicas as billed (quota: prepaid; public: beyond the quota, pay-as-you-go):")
+    typer.echo(render_table(billed))
     typer.echo("\ncost (posted to the ledger; rated: its facts rated up to the cluster clock):")
     typer.echo(render_table(cost))

@@ -12,6 +12,7 @@ Money enters only as events, and every statement on the billing tables is here:
 - ``invoices``: an invoice read, voided, credited;
 - ``reports``, ``invoice_pages``: the finance reports, the invoice and credit-note lists;
   ``top``: a window's costliest groups and its total, ordered and cut in SQL;
+  ``replicas``: how each replica of a service was billed (prepaid or spilled);
 - ``balances``: the trial balance and receivables by age; ``trails``: an invoice line's
   audit trail back to the cluster facts.
 
@@ -40,6 +41,7 @@ from projections.billing.reads import (
     load_schedule,
     occupancy_from_row,
 )
+from projections.billing.replicas import replica_billing
 from projections.billing.reports import (
     GROUP_KEYS,
     ReportWindow,
@@ -88,6 +90,7 @@ __all__ = [
     "occupancy_from_row",
     "parse_group_by",
     "read_books",
+    "replica_billing",
     "subscription_lines",
     "trace_span_seconds",
     "usage_report",

@@ -28,6 +28,11 @@ def test_services_and_notebooks_over_http(
         ("scaled", 2),
         ("deleted", 0),
     ]
+    # each replica as billed: public resources, no quota drawing on subscribed groups
+    assert [(r["occupancy_id"], r["billing_mode"]) for r in detail["replicas_billed"]] == [
+        ("ranker-0", "public"),
+        ("ranker-1", "public"),
+    ]
     (nb,) = client.get("/v1/notebooks", headers=admin).json()["items"]
     assert nb["job_uid"] == "nb"
     assert client.get("/v1/services/train", headers=admin).status_code == 404

@@ -174,6 +174,10 @@ def test_a_spilling_service_pays_for_the_replicas_beyond_its_quota_only(
         "r1": "quota", "r2": "quota", "r3": "public", "r4": "quota", "r5": "public",
         "job-0": "quota",
     }  # fmt: skip
+    shown = json.loads(cli("services", "show", "svc", "--format", "json"))
+    assert {r["occupancy_id"]: r["billing_mode"] for r in shown["replicas_billed"]} == {
+        p: m for p, m in modes.items() if p.startswith("r")
+    }
     spilled = sum(
         (Fraction(int((b - a).total_seconds())) for p, (a, b) in intervals.items()
          if modes[p] == "public"),
