@@ -9,6 +9,7 @@ from kubernetes import client
 
 from consumers.watchers.labels import ANNOTATION_REFUSED, SCHEDULING_GATE
 from consumers.watchers.listwatch import DEPLOYMENTS, JOBS, PODS, PYTORCHJOBS
+from dlc_ledger.services.dispatch import why_job
 from kubesim import DEPLOYMENTS as SIM_DEPLOYMENTS
 from kubesim import PODS as SIM_PODS
 from kubesim import KubeSim
@@ -92,6 +93,14 @@ def test_inference_reclaims_training_replica_by_replica_and_a_notebook_is_refuse
         assert decided.data["quota"] == "quota1" and decided.data["reason"] == "Reclaim"
         assert decided.data["victims"][0]["quota"] == "quota1.1"
 
+        # why: the service's waiting replica, its reason and place in quota1's queue
+        why = why_job(store, uid)
+        assert (why["answer"], why["replica"]) == ("pending", f"{uid}#1")
+        assert why["replicas"]["running"] == [f"{uid}#0"]
+        assert why["pending"]["reason"] == "PreemptionPending"
+        assert why["pending"]["position"] == 1
+        assert why["quota"] == "quota1" and "estimate" in why["pending"]
+
         sim.advance(31)  # the victim's pod is gone (its grace): the replica is admitted
         later = live.dispatcher.cycle()
         assert later.admitted == (f"{uid}#1",)
@@ -124,5 +133,9 @@ def test_inference_reclaims_training_replica_by_replica_and_a_notebook_is_refuse
         assert decision.data["reason"] == "InsufficientQuota"
         sim.advance(1)
         assert live.dispatcher.cycle().refused == ()  # scaled to none: nothing asks
+        refusal = why_job(store, notebook["metadata"]["uid"])
+        assert refusal["answer"] == "refused"
+        assert refusal["refusal"]["reason"] == "InsufficientQuota"
+        assert "never queued" in refusal["summary"]
     finally:
         live.close()
