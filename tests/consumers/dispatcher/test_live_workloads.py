@@ -9,6 +9,8 @@ from kubernetes import client
 
 from consumers.watchers.labels import ANNOTATION_REFUSED, SCHEDULING_GATE
 from consumers.watchers.listwatch import DEPLOYMENTS, JOBS, PODS, PYTORCHJOBS
+from dlc_ledger.api.listing import plain
+from dlc_ledger.api.models_dispatch import Why
 from dlc_ledger.services.dispatch import why_job
 from kubesim import DEPLOYMENTS as SIM_DEPLOYMENTS
 from kubesim import PODS as SIM_PODS
@@ -100,6 +102,7 @@ def test_inference_reclaims_training_replica_by_replica_and_a_notebook_is_refuse
         assert why["pending"]["reason"] == "PreemptionPending"
         assert why["pending"]["position"] == 1
         assert why["quota"] == "quota1" and "estimate" in why["pending"]
+        Why.model_validate(plain(why))  # what /v1/jobs/{uid}/why serves
 
         sim.advance(31)  # the victim's pod is gone (its grace): the replica is admitted
         later = live.dispatcher.cycle()
@@ -137,5 +140,6 @@ def test_inference_reclaims_training_replica_by_replica_and_a_notebook_is_refuse
         assert refusal["answer"] == "refused"
         assert refusal["refusal"]["reason"] == "InsufficientQuota"
         assert "never queued" in refusal["summary"]
+        Why.model_validate(plain(refusal))
     finally:
         live.close()
