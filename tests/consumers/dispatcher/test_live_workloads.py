@@ -18,6 +18,8 @@ from kubesim import KubeSim
 from kubesim.services import deployment_object, replica_pod
 from kubesim.store import Object
 from ledger.store.postgres import PostgresEventStore
+from projections.dispatch import DecisionWindow, preemptions_report
+from tests.support.builders import EPOCH
 from tests.support.live import Live
 
 #: 4 GPUs: inference on the parent (child-level preemption), training and notebooks below
@@ -113,6 +115,22 @@ def test_inference_reclaims_training_replica_by_replica_and_a_notebook_is_refuse
         # the preempted training job waits: training never takes a replica back
         assert [s.job for s in settled.result.pending] == [victim]
         assert settled.result.preemptions == ()
+
+        # the preemption report: the service's replica took a training borrower
+        live.project()
+        with store.engine.connect() as conn:
+            (row,) = preemptions_report(conn, DecisionWindow(EPOCH, sim.clock.now(), None))
+        assert (row["preemptor"], row["preemptor_quota"], row["preemptor_priority"]) == (
+            "infer",
+            "quota1",
+            100,
+        )
+        assert (row["victim_uid"], row["victim_quota"], row["reason"]) == (
+            victim,
+            "quota1.1",
+            "Reclaim",
+        )
+        assert row["gpu_hours_lost"] > 0  # the training job ran 1 GPU for ~40 s
 
         # a notebook now: the pool is full, its quota preempts nothing: refused, not queued
         notebook = _workload(
