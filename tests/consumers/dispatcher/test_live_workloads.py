@@ -18,7 +18,7 @@ from kubesim import KubeSim
 from kubesim.services import deployment_object, replica_pod
 from kubesim.store import Object
 from ledger.store.postgres import PostgresEventStore
-from projections.dispatch import DecisionWindow, preemptions_report
+from projections.dispatch import DecisionWindow, preemptions_report, queue_listing
 from tests.support.builders import EPOCH
 from tests.support.live import Live
 
@@ -105,6 +105,10 @@ def test_inference_reclaims_training_replica_by_replica_and_a_notebook_is_refuse
         assert why["pending"]["position"] == 1
         assert why["quota"] == "quota1" and "estimate" in why["pending"]
         Why.model_validate(plain(why))  # what /v1/jobs/{uid}/why serves
+        # and in the parent quota's queue (queue show quota1), in its tree's order
+        with store.engine.connect() as conn:
+            queue = queue_listing(conn, "quota1", sim.clock.now())
+        assert [(r["job_uid"], r["quota"]) for r in queue.rows] == [(f"{uid}#1", "quota1")]
 
         sim.advance(31)  # the victim's pod is gone (its grace): the replica is admitted
         later = live.dispatcher.cycle()
