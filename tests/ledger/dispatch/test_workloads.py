@@ -4,7 +4,11 @@ the parent quota with child-level preemption, training and notebooks on its chil
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger.dispatch import (
     Admitted,
@@ -16,6 +20,7 @@ from ledger.dispatch import (
     Refusal,
     Snapshot,
     Victim,
+    WorkloadClass,
     decide,
     may_take,
     plan_cycle,
@@ -23,6 +28,7 @@ from ledger.dispatch import (
     unit_workload,
 )
 from ledger.dispatch.estimates import estimate_starts
+from tests.ledger.dispatch.test_properties import check_preemption, worlds
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 NOW = T0 + timedelta(hours=2)
@@ -249,3 +255,29 @@ def test_a_waiting_replica_has_an_estimated_start() -> None:
     start = estimate["inference#4"]
     assert start.start == NOW + timedelta(minutes=30)
     assert start.basis == "simulated"
+
+
+# properties ----------------------------------------------------------------------------
+
+CLASSES: tuple[WorkloadClass, ...] = ("job", "notebook", "service")
+
+
+@settings(max_examples=200, deadline=None)
+@given(worlds(), st.data())
+def test_no_victim_is_of_a_higher_class_than_its_preemptor(
+    world: tuple[Snapshot, Incoming], data: st.DataObject
+) -> None:
+    """Kueue's worlds of the properties (random three-level trees, policies, priorities)
+    with random classes: whatever the policies, a preemptor never takes a higher class,
+    and the decisions stay sound (each victim needed, policies kept)."""
+    snap, inc = world
+    admitted = tuple(
+        replace(wl, workload=data.draw(st.sampled_from(CLASSES))) for wl in snap.admitted
+    )
+    inc = replace(inc, workload=data.draw(st.sampled_from(CLASSES)))
+    snap = replace(snap, admitted=admitted)
+    d = decide(snap, inc)
+    by_name = {wl.job: wl for wl in admitted}
+    assert all(may_take(inc.workload, by_name[v.job].workload) for v in d.victims)
+    if d.outcome == "preempt":
+        check_preemption(snap, inc, d)
