@@ -54,6 +54,15 @@ def active_deadline(res: ResourceType, obj: Object | None) -> int | None:
     return None if value is None else int(value)
 
 
+def _gated(pod: Object | None) -> bool:
+    """A pod held by a scheduling gate (``spec.schedulingGates``): no scheduler binds it."""
+    return bool(((pod or {}).get("spec") or {}).get("schedulingGates"))
+
+
+def _bound(pod: Object | None) -> bool:
+    return bool(((pod or {}).get("spec") or {}).get("nodeName"))
+
+
 class Cluster:
     """Store + virtual clock + timers; the write operations with Kubernetes side effects."""
 
@@ -63,7 +72,8 @@ class Cluster:
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._lock = threading.RLock()
-        # Called with a freshly created Pending pod the job controller made (on resume);
+        # Called with a freshly created Pending pod the job controller made (on resume),
+        # or a Pending pod whose last scheduling gate was lifted (an admitted replica);
         # the trace driver installs one that binds it at the current virtual time.
         self.pod_scheduler: Callable[[Object], None] | None = None
         # Called with a job the controller failed by itself (its deadline passed); the
@@ -111,7 +121,12 @@ class Cluster:
         """Store a change and let the controllers react to it (suspend / resume)."""
         with self.store.lock:
             old, new = self.store.update(res, namespace, name, mutate)
-            if suspend_flag(res, old) != suspend_flag(res, new):
+            if res == PODS and _gated(old) and not _gated(new) and not _bound(new):
+                # its last scheduling gate lifted (the dispatcher admitted the replica):
+                # schedulable now, as a resumed job's new pod is
+                if self.pod_scheduler is not None:
+                    self.pod_scheduler(new)
+            elif suspend_flag(res, old) != suspend_flag(res, new):
                 self._on_suspend_changed(res, new, suspend_flag(res, new))
             elif active_deadline(res, old) != active_deadline(res, new):
                 self._watch_deadline(res, namespace, name)

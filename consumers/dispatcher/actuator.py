@@ -47,3 +47,13 @@ class Actuator(Protocol):
     def stop(self, job: JobRef, max_run_seconds: int) -> None:
         """End the job for good, as its platform's timeout would, once it has run
         ``max_run_seconds`` (it is not queued again)."""
+
+    def release_replicas(self, workload: JobRef, pods: int, *, shrink: bool = False) -> None:
+        """Let ``pods`` of a service's or notebook's pods run: lift the admission gate
+        (:data:`consumers.watchers.labels.SCHEDULING_GATE`) of gated ones, oldest first,
+        while fewer are released; with ``shrink`` (a replica preempted), delete the newest
+        released ones (marked preempted) while more are (its controller makes them
+        again, gated)."""
+
+    def refuse(self, workload: JobRef, reason: str) -> None:
+        """Refuse a notebook at start: scale it to no replica, saying why."""

@@ -5,7 +5,8 @@ Ids are over (job, pending episode, what): an admission once per episode (``atte
 the job's preemptions so far); a preemption per set of victims (each with its own
 episode); a pending decision per change of reason (the count of pending decisions the
 episode already has); a stop at the job's maximum run time once per episode (an
-``AdmissionDecided`` with outcome ``stop``, reason ``MaxRunTimeExceeded``). Decisions go
+``AdmissionDecided`` with outcome ``stop``, reason ``MaxRunTimeExceeded``); a notebook's
+refusal at start once per episode (outcome ``refuse``, its reason). Decisions go
 on the stream ``dispatch/<job uid>`` (the preemptor's for a preemption); ``state`` holds
 the quota figures the decision rests on: ``request``, and per quota of the job's path and
 of each victim ``<quota>.used`` (before the decision), ``<quota>.min``, ``<quota>.max``
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from ledger.dispatch import Admitted, CycleInput, Decision, PendingStatus
+from ledger.dispatch import Admitted, CycleInput, Decision, PendingStatus, Refusal
 from ledger.dispatch.estimates import StartEstimate
 from ledger.dispatch.timeouts import MAX_RUN_REASON, Overrun
 from ledger.envelopes import Envelope, make_envelope
@@ -32,6 +33,7 @@ __all__ = [
     "pending_event",
     "preemption_event",
     "record_of",
+    "refusal_event",
     "stop_event",
 ]
 
@@ -179,6 +181,21 @@ def pending_event(
         estimated_start_high=estimate.high if estimate and estimate.low else None,
     )
     return _envelope(data, job.uid, now, str(job.attempt), "pending", str(count + 1), status.reason)
+
+
+def refusal_event(refusal: Refusal, job: DispatchJob, figures: Figures, now: datetime) -> Envelope:
+    """A notebook refused at start (once per episode): it does not fit now, even with the
+    preemption its quota's policies allow, and is not queued."""
+    quota = job.quota or refusal.quota
+    data = AdmissionDecided(
+        job_uid=job.uid,
+        quota=quota,
+        outcome="refuse",
+        state=figures.state(job.resources, figures.path(quota)),
+        reason=refusal.reason,
+        attempt=job.attempt,
+    )
+    return _envelope(data, job.uid, now, str(job.attempt), "refuse")
 
 
 def stop_event(overrun: Overrun, job: DispatchJob, figures: Figures, now: datetime) -> Envelope:

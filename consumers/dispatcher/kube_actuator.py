@@ -8,6 +8,14 @@ A stop at the job's maximum run time sets the platform's own timeout,
 ``activeDeadlineSeconds`` (the Job's, a Kubeflow job's ``runPolicy``'s, a bare pod's): the
 job has run that long, so its controller fails it at once (``DeadlineExceeded``), deleting
 its pods, and the job keeps its record instead of being deleted.
+
+A service's or notebook's replicas (docs/dispatch.md, "Services and notebooks") are pods
+created with the ``dlc.ledger/admission`` scheduling gate: admitting a replica lifts the
+gate of one of its workload's gated pods (a JSON patch of ``spec.schedulingGates``, which
+Kubernetes allows to shrink only), preempting one deletes a released pod (marked
+preempted; its controller makes it again, gated). A notebook refused at start is scaled to
+no replica (AppsV1Api, or CustomObjectsApi for a LeaderWorkerSet), annotated
+``dlc.ledger/refused`` with the reason.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from consumers.dispatcher.actuator import ActuationError, JobRef
-from consumers.watchers.labels import ANNOTATION_PREEMPTED
+from consumers.watchers.labels import ANNOTATION_PREEMPTED, ANNOTATION_REFUSED, SCHEDULING_GATE
+from consumers.watchers.workloads import workload_owner
 
 __all__ = ["KUBEFLOW_PLURALS", "KubeActuator"]
 
@@ -39,6 +48,7 @@ class KubeActuator:
         self.batch = client.BatchV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
 
     def resume(self, job: JobRef) -> None:
         self._set_suspend(job, False)
@@ -106,6 +116,67 @@ class KubeActuator:
                 ),
             )
 
+    def release_replicas(self, workload: JobRef, pods: int, *, shrink: bool = False) -> None:
+        listed = self._call(
+            workload, "list pods", lambda: self.core.list_namespaced_pod(workload.namespace).items
+        )
+        gated: list[Any] = []
+        released: list[Any] = []
+        for pod in listed or ():
+            meta = pod.metadata
+            if meta.deletion_timestamp is not None or not _replica_of(pod, workload):
+                continue
+            gates = [g.name for g in (pod.spec.scheduling_gates or ())]
+            (gated if SCHEDULING_GATE in gates else released).append(pod)
+        gated.sort(key=lambda p: (p.metadata.creation_timestamp or 0, p.metadata.name))
+        for pod in gated[: max(0, pods - len(released))]:
+            name = pod.metadata.name
+            rest = [
+                {"name": g.name}
+                for g in (pod.spec.scheduling_gates or ())
+                if g.name != SCHEDULING_GATE
+            ]
+            body = [{"op": "replace", "path": "/spec/schedulingGates", "value": rest}]
+            self._call(
+                workload,
+                f"lift the admission gate of pod {name}",
+                lambda name=name, body=body: self.core.patch_namespaced_pod(
+                    name, workload.namespace, body
+                ),
+            )
+        if not shrink:
+            return
+        released.sort(key=lambda p: (p.metadata.creation_timestamp or 0, p.metadata.name))
+        for pod in reversed(released[pods:]):
+            name = pod.metadata.name
+            self._call(
+                workload,
+                f"mark pod {name} preempted",
+                lambda name=name: self.core.patch_namespaced_pod(name, workload.namespace, _MARK),
+            )
+            self._call(
+                workload,
+                f"delete pod {name}",
+                lambda name=name: self.core.delete_namespaced_pod(
+                    name, workload.namespace, grace_period_seconds=0
+                ),
+            )
+
+    def refuse(self, workload: JobRef, reason: str) -> None:
+        body = {"metadata": {"annotations": {ANNOTATION_REFUSED: reason}}, "spec": {"replicas": 0}}
+        name, namespace = workload.name, workload.namespace
+        if workload.kind == "Deployment":
+            call: Any = lambda: self.apps.patch_namespaced_deployment(name, namespace, body)  # noqa: E731
+        elif workload.kind == "StatefulSet":
+            call = lambda: self.apps.patch_namespaced_stateful_set(name, namespace, body)  # noqa: E731
+        elif workload.kind == "LeaderWorkerSet":
+            call = lambda: self.custom.patch_namespaced_custom_object(  # noqa: E731
+                "leaderworkerset.x-k8s.io", "v1", namespace, "leaderworkersets", name, body
+            )
+        else:
+            raise ActuationError(f"{workload.kind} {namespace}/{name} is no notebook to refuse")
+        self._call(workload, "scale to 0 replicas (refused)", call)
+
     def _set_suspend(self, job: JobRef, suspend: bool) -> None:
         if job.kind == "Job":
             body: dict[str, Any] = {"spec": {"suspend": suspend}}
@@ -150,3 +221,14 @@ class KubeActuator:
             raise ActuationError(
                 f"{what} of {job.kind} {job.namespace}/{job.name}: {exc}", transient=True
             ) from exc
+
+
+def _replica_of(pod: Any, workload: JobRef) -> bool:
+    """Whether ``pod`` is one of ``workload``'s replicas (the watcher's own rule)."""
+    meta = pod.metadata
+    refs = [
+        {"kind": o.kind, "name": o.name, "uid": o.uid, "controller": o.controller}
+        for o in meta.owner_references or ()
+    ]
+    owner = workload_owner({"ownerReferences": refs}, meta.labels or {})
+    return owner is not None and owner[1:] == (workload.kind, workload.name)

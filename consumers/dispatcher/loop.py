@@ -16,6 +16,13 @@ The budgets seam (:class:`BudgetGate`) gives the workspaces whose ``stop`` budge
 exhausted (nothing of theirs is admitted) and the jobs to stop (suspended, never a
 subscription ``quota``-mode job).
 
+Services and notebooks (docs/dispatch.md, "Services and notebooks") are decided replica by
+replica: an admitted replica's pod has its admission gate lifted, a preempted one's pod is
+deleted (:meth:`~consumers.dispatcher.actuator.Actuator.release_replicas`, once per
+workload with the replicas it may run); a notebook refused at start is scaled to none
+(:meth:`~consumers.dispatcher.actuator.Actuator.refuse`), every cycle until it no longer
+asks for one. Budget and subscription stops do not touch them.
+
 A running job past its declared maximum run time (:mod:`ledger.dispatch.timeouts`) is
 stopped for good: a ``stop`` decision (``MaxRunTimeExceeded``) is stored, then the actuator
 ends it (:meth:`~consumers.dispatcher.actuator.Actuator.stop`), every cycle until it no
@@ -52,6 +59,7 @@ from consumers.dispatcher.decisions import (
     pending_event,
     preemption_event,
     record_of,
+    refusal_event,
     stop_event,
 )
 from ledger.dispatch import CycleInput, CycleResult, plan_cycle
@@ -127,6 +135,10 @@ class CycleOutcome:
     #: jobs whose decision could not be built: left out of the cycle, dead-lettered
     quarantined: tuple[str, ...] = ()
     unplaced: int = 0
+    #: notebooks (their replica units) refused at start
+    refused: tuple[str, ...] = ()
+    #: services and notebooks whose replicas were released (or preempted) through the API
+    released: tuple[str, ...] = ()
     result: CycleResult = field(default_factory=CycleResult, repr=False)
 
     def summary(self) -> str:
@@ -148,6 +160,8 @@ class CycleOutcome:
             parts.append(f"subscription-expired stopped {len(self.released_stopped)}")
         if self.max_run_stopped:
             parts.append(f"max-run stopped {len(self.max_run_stopped)}")
+        if self.refused:
+            parts.append(f"refused {len(self.refused)}")
         if self.unplaced:
             parts.append(f"no quota {self.unplaced}")
         if self.quarantined:
@@ -262,6 +276,11 @@ class Dispatcher:
                 victims.setdefault(v.job, decision.job)
         admit -= set(victims)  # an admission not yet carried out, now chosen as a victim
         failures = _Failures()
+        # a service's or notebook's replicas: released (or preempted) per workload
+        units = {uid for uid in admit | set(victims) if view.jobs[uid].workload != "job"}
+        released = self._release(view, admit & units, set(victims) & units, failures)
+        refused = self._refuse(view, result, failures)
+        admit -= units
         resumed = [uid for uid in sorted(admit) if self._act(view.jobs[uid], "resume", failures)]
         # a job past its maximum ends, whatever else was decided about it (a victim
         # suspended instead would queue again); its capacity frees as it stops
@@ -274,12 +293,15 @@ class Dispatcher:
         suspended = [
             uid
             for uid in sorted(victims)
-            if uid not in limit and self._act(view.jobs[uid], "suspend", failures)
+            if uid not in limit
+            and uid not in units
+            and self._act(view.jobs[uid], "suspend", failures)
         ]
         budget_stopped = [
             uid
             for uid in sorted(set(to_stop) - set(victims) - set(limit))
             if uid in view.jobs
+            and view.jobs[uid].workload == "job"
             and view.jobs[uid].occupying
             and view.jobs[uid].billing_mode in _PAY_AS_YOU_GO
             and self._act(view.jobs[uid], "suspend", failures)
@@ -291,6 +313,7 @@ class Dispatcher:
             uid
             for uid, job in sorted(view.jobs.items())
             if job.quota in self._released
+            and job.workload == "job"
             and job.occupying
             and uid not in victims
             and uid not in budget_stopped
@@ -312,6 +335,8 @@ class Dispatcher:
             max_run_stopped=tuple(max_run_stopped),
             quarantined=tuple(sorted(dropped)),
             unplaced=len(view.unplaced),
+            refused=tuple(refused),
+            released=tuple(released),
             result=result,
         )
 
@@ -364,6 +389,15 @@ class Dispatcher:
             )
             is not None
         ]
+        for refusal in result.refused:
+            event = self._guarded(
+                dropped,
+                refusal.job,
+                "refuse",
+                partial(refusal_event, refusal, jobs[refusal.job], figures, now),
+            )
+            if event is not None:
+                out.append(event)
         starts = self._estimates(view, [s.job for s in new])
         for status in new:
             event = self._guarded(
@@ -458,6 +492,56 @@ class Dispatcher:
         return len(result.positions)
 
     # -- act -------------------------------------------------------------------------------
+
+    def _release(
+        self, view: DispatchView, admit: set[str], victims: set[str], failures: _Failures
+    ) -> list[str]:
+        """Release the admitted replicas of each workload named in ``admit`` or
+        ``victims`` (its pods: the replicas it holds, not preempted, and those admitted);
+        returns the workloads whose call went through."""
+        by_workload: dict[str, list[DispatchJob]] = {}
+        for job in view.jobs.values():
+            if job.workload != "job":
+                by_workload.setdefault(job.workload_uid, []).append(job)
+        touched = sorted({view.jobs[uid].workload_uid for uid in admit | victims})
+        done: list[str] = []
+        for workload in touched:
+            units = by_workload.get(workload, [])
+            keep = [u for u in units if (u.occupying and u.uid not in victims) or u.uid in admit]
+            first = units[0]
+            ref = JobRef(workload, first.namespace, first.name, first.kind)
+            shrink = any(u.uid in victims for u in units)
+            pods = len(keep) * first.per_replica
+            release = partial(self.actuator.release_replicas, ref, pods, shrink=shrink)
+            if self._call(f"release {workload}", failures, release):
+                done.append(workload)
+        return done
+
+    def _refuse(self, view: DispatchView, result: CycleResult, failures: _Failures) -> list[str]:
+        """Refuse the notebooks refused now, or earlier and still asking (their unit)."""
+        reasons = dict(view.refused)
+        reasons.update((r.job, r.reason) for r in result.refused)
+        done: list[str] = []
+        for uid, reason in sorted(reasons.items()):
+            job = view.jobs[uid]
+            ref = JobRef(job.workload_uid, job.namespace, job.name, job.kind)
+            if self._call(f"refuse {uid}", failures, partial(self.actuator.refuse, ref, reason)):
+                done.append(uid)
+        return done
+
+    def _call(self, what: str, failures: _Failures, call: Callable[[], None]) -> bool:
+        """One actuator call (see :meth:`_act`)."""
+        if failures.api_failing:
+            failures.append(f"{what}: deferred, the API server is failing")
+            return False
+        try:
+            call()
+        except ActuationError as exc:
+            log.warning("%s failed, retried next cycle: %s", what, exc)
+            failures.append(f"{what}: {exc}")
+            failures.api_failing = failures.api_failing or exc.transient
+            return False
+        return True
 
     def _act(
         self, job: DispatchJob, action: str, failures: _Failures, *, max_run_seconds: int = 0

@@ -86,6 +86,7 @@ def record_cycle(cycle: CycleInput, result: CycleResult, seconds: float) -> None
     DECISIONS.labels("admitted").inc(len(result.admissions))
     DECISIONS.labels("preempting").inc(len(result.preemptions))
     DECISIONS.labels("pending").inc(len(result.pending))
+    DECISIONS.labels("refused").inc(len(result.refused))  # notebooks refused at start
     _record_quotas(cycle)
     waiting = Tally(status.quota for status in result.pending)
     PENDING.clear()

@@ -37,6 +37,7 @@ __all__ = [
     "ANNOTATION_GPU_MILLI",
     "ANNOTATION_MAX_RUN",
     "ANNOTATION_PREEMPTED",
+    "ANNOTATION_REFUSED",
     "DEFAULT_BILLING_MODE",
     "DEFAULT_USER",
     "GPU_ANY",
@@ -45,6 +46,7 @@ __all__ = [
     "LABEL_QUOTA",
     "LABEL_USER",
     "LABEL_WORKSPACE",
+    "SCHEDULING_GATE",
     "Attribution",
     "Resources",
     "bounded_text",
@@ -71,6 +73,12 @@ ANNOTATION_MAX_RUN: Final = "dlc.ledger/max-run-seconds"
 #: set by the dispatcher on a pod it deletes to reclaim capacity: the occupancy ends
 #: ``preempted``, not ``deleted`` (the value names who preempted)
 ANNOTATION_PREEMPTED: Final = "dlc.ledger/preempted-by"
+#: on a notebook the dispatcher refused at start: why (docs/dispatch.md)
+ANNOTATION_REFUSED: Final = "dlc.ledger/refused"
+#: the scheduling gate a service's or notebook's replica pod is created with (an admission
+#: webhook adds it, as Kueue's pod integration does): the dispatcher lifts it to admit the
+#: replica; a gated pod is bound to no node, so it occupies nothing
+SCHEDULING_GATE: Final = "dlc.ledger/admission"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 GPU_ANY: Final = "gpu/any"
 TRAINING_JOB_NAME: Final = "training.kubeflow.org/job-name"

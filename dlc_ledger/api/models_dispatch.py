@@ -36,13 +36,22 @@ __all__ = [
     "WaitsRow",
     "Why",
     "WhyPreemption",
+    "WhyRefusal",
+    "WhyReplicas",
 ]
 
 #: quota -> figure (``gpu/any.used``, ``gpu/any.min``, ...) -> quantity, as the decision
 #: recorded it
 QuotaState = dict[str, dict[str, int]]
 Answer = Literal[
-    "pending", "unplaced", "finished", "preempted", "not queued", "running", "admitted"
+    "pending",
+    "unplaced",
+    "finished",
+    "preempted",
+    "not queued",
+    "running",
+    "admitted",
+    "refused",
 ]
 
 
@@ -170,6 +179,30 @@ class WhyPreemption(Strict):
     lost_cost_display: str | None = Field(default=None, description="With a cost only.")
 
 
+class WhyReplicas(Strict):
+    """A service's or notebook's replicas, each a unit of admission (``<uid>#<index>``)."""
+
+    running: list[str] = Field(description="Replicas holding pods.")
+    waiting: list[str] = Field(description="Desired replicas waiting for admission.")
+    refused: list[str] = Field(description="A notebook's replica refused at start.")
+
+
+class WhyRefusal(Strict):
+    """Why a notebook was refused at start (it is not queued)."""
+
+    reason: str = Field(
+        json_schema_extra={
+            "enum": [
+                "InsufficientQuota",
+                "ExceedsMaxQuota",
+                "BudgetExhausted",
+                "SubscriptionExpired",
+            ]
+        }
+    )
+    reason_text: str
+
+
 class Why(Strict):
     """Why a job is where it is at ``now``."""
 
@@ -182,7 +215,13 @@ class Why(Strict):
     priority: int | None
     billing_mode: str | None
     now: Timestamp
+    replica: str | None = Field(
+        default=None,
+        description="Services and notebooks only: the replica explained (its first waiting one).",
+    )
+    replicas: WhyReplicas | None = Field(default=None, description="Services and notebooks only.")
     answer: Answer
+    refusal: WhyRefusal | None = Field(default=None, description="answer refused only.")
     pending: PendingPart | None = Field(default=None, description="answer pending only.")
     projected_end: Timestamp | None = Field(
         default=None, description="answer running or admitted only."

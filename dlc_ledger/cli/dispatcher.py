@@ -23,10 +23,12 @@ def simulate(
     scenario: Annotated[
         Path,
         typer.Option(
-            "--scenario", help="Scenario YAML (quota tree, admitted jobs, one incoming job)."
+            "--scenario",
+            help="Scenario YAML (quota tree, admitted jobs, one incoming job or pending ones).",
         ),
     ],
 ) -> None:
-    """Decide one incoming job and print {"job", "outcome", "victims"} as JSON."""
+    """Decide one incoming job and print {"job", "outcome", "victims"} as JSON; a cycle
+    scenario (``pending:``) prints its cycles and preemption report (data/scenarios/README.md)."""
     decision = simulate_file(scenario)
     typer.echo(json.dumps(decision.as_document()))

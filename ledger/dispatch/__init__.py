@@ -12,7 +12,9 @@ admitted workloads, one incoming workload), a decision out.
 - :mod:`~ledger.dispatch.cycle`: one cycle over the pending queue (:func:`plan_cycle`);
 - :mod:`~ledger.dispatch.queues`: queue policies (order, which jobs a cycle tries);
 - :mod:`~ledger.dispatch.trees`: the applied quota tree as the core's inputs
-  (:func:`dispatch_config`).
+  (:func:`dispatch_config`);
+- :mod:`~ledger.dispatch.workloads`: services (admitted replica by replica) and notebooks
+  (admitted or refused at start), inner quotas' own leaves, child-level preemption.
 """
 
 from ledger.dispatch.cycle import (
@@ -22,6 +24,8 @@ from ledger.dispatch.cycle import (
     PendingStatus,
     QueuePolicyName,
     QueueSettings,
+    Refusal,
+    RefusalReason,
     plan_cycle,
 )
 from ledger.dispatch.model import (
@@ -36,10 +40,12 @@ from ledger.dispatch.model import (
     QuotaNode,
     Snapshot,
     Victim,
+    WorkloadClass,
 )
 from ledger.dispatch.preemption import IDLE, Decider, decide
 from ledger.dispatch.shares import dominant_resource_share
 from ledger.dispatch.trees import DispatchConfig, dispatch_config
+from ledger.dispatch.workloads import may_take, own_leaf, public_quota, replica_unit, unit_workload
 
 __all__ = [
     "DEFAULT_STRATEGIES",
@@ -60,10 +66,18 @@ __all__ = [
     "QueuePolicyName",
     "QueueSettings",
     "QuotaNode",
+    "Refusal",
+    "RefusalReason",
     "Snapshot",
     "Victim",
+    "WorkloadClass",
     "decide",
     "dispatch_config",
     "dominant_resource_share",
+    "may_take",
+    "own_leaf",
     "plan_cycle",
+    "public_quota",
+    "replica_unit",
+    "unit_workload",
 ]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Incoming, Reason
+from ledger.dispatch.workloads import may_take
 
 __all__ = [
     "ByQuota",
@@ -34,7 +35,11 @@ class Target:
 
 
 def satisfies_policy(policy: str, incoming: Incoming, candidate: Admitted) -> bool:
-    """Kueue's ``SatisfiesPreemptionPolicy`` (``Never`` allows nothing)."""
+    """Kueue's ``SatisfiesPreemptionPolicy`` (``Never`` allows nothing), and never a
+    victim of a higher class than the incoming's (a service's replica is never a training
+    job's victim: :func:`~ledger.dispatch.workloads.may_take`)."""
+    if not may_take(incoming.workload, candidate.workload):
+        return False
     if policy == "LowerPriority":
         return candidate.priority < incoming.priority
     if policy == "LowerOrNewerEqualPriority":

@@ -38,6 +38,7 @@ from ledger.dispatch.candidates import (
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Incoming, Reason
 from ledger.dispatch.victim_index import Entry, VictimIndex
+from ledger.dispatch.workloads import RANK
 
 __all__ = ["classical_targets", "surely_none"]
 
@@ -269,6 +270,8 @@ def _merged(
     newer_equal = tree.nodes[quota].preemption.within_quota == "LowerOrNewerEqualPriority"
     forbidden, threshold = _borrow_within(tree, quota)
     contested = list(keys)
+    # a higher class than the incoming's is never its victim (workloads.may_take)
+    rank = RANK[incoming.workload]
     while heap:
         _, i, pos = heap[0]
         if i in returned:
@@ -280,6 +283,8 @@ def _merged(
             heapq.heapreplace(heap, (s.entries[pos + 1][0], i, pos + 1))
         else:
             heapq.heappop(heap)
+        if RANK[wl.workload] > rank:
+            continue
         resources = wl.resources
         for k in contested:
             if resources.get(k, 0) > 0:

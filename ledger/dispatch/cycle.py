@@ -19,13 +19,19 @@ A preemptor reserves what it asked for and its victims stay counted until they h
 stopped, so no capacity is handed out twice; a later preemptor that would need a victim
 already taken (or a reservation, or a job admitted in this cycle) waits for the next
 cycle, as Kueue skips a workload with overlapping preemption targets.
+
+Services and notebooks (:mod:`ledger.dispatch.workloads`): a service's pending replicas
+queue as jobs do, one unit each; a workload on an inner quota runs on its own leaf (the
+results name the inner quota); a notebook never queues: before the rounds, each is
+admitted if it fits, preempts if the policies allow a victim set (and then waits only for
+its victims, as any preemptor), or is refused (:class:`Refusal`).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -40,6 +46,7 @@ from ledger.dispatch.queues import (
     rank_key,
 )
 from ledger.dispatch.shares import share
+from ledger.dispatch.workloads import moved, own_leaf, place, public_quota
 
 __all__ = [
     "CycleInput",
@@ -48,6 +55,9 @@ __all__ = [
     "PendingStatus",
     "QueuePolicyName",
     "QueueSettings",
+    "Refusal",
+    "RefusalReason",
+    "placed",
     "plan_cycle",
     "relevant_changes",
 ]
@@ -59,6 +69,12 @@ PendingReason = Literal[
     "BudgetExhausted",
     "SubscriptionExpired",
     "Parked",
+]
+
+#: why a notebook is refused at start: it does not fit now, even with the preemption its
+#: quota's policies allow (``InsufficientQuota``), or never could, or may not run at all
+RefusalReason = Literal[
+    "InsufficientQuota", "ExceedsMaxQuota", "BudgetExhausted", "SubscriptionExpired"
 ]
 
 _DEFAULT_QUEUE = QueueSettings()
@@ -109,12 +125,23 @@ class PendingStatus:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A notebook refused at start: it is not queued (docs/dispatch.md)."""
+
+    job: str
+    quota: str
+    reason: RefusalReason
+
+
+@dataclass(frozen=True)
 class CycleResult:
     admissions: tuple[Decision, ...] = ()
     preemptions: tuple[Decision, ...] = ()
     pending: tuple[PendingStatus, ...] = ()
     #: every job parked after this cycle (the ones still parked and the newly parked)
     parked: frozenset[str] = frozenset()
+    #: notebooks that do not fit now: refused, not queued
+    refused: tuple[Refusal, ...] = ()
 
 
 def relevant_changes(before: CycleInput, after: CycleInput) -> frozenset[str]:
@@ -277,11 +304,32 @@ class _Cycle:
         return "no-fit"
 
 
+def placed(cycle: CycleInput) -> CycleInput:
+    """``cycle`` with the workloads of inner quotas on their own leaves, which take their
+    quota's queue settings and expiry."""
+    quotas, inner = place(cycle.quotas, (*cycle.admitted, *cycle.pending))
+    if not inner:
+        return cycle
+    queues = dict(cycle.queues)
+    for q in inner:
+        queues[own_leaf(q)] = cycle.queues.get(q, _DEFAULT_QUEUE)
+    return replace(
+        cycle,
+        quotas=quotas,
+        admitted=tuple(moved(wl, inner) for wl in cycle.admitted),
+        pending=tuple(moved(job, inner) for job in cycle.pending),
+        queues=queues,
+        expired_quotas=cycle.expired_quotas | {own_leaf(q) for q in inner & cycle.expired_quotas},
+    )
+
+
 def plan_cycle(cycle: CycleInput) -> CycleResult:
     """Every decision of one cycle, in the queue policies' order (module docstring)."""
+    cycle = placed(cycle)
     state = _Cycle(cycle)
     requeued = {state.root_of.get(q, q) for q in cycle.requeue}
     queues: dict[str, list[Incoming]] = {}
+    notebooks: list[Incoming] = []
     running = {wl.job for wl in cycle.admitted}
     seen: set[str] = set()
     for job in cycle.pending:
@@ -295,6 +343,9 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
             raise DispatchError(
                 f"job {job.job!r}: quota {job.quota!r} has children: only leaf quotas run jobs"
             )
+        if job.workload == "notebook":
+            notebooks.append(job)
+            continue
         queues.setdefault(job.quota, []).append(job)
     ordered = {
         quota: queue_order(jobs, cycle.queues.get(quota, _DEFAULT_QUEUE), cycle.now)
@@ -303,7 +354,8 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
     for job in cycle.pending:
         if job.job in cycle.preempting:
             state.reserve(job)
-    first = _admit_reserved(state, [j for q in ordered.values() for j in q])
+    first = _admit_reserved(state, [*notebooks, *(j for q in ordered.values() for j in q)])
+    refused = _start_notebooks(state, [j for j in notebooks if j.job not in first])
     runs: list[QueueRun] = []
     for quota, jobs in ordered.items():
         settings = cycle.queues.get(quota, _DEFAULT_QUEUE)
@@ -329,12 +381,47 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
             state.held_by.update((j.job, run.held_by.job) for j in run.untried())
     admitted = {d.job for d in state.admissions}
     waiting = {quota: [j for j in jobs if j.job not in admitted] for quota, jobs in ordered.items()}
+    # a notebook waits only for its victims: in no queue, it has no place in one
+    starting = tuple(
+        PendingStatus(j.job, j.quota, "PreemptionPending", 0, 0)
+        for j in notebooks
+        if j.job not in admitted and j.job not in {r.job for r in refused}
+    )
+    pending = tuple(
+        replace(p, quota=public_quota(p.quota)) for p in (*_positions(state, waiting), *starting)
+    )
     return CycleResult(
         tuple(state.admissions),
         tuple(state.preemptions),
-        _positions(state, waiting),
+        pending,
         frozenset(state.parked),
+        refused,
     )
+
+
+def _start_notebooks(state: _Cycle, notebooks: list[Incoming]) -> tuple[Refusal, ...]:
+    """Admit, preempt for, or refuse each notebook (priority, then creation): never queued.
+    A notebook whose victims are still stopping waits for them (``preempting``)."""
+    cycle = state.input
+    refused: list[Refusal] = []
+    for job in sorted(notebooks, key=lambda j: (-j.priority, j.created_at, j.job)):
+        reason: RefusalReason | None = None
+        if job.job in cycle.preempting:
+            continue
+        if job.workspace and job.workspace in cycle.blocked_workspaces:
+            reason = "BudgetExhausted"
+        elif job.quota in cycle.expired_quotas:
+            reason = "SubscriptionExpired"
+        elif not state.ever_fits(job):
+            reason = "ExceedsMaxQuota"
+        else:
+            outcome = state.attempt(job)
+            if outcome not in ("admitted", "preempting"):
+                reason = "InsufficientQuota"
+        if reason is not None:
+            state.reasons.pop(job.job, None)
+            refused.append(Refusal(job.job, public_quota(job.quota), reason))
+    return tuple(refused)
 
 
 def _admit_reserved(state: _Cycle, ordered: list[Incoming]) -> set[str]:
@@ -506,5 +593,12 @@ def _request(job: Incoming) -> dict[str, float]:
 
 def _admitted(job: Incoming, now: datetime) -> Admitted:
     return Admitted(
-        job.job, job.quota, job.priority, job.resources, now, job.workspace, job.billing_mode
+        job.job,
+        job.quota,
+        job.priority,
+        job.resources,
+        now,
+        job.workspace,
+        job.billing_mode,
+        job.workload,
     )

@@ -53,7 +53,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from ledger.dispatch.capacity import Tree
-from ledger.dispatch.cycle import CycleInput, CycleResult, plan_cycle
+from ledger.dispatch.cycle import CycleInput, CycleResult, placed, plan_cycle
 from ledger.dispatch.model import Admitted, Decision, Incoming, Preemption, QuotaNode
 from ledger.dispatch.runtimes import RunTime
 from ledger.errors import Invalid
@@ -146,7 +146,7 @@ def ahead_of(cycle: CycleInput, jobs: Collection[str]) -> CycleInput:
     cycle at ``now`` admits or reserves capacity for, and in each tree holding one of
     ``jobs``, the ones up to the last of them in the tree's order (cohort position)."""
     result = plan_cycle(cycle)
-    root = _roots(cycle.quotas)
+    root = _roots(placed(cycle).quotas)
     wanted = set(jobs)
     cut: dict[str, int] = {}
     for status in result.pending:
@@ -218,6 +218,7 @@ def estimate_starts(
     """
     if max_steps < 1:
         raise Invalid("max_steps must be at least 1")
+    cycle = placed(cycle)  # an inner quota's workloads on its own leaf, as the cycle puts them
     pending_ids = {p.job for p in cycle.pending}
     wanted = set(pending_ids if jobs is None else jobs) & pending_ids
     out: dict[str, StartEstimate] = {}
@@ -274,7 +275,16 @@ def estimate_starts(
             gone = {v.job for v in evicted}
             admitted = [wl for wl in admitted if wl.job not in gone]
             pending += [
-                Incoming(v.job, v.quota, v.priority, v.resources, t, v.workspace, v.billing_mode)
+                Incoming(
+                    v.job,
+                    v.quota,
+                    v.priority,
+                    v.resources,
+                    t,
+                    v.workspace,
+                    v.billing_mode,
+                    v.workload,
+                )
                 for v in evicted
             ]
             preempting = frozenset()
@@ -328,7 +338,14 @@ def estimate_starts(
 
 def _admitted(job: Incoming, at: datetime) -> Admitted:
     return Admitted(
-        job.job, job.quota, job.priority, job.resources, at, job.workspace, job.billing_mode
+        job.job,
+        job.quota,
+        job.priority,
+        job.resources,
+        at,
+        job.workspace,
+        job.billing_mode,
+        job.workload,
     )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Incoming, QuotaNode
+from ledger.dispatch.workloads import is_own_leaf, moved, place
 
 __all__ = ["KeyFigures", "blocking_figures"]
 
@@ -47,14 +48,19 @@ class KeyFigures:
 def blocking_figures(
     quotas: Iterable[QuotaNode], admitted: Iterable[Admitted], job: Incoming
 ) -> tuple[KeyFigures, ...]:
-    """Per requested key (in key order), one row per quota from the job's leaf to its root."""
-    nodes = tuple(quotas)
+    """Per requested key (in key order), one row per quota from the job's leaf to its root
+    (a workload on an inner quota: from that quota, its own leaf left out)."""
+    nodes, inner = place(tuple(quotas), (*admitted, job))
+    admitted = [moved(wl, inner) for wl in admitted]
+    job = moved(job, inner)
     now = Tree(nodes, admitted)
     empty = Tree(nodes, ())
     own_cap = job.billing_mode != "idle"  # an idle job may borrow past its quota's max
     rows: list[KeyFigures] = []
     for key in sorted(k for k, v in job.resources.items() if v > 0):
         for name in now.ancestry(job.quota):
+            if is_own_leaf(name):
+                continue
             rows.append(
                 KeyFigures(
                     quota=name,

@@ -23,6 +23,7 @@ __all__ = [
     "Reason",
     "Snapshot",
     "Victim",
+    "WorkloadClass",
 ]
 
 Quantities = Mapping[str, float]
@@ -36,6 +37,9 @@ DEFAULT_STRATEGIES: tuple[FairSharingStrategy, ...] = (
     "LessThanInitialShare",
 )
 Outcome = Literal["admit", "preempt", "pending"]
+#: what a workload is (docs/workloads.md): a training job, a notebook instance, or one
+#: replica of an inference service (a service is admitted replica by replica)
+WorkloadClass = Literal["job", "notebook", "service"]
 Reason = Literal["WithinQuota", "Reclaim", "ReclaimWhileBorrowing", "FairSharing"]
 
 
@@ -83,6 +87,9 @@ class Admitted:
     workspace: str = ""
     #: the job's ``billing_mode`` (events.BillingMode): ``idle`` jobs are reclaimed first
     billing_mode: str = "public"
+    #: ``job`` (training), ``notebook``, or ``service`` (one replica): a workload is never
+    #: the victim of a preemptor of a lower class (:func:`ledger.dispatch.workloads.may_take`)
+    workload: WorkloadClass = "job"
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,8 @@ class Incoming:
     created_at: datetime
     workspace: str = ""
     billing_mode: str = "public"
+    #: ``notebook``: admitted or refused at once, never queued (plan_cycle)
+    workload: WorkloadClass = "job"
 
 
 @dataclass(frozen=True)

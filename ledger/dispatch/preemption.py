@@ -16,6 +16,13 @@ admitted beyond its quota's own ``max`` (the root and the ancestors still bound 
 never preempts. A non-idle job takes idle jobs of its tree first, whatever the
 policies and priorities (reason ``Reclaim``, ``WithinQuota`` in its own quota); only
 when they are not enough does it go on to the regular candidates.
+
+Child-level preemption (the platform's; :mod:`~ledger.dispatch.workloads`): a workload on
+an inner quota's own leaf, when the quota's ``reclaim`` is not ``Never``, takes back
+what the training jobs of the quota's other leaves borrow beyond their ``min``: those
+jobs its ``reclaim`` allows, other quotas' borrowers in Kueue's candidate order (lower
+priority first, most recently admitted first), each only while its leaf still borrows,
+then fill-back (reason ``Reclaim``). Only when that finds nothing do Kueue's rules follow.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from ledger.dispatch.candidates import (
     Target,
     fill_back,
     order_key,
+    satisfies_policy,
     uses_keys,
     workload_fits,
 )
@@ -43,6 +51,7 @@ from ledger.dispatch.model import (
     Victim,
 )
 from ledger.dispatch.victim_index import VictimIndex
+from ledger.dispatch.workloads import is_own_leaf, may_take, moved, place, public_quota
 
 __all__ = ["IDLE", "Decider", "decide"]
 
@@ -51,7 +60,17 @@ IDLE = "idle"
 
 
 def decide(snapshot: Snapshot, incoming: Incoming) -> Decision:
-    """The decision for ``incoming`` given ``snapshot`` (pure: the snapshot is not changed)."""
+    """The decision for ``incoming`` given ``snapshot`` (pure: the snapshot is not changed).
+    Workloads on an inner quota run on its own leaf (:mod:`~ledger.dispatch.workloads`)."""
+    quotas, inner = place(snapshot.quotas, (*snapshot.admitted, incoming))
+    if inner:
+        snapshot = Snapshot(
+            quotas,
+            tuple(moved(wl, inner) for wl in snapshot.admitted),
+            snapshot.fair_sharing,
+            snapshot.strategies,
+        )
+        incoming = moved(incoming, inner)
     return Decider(snapshot).decide(incoming)
 
 
@@ -155,7 +174,11 @@ class Decider:
             return Decision(incoming.job, "admit")
         short = tree.keys_short(quota, request)
         idle = sorted(
-            (wl for wl in self._idle.get(tree.root(quota), {}).values() if uses_keys(wl, short)),
+            (
+                wl
+                for wl in self._idle.get(tree.root(quota), {}).values()
+                if uses_keys(wl, short) and may_take(incoming.workload, wl.workload)
+            ),
             key=lambda wl: order_key(quota, wl),
         )
         targets = self._targets(incoming, request, idle)
@@ -178,6 +201,13 @@ class Decider:
             removed.append(Target(wl, "WithinQuota" if wl.quota == quota else "Reclaim"))
             if workload_fits(tree, quota, request, allow_borrowing=True):
                 return fill_back(tree, quota, request, removed, allow_borrowing=True)
+        found = _child_level(
+            tree, self._by_quota, incoming, request, tree.keys_short(quota, request)
+        )
+        if found:
+            for t in found:
+                tree.remove(t.workload.quota, t.workload.resources)
+            return found + _give_back(tree, quota, request, removed)
         found = _regular(
             tree,
             self.fair_sharing,
@@ -194,6 +224,46 @@ class Decider:
         for t in found:
             tree.remove(t.workload.quota, t.workload.resources)
         return found + _give_back(tree, quota, request, removed)
+
+
+def _child_level(
+    tree: Tree,
+    by_quota: ByQuota,
+    incoming: Incoming,
+    request: Mapping[str, float],
+    keys: set[str],
+) -> list[Target]:
+    """The platform's child-level preemption (module docstring): the victims among the
+    training jobs its children borrow with, for a workload on an inner quota's own leaf
+    (``[]``: none, or not such a workload); ``tree`` is left as given."""
+    quota = incoming.quota
+    node = tree.nodes[quota]
+    policy = node.preemption.reclaim
+    if not is_own_leaf(quota) or node.parent is None or policy == "Never":
+        return []
+    candidates = [
+        wl
+        for leaf in tree.leaves(node.parent)
+        if leaf != quota
+        for wl in by_quota.get(leaf, {}).values()
+        if wl.workload == "job" and uses_keys(wl, keys) and satisfies_policy(policy, incoming, wl)
+    ]
+    candidates.sort(key=lambda wl: order_key(quota, wl))
+    removed: list[Target] = []
+    for wl in candidates:
+        # only what a leaf borrows beyond its min: valid while it still borrows a key it uses
+        if not any(tree.is_borrowing(wl.quota, k) for k in keys if wl.resources.get(k, 0) > 0):
+            continue
+        tree.remove(wl.quota, wl.resources)
+        removed.append(Target(wl, "Reclaim"))
+        if workload_fits(tree, quota, request, allow_borrowing=True):
+            kept = fill_back(tree, quota, request, removed, allow_borrowing=True)
+            for t in kept:
+                tree.add(t.workload.quota, t.workload.resources)
+            return kept
+    for t in removed:
+        tree.add(t.workload.quota, t.workload.resources)
+    return []
 
 
 def _give_back(
@@ -231,6 +301,8 @@ def _regular(
         v = request[k]
         if not (
             tree.min(quota, k) >= v
+            # an own leaf's workloads may preempt within the guarantee of their quota
+            or (is_own_leaf(quota) and tree.min(public_quota(quota), k) >= v)
             or _may_reclaim_in_hierarchy(tree, quota, k, v)
             or while_borrowing
         ):

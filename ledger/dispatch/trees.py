@@ -29,7 +29,8 @@ class DispatchConfig:
 
     #: every quota, parents before their children
     quotas: tuple[QuotaNode, ...] = ()
-    #: queue settings by leaf quota (inner quotas run no jobs and have none)
+    #: queue settings by quota (an inner quota's: its own workloads', which run on its own
+    #: leaf: :mod:`ledger.dispatch.workloads`)
     queues: Mapping[str, QueueSettings] = field(default_factory=dict)
     #: roots whose tree enables fair sharing (``fair_sharing: true`` on the root quota)
     fair_sharing_roots: frozenset[str] = frozenset()
@@ -82,11 +83,10 @@ def queue_settings(spec: QuotaSpec) -> QueueSettings:
 def dispatch_config(tree: QuotaTree) -> DispatchConfig:
     """The core's view of ``tree`` (specs only: workspace bindings decide which quota a
     job queues in, which the caller resolves)."""
-    children = tree.children()
     order = topological_order(tree.specs)
     return DispatchConfig(
         quotas=tuple(quota_node(tree.specs[name]) for name in order),
-        queues={name: queue_settings(tree.specs[name]) for name in order if not children.get(name)},
+        queues={name: queue_settings(tree.specs[name]) for name in order},
         fair_sharing_roots=frozenset(
             name
             for name in order

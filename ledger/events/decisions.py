@@ -34,13 +34,15 @@ class AdmissionDecided(EventData):
     """The dispatcher's decision about a pending job: ``admit`` (it is resumed next), or
     ``pending`` with a tiered ``reason`` (stored when the reason changes, not per cycle);
     or about a running one: ``stop`` with reason ``MaxRunTimeExceeded`` (it ran past its
-    declared maximum: it is stopped for good, ``state["run"]`` says ``ran`` and ``max``).
+    declared maximum: it is stopped for good, ``state["run"]`` says ``ran`` and ``max``);
+    or ``refuse`` about a notebook that does not fit at start (``reason``: why; it is
+    not queued: docs/dispatch.md, "Services and notebooks").
     ``attempt`` is the job's pending episode (its preemptions so far), ``state`` the quota
     figures it was decided on (``docs/dispatch.md``, "The live loop")."""
 
     job_uid: str = Name
     quota: str
-    outcome: Literal["admit", "preempt", "pending", "stop"]
+    outcome: Literal["admit", "preempt", "pending", "stop", "refuse"]
     borrowing: bool = False
     state: dict[str, dict[str, int]] = {}
     reason: str | None = None

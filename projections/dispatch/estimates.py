@@ -91,14 +91,20 @@ class RunTimes:
     limits: Mapping[str, int] = field(default_factory=dict)
 
     def running(self, wl: Admitted, now: datetime) -> RunTime | None:
-        """The whole run time of an admitted job, conditional on how long it has run."""
+        """The whole run time of an admitted job, conditional on how long it has run. A
+        service's or notebook's replica has none (it runs until scaled down or stopped,
+        which nothing foresees): it never ends in the simulation."""
+        if wl.workload != "job":
+            return None
         ran = max(0.0, (now - wl.admitted_at).total_seconds())
         return self.book.of(
             wl.quota, wl.workspace, gpu_request(wl.resources), ran=ran, cap=self._cap(wl.job)
         )
 
     def pending(self, job: Incoming) -> RunTime | None:
-        """The run time of a pending job once admitted."""
+        """The run time of a pending job once admitted (a replica's: none, it runs on)."""
+        if job.workload != "job":
+            return None
         return self.book.of(
             job.quota, job.workspace, gpu_request(job.resources), cap=self._cap(job.job)
         )

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ledger.canonical import format_timestamp
+from ledger.dispatch import unit_workload
 from ledger.dispatch.cycle import CycleResult, PendingStatus, QueueSettings, plan_cycle
 from ledger.dispatch.estimates import (
     MAX_STEPS,
@@ -48,7 +49,7 @@ from projections.dispatch.losses import preemptions_of
 from projections.dispatch.reads import DispatchView, read_dispatch
 from projections.jobs import job_state, parse_time, status_at, timeline_rows
 
-__all__ = ["REASONS", "explain_job", "jsonable", "tiered_reason", "whole"]
+__all__ = ["REASONS", "REFUSALS", "explain_job", "jsonable", "tiered_reason", "whole"]
 
 #: what each tiered pending reason means, for people
 REASONS: Mapping[str, str] = {
@@ -64,6 +65,17 @@ REASONS: Mapping[str, str] = {
     "after expiry",
     "Parked": "BestEffortFIFO parked it after it failed at the head of its queue; it is "
     "retried when capacity frees in its tree or the tree changes",
+}
+
+#: why a notebook was refused at start (it is not queued: interactive work never waits
+#: behind batch), for people
+REFUSALS: Mapping[str, str] = {
+    "InsufficientQuota": "it did not fit when it was started, even with the preemption its "
+    "quota's policies allow",
+    "ExceedsMaxQuota": "it can never fit as configured: the request exceeds what its quota "
+    "could ever get",
+    "BudgetExhausted": "its workspace's budget (action stop) is exhausted",
+    "SubscriptionExpired": "its quota's subscribed capacity has expired",
 }
 
 
@@ -316,10 +328,18 @@ def explain_job(
     ``stop`` budget is exhausted (as the live loop is given them). ``as_at``: ``now`` is a
     past instant; the job, its queue and its decisions as they stood then."""
     conn: Connection = uow.connection
-    row = conn.execute(job_state.select().where(job_state.c.job_uid == uid)).first()
+    # a service's or notebook's replica (its unit ``<uid>#<i>``) is explained with its workload
+    workload_uid = unit_workload(uid)
+    row = conn.execute(job_state.select().where(job_state.c.job_uid == workload_uid)).first()
     if row is None:
         raise NotFound(f"no job with uid {uid!r}")
     status, status_since = row.status, row.status_since
+    view = read_dispatch(
+        conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at, subscriptions=subscriptions
+    )
+    replicas: dict[str, Any] | None = None
+    if row.framework in ("service", "notebook"):
+        uid, replicas = _replica_of(view, workload_uid, uid)
     events = _decision_events(uow, uid)
     if as_at:
         then = status_at(row.transitions, now)
@@ -330,14 +350,11 @@ def explain_job(
             )
         status, status_since = then[0], parse_time(then[1])
         events = [e for e in events if e.occurred_at <= now]
-    view = read_dispatch(
-        conn, now, blocked_workspaces=blocked_workspaces, as_at=as_at, subscriptions=subscriptions
-    )
     known = view.jobs.get(uid)
     pending = any(p.job == uid for p in view.cycle.pending)
     preemptions = preemptions_of(conn, uid, events, now)
     doc: dict[str, Any] = {
-        "job_uid": uid,
+        "job_uid": workload_uid,
         "name": row.name,
         "status": status,
         "status_since": status_since,
@@ -347,7 +364,23 @@ def explain_job(
         "billing_mode": row.billing_mode,
         "now": now,
     }
-    if pending:
+    if replicas is not None:
+        # the replica explained (a service is admitted replica by replica) and the others
+        doc["replica"] = uid if uid != workload_uid else None
+        doc["replicas"] = replicas
+    refused = view.refused.get(uid)
+    if refused is None and replicas is not None and not replicas["running"] and not pending:
+        # carried out: the notebook was scaled to none, its latest decision the refusal
+        refused = _refusal(events)
+    if refused is not None:
+        reason = refused
+        doc["answer"] = "refused"
+        doc["refusal"] = {"reason": reason, "reason_text": REFUSALS.get(reason, reason)}
+        doc["summary"] = (
+            f"refused at start: {reason} ({REFUSALS.get(reason, reason)}); a notebook is "
+            "admitted or refused when it starts, never queued: start it again to retry"
+        )
+    elif pending:
         doc["answer"] = "pending"
         doc["pending"] = _pending_part(conn, view, uid, now, events, max_steps)
     elif known is not None and known.pending and known.quota is None:
@@ -373,6 +406,33 @@ def explain_job(
     # last in every document, whichever answer wrote it (one key order for all answers)
     doc["summary"] = doc.pop("summary", None) or _summary(doc)
     return doc
+
+
+def _refusal(events: list[RecordedEvent]) -> str | None:
+    """The reason of the refusal at start, when it is the latest admission decision."""
+    decisions = [e for e in events if e.type == "AdmissionDecided"]
+    if decisions and decisions[-1].data.get("outcome") == "refuse":
+        return str(decisions[-1].data.get("reason") or "InsufficientQuota")
+    return None
+
+
+def _replica_of(view: DispatchView, workload: str, asked: str) -> tuple[str, dict[str, Any]]:
+    """The replica unit to explain for ``asked`` (a unit, kept; or the workload: its first
+    waiting replica, else its first refused one, else the workload itself) and the
+    workload's replicas: running, waiting (in the cycle's input) and refused units."""
+    units = sorted(
+        (u for u in view.jobs.values() if u.workload_uid == workload),
+        key=lambda u: int(u.uid.rsplit("#", 1)[1]),
+    )
+    queued = {p.job for p in view.cycle.pending}
+    running = [u.uid for u in units if u.occupying]
+    waiting = [u.uid for u in units if u.uid in queued]
+    refused = [u.uid for u in units if u.uid in view.refused]
+    chosen = asked
+    if asked == workload:
+        chosen = next(iter(waiting + refused), workload)
+    summary = {"running": running, "waiting": waiting, "refused": refused}
+    return chosen, summary
 
 
 def _projected_end(conn: Connection, view: DispatchView, uid: str) -> dict[str, Any]:

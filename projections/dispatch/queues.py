@@ -51,6 +51,20 @@ def _leaves_under(view: DispatchView, quota: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _inner_under(view: DispatchView, quota: str) -> set[str]:
+    """``quota`` and the quotas below it that have children."""
+    parents = {q.name: q.parent for q in view.cycle.quotas}
+    inner = {p for p in parents.values() if p is not None}
+    out: set[str] = set()
+    for name in inner:
+        node: str | None = name
+        while node is not None and node != quota:
+            node = parents.get(node)
+        if node == quota:
+            out.add(name)
+    return out
+
+
 def queue_listing(
     conn: Connection,
     quota: str,
@@ -75,9 +89,11 @@ def queue_listing(
         names = ", ".join(sorted(q.name for q in view.cycle.quotas)) or "none"
         raise NotFound(f"unknown quota {quota!r} (quotas: {names})")
     leaves = set(_leaves_under(view, quota))
+    # an inner quota's own workloads (services on a parent quota) queue under it too
+    under = leaves | _inner_under(view, quota)
     result = plan_cycle(within_tree(view.cycle, quota))
     statuses = sorted(
-        (s for s in result.pending if s.quota in leaves), key=lambda s: s.cohort_position
+        (s for s in result.pending if s.quota in under), key=lambda s: s.cohort_position
     )
     statuses = [s for s in statuses if s.cohort_position > after]
     page, more = statuses[:limit], len(statuses) > limit

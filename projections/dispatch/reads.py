@@ -11,6 +11,17 @@ From ``job_state`` (projections/jobs) and the quota tree (projections/quota_read
   of admitted/running statuses;
 - a job whose quota is unknown or not a leaf of the tree is neither (``unplaced``).
 
+Services and notebooks (``job_state`` rows whose framework is ``service`` or ``notebook``,
+docs/workloads.md) are read replica by replica (:func:`ledger.dispatch.replica_unit`):
+``<uid>#0`` … are the replicas holding pods (a replica's pods: ``per_replica``), the
+running units; the desired replicas beyond them are pending units, queued since the
+workload's latest scale (or creation), their pending episode (``attempt``) the workload's
+scales so far, so a scale is a new episode; one replica's resources each. A deleted or
+ended workload has running units only while it holds pods. A notebook unit whose latest
+decision of its episode refused it is neither pending nor admitted (it waits for a new
+scale). A workload may name an inner quota (its own leaf in the core). At a past instant
+(``as_at``) workloads are left out: their replica counts have no history here.
+
 The job's quota is the one its JobSubmitted named, else its workspace's binding; its
 resources are its replicas summed, per key of the tree (``gpu/<model>`` counts as the
 leaf names it, else ``gpu/any``: :func:`ledger.quotas.counted_flavor`; cpu in
@@ -34,12 +45,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, or_, select
+from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, func, or_, select
 
-from ledger.dispatch import Admitted, CycleInput, Incoming
+from ledger.dispatch import Admitted, CycleInput, Incoming, WorkloadClass, replica_unit
 from ledger.dispatch.trees import DispatchConfig, dispatch_config
 from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counted_flavor
+from ledger.store.schema import events
 from ledger.subscriptions import Subscription, expired_quotas
 from projections.dispatch.decisions import dispatch_decisions
 from projections.inventory import jobs_holding_at
@@ -97,6 +109,12 @@ class DispatchJob:
     since: datetime
     occupying: bool
     pending: bool
+    #: ``job`` (training), or a service's or notebook's replica (``uid`` its unit)
+    workload: WorkloadClass = "job"
+    #: the service or notebook a replica unit is of (its job uid); the job's own uid else
+    workload_uid: str = ""
+    #: a replica's pods (a LeaderWorkerSet's group), for a unit
+    per_replica: int = 1
 
 
 @dataclass(frozen=True)
@@ -114,6 +132,8 @@ class DispatchView:
     stopping: Mapping[str, str] = field(default_factory=dict)
     #: jobs with no leaf quota: never decided
     unplaced: tuple[str, ...] = ()
+    #: notebook units refused at start, still wanted by their workload: unit -> reason
+    refused: Mapping[str, str] = field(default_factory=dict)
 
 
 def dispatch_input(
@@ -205,7 +225,11 @@ _JOB_COLUMNS = (
     job_state.c.open_occupancies,
     job_state.c.deleted_at,
     job_state.c.transitions,
+    job_state.c.framework,
 )
+
+#: job_state frameworks of services and notebooks (ledger.events.WORKLOAD_KINDS)
+_WORKLOADS = frozenset({"service", "notebook"})
 
 
 @dataclass(frozen=True)
@@ -241,10 +265,89 @@ def _rows_now(conn: Connection) -> list[tuple[Any, _State]]:
             or_(
                 s.status.in_(sorted(PENDING_STATUSES | ADMITTED_STATUSES)),
                 s.open_occupancies != [],
+                # a live service or notebook: it may want replicas it does not hold
+                (s.framework.in_(sorted(_WORKLOADS)) & s.deleted_at.is_(None)),
             )
         )
     )
     return [(row, _state_now(row)) for row in rows]
+
+
+@dataclass(frozen=True)
+class _Scales:
+    """A workload's scales so far and the instant of its latest scale (or creation)."""
+
+    count: int
+    latest: datetime
+
+
+def _scales(conn: Connection, uids: list[str]) -> dict[str, _Scales]:
+    """Per workload uid: how many ``WorkloadScaled`` it has had and the latest instant it
+    was created or scaled (its own stream ``job/<uid>``, one grouped read)."""
+    if not uids:
+        return {}
+    streams = bindparam("streams", [f"job/{u}" for u in uids], type_=ARRAY(Text))
+    query = (
+        select(
+            events.c.stream,
+            func.count().filter(events.c.type == "WorkloadScaled"),
+            func.max(events.c.occurred_at),
+        )
+        .where(
+            events.c.stream == any_(streams),
+            events.c.type.in_(("WorkloadCreated", "WorkloadScaled")),
+        )
+        .group_by(events.c.stream)
+    )
+    return {row[0][4:]: _Scales(int(row[1]), row[2]) for row in conn.execute(query)}
+
+
+def _units(
+    row: Any,
+    state: _State,
+    quota: str | None,
+    spec: QuotaSpec | None,
+    keys: frozenset[str],
+    scales: _Scales | None,
+) -> list[DispatchJob]:
+    """A service's or notebook's replicas as units of admission (module docstring)."""
+    specs = list(row.replicas or ())
+    if not specs:
+        return []
+    replica = dict(specs[0])
+    per_replica = max(1, int(replica.get("per_replica", 1)))
+    desired = int(replica.get("replicas", 0))
+    holding = -(-len(row.open_occupancies or ()) // per_replica)
+    alive = row.deleted_at is None and row.status not in ("Stopping", "Stopped")
+    wanted = max(holding, desired if alive else 0)
+    resources = job_resources([{**replica, "count": per_replica}], spec, keys)
+    kind: WorkloadClass = "notebook" if row.framework == "notebook" else "service"
+    queued = scales.latest if scales is not None else state.since
+    out: list[DispatchJob] = []
+    for i in range(wanted):
+        running = i < holding
+        out.append(
+            DispatchJob(
+                uid=replica_unit(row.job_uid, i),
+                name=row.name or row.job_uid,
+                namespace=row.namespace or "default",
+                kind=row.kind or "Deployment",
+                status="Running" if running else "Queuing",
+                attempt=scales.count if scales is not None else 0,
+                quota=quota,
+                workspace=row.workspace or "",
+                billing_mode=row.billing_mode or "public",
+                priority=int(row.priority or 0),
+                resources=resources,
+                since=state.since if running else queued,
+                occupying=running,
+                pending=not running,
+                workload=kind,
+                workload_uid=row.job_uid,
+                per_replica=per_replica,
+            )
+        )
+    return out
 
 
 def _rows_at(conn: Connection, at: datetime) -> list[tuple[Any, _State]]:
@@ -278,12 +381,22 @@ def _jobs(
 ) -> dict[str, DispatchJob]:
     keys = _tree_keys(tree)
     jobs: dict[str, DispatchJob] = {}
-    for row, state in _rows_now(conn) if as_at is None else _rows_at(conn, as_at):
-        if not state.occupying and not state.pending:
-            continue
+    rows = _rows_now(conn) if as_at is None else _rows_at(conn, as_at)
+    workloads = [row.job_uid for row, _ in rows if row.framework in _WORKLOADS]
+    scales = _scales(conn, workloads) if as_at is None else {}
+    for row, state in rows:
         workspace = row.workspace or ""
         quota = row.quota or tree.bindings.get(workspace)
         spec = tree.specs.get(quota) if quota else None
+        if row.framework in _WORKLOADS:
+            if as_at is None:
+                # a workload may run on an inner quota too (its own leaf in the core)
+                placed = quota if quota in tree.specs else None
+                for unit in _units(row, state, placed, spec, keys, scales.get(row.job_uid)):
+                    jobs[unit.uid] = unit
+            continue
+        if not state.occupying and not state.pending:
+            continue
         since = state.since if state.pending else _admitted_since(state.transitions, state.since)
         jobs[row.job_uid] = DispatchJob(
             uid=row.job_uid,
@@ -393,11 +506,21 @@ def read_dispatch(
     admitted: list[Admitted] = []
     pending: list[Incoming] = []
     unplaced: list[str] = []
+    refused: dict[str, str] = {}
     for uid in sorted(jobs):
         job = jobs[uid]
         if job.quota is None:
             unplaced.append(uid)
             continue
+        latest = decisions.get(uid)
+        if (
+            job.pending
+            and latest is not None
+            and latest.outcome == "refuse"
+            and latest.attempt == job.attempt
+        ):
+            refused[uid] = latest.reason or "InsufficientQuota"
+            continue  # a notebook refused at start: it waits for a new scale, not in a queue
         if job.occupying or uid in admitting:
             decided = decisions[uid].decided_at if uid in admitting else None
             at = decided or (now if uid in admitting else job.since)
@@ -410,6 +533,7 @@ def read_dispatch(
                     at,
                     job.workspace,
                     job.billing_mode,
+                    job.workload,
                 )
             )
         else:
@@ -422,6 +546,7 @@ def read_dispatch(
                     job.since,
                     job.workspace,
                     job.billing_mode,
+                    job.workload,
                 )
             )
     cycle = CycleInput(
@@ -446,4 +571,5 @@ def read_dispatch(
         admitting=frozenset(admitting),
         stopping=stopping,
         unplaced=tuple(unplaced),
+        refused=refused,
     )

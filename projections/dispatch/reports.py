@@ -201,9 +201,10 @@ SELECT e.position, e.occurred_at AS at, e.event_id,
        {preemptor_visible} AS preemptor_visible
   FROM {events} e
  CROSS JOIN LATERAL jsonb_array_elements(e.data->'victims') AS v
-  LEFT JOIN job_state pj ON pj.job_uid = e.data->>'preemptor'
+  -- a service's or notebook's replica (its unit, <uid>#<index>) is its workload's row
+  LEFT JOIN job_state pj ON pj.job_uid = split_part(e.data->>'preemptor', '#', 1)
   LEFT JOIN job_workspace_quotas pb ON pb.workspace = pj.workspace
-  LEFT JOIN job_state vj ON vj.job_uid = v->>'job_uid'
+  LEFT JOIN job_state vj ON vj.job_uid = split_part(v->>'job_uid', '#', 1)
  WHERE e.occurred_at >= :from AND e.occurred_at < :to
    AND {victim_visible}
  ORDER BY e.occurred_at, e.position, v->>'job_uid'

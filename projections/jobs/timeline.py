@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ledger.dispatch import unit_workload
 from ledger.store.base import RecordedEvent
 
 __all__ = ["named_jobs", "rows_elsewhere", "summary", "timeline_row"]
@@ -118,10 +119,18 @@ def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | No
             f"{run.get('max_run_seconds')} s)"
         )
     if kind == "AdmissionDecided":
+        # a replica's decision in its workload's timeline names the replica
+        unit = data.get("job_uid")
+        replica = f"replica {unit}: " if unit and unit != job_uid else ""
+        if data.get("outcome") == "refuse":
+            return (
+                f"{replica}refused at start in quota {data.get('quota')}: "
+                f"{data.get('reason')} (not queued)"
+            )
         borrowing = ", borrowing" if data.get("borrowing") else ""
         return (
-            f"admission decision: {data.get('outcome')} in quota {data.get('quota')}{borrowing}"
-            + _pending_suffix(data)
+            f"{replica}admission decision: {data.get('outcome')} in quota "
+            f"{data.get('quota')}{borrowing}" + _pending_suffix(data)
         )
     if kind == "PreemptionDecided":
         victims = [v.get("job_uid") for v in data.get("victims", ())]
@@ -156,6 +165,12 @@ def named_jobs(event: RecordedEvent) -> list[tuple[str, str | None, str | None]]
             vid = victim.get("job_uid")
             if isinstance(vid, str):
                 found[vid] = (preemptor, victim.get("reason") or data.get("reason"))
+    # a decision about a service's or notebook's replica (its unit, ``<uid>#<i>``) is in
+    # the workload's timeline too
+    for key, value in list(found.items()):
+        workload = unit_workload(key)
+        if workload != key:
+            found.setdefault(workload, value)
     return [(uid, by, reason) for uid, (by, reason) in found.items()]
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from consumers.dispatcher import Dispatcher
 from consumers.dispatcher.kube_actuator import KubeActuator
 from consumers.projector import Projector
-from consumers.watchers.listwatch import JOBS, PODS, PYTORCHJOBS
+from consumers.watchers.listwatch import JOBS, PODS, PYTORCHJOBS, WatchedResource
 from consumers.watchers.runner import Watcher
 from dlc_ledger.services.quotas import apply_quota_file
 from kubesim import BATCH_JOBS, KubeSim
@@ -49,16 +49,21 @@ class Live:
     """One cluster, one watcher, one store, one dispatcher; ``cycle()`` settles the watcher,
     projects, and runs a dispatcher cycle at the cluster's virtual time."""
 
-    def __init__(self, sim: KubeSim, store: PostgresEventStore, tree: str = TREE) -> None:
+    def __init__(
+        self,
+        sim: KubeSim,
+        store: PostgresEventStore,
+        tree: str = TREE,
+        *,
+        resources: tuple[WatchedResource, ...] = (JOBS, PYTORCHJOBS, PODS),
+    ) -> None:
         self.sim = sim
         self.store = store
         apply_quota_file(store, tree, principal="api/test", at=sim.clock.now())
         # the job controller's resumed pod binds at once, as a scheduler with room would
         sim.cluster.pod_scheduler = lambda pod: self._bind_later(pod)
         self._to_bind: list[Object] = []
-        self.watcher: Watcher = start_watcher(
-            sim, store.append, store=store, resources=(JOBS, PYTORCHJOBS, PODS)
-        )
+        self.watcher: Watcher = start_watcher(sim, store.append, store=store, resources=resources)
         self.api = client.ApiClient(client.Configuration(host=sim.url))
         self.dispatcher = self.new_dispatcher()
 

@@ -1,10 +1,17 @@
-"""Dispatcher scenario files (``../shared/scenarios/README.md``): YAML into the decision
-core's plain data, at the edge. Every problem is a :class:`ScenarioError` naming the field."""
+"""Dispatcher scenario files (``../shared/scenarios/README.md``, ``data/scenarios/README.md``):
+YAML into the decision core's plain data, at the edge. Every problem is a
+:class:`ScenarioError` naming the field.
+
+Two forms: one decision (``incoming``: :func:`parse_scenario`), or cycles (``pending``:
+:func:`parse_cycles`, :func:`run_cycles`) — the dispatcher's cycles replayed until nothing
+changes, each preemption's victims stopping (and queueing again) before the next cycle, and
+a preemption report: who preempted whom, by which rule, and the work it lost."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,17 +20,29 @@ from ledger.dispatch import (
     DEFAULT_STRATEGIES,
     Admitted,
     BorrowWithin,
+    CycleInput,
     Decision,
     FairSharingStrategy,
     Incoming,
     Preemption,
+    QueueSettings,
     QuotaNode,
     Snapshot,
     decide,
+    plan_cycle,
+    replica_unit,
 )
 from ledger.errors import Invalid
 
-__all__ = ["ScenarioError", "parse_scenario", "simulate_file"]
+__all__ = [
+    "CycleRun",
+    "CycleScenario",
+    "ScenarioError",
+    "parse_cycles",
+    "parse_scenario",
+    "run_cycles",
+    "simulate_file",
+]
 
 _WITHIN = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 _RECLAIM = ("Never", "LowerPriority", "Any")
@@ -31,6 +50,8 @@ _BORROW = ("Never", "LowerPriority")
 _STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 #: events.BillingMode's values; ``idle`` jobs borrow beyond their quota and go first
 _BILLING = ("quota", "public", "spot", "idle")
+#: ledger.dispatch.WorkloadClass: training jobs, notebooks, a service's replicas
+_CLASSES = ("job", "notebook", "service")
 
 
 class ScenarioError(Invalid):
@@ -122,13 +143,64 @@ def _workload(raw: Any, where: str) -> dict[str, Any]:
     mode = w.get("billing_mode", "public")
     if mode not in _BILLING:
         raise ScenarioError(f"{where}.billing_mode: expected one of {', '.join(_BILLING)}")
+    kind = w.get("workload", "job")
+    if kind not in _CLASSES:
+        raise ScenarioError(f"{where}.workload: expected one of {', '.join(_CLASSES)}")
     return {
         "job": w["job"],
         "quota": w["quota"],
         "priority": _int(w.get("priority", 0), f"{where}.priority"),
         "resources": _quantities(w.get("resources"), f"{where}.resources"),
         "billing_mode": mode,
+        "workload": kind,
     }
+
+
+def _admitted(raw: Any, where: str) -> list[Admitted]:
+    """One admitted entry; a service's ``replicas: N`` is its N running replicas, each a
+    unit (``<job>#0`` ...) with ``resources`` as one replica's."""
+    fields = _workload(raw, where)
+    at = _instant(cast(Mapping[str, Any], raw).get("admitted_at"), f"{where}.admitted_at")
+    count = _replicas(raw, where)
+    if count is None:
+        return [Admitted(**fields, admitted_at=at)]
+    return [
+        Admitted(**{**fields, "job": replica_unit(fields["job"], i)}, admitted_at=at)
+        for i in range(count)
+    ]
+
+
+def _replicas(raw: Any, where: str) -> int | None:
+    w = cast(Mapping[str, Any], raw)
+    if "replicas" not in w:
+        return None
+    if w.get("workload") != "service":
+        raise ScenarioError(f"{where}.replicas: only a service has replicas")
+    count = _int(w["replicas"], f"{where}.replicas")
+    if count < 0:
+        raise ScenarioError(f"{where}.replicas: expected a non-negative integer")
+    return count
+
+
+def _pending(raw: Any, where: str) -> list[Incoming]:
+    """One pending entry; a service's ``scale: {from: A, to: B}`` is a scale-up's pending
+    replicas ``<job>#A`` ... ``<job>#B-1``, each a unit of admission."""
+    fields = _workload(raw, where)
+    w = cast(Mapping[str, Any], raw)
+    at = _instant(w.get("created_at"), f"{where}.created_at")
+    if "scale" not in w:
+        return [Incoming(**fields, created_at=at)]
+    if fields["workload"] != "service":
+        raise ScenarioError(f"{where}.scale: only a service scales")
+    scale = _mapping(w["scale"], f"{where}.scale")
+    low = _int(scale.get("from"), f"{where}.scale.from")
+    high = _int(scale.get("to"), f"{where}.scale.to")
+    if not 0 <= low <= high:
+        raise ScenarioError(f"{where}.scale: expected 0 <= from <= to")
+    return [
+        Incoming(**{**fields, "job": replica_unit(fields["job"], i)}, created_at=at)
+        for i in range(low, high)
+    ]
 
 
 def _fair_sharing(value: Any) -> tuple[bool, tuple[FairSharingStrategy, ...]]:
@@ -149,11 +221,15 @@ def _fair_sharing(value: Any) -> tuple[bool, tuple[FairSharingStrategy, ...]]:
     return enabled, tuple(cast(FairSharingStrategy, name) for name in raw)
 
 
-def parse_scenario(text: str) -> tuple[Snapshot, Incoming]:
+def _document(text: str) -> Mapping[str, Any]:
     try:
-        doc = _mapping(load_yaml(text), "scenario")
+        return _mapping(load_yaml(text), "scenario")
     except YamlError as exc:
         raise ScenarioError(str(exc)) from None
+
+
+def _snapshot(doc: Mapping[str, Any]) -> Snapshot:
+    """The tree and what runs on it (``quotas``, ``admitted``, ``fair_sharing``)."""
     fair, strategies = _fair_sharing(doc.get("fair_sharing"))
     quotas = doc.get("quotas")
     if not isinstance(quotas, list) or not quotas:
@@ -162,29 +238,179 @@ def parse_scenario(text: str) -> tuple[Snapshot, Incoming]:
     if not isinstance(admitted_raw, list):
         raise ScenarioError("admitted: expected a list")
     admitted = tuple(
-        Admitted(
-            **_workload(a, f"admitted[{i}]"),
-            admitted_at=_instant(
-                cast(Mapping[str, Any], a).get("admitted_at"), f"admitted[{i}].admitted_at"
-            ),
-        )
-        for i, a in enumerate(admitted_raw)
+        wl for i, a in enumerate(admitted_raw) for wl in _admitted(a, f"admitted[{i}]")
     )
-    inc = _mapping(doc.get("incoming"), "incoming")
-    incoming = Incoming(
-        **_workload(inc, "incoming"),
-        created_at=_instant(inc.get("created_at"), "incoming.created_at"),
-    )
-    snapshot = Snapshot(
+    return Snapshot(
         quotas=tuple(_quota(q, f"quotas[{i}]") for i, q in enumerate(quotas)),
         admitted=admitted,
         fair_sharing=fair,
         strategies=strategies,
     )
+
+
+def parse_scenario(text: str) -> tuple[Snapshot, Incoming]:
+    doc = _document(text)
+    snapshot = _snapshot(doc)
+    inc = _mapping(doc.get("incoming"), "incoming")
+    incoming = Incoming(
+        **_workload(inc, "incoming"),
+        created_at=_instant(inc.get("created_at"), "incoming.created_at"),
+    )
     return snapshot, incoming
 
 
-def simulate_file(path: str | Path) -> Decision:
-    """The dispatcher's decision for the scenario file at ``path``."""
-    snapshot, incoming = parse_scenario(Path(path).read_text(encoding="utf-8"))
+@dataclass(frozen=True)
+class CycleScenario:
+    """A cycle scenario: the tree, what runs, what waits, and how many cycles at most."""
+
+    snapshot: Snapshot
+    pending: tuple[Incoming, ...]
+    now: datetime
+    queues: Mapping[str, QueueSettings] = field(default_factory=dict)
+    cycles: int = 10
+    cycle_seconds: int = 60
+
+
+def parse_cycles(text: str) -> CycleScenario:
+    """A scenario of the cycle form (``pending`` instead of ``incoming``)."""
+    doc = _document(text)
+    pending_raw = doc.get("pending")
+    if not isinstance(pending_raw, list):
+        raise ScenarioError("pending: expected a list")
+    snapshot = _snapshot(doc)
+    pending = tuple(job for i, p in enumerate(pending_raw) for job in _pending(p, f"pending[{i}]"))
+    latest = max((p.created_at for p in pending), default=datetime(2026, 1, 1, tzinfo=UTC))
+    now = _instant(doc["now"], "now") if doc.get("now") is not None else latest
+    queues: dict[str, QueueSettings] = {}
+    for i, q in enumerate(cast(list[Any], doc["quotas"])):
+        policy = _mapping(q, f"quotas[{i}]").get("queue_policy")
+        if policy is not None:
+            try:
+                queues[str(q["name"])] = QueueSettings(policy=policy)
+            except Invalid as exc:
+                raise ScenarioError(f"quotas[{i}].queue_policy: {exc}") from None
+    cycles = _int(doc.get("cycles", 10), "cycles")
+    seconds = _int(doc.get("cycle_seconds", 60), "cycle_seconds")
+    if cycles < 1 or seconds < 1:
+        raise ScenarioError("cycles and cycle_seconds: expected positive integers")
+    return CycleScenario(snapshot, pending, now, queues, cycles, seconds)
+
+
+@dataclass(frozen=True)
+class CycleRun:
+    """What :func:`run_cycles` saw: each cycle's decisions and the preemption report."""
+
+    cycles: tuple[dict[str, Any], ...]
+    report: tuple[dict[str, Any], ...]
+
+    def as_document(self) -> dict[str, object]:
+        return {"cycles": list(self.cycles), "preemptions": list(self.report)}
+
+
+def _gpus(resources: Mapping[str, float]) -> float:
+    """The GPUs of a request: its ``gpu`` and ``gpu/<flavor>`` keys, in the scenario's unit."""
+    return sum(v for k, v in resources.items() if k == "gpu" or k.startswith("gpu/"))
+
+
+def run_cycles(scenario: CycleScenario) -> CycleRun:
+    """The dispatcher's cycles over ``scenario`` until nothing changes (or its ``cycles``):
+    a preemption's victims stop before the next cycle (the work they did is lost) and
+    queue again; its preemptor is admitted on its reservation; a refused notebook leaves."""
+    quotas = scenario.snapshot.quotas
+    admitted = {wl.job: wl for wl in scenario.snapshot.admitted}
+    pending = {p.job: p for p in scenario.pending}
+    reserved: set[str] = set()
+    now = scenario.now
+    cycles: list[dict[str, Any]] = []
+    report: list[dict[str, Any]] = []
+    for n in range(1, scenario.cycles + 1):
+        result = plan_cycle(
+            CycleInput(
+                quotas,
+                tuple(admitted.values()),
+                tuple(pending.values()),
+                now,
+                queues=scenario.queues,
+                reserved=frozenset(reserved),
+                requeue=frozenset(q.name for q in quotas),
+                fair_sharing=scenario.snapshot.fair_sharing,
+            )
+        )
+        cycles.append(
+            {
+                "cycle": n,
+                "at": now.isoformat(),
+                "admitted": [d.job for d in result.admissions],
+                "preemptions": [d.as_document() for d in result.preemptions],
+                "pending": [
+                    {"job": p.job, "quota": p.quota, "reason": p.reason, "position": p.position}
+                    for p in result.pending
+                ],
+                "refused": [
+                    {"job": r.job, "quota": r.quota, "reason": r.reason} for r in result.refused
+                ],
+            }
+        )
+        for d in result.admissions:
+            job = pending.pop(d.job)
+            reserved.discard(d.job)
+            admitted[d.job] = Admitted(
+                job.job,
+                job.quota,
+                job.priority,
+                job.resources,
+                now,
+                job.workspace,
+                job.billing_mode,
+                job.workload,
+            )
+        for r in result.refused:
+            del pending[r.job]
+        for d in result.preemptions:
+            preemptor = pending[d.job]
+            reserved.add(d.job)
+            for v in d.victims:
+                victim = admitted.pop(v.job)
+                lost = (now - victim.admitted_at).total_seconds()
+                report.append(
+                    {
+                        "cycle": n,
+                        "at": now.isoformat(),
+                        "preemptor": preemptor.job,
+                        "preemptor_workload": preemptor.workload,
+                        "preemptor_quota": preemptor.quota,
+                        "preemptor_priority": preemptor.priority,
+                        "victim": victim.job,
+                        "victim_workload": victim.workload,
+                        "victim_quota": victim.quota,
+                        "victim_priority": victim.priority,
+                        "reason": v.reason,
+                        "lost_seconds": int(lost),
+                        "lost_gpu_hours": round(_gpus(victim.resources) * lost / 3600, 6),
+                    }
+                )
+                # a preempted job queues again (Kueue requeues an evicted workload)
+                pending[victim.job] = Incoming(
+                    victim.job,
+                    victim.quota,
+                    victim.priority,
+                    victim.resources,
+                    now,
+                    victim.workspace,
+                    victim.billing_mode,
+                    victim.workload,
+                )
+        if not (result.admissions or result.preemptions or result.refused):
+            break
+        now += timedelta(seconds=scenario.cycle_seconds)
+    return CycleRun(tuple(cycles), tuple(report))
+
+
+def simulate_file(path: str | Path) -> Decision | CycleRun:
+    """The dispatcher's decision for the scenario file at ``path``; for a cycle scenario
+    (``pending``), its cycles and preemption report."""
+    text = Path(path).read_text(encoding="utf-8")
+    if "pending" in _document(text):
+        return run_cycles(parse_cycles(text))
+    snapshot, incoming = parse_scenario(text)
     return decide(snapshot, incoming)

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from dlc_ledger.services.errors import NotFound
+from ledger.dispatch import unit_workload
 from ledger.errors import Invalid
 from ledger.store.base import EventStore
 from projections.budgets import exhausted_workspaces
@@ -59,7 +60,9 @@ def why_job(
     bought = list(load_subscriptions(store).values())
     with store.snapshot() as uow:
         conn = uow.connection
-        uid = find_job(conn, ref, workspaces=workspaces)
+        # a service's or notebook's replica (``<uid or name>#<i>``) is found by its workload
+        base = unit_workload(ref)
+        uid = find_job(conn, base, workspaces=workspaces) + ref[len(base) :]
         now = _now(conn, at)
         doc = explain_job(
             uow,

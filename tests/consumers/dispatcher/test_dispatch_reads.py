@@ -17,6 +17,8 @@ from ledger.events import (
     PreemptionDecided,
     ReplicaSpec,
     Victim,
+    WorkloadCreated,
+    WorkloadScaled,
 )
 from ledger.store.postgres import PostgresEventStore
 from projections.dispatch.reads import dispatch_input, read_dispatch
@@ -181,3 +183,75 @@ def test_decisions_not_yet_confirmed(store: PostgresEventStore) -> None:
     assert view.admitting == frozenset({"q1"})
     assert view.stopping == {"r1": "p1"}
     assert cycle.preempting == frozenset({"p1"})
+
+
+#: the platform's integrated example, in small: inference on the parent, training and
+#: notebooks on its children
+WORKLOAD_TREE = """
+quotas:
+  - name: quota1
+    min: {gpu/any: 8000}
+    preemption: {within_quota: LowerPriority, reclaim: LowerPriority}
+  - name: quota1.1
+    parent: quota1
+    min: {gpu/any: 4000}
+    workspaces: [ws-b]
+  - name: quota1.2
+    parent: quota1
+    min: {gpu/any: 4000}
+    workspaces: [ws-c]
+"""
+
+
+def _workload(n: Narrator, uid: str, t: float, kind: str, quota: str, replicas: int) -> None:
+    n.tell(
+        WorkloadCreated(
+            job_uid=uid,
+            name=f"wl-{uid}",
+            namespace="ns",
+            workload=kind,  # type: ignore[arg-type]
+            workspace="ws-a" if kind == "service" else "ws-c",
+            quota=quota,
+            priority=100 if kind == "service" else 50,
+            replicas=replicas,
+            replica=ReplicaSpec(count=1, flavor="gpu/any", mgpu=2000, cpu_milli=1, memory_mib=1),
+        ),
+        f"job/{uid}",
+        at(t),
+    )
+
+
+def test_services_and_notebooks_are_read_replica_by_replica(store: PostgresEventStore) -> None:
+    apply_quota_file(store, WORKLOAD_TREE, principal="api/test", at=EPOCH)
+    n = Narrator()
+    _workload(n, "svc", 10, "service", "quota1", 2)
+    _occupy(n, "svc", "p-svc-0", 11)
+    _occupy(n, "svc", "p-svc-1", 12)
+    n.tell(WorkloadScaled(job_uid="svc", from_replicas=2, to_replicas=4), "job/svc", at(50))
+    _workload(n, "nb", 60, "notebook", "quota1.2", 1)
+    _workload(n, "nb2", 61, "notebook", "quota1.2", 1)
+    n.tell(
+        AdmissionDecided(
+            job_uid="nb2#0", quota="quota1.2", outcome="refuse", reason="InsufficientQuota"
+        ),
+        "dispatch/nb2#0",
+        at(62),
+        source="dispatcher",
+    )
+    _project(store, n)
+    with store.engine.connect() as conn:
+        view = read_dispatch(conn, at(100))
+    admitted = {j.job: j for j in view.cycle.admitted}
+    pending = {j.job: j for j in view.cycle.pending}
+    # two replicas hold pods, two more are wanted since the scale (a new episode)
+    assert sorted(admitted) == ["svc#0", "svc#1"]
+    assert sorted(pending) == ["nb#0", "svc#2", "svc#3"]
+    assert pending["svc#2"].quota == "quota1"  # an inner quota: its own leaf in the core
+    assert pending["svc#2"].resources == {"gpu/any": 2000}  # one replica's
+    assert pending["svc#2"].created_at == at(50)
+    assert (pending["svc#2"].workload, admitted["svc#0"].workload) == ("service", "service")
+    assert pending["nb#0"].workload == "notebook"
+    assert view.jobs["svc#2"].attempt == 1 and view.jobs["svc#2"].workload_uid == "svc"
+    # a notebook refused at start is not queued: it waits for a new scale
+    assert view.refused == {"nb2#0": "InsufficientQuota"}
+    assert "nb2#0" not in pending

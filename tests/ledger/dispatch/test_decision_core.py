@@ -125,12 +125,13 @@ def test_capacity_arithmetic_follows_kueue() -> None:
     ("quotas", "quota", "message"),
     [
         ((QuotaNode("q"),), "nope", "unknown quota"),
-        ((QuotaNode("p"), QuotaNode("q", "p")), "p", "only leaf quotas"),
         ((QuotaNode("q", "zz"),), "q", "unknown parent"),
         ((QuotaNode("p", "q"), QuotaNode("q", "p")), "q", "cycle"),
     ],
 )
 def test_bad_snapshots_are_refused(quotas: tuple[QuotaNode, ...], quota: str, message: str) -> None:
+    # a workload on an inner quota is not one of them: it runs on the quota's own leaf
+    # (ledger/dispatch/workloads.py; tests/ledger/dispatch/test_workloads.py)
     with pytest.raises(DispatchError, match=message):
         decide(Snapshot(quotas), incoming(quota, 0, 1))
 

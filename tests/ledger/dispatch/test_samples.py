@@ -68,3 +68,47 @@ def test_a_bad_billing_mode_names_the_field(tmp_path: Path) -> None:
     )
     out = cli_caller()("dispatcher", "simulate", "--scenario", str(bad), ok=False)
     assert "incoming.billing_mode" in out
+
+
+DATA = Path(__file__).resolve().parents[3] / "data" / "scenarios"
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.yaml")), ids=lambda p: p.stem)
+def test_data_scenario_matches_its_expectation(path: Path) -> None:
+    """data/scenarios/: the shared samples (one decision) and the cycle scenarios."""
+    expect = load_yaml(path.read_text(encoding="utf-8"))["expect"]
+    out = json.loads(cli_caller()("dispatcher", "simulate", "--scenario", str(path)))
+    if "outcome" in expect:
+        assert out["outcome"] == expect["outcome"]
+        assert {v["job"]: v["reason"] for v in out["victims"]} == dict(expect.get("victims") or {})
+        return
+    cycles, report = out["cycles"], out["preemptions"]
+    assert [job for c in cycles for job in c["admitted"]] == expect["admitted"]
+    assert {r["victim"]: r["reason"] for r in report} == expect["preempted"]
+    assert {r["victim"]: r["preemptor"] for r in report} == expect["preemptors"]
+    refused = {r["job"]: r["reason"] for c in cycles for r in c["refused"]}
+    assert refused == expect["refused"]
+    assert sorted(p["job"] for p in cycles[-1]["pending"]) == expect["waiting"]
+    assert round(sum(r["lost_gpu_hours"] for r in report), 6) == expect["lost_gpu_hours"]
+    # the report says who preempted whom: services taking training jobs, never the reverse
+    assert all(
+        (r["preemptor_workload"], r["victim_workload"]) == ("service", "job") for r in report
+    )
+
+
+def test_the_integrated_example_step_by_step() -> None:
+    out = json.loads(
+        cli_caller()("dispatcher", "simulate", "--scenario", str(DATA / "integrated-128-gpus.yaml"))
+    )
+    first = out["cycles"][0]
+    # one replica preempts per cycle (the next ones would need its victim: Kueue's
+    # overlapping targets); the others wait with their reason and place in quota1's queue
+    assert [(p["job"], p["reason"], p["position"]) for p in first["pending"]] == [
+        ("inference#4", "PreemptionPending", 1),
+        ("inference#5", "WaitingForQuota", 2),
+        ("inference#6", "WaitingForQuota", 3),
+    ]
+    assert first["refused"] == [
+        {"job": "notebook-2", "quota": "quota1.2", "reason": "InsufficientQuota"}
+    ]
+    assert [r["victim_quota"] for r in out["preemptions"]] == ["quota1.1"] * 3

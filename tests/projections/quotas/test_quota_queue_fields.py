@@ -55,7 +55,8 @@ def test_queue_fields_reach_the_decision_core() -> None:
     assert (a.max, a.lend_limit, a.weight) == ({"gpu/any": 8000}, {"gpu/any": 1000}, 2.5)
     assert a.preemption.within_quota == "LowerPriority" and a.preemption.reclaim == "Any"
     assert a.preemption.borrow_within.max_priority_threshold == 3
-    assert set(config.queues) == {"a", "b", "c"}  # leaves only
+    # every quota's: an inner quota's are its own workloads' (services on a parent quota)
+    assert set(config.queues) == {"root", "c", "dept", "a", "b"}
     assert config.queues["a"].policy == "Balance"
     assert config.queues["a"].balance_timeout == timedelta(minutes=10)
     assert config.queues["b"].aging_interval == timedelta(minutes=2)

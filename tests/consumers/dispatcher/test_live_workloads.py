@@ -1,0 +1,167 @@
+"""Services and notebooks through the live loop on kubesim (docs/dispatch.md, "Services and
+notebooks"): the platform's integrated example in small. Replica pods are created gated
+(``dlc.ledger/admission``, as an admission webhook would); kubesim runs no Deployment
+controller, so the test makes a scale-up's pod itself, as the controller would."""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+from consumers.watchers.labels import ANNOTATION_REFUSED, SCHEDULING_GATE
+from consumers.watchers.listwatch import DEPLOYMENTS, JOBS, PODS, PYTORCHJOBS
+from dlc_ledger.api.listing import plain
+from dlc_ledger.api.models_dispatch import Why
+from dlc_ledger.services.dispatch import why_job
+from kubesim import DEPLOYMENTS as SIM_DEPLOYMENTS
+from kubesim import PODS as SIM_PODS
+from kubesim import KubeSim
+from kubesim.services import deployment_object, replica_pod
+from kubesim.store import Object
+from ledger.store.postgres import PostgresEventStore
+from projections.dispatch import DecisionWindow, preemptions_report, queue_listing
+from tests.support.builders import EPOCH
+from tests.support.live import Live
+
+#: 4 GPUs: inference on the parent (child-level preemption), training and notebooks below
+TREE = """
+quotas:
+  - name: quota1
+    min: {gpu/any: 4000}
+    preemption: {within_quota: LowerPriority, reclaim: LowerPriority}
+  - name: quota1.1
+    parent: quota1
+    min: {gpu/any: 2000}
+    workspaces: [ws-b]
+  - name: quota1.2
+    parent: quota1
+    min: {gpu/any: 2000}
+    workspaces: [ws-c]
+"""
+
+
+def _workload(live: Live, name: str, labels: dict[str, str]) -> Object:
+    return live.sim.cluster.create(
+        SIM_DEPLOYMENTS, deployment_object(name, "ns1", replicas=1, labels=labels, gpus=1)
+    )
+
+
+def _gated_pod(live: Live, workload: Object, index: int) -> Object:
+    pod = replica_pod(workload, index, live.sim.clock.timestamp())
+    pod["spec"]["schedulingGates"] = [{"name": SCHEDULING_GATE}]
+    return live.sim.cluster.create(SIM_PODS, pod)
+
+
+def _pod(sim: KubeSim, name: str) -> Object:
+    return sim.store.get(SIM_PODS, "ns1", name)
+
+
+def test_inference_reclaims_training_replica_by_replica_and_a_notebook_is_refused(
+    sim: KubeSim, store: PostgresEventStore
+) -> None:
+    live = Live(sim, store, TREE, resources=(JOBS, PYTORCHJOBS, PODS, DEPLOYMENTS))
+    try:
+        # training: 3 GPUs, one borrowed of the notebooks' idle guarantee
+        training = [live.submit(f"t{i}", "ws-b", 1) for i in range(3)]
+        assert sorted(live.dispatcher.cycle().admitted) == sorted(training)
+        sim.advance(10)
+        live.dispatcher.cycle()
+
+        # inference on the parent: one replica, its pod gated; it fits the last GPU
+        team_a = {
+            "dlc.ledger/workspace": "ws-a",
+            "dlc.ledger/quota": "quota1",
+            "dlc.ledger/priority": "100",
+        }
+        svc = _workload(live, "infer", team_a)
+        uid = svc["metadata"]["uid"]
+        first = _gated_pod(live, svc, 0)
+        sim.advance(10)
+        admitted = live.dispatcher.cycle()
+        assert admitted.admitted == (f"{uid}#0",) and admitted.released == (uid,)
+        assert not _pod(sim, first["metadata"]["name"])["spec"].get("schedulingGates")
+
+        # scale to 2: the new replica's pod is gated; it reclaims the newest borrower
+        sim.advance(10)
+        client.AppsV1Api(live.api).patch_namespaced_deployment(
+            "infer", "ns1", {"spec": {"replicas": 2}}
+        )
+        second = _gated_pod(live, svc, 1)
+        sim.advance(1)
+        preempting = live.dispatcher.cycle()
+        ((preemptor, (victim,)),) = preempting.preemptions
+        # the three were admitted together: the borrower taken is one of them
+        assert preemptor == f"{uid}#1" and victim in training
+        assert preempting.suspended == (victim,)
+        assert _pod(sim, second["metadata"]["name"])["spec"]["schedulingGates"]
+        (decided,) = [d for d in live.decisions() if d.type == "PreemptionDecided"]
+        assert decided.data["quota"] == "quota1" and decided.data["reason"] == "Reclaim"
+        assert decided.data["victims"][0]["quota"] == "quota1.1"
+
+        # why: the service's waiting replica, its reason and place in quota1's queue
+        why = why_job(store, uid)
+        assert (why["answer"], why["replica"]) == ("pending", f"{uid}#1")
+        assert why["replicas"]["running"] == [f"{uid}#0"]
+        assert why["pending"]["reason"] == "PreemptionPending"
+        assert why["pending"]["position"] == 1
+        assert why["quota"] == "quota1" and "estimate" in why["pending"]
+        Why.model_validate(plain(why))  # what /v1/jobs/{uid}/why serves
+        # and in the parent quota's queue (queue show quota1), in its tree's order
+        with store.engine.connect() as conn:
+            queue = queue_listing(conn, "quota1", sim.clock.now())
+        assert [(r["job_uid"], r["quota"]) for r in queue.rows] == [(f"{uid}#1", "quota1")]
+
+        sim.advance(31)  # the victim's pod is gone (its grace): the replica is admitted
+        later = live.dispatcher.cycle()
+        assert later.admitted == (f"{uid}#1",)
+        assert not _pod(sim, second["metadata"]["name"])["spec"].get("schedulingGates")
+        sim.advance(1)
+        settled = live.dispatcher.cycle()
+        # the preempted training job waits: training never takes a replica back
+        assert [s.job for s in settled.result.pending] == [victim]
+        assert settled.result.preemptions == ()
+
+        # the preemption report: the service's replica took a training borrower
+        live.project()
+        with store.engine.connect() as conn:
+            (row,) = preemptions_report(conn, DecisionWindow(EPOCH, sim.clock.now(), None))
+        assert (row["preemptor"], row["preemptor_quota"], row["preemptor_priority"]) == (
+            "infer",
+            "quota1",
+            100,
+        )
+        assert (row["victim_uid"], row["victim_quota"], row["reason"]) == (
+            victim,
+            "quota1.1",
+            "Reclaim",
+        )
+        assert row["gpu_hours_lost"] > 0  # the training job ran 1 GPU for ~40 s
+
+        # a notebook now: the pool is full, its quota preempts nothing: refused, not queued
+        notebook = _workload(
+            live,
+            "nb",
+            {"dlc.ledger/workspace": "ws-c", "dlc.ledger/workload": "notebook"},
+        )
+        _gated_pod(live, notebook, 0)
+        sim.advance(1)
+        refused = live.dispatcher.cycle()
+        nb = f"{notebook['metadata']['uid']}#0"
+        assert refused.refused == (nb,)
+        assert nb not in {s.job for s in refused.result.pending}
+        scaled = sim.store.get(SIM_DEPLOYMENTS, "ns1", "nb")
+        assert scaled["spec"]["replicas"] == 0
+        assert scaled["metadata"]["annotations"][ANNOTATION_REFUSED] == "InsufficientQuota"
+        (decision,) = [
+            d for d in live.decisions() if d.type == "AdmissionDecided" and d.data["job_uid"] == nb
+        ]
+        assert decision.data["outcome"] == "refuse"
+        assert decision.data["reason"] == "InsufficientQuota"
+        sim.advance(1)
+        assert live.dispatcher.cycle().refused == ()  # scaled to none: nothing asks
+        refusal = why_job(store, notebook["metadata"]["uid"])
+        assert refusal["answer"] == "refused"
+        assert refusal["refusal"]["reason"] == "InsufficientQuota"
+        assert "never queued" in refusal["summary"]
+        Why.model_validate(plain(refusal))
+    finally:
+        live.close()
