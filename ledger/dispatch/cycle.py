@@ -236,7 +236,7 @@ class _Cycle:
             self.idle_in_root[root] = self.idle_in_root.get(root, 0) + 1
 
     def _count(self, job: Incoming) -> None:
-        wl = _admitted(job, self.input.now)
+        wl = job.admitted(self.input.now)
         self.decider.admit(wl)
         self._index(wl)
         # Kueue adds a cycle's admissions to the usage only: they are nobody's victims yet
@@ -589,16 +589,3 @@ def _positions(state: _Cycle, waiting: Mapping[str, list[Incoming]]) -> tuple[Pe
 
 def _request(job: Incoming) -> dict[str, float]:
     return {k: v for k, v in job.resources.items() if v > 0}
-
-
-def _admitted(job: Incoming, now: datetime) -> Admitted:
-    return Admitted(
-        job.job,
-        job.quota,
-        job.priority,
-        job.resources,
-        now,
-        job.workspace,
-        job.billing_mode,
-        job.workload,
-    )

@@ -293,7 +293,7 @@ def estimate_starts(
         for job in pending:
             if job.job not in started:
                 continue
-            admitted.append(_admitted(job, t))
+            admitted.append(job.admitted(t))
             end_of[job.job] = t + run_for[job.job] if job.job in run_for else None
             if job.job in wanted:
                 basis: Basis = "now" if t == now and steps == 1 else "simulated"
@@ -334,19 +334,6 @@ def estimate_starts(
     for job_id in sorted(wanted - out.keys()):
         out[job_id] = StartEstimate(job_id, None, basis_left, steps, released)
     return out
-
-
-def _admitted(job: Incoming, at: datetime) -> Admitted:
-    return Admitted(
-        job.job,
-        job.quota,
-        job.priority,
-        job.resources,
-        at,
-        job.workspace,
-        job.billing_mode,
-        job.workload,
-    )
 
 
 def _preempt(

@@ -104,6 +104,19 @@ class Incoming:
     #: ``notebook``: admitted or refused at once, never queued (plan_cycle)
     workload: WorkloadClass = "job"
 
+    def admitted(self, at: datetime) -> Admitted:
+        """This job as admitted at ``at``."""
+        return Admitted(
+            self.job,
+            self.quota,
+            self.priority,
+            self.resources,
+            at,
+            self.workspace,
+            self.billing_mode,
+            self.workload,
+        )
+
 
 @dataclass(frozen=True)
 class Snapshot:

@@ -354,16 +354,7 @@ def run_cycles(scenario: CycleScenario) -> CycleRun:
         for d in result.admissions:
             job = pending.pop(d.job)
             reserved.discard(d.job)
-            admitted[d.job] = Admitted(
-                job.job,
-                job.quota,
-                job.priority,
-                job.resources,
-                now,
-                job.workspace,
-                job.billing_mode,
-                job.workload,
-            )
+            admitted[d.job] = job.admitted(now)
         for r in result.refused:
             del pending[r.job]
         for d in result.preemptions:
