@@ -9,7 +9,7 @@ from pydantic import Field
 
 from dlc_ledger.api.models import Freshness, JobDetail, ListedJob, Strict, Timestamp
 
-__all__ = ["ReplicaChange", "WorkloadDetail", "WorkloadPage"]
+__all__ = ["OccupiedChange", "ReplicaChange", "WorkloadDetail", "WorkloadPage"]
 
 
 class ReplicaChange(Strict):
@@ -23,6 +23,14 @@ class ReplicaChange(Strict):
     )
 
 
+class OccupiedChange(Strict):
+    """The replica pods occupying resources from ``at`` on (its timeline's
+    ``OccupancyStarted`` and ``OccupancyEnded``): a point where the count changes."""
+
+    at: Timestamp
+    pods: int = Field(ge=0)
+
+
 class WorkloadPage(Strict):
     items: list[ListedJob]
     next_cursor: str | None = None
@@ -31,3 +39,7 @@ class WorkloadPage(Strict):
 
 class WorkloadDetail(JobDetail):
     replica_history: list[ReplicaChange]
+    occupied_history: list[OccupiedChange] = Field(
+        description="The pods occupying from each change on: the occupied replicas are "
+        "pods / the replica's per_replica (its pods, a LeaderWorkerSet group's size)."
+    )
