@@ -17,10 +17,12 @@ from playwright.sync_api import Browser, expect
 
 from ledger.store.postgres import PostgresEventStore
 from tests.dlc_ledger.dashboard.pages import (
+    NONE,
     count,
     every,
     hours,
     instant,
+    quantity,
     settled,
     shot,
     sign_in,
@@ -78,7 +80,10 @@ def test_the_services_one_service_s_replicas_and_its_cost_against_the_api(
             api["namespace"], api["workspace"], api["quota"] or "\u2013", api["status"]
         )  # fmt: skip
         assert row["desired"] == count(desired(api))
+        gpus = 0 if api["deleted_at"] else api["gpu_request_mgpu"]
+        assert row["gpu_request"] == quantity(gpus, "mGPU")
         assert (row["gpu_hours"], row["cost"]) == (hours(api["gpu_hours"]), api["cost_display"])
+    shot(page, "services")
     # the notebooks' tab
     page.click('.tabs a[data-list="notebooks"]')
     settled(page, "services")
@@ -92,13 +97,20 @@ def test_the_services_one_service_s_replicas_and_its_cost_against_the_api(
     settled(page, "services")
     detail = services.api.get("v1/services/svc").json()
     expect(page.locator("main h2").first).to_have_text("Service ns1/ranker")
+    # the window: the service's life, to the minute after its deletion
+    expect(page.locator("#v-from")).to_have_attribute("placeholder", "2026-11-01 00:00Z")
+    expect(page.locator("#v-to")).to_have_attribute("placeholder", "2026-11-01 01:01Z")
     steps = cells(table_rows(page, "#replicas tbody tr"))
-    assert [(r["at"], r["replicas"], r["change"]) for r in steps] == [
+    assert [(r["at"], r["desired"], r["change"]) for r in steps] == [
         (instant(c["at"]), str(c["replicas"]), c["change"]) for c in detail["replica_history"]
     ]
-    assert [(r["at"], r["replicas"]) for r in steps] == [
-        ("2026-11-01 00:00Z", "1"), ("2026-11-01 00:10Z", "2"), ("2026-11-01 01:00Z", "0"),
-    ]  # fmt: skip
+    assert [r["occupied"] for r in steps] == [str(o["pods"]) for o in detail["occupied_history"]]
+    # desired and occupied: 1 from 0 s, 2 from 600 s, none from 3600 s
+    assert [(r["at"], r["desired"], r["occupied"]) for r in steps] == [
+        ("2026-11-01 00:00Z", "1", "1"),
+        ("2026-11-01 00:10Z", "2", "2"),
+        ("2026-11-01 01:00Z", "0", "0"),
+    ]
     assert steps[1]["by"] == "eas-autoscaler"
     expect(page.locator('figure.chart[data-live="replica-chart"] canvas')).to_have_count(1)
     # its cost over its life, the server's figure (rated), as the API gives it
@@ -132,8 +144,16 @@ def test_the_services_one_service_s_replicas_and_its_cost_against_the_api(
     assert shown_days == api_days
     assert api_days["2027-01-03"]["quota"] == "0.00 USD"  # the baseline: prepaid
     assert api_days["2027-01-03"]["public"] != "0.00 USD"  # the third replica spilled
+    # scaled to 3 at 23:01, its replicas bound one by one; down to 2, then deleted
     steps = cells(table_rows(page, "#replicas tbody tr"))
-    assert [r["replicas"] for r in steps] == ["1", "3", "2", "0"]
+    assert [(r["at"][11:], r["desired"], r["occupied"], r["change"]) for r in steps] == [
+        ("23:00Z", "1", "1", "created"),
+        ("23:01Z", "3", "1", "scaled"),
+        ("23:02Z", "3", "2", NONE),
+        ("23:03Z", "3", "3", NONE),
+        ("00:02Z", "2", "2", "scaled"),
+        ("01:00Z", "0", "0", "deleted"),
+    ]
     shot(page, "service-spilling")
     stayed_clean(page_of, services)
 

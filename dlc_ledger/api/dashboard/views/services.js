@@ -48,7 +48,7 @@ function listColumns() {
     { key: "quota", label: "quota" },
     { key: "kind", label: "kind" },
     { key: "desired", label: "desired replicas now", numeric: true, render: (r) => count(desiredNow(r)) },
-    { key: "gpu_request", label: "GPUs now", numeric: true, render: (r) => quantity(r.gpu_request_mgpu, "mGPU") },
+    { key: "gpu_request", label: "GPUs now", numeric: true, render: (r) => quantity(r.deleted_at ? 0 : r.gpu_request_mgpu, "mGPU") },
     { key: "status", label: "status" },
     { key: "gpu_hours", label: "GPU-hours", numeric: true, render: (r) => hours(r.gpu_hours) },
     { key: "cost", label: "cost", numeric: true, render: (r) => money(r) },
@@ -101,45 +101,82 @@ function lifeWindow(history, extent) {
   return { from: iso(Math.floor(first / MINUTE) * MINUTE), to: iso(Math.floor(endMs / MINUTE) * MINUTE + MINUTE), preset: "" };
 }
 
-/** The steps the chart draws and the table lists: the changes in [from, to), led by the
- *  count in force at `from` when a change came before it. */
-function steps(history, win) {
+/** The steps the chart draws and the table lists: each instant in [from, to) where the
+ *  desired replicas (`replica_history`) or the occupied pods (`occupied_history`) change,
+ *  with both counts from then on (null: none known yet), led by the counts in force at
+ *  `from` when a change came before it. */
+export function steps(history, occupied, win) {
   const fromMs = win.from ? Date.parse(win.from) : -Infinity;
   const toMs = win.to ? Date.parse(win.to) : Infinity;
-  const before = history.filter((c) => Date.parse(c.at) < fromMs).at(-1);
-  const inside = history.filter((c) => Date.parse(c.at) >= fromMs && Date.parse(c.at) < toMs);
-  const out = inside.map((c) => ({ ...c }));
-  if (before && (!inside.length || Date.parse(inside[0].at) > fromMs)) {
-    out.unshift({ at: win.from, change: "in force", replicas: before.replicas, by: before.by });
+  const changes = [
+    ...history.map((c) => ({ ms: Date.parse(c.at), at: c.at, desired: c })),
+    ...occupied.map((o) => ({ ms: Date.parse(o.at), at: o.at, pods: o.pods })),
+  ].sort((x, y) => x.ms - y.ms);
+  const out = [];
+  let desired = null;
+  let pods = null;
+  let lead = null; // the counts in force at `from`
+  for (const c of changes) {
+    if (c.ms >= toMs) break;
+    if (c.desired) desired = c.desired.replicas;
+    if (c.pods !== undefined) pods = c.pods;
+    if (c.ms < fromMs) {
+      lead = { at: win.from, desired, pods, change: "in force", by: null };
+      continue;
+    }
+    const last = out.at(-1);
+    if (last && Date.parse(last.at) === c.ms) {
+      Object.assign(last, { desired, pods });
+      if (c.desired) Object.assign(last, { change: c.desired.change, by: c.desired.by });
+    } else {
+      out.push({ at: c.at, desired, pods, change: c.desired?.change ?? null, by: c.desired?.by ?? null });
+    }
   }
+  if (lead && (!out.length || Date.parse(out[0].at) > fromMs)) out.unshift(lead);
   return out;
 }
 
-function replicaChart(points, win, width, name) {
+/** Occupied replicas from pods: pods / pods a replica (a whole number, else one decimal). */
+function replicasOf(pods, perReplica) {
+  if (pods === null || pods === undefined) return null;
+  return pods / Math.max(1, perReplica);
+}
+
+function replicaText(value) {
+  if (value === null || value === undefined) return "–";
+  return Number.isInteger(value) ? count(value) : value.toFixed(1);
+}
+
+function replicaChart(points, perReplica, win, width, name) {
   const endMs = win.to ? Date.parse(win.to) : Date.parse(points.at(-1).at);
   const xs = points.map((p) => Date.parse(p.at) / 1000);
-  const ys = points.map((p) => p.replicas);
+  const desired = points.map((p) => p.desired);
+  const occupied = points.map((p) => replicasOf(p.pods, perReplica));
   if (endMs / 1000 > xs.at(-1)) {
     xs.push(endMs / 1000);
-    ys.push(ys.at(-1));
+    desired.push(desired.at(-1));
+    occupied.push(occupied.at(-1));
   }
   const plot = h("div", { class: "plot", "aria-hidden": "true" });
-  const holder = h("figure", { class: "chart", "aria-label": `Desired replicas of ${name} over time` }, plot);
+  const holder = h("figure", { class: "chart", "aria-label": `Desired and occupied replicas of ${name} over time` }, plot);
+  const stepped = uPlot.paths.stepped({ align: 1 });
   const opts = {
     width, height: 220, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
     scales: { y: { range: (u, min, max) => [0, Math.max(1, max) + 1] } },
     series: [{ label: "time", value: (u, ts) => (ts === null || ts === undefined ? "–" : instant(ts * 1000)) },
-      { label: "desired replicas", stroke: "#1f5fbf", width: 2, fill: "rgba(31, 95, 191, 0.08)",
-        paths: uPlot.paths.stepped({ align: 1 }), value: (u, v) => (v === null ? "–" : String(v)) }],
+      { label: "desired replicas", stroke: "#1f5fbf", width: 2, fill: "rgba(31, 95, 191, 0.08)", paths: stepped,
+        value: (u, v) => replicaText(v) },
+      { label: "occupied replicas", stroke: "#e08a00", width: 2, dash: [6, 4], paths: stepped,
+        value: (u, v) => replicaText(v) }],
     axes: [
       { space: 150, values: (u, splits) => splits.map((ts) => instant(ts * 1000)) },
       { label: "replicas", size: 60, labelSize: 20, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] },
     ],
   };
   requestAnimationFrame(() => {
-    if (plot.isConnected) new uPlot(opts, [xs, ys], plot);
+    if (plot.isConnected) new uPlot(opts, [xs, desired, occupied], plot);
   });
-  holder.append(h("figcaption", {}, `${name}: desired replicas, a step at each change (created, scaled, deleted), ${windowText(win)} (the table below holds the same figures).`));
+  holder.append(h("figcaption", {}, `${name}: desired replicas (a step at each change: created, scaled, deleted) and occupied replicas (its pods bound to nodes${perReplica > 1 ? `, ${perReplica} a replica` : ""}), ${windowText(win)} (the table below holds the same figures).`));
   return holder;
 }
 
@@ -194,12 +231,16 @@ function facts(svc) {
     [h("dt", {}, k), h("dd", { "data-key": k }, v === null || v === undefined || v === "" ? "–" : v)]));
 }
 
-const STEP_COLUMNS = [
-  { key: "at", label: "from", render: (r) => when(r.at) },
-  { key: "replicas", label: "desired replicas", numeric: true, render: (r) => count(r.replicas) },
-  { key: "change", label: "change" },
-  { key: "by", label: "by" },
-];
+function stepColumns(perReplica) {
+  return [
+    { key: "at", label: "from", render: (r) => when(r.at) },
+    { key: "desired", label: "desired replicas", numeric: true, render: (r) => replicaText(r.desired) },
+    { key: "occupied", label: "occupied replicas", numeric: true, render: (r) => replicaText(replicasOf(r.pods, perReplica)) },
+    perReplica > 1 ? { key: "pods", label: "occupied pods", numeric: true, render: (r) => count(r.pods) } : null,
+    { key: "change", label: "change" },
+    { key: "by", label: "by" },
+  ].filter(Boolean);
+}
 
 /** The rated cost rows of this service by day: [{day, <mode>: row}] and the modes seen. */
 function byDay(rows) {
@@ -235,6 +276,11 @@ async function serviceView({ path, params, go, extent }) {
     prefix: "v", label: "Window", params, window: win, extent,
     submit: (w) => go(w),
   });
+  if (!win.preset && !params.from && !params.to) {
+    // the default window, the service's life, shown as the inputs' placeholders
+    if (win.from) form.elements["v-from"].placeholder = instant(win.from);
+    if (win.to) form.elements["v-to"].placeholder = instant(win.to);
+  }
   const query = { from: win.from, to: win.to, source: "rated" };
   const [perDay, whole] = await Promise.all([
     getAll("v1/cost", { ...query, group_by: "service,day,billing_mode" }),
@@ -244,14 +290,15 @@ async function serviceView({ path, params, go, extent }) {
   const total = whole.items.find((r) => r.service === name);
   const width = Math.max(480, Math.min(1200, (document.getElementById("main")?.clientWidth ?? 1000) - 32));
 
-  const points = steps(history, win);
+  const perReplica = (svc.replicas ?? [])[0]?.per_replica ?? 1;
+  const points = steps(history, svc.occupied_history ?? [], win);
   const replicaPart = [live("replica-table", h("p", { class: "empty" }, `No change of ${name}'s replicas ${windowText(win)}.`))];
   if (points.length) {
-    const figure = replicaChart(points, win, width, name);
+    const figure = replicaChart(points, perReplica, win, width, name);
     figure.dataset.live = "replica-chart";
     figure.dataset.sig = digest(JSON.stringify([points, win]));
     replicaPart.splice(0, 1, figure, live("replica-table", h("details", { open: true }, h("summary", {}, `Data table (${points.length} rows)`),
-      table({ id: "replicas", caption: `Desired replicas of ${name}, ${windowText(win)}: each change and the count from then on`, columns: STEP_COLUMNS, rows: points }))));
+      table({ id: "replicas", caption: `Desired and occupied replicas of ${name}, ${windowText(win)}: each change and the counts from then on`, columns: stepColumns(perReplica), rows: points }))));
   }
 
   const { days, modes } = byDay(mine);
@@ -276,7 +323,7 @@ async function serviceView({ path, params, go, extent }) {
       ` · uid ${svc.job_uid}`),
     facts(svc)),
   form,
-  h("h3", {}, "Desired replicas over time"), ...replicaPart,
+  h("h3", {}, "Replicas over time: desired and occupied"), ...replicaPart,
   h("h3", {}, "Cost per day (rated)"),
   live("cost-total", h("p", { class: "headline", id: "service-cost-total" }, `Rated cost ${windowText(win)}: `,
     h("strong", { "data-key": "total" }, money(total)), cut)),
