@@ -30,7 +30,7 @@ from tests.dlc_ledger.dashboard.pages import (
     table_rows,
     texts,
 )
-from tests.dlc_ledger.dashboard.workloads import SPILLING, seed
+from tests.dlc_ledger.dashboard.workloads import NOTEBOOK, SPILLING, seed
 from tests.support.dashboard import Served, Watched, require_chromium, serving, watching
 from tests.support.databases import TemplateDatabases
 
@@ -89,9 +89,22 @@ def test_the_services_one_service_s_replicas_and_its_cost_against_the_api(
     settled(page, "services")
     notebooks, _ = every(services, "v1/notebooks")
     assert texts(page, '#notebooks tbody th[data-key="name"]') == [n["name"] for n in notebooks]
+    # a notebook's page: its cost is the report's by job (a notebook has no service key)
+    page.click('#notebooks a:text-is("dsw-bob")')
+    settled(page, "services")
+    expect(page.locator("main h2").first).to_have_text("Notebook default/dsw-bob")
+    steps = cells(table_rows(page, "#replicas tbody tr"))
+    assert [(r["desired"], r["occupied"]) for r in steps] == [("1", "1"), ("1", "0")]
+    life = {"from": "2026-11-01T00:00:00Z", "to": "2026-11-01T02:01:00Z", "source": "rated"}
+    (own,) = [
+        r
+        for r in every(services, "v1/cost", {**life, "group_by": "job"})[0]
+        if r["job"] == NOTEBOOK
+    ]
+    expect(page.locator("#service-cost-total strong")).to_have_text(own["cost_display"])
 
     # ns1/ranker: 1 replica at 0 s, 2 from 600 s, none from its deletion at 3600 s
-    page.click('.tabs a[data-list="services"]')
+    page.goto(services.base + "#/services")
     settled(page, "services")
     page.click('#services a:text-is("ranker")')
     settled(page, "services")

@@ -2,7 +2,7 @@
 
 - ``ns1/ranker`` (tests/support/workloads.py, ``tell_workloads``): one replica at 0 s,
   scaled to 2 at 600 s by ``eas-autoscaler``, deleted at 3600 s, in ``ws-a``; with it a
-  notebook and a training job;
+  notebook (:data:`NOTEBOOK`, its one pod for two hours) and a training job;
 - ``ns2/search`` (:data:`SPILLING`): a service labelled ``dlc.ledger/spillover: public``
   in ``ws-sub``, whose replicas of 8 GPUs run on a 16-GPU quota drawing on two subscribed
   nodes: the first two are prepaid (billing mode ``quota``), the third spills onto public
@@ -29,7 +29,10 @@ from tests.support.billing import at, demo_book, ended, started
 from tests.support.builders import Narrator, replica
 from tests.support.workloads import tell_workloads
 
-__all__ = ["SPILLING", "SPILL_START", "seed"]
+__all__ = ["NOTEBOOK", "SPILLING", "SPILL_START", "seed"]
+
+#: the notebook's uid (tell_workloads': dsw-bob)
+NOTEBOOK = "nb"
 
 #: the spilling service's uid
 SPILLING = "svc-search"
@@ -118,6 +121,13 @@ def seed(store: PostgresEventStore) -> None:
     n = Narrator("dashboard-services")
     tell_workloads(n)
     store.append(n.events)
+    notebook = at("2026-11-01T00:00") + timedelta(seconds=10)
+    store.append(
+        [
+            started("dsw-bob-0", notebook, job=NOTEBOOK, cpu_milli=4000),
+            ended("dsw-bob-0", notebook + timedelta(hours=2), job=NOTEBOOK),
+        ]
+    )
     purchase(
         store, group="gpu-g2", spec="ml.g2.8xlarge", nodes=2, term="year", workspace="ws-sub",
         principal="test", at=at("2027-01-01T00:00"), key="dashboard-services",

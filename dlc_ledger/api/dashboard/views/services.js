@@ -282,12 +282,15 @@ async function serviceView({ path, params, go, extent }) {
     if (win.to) form.elements["v-to"].placeholder = instant(win.to);
   }
   const query = { from: win.from, to: win.to, source: "rated" };
+  // a service's cost is the report's by `service` (its namespace/name); a notebook has no
+  // such key (it is "-" there): its own is the report's by `job` (its uid)
+  const [key, value] = svc.framework === "service" ? ["service", name] : ["job", svc.job_uid];
   const [perDay, whole] = await Promise.all([
-    getAll("v1/cost", { ...query, group_by: "service,day,billing_mode" }),
-    getAll("v1/cost", { ...query, group_by: "service" }),
+    getAll("v1/cost", { ...query, group_by: `${key},day,billing_mode` }),
+    getAll("v1/cost", { ...query, group_by: key }),
   ]);
-  const mine = perDay.items.filter((r) => r.service === name);
-  const total = whole.items.find((r) => r.service === name);
+  const mine = perDay.items.filter((r) => r[key] === value);
+  const total = whole.items.find((r) => r[key] === value);
   const width = Math.max(480, Math.min(1200, (document.getElementById("main")?.clientWidth ?? 1000) - 32));
 
   const perReplica = (svc.replicas ?? [])[0]?.per_replica ?? 1;
@@ -313,7 +316,7 @@ async function serviceView({ path, params, go, extent }) {
     figure.dataset.sig = digest(JSON.stringify([days, modes]));
     costParts.splice(0, 1, figure, live("cost-table", table({
       id: "service-cost", caption: `Rated cost of ${name} per day and billing mode, ${windowText(win)}`, columns: costColumns, rows: days,
-      csv: { path: "v1/cost", params: { ...query, group_by: "service,day,billing_mode" }, filename: "cost-by-service-day-mode.csv", label: "Download CSV (all services)" },
+      csv: { path: "v1/cost", params: { ...query, group_by: `${key},day,billing_mode` }, filename: `cost-by-${key}-day-mode.csv`, label: `Download CSV (all ${key}s)` },
     })));
   }
   const cut = perDay.complete && whole.complete ? null : h("p", { class: "warn" }, "Only part of the cost report was read: narrow the window.");
