@@ -136,6 +136,23 @@ def test_the_services_one_service_s_replicas_and_its_cost_against_the_api(
     expect(page.locator("#service-cost-total strong")).to_have_text(total["cost_display"])
     assert total["cost_display"] == "4.40 USD"  # 6,600 GPU-seconds at 2.40 an hour
     shot(page, "service")
+    # a window typed: the counts in force at its start lead, the changes in it follow
+    page.fill("#v-from", "2026-11-01 00:05Z")
+    page.fill("#v-to", "2026-11-01 00:30Z")
+    page.click('form[aria-label="Window"] button[type=submit]')
+    settled(page, "services")
+    steps = cells(table_rows(page, "#replicas tbody tr"))
+    assert [(r["at"], r["desired"], r["occupied"], r["change"]) for r in steps] == [
+        ("2026-11-01 00:05Z", "1", "1", "in force"),
+        ("2026-11-01 00:10Z", "2", "2", "scaled"),
+    ]
+    part = {"from": "2026-11-01T00:05:00Z", "to": "2026-11-01T00:30:00Z", "source": "rated"}
+    (total,) = [
+        r
+        for r in every(services, "v1/cost", {**part, "group_by": "service"})[0]
+        if r["service"] == "ns1/ranker"
+    ]
+    expect(page.locator("#service-cost-total strong")).to_have_text(total["cost_display"])
 
     # ns2/search spills: per day, its prepaid baseline and its pay-as-you-go spill apart
     page.goto(services.base + f"#/services/{SPILLING}")
@@ -182,4 +199,24 @@ def test_a_workspace_sees_its_services_only_and_an_unknown_one_is_said_so(
         settled(page, "services")
         expect(page.locator("#not-found")).to_contain_text(f"No service or notebook “{uid}”")
         expect(page.locator("#not-found")).to_contain_text("(404)")
+    stayed_clean(page_of, services)
+
+
+def test_a_service_s_page_refreshes_and_keeps_its_unchanged_charts(
+    page_of: Watched, services: Served
+) -> None:
+    page = page_of.page
+    page.clock.install()
+    sign_in(page_of, services, f"#/services/{SPILLING}")
+    settled(page, "services")
+    charts = page.locator("figure.chart canvas")
+    expect(charts).to_have_count(2)
+    page.eval_on_selector_all("figure.chart canvas", "cs => cs.forEach(c => c.dataset.kept = 1)")
+    reads = len([u for u in page_of.requests if f"/v1/services/{SPILLING}" in u])
+    page.clock.run_for(5000)
+    expect(page.locator("#updated")).to_have_text("updated 0 s ago")
+    assert len([u for u in page_of.requests if f"/v1/services/{SPILLING}" in u]) == reads + 1
+    # nothing changed: the charts are the ones drawn first, not redrawn
+    expect(page.locator("figure.chart canvas[data-kept]")).to_have_count(2)
+    expect(page.locator("#replicas tbody tr")).to_have_count(6)
     stayed_clean(page_of, services)

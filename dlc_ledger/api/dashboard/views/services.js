@@ -329,6 +329,6 @@ async function serviceView({ path, params, go, extent }) {
   h("h3", {}, "Replicas over time: desired and occupied"), ...replicaPart,
   h("h3", {}, "Cost per day (rated)"),
   live("cost-total", h("p", { class: "headline", id: "service-cost-total" }, `Rated cost ${windowText(win)}: `,
-    h("strong", { "data-key": "total" }, money(total)), cut)),
+    h("strong", { "data-key": "total" }, money(total))), cut),
   ...costParts);
 }
