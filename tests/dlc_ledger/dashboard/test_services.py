@@ -185,6 +185,12 @@ def test_the_services_one_service_s_replicas_and_its_cost_against_the_api(
         ("01:00Z", "0", "0", "deleted"),
     ]
     shot(page, "service-spilling")
+    # its job page (the audit timeline) and back
+    page.click("text=its job page")
+    settled(page, "job")
+    page.click("text=its service page")
+    settled(page, "services")
+    expect(page.locator("main h2").first).to_have_text("Service ns2/search")
     stayed_clean(page_of, services)
 
 
