@@ -9,7 +9,7 @@ from pydantic import Field
 
 from dlc_ledger.api.models import Freshness, JobDetail, ListedJob, Strict, Timestamp
 
-__all__ = ["ReplicaBilled", "ReplicaChange", "WorkloadDetail", "WorkloadPage"]
+__all__ = ["OccupiedChange", "ReplicaBilled", "ReplicaChange", "WorkloadDetail", "WorkloadPage"]
 
 
 class ReplicaChange(Strict):
@@ -21,6 +21,14 @@ class ReplicaChange(Strict):
     by: str | None = Field(
         description="Who: the creator; for a scale, the field manager the object names."
     )
+
+
+class OccupiedChange(Strict):
+    """The replica pods occupying resources from ``at`` on (its timeline's
+    ``OccupancyStarted`` and ``OccupancyEnded``): a point where the count changes."""
+
+    at: Timestamp
+    pods: int = Field(ge=0)
 
 
 class WorkloadPage(Strict):
@@ -46,3 +54,7 @@ class ReplicaBilled(Strict):
 class WorkloadDetail(JobDetail):
     replica_history: list[ReplicaChange]
     replicas_billed: list[ReplicaBilled]
+    occupied_history: list[OccupiedChange] = Field(
+        description="The pods occupying from each change on: the occupied replicas are "
+        "pods / the replica's per_replica (its pods, a LeaderWorkerSet group's size)."
+    )

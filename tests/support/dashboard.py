@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from tests.dlc_ledger.dashboard.trace import replay_slice
 from tests.support.databases import TemplateDatabases
 from tests.support.paths import ROOT
 
-__all__ = ["ARTIFACTS", "CHROMIUM", "Served", "Watched", "require_chromium"]
+__all__ = ["ARTIFACTS", "CHROMIUM", "Served", "Watched", "require_chromium", "serving", "watching"]
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: screenshots, kept by CI as artefacts (gitignored)
@@ -81,6 +82,23 @@ def _start(app: object) -> tuple[uvicorn.Server, threading.Thread, int]:
     return server, thread, port
 
 
+@contextmanager
+def serving(store: PostgresEventStore, lead_scope: str) -> Iterator[Served]:
+    """:func:`~dlc_ledger.api.app.create_app` on ``store`` from a thread on a free port,
+    with an admin token (``dash-admin``) and a lead's (``dash-lead``, role ``lead_scope``)."""
+    token = create_token(store, ["admin"], name="dash-admin", created_by="test").secret
+    lead = create_token(store, [lead_scope], name="dash-lead", created_by="test").secret
+    server, thread, port = _start(create_app(store))
+    base = f"http://127.0.0.1:{port}/"
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=base, headers=headers, timeout=60) as api:
+        try:
+            yield Served(base, token, lead, store, api)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+
+
 @pytest.fixture(scope="session")
 def served(
     databases: TemplateDatabases, bootstrap: str, tmp_path_factory: pytest.TempPathFactory
@@ -93,19 +111,8 @@ def served(
         summary = replay_slice(store, bootstrap, tmp_path_factory.mktemp("dashboard"))
         assert summary.ok and summary.dead_letters == 0, summary.lines()
         print(f"\nreplayed the dashboard's slice in {time.monotonic() - started:.1f} s")
-        token = create_token(store, ["admin"], name="dash-admin", created_by="test").secret
-        lead = create_token(
-            store, ["workspace:ws-burstable"], name="dash-lead", created_by="test"
-        ).secret
-        server, thread, port = _start(create_app(store))
-        base = f"http://127.0.0.1:{port}/"
-        headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=60) as api:
-            try:
-                yield Served(base, token, lead, store, api)
-            finally:
-                server.should_exit = True
-                thread.join(timeout=30)
+        with serving(store, "workspace:ws-burstable") as out:
+            yield out
     finally:
         store.close()
         databases.drop(url)
@@ -124,8 +131,8 @@ def browser() -> Iterator[Browser]:
     print(f"\ndashboard screenshots: {ARTIFACTS}")
 
 
-@pytest.fixture
-def watched(browser: Browser, served: Served) -> Iterator[Watched]:
+@contextmanager
+def watching(browser: Browser) -> Iterator[Watched]:
     """A fresh context at a laptop's 1366x768, recording requests and console errors."""
     context = browser.new_context(viewport={"width": 1366, "height": 768}, accept_downloads=True)
     context.set_default_timeout(20_000)
@@ -138,3 +145,10 @@ def watched(browser: Browser, served: Served) -> Iterator[Watched]:
         yield out
     finally:
         context.close()
+
+
+@pytest.fixture
+def watched(browser: Browser, served: Served) -> Iterator[Watched]:
+    """A fresh context on the replayed slice's server (see :func:`watching`)."""
+    with watching(browser) as out:
+        yield out

@@ -17,10 +17,11 @@ import { notificationsView } from "./views/notifications.js";
 import { quotasView } from "./views/quotas.js";
 import { queuesView } from "./views/queues.js";
 import { seriesView } from "./views/series.js";
+import { servicesView } from "./views/services.js";
 import { subscriptionsView } from "./views/subscriptions.js";
 
 const VIEWS = {
-  quotas: quotasView, series: seriesView, queues: queuesView, jobs: jobsView, job: jobView, cost: costView,
+  quotas: quotasView, series: seriesView, queues: queuesView, jobs: jobsView, job: jobView, services: servicesView, cost: costView,
   month: monthView, budgets: budgetsView, invoices: invoicesView, invoice: invoiceView,
   subscriptions: subscriptionsView, notifications: notificationsView,
 };

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from dlc_ledger.api.workloads import occupied_history
 from ledger.store.postgres import PostgresEventStore
 from tests.support.api import bearer
 from tests.support.workloads import service_world
@@ -33,6 +34,13 @@ def test_services_and_notebooks_over_http(
         ("ranker-0", "public"),
         ("ranker-1", "public"),
     ]
+    # its replica pods occupying over time: ranker-0 from 0 s, ranker-1 from 600 s, both
+    # released at its deletion
+    assert [(h["at"], h["pods"]) for h in detail["occupied_history"]] == [
+        ("2026-11-01T00:00:00Z", 1),
+        ("2026-11-01T00:10:00Z", 2),
+        ("2026-11-01T01:00:00Z", 0),
+    ]
     (nb,) = client.get("/v1/notebooks", headers=admin).json()["items"]
     assert nb["job_uid"] == "nb"
     assert client.get("/v1/services/train", headers=admin).status_code == 404
@@ -47,3 +55,25 @@ def test_another_workspace_s_service_is_neither_listed_nor_found(
     lead_b = bearer(tokens["lead-b"])
     assert client.get("/v1/services", headers=lead_b).json()["items"] == []
     assert client.get("/v1/services/svc", headers=lead_b).status_code == 404
+
+
+def test_occupied_pods_are_netted_per_instant_and_never_below_none() -> None:
+    def entry(at: str, kind: str) -> dict[str, str]:
+        return {"occurred_at": at, "type": kind}
+
+    timeline = [
+        entry("t0", "OccupancyEnded"),  # its start is not in the timeline: nothing
+        entry("t1", "WorkloadCreated"),
+        entry("t1", "OccupancyStarted"),
+        entry("t2", "OccupancyEnded"),  # one replaced by another at the same instant
+        entry("t2", "OccupancyStarted"),
+        entry("t3", "OccupancyStarted"),
+        entry("t4", "OccupancyEnded"),
+        entry("t4", "OccupancyEnded"),
+    ]
+    assert occupied_history(timeline) == [
+        {"at": "t0", "pods": 0},
+        {"at": "t1", "pods": 1},
+        {"at": "t3", "pods": 2},
+        {"at": "t4", "pods": 0},
+    ]

@@ -497,7 +497,7 @@ def test_the_main_controls_are_reached_with_tab(watched: Watched, served: Served
         )
         outlines.append(page.evaluate("getComputedStyle(document.activeElement).outlineStyle"))
     for control in ("a:Quota tree", "a:Usage over time", "a:Queues and waits", "a:Jobs",
-                    "a:Cost", "a:Month to date", "a:Budgets", "a:Invoices",
+                    "a:Services", "a:Cost", "a:Month to date", "a:Budgets", "a:Invoices",
                     "a:Subscriptions", "a:Notifications", "button:sign-out", "input:q-at",
                     "input:q-from", "input:q-to", "button:Show", "button:Last 24 h",
                     "button:Whole data", "button:Download CSV"):  # fmt: skip

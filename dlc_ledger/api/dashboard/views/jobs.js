@@ -174,5 +174,9 @@ export async function jobView({ path, params }) {
       // the job's own list route: the server's CSV of the same entries, every page
       csv: { path: `v1/jobs/${encodeURIComponent(job.job_uid)}/timeline`, params: {}, filename: `timeline-${job.job_uid}.csv` },
     }));
-  return section(`Job ${job.name ?? uid}`, live("job", h("p", {}, h("a", { href: "#/jobs" }, "All jobs"), ` · uid ${uid}`), ...parts));
+  // a service or notebook has its own page: its replicas and cost over time
+  const workload = job.framework === "service" || job.framework === "notebook"
+    ? [" · ", h("a", { href: `#/services/${encodeURIComponent(job.job_uid)}` }, `its ${job.framework} page (replicas and cost over time)`)]
+    : [];
+  return section(`Job ${job.name ?? uid}`, live("job", h("p", {}, h("a", { href: "#/jobs" }, "All jobs"), ...workload, ` · uid ${uid}`), ...parts));
 }

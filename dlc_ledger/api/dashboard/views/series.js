@@ -14,7 +14,7 @@ const LINES = [
 ];
 
 /** A short, stable digest of a chart's data: a refresh redraws a chart only when it changed. */
-function digest(text) {
+export function digest(text) {
   let hash = 5381;
   for (let i = 0; i < text.length; i += 1) hash = (hash * 33 + text.charCodeAt(i)) | 0;
   return `${text.length}:${hash >>> 0}`;
