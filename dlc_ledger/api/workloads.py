@@ -23,7 +23,7 @@ from ledger.canonical import format_timestamp
 from projections.billing import currency_scales, replica_billing
 from projections.jobs import workload_detail
 
-__all__ = ["occupied_history", "router"]
+__all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["services"], responses=PROBLEM_RESPONSES)
 
@@ -49,27 +49,6 @@ def _page(
         scale_of = currency_scales(conn)
     items = [money_fields(job, scale_of) for job in page.jobs]
     return listing(request, items, page.next_cursor, name=f"{workload}s", fmt=fmt)
-
-
-def occupied_history(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``[{at, pods}]``: the pods occupying from each instant on, counted from ``timeline``
-    (the detail's, in cluster-time order): its ``OccupancyStarted`` (+1) and
-    ``OccupancyEnded`` (-1), netted per instant; a point where the count changes. An end
-    whose start is not in the timeline counts for nothing (never below 0)."""
-    steps = {"OccupancyStarted": 1, "OccupancyEnded": -1}
-    deltas: dict[str, int] = {}  # per instant, in the timeline's order
-    for entry in timeline:
-        step = steps.get(entry["type"])
-        if step is not None:
-            at = str(entry["occurred_at"])
-            deltas[at] = deltas.get(at, 0) + step
-    out: list[dict[str, Any]] = []
-    pods = 0
-    for at, delta in deltas.items():
-        pods = max(0, pods + delta)
-        if not out or out[-1]["pods"] != pods:
-            out.append({"at": at, "pods": pods})
-    return out
 
 
 LimitParam = Annotated[int, Query(ge=1, le=1000)]
@@ -135,6 +114,5 @@ def get_service(request: Request, principal: CurrentPrincipal, service_uid: str)
             for r in replica_billing(uow.connection, detail["job_uid"])
         ]
     detail["cost"] = [money_fields(row, scale_of) for row in detail["cost"]]
-    detail["occupied_history"] = occupied_history(detail["timeline"])
     body = WorkloadDetail.model_validate(with_freshness(request, detail))
     return Response(body.model_dump_json(exclude_unset=True), media_type="application/json")

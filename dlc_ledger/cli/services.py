@@ -104,6 +104,7 @@ def services_show(
     if fmt is DocumentFormat.json:
         out = shown | {
             "replica_history": history,
+            "occupied_history": detail["occupied_history"],
             "occupied": detail["occupied"],
             "replicas_billed": billed,
             "cost": cost,
@@ -115,6 +116,8 @@ def services_show(
         typer.echo(f"{key.ljust(width)}  {_cell(value)}")
     typer.echo("\nreplicas over time:")
     typer.echo(render_table(history, ["at", "change", "replicas", "by"]))
+    typer.echo("\nreplica pods running over time:")
+    typer.echo(render_table(detail["occupied_history"], ["at", "pods"]))
     typer.echo("\noccupied (closed occupancies):")
     typer.echo(render_table(detail["occupied"]))
     typer.echo("\nreplicas as billed (quota: prepaid; public: beyond the quota, pay-as-you-go):")

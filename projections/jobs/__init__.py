@@ -35,7 +35,7 @@ from projections.jobs.queries import (
     timeline_rows,
 )
 from projections.jobs.tables import job_state, job_timeline, job_workspace_quotas
-from projections.jobs.workloads import replica_history, workload_detail
+from projections.jobs.workloads import occupied_history, replica_history, workload_detail
 from projections.pages import MAX_PAGE
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "known_workspaces",
     "late_flags",
     "list_jobs",
+    "occupied_history",
     "parse_time",
     "preemptions_at",
     "replica_history",

@@ -14,7 +14,7 @@ from ledger.store.base import UnitOfWork
 from projections.jobs.fold import fold_order
 from projections.jobs.queries import find_job, job_detail
 
-__all__ = ["replica_history", "workload_detail"]
+__all__ = ["occupied_history", "replica_history", "workload_detail"]
 
 _CHANGES = ("WorkloadCreated", "WorkloadScaled", "WorkloadDeleted")
 
@@ -58,4 +58,26 @@ def workload_detail(
     if detail.get("framework") not in WORKLOAD_KINDS:
         raise NotFound(f"{ref!r} is a training job, not a service: see its job (`jobs show`)")
     detail["replica_history"] = replica_history(uow, uid)
+    detail["occupied_history"] = occupied_history(detail["timeline"])
     return detail
+
+
+def occupied_history(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``[{at, pods}]``: the pods occupying from each instant on, counted from ``timeline``
+    (the detail's, in cluster-time order): its ``OccupancyStarted`` (+1) and
+    ``OccupancyEnded`` (-1), netted per instant; a point where the count changes. An end
+    whose start is not in the timeline counts for nothing (never below 0)."""
+    steps = {"OccupancyStarted": 1, "OccupancyEnded": -1}
+    deltas: dict[str, int] = {}  # per instant, in the timeline's order
+    for entry in timeline:
+        step = steps.get(entry["type"])
+        if step is not None:
+            at = str(entry["occurred_at"])
+            deltas[at] = deltas.get(at, 0) + step
+    out: list[dict[str, Any]] = []
+    pods = 0
+    for at, delta in deltas.items():
+        pods = max(0, pods + delta)
+        if not out or out[-1]["pods"] != pods:
+            out.append({"at": at, "pods": pods})
+    return out

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from dlc_ledger.api.workloads import occupied_history
 from ledger.store.postgres import PostgresEventStore
+from projections.jobs import occupied_history
 from tests.support.api import bearer
 from tests.support.workloads import service_world
 
