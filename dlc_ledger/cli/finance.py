@@ -36,7 +36,8 @@ def _window(start: str | None, end: str | None, as_of: str | None) -> ReportWind
 
 
 _GROUP = typer.Option("workspace", "--group-by", help="comma-separated: workspace, quota, "
-                      "user, flavor, billing_mode, day, month, job")  # fmt: skip
+                      "user, flavor, billing_mode, day, month, job, kind (training, service, "
+                      "notebook), service")  # fmt: skip
 _FROM = typer.Option(None, "--from", help=f"window start (inclusive): {CLUSTER}")
 _TO = typer.Option(
     None, "--to", help=f"window end (exclusive; open intervals count up to it): {CLUSTER}"
