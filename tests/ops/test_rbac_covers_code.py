@@ -151,6 +151,8 @@ class _Cluster(BaseHTTPRequestHandler):
                 }
                 items = [pod] if urlsplit(self.path).path.endswith("/namespaces/team/pods") else []
                 body = {"kind": "List", "metadata": {"resourceVersion": "7"}, "items": items}
+            elif "/apis/apps/" in self.path:  # a Deployment or StatefulSet: spec is required
+                body = {"metadata": {"name": "w"}, "spec": {"selector": {}, "template": {}}}
             payload = json.dumps(body).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -241,6 +243,12 @@ def drive_actuator(drive: _Drive) -> None:
         actuator.suspend(job)
         actuator.stop(job, 3600)
         actuator.delete_pods(job)
+    # services and notebooks: a replica released (its admission gate lifted) or preempted
+    # (its pod marked and deleted), a notebook refused (scaled to 0)
+    for kind in ("Deployment", "StatefulSet", "LeaderWorkerSet"):
+        workload = JobRef(uid=JOB_UID, namespace="team", name="w", kind=kind)
+        actuator.release_replicas(workload, 1, shrink=True)
+        actuator.refuse(workload, "InsufficientQuota")
 
 
 DRIVERS = {"watch": drive_watcher, "dispatch": drive_actuator}
@@ -338,4 +346,7 @@ def test_what_the_code_calls_today(drive: _Drive) -> None:
         ("", "pods", "delete"),
         ("batch", "jobs", "patch"),
         *(("kubeflow.org", p, "patch") for p in KUBEFLOW_PLURALS.values()),
+        ("apps", "deployments", "patch"),
+        ("apps", "statefulsets", "patch"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets", "patch"),
     }
