@@ -6,7 +6,8 @@ the job's preemptions so far); a preemption per set of victims (each with its ow
 episode); a pending decision per change of reason (the count of pending decisions the
 episode already has); a stop at the job's maximum run time once per episode (an
 ``AdmissionDecided`` with outcome ``stop``, reason ``MaxRunTimeExceeded``); a notebook's
-refusal at start once per episode (outcome ``refuse``, its reason). Decisions go
+refusal at start once per episode (outcome ``refuse``, its reason); a service replica
+admitted on public resources (spillover) is an ``admit`` with reason ``Spillover``. Decisions go
 on the stream ``dispatch/<job uid>`` (the preemptor's for a preemption); ``state`` holds
 the quota figures the decision rests on: ``request``, and per quota of the job's path and
 of each victim ``<quota>.used`` (before the decision), ``<quota>.min``, ``<quota>.max``
@@ -21,6 +22,7 @@ from datetime import datetime
 from ledger.dispatch import Admitted, CycleInput, Decision, PendingStatus, Refusal
 from ledger.dispatch.estimates import StartEstimate
 from ledger.dispatch.timeouts import MAX_RUN_REASON, Overrun
+from ledger.dispatch.workloads import SPILLOVER_REASON
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import AdmissionDecided, PreemptionDecided, Victim
 from ledger.ids import deterministic_id
@@ -111,9 +113,11 @@ def admission_event(
         job_uid=job.uid,
         quota=quota,
         outcome="admit",
-        borrowing=figures.borrowing(quota, job.resources),
+        # a spilled replica runs on public resources: it borrows nothing of its quota
+        borrowing=not decision.spillover and figures.borrowing(quota, job.resources),
         state=figures.state(job.resources, figures.path(quota)),
         attempt=job.attempt,
+        reason=SPILLOVER_REASON if decision.spillover else None,
     )
     return _envelope(data, job.uid, now, str(job.attempt), "admit")
 

@@ -153,6 +153,10 @@ class Admission(Strict):
     decided_at: Timestamp
     quota: str | None
     borrowing: bool
+    spillover: bool = Field(
+        default=False,
+        description="A service replica admitted on public resources, beyond its quota.",
+    )
     state: QuotaState
 
 
@@ -185,6 +189,10 @@ class WhyReplicas(Strict):
     running: list[str] = Field(description="Replicas holding pods.")
     waiting: list[str] = Field(description="Desired replicas waiting for admission.")
     refused: list[str] = Field(description="A notebook's replica refused at start.")
+    spilled: list[str] = Field(
+        default_factory=list,
+        description="Replicas admitted on public resources, beyond the quota (spillover).",
+    )
 
 
 class WhyRefusal(Strict):

@@ -127,6 +127,11 @@ def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | No
                 f"{replica}refused at start in quota {data.get('quota')}: "
                 f"{data.get('reason')} (not queued)"
             )
+        if data.get("outcome") == "admit" and data.get("reason") == "Spillover":
+            return (
+                f"{replica}admission decision: admit on public resources, beyond quota "
+                f"{data.get('quota')} (spillover)"
+            )
         borrowing = ", borrowing" if data.get("borrowing") else ""
         return (
             f"{replica}admission decision: {data.get('outcome')} in quota "

@@ -165,3 +165,52 @@ def test_inference_reclaims_training_replica_by_replica_and_a_notebook_is_refuse
         Why.model_validate(plain(refusal))
     finally:
         live.close()
+
+
+def test_a_spillover_replica_beyond_its_quota_runs_on_public_resources(
+    sim: KubeSim, store: PostgresEventStore
+) -> None:
+    live = Live(sim, store, TREE, resources=(JOBS, PYTORCHJOBS, PODS, DEPLOYMENTS))
+    try:
+        # training fills the 4 GPUs at the service's priority: child-level takes nothing
+        training = [live.submit(f"t{i}", "ws-b", 1) for i in range(4)]
+        assert sorted(live.dispatcher.cycle().admitted) == sorted(training)
+        sim.advance(10)
+        live.dispatcher.cycle()
+
+        svc = _workload(
+            live,
+            "ranker",
+            {
+                "dlc.ledger/workspace": "ws-a",
+                "dlc.ledger/quota": "quota1",
+                "dlc.ledger/spillover": "public",
+            },
+        )
+        uid, unit = svc["metadata"]["uid"], f"{svc['metadata']['uid']}#0"
+        pod = _gated_pod(live, svc, 0)
+        sim.advance(10)
+        spilled = live.dispatcher.cycle()
+        # admitted at once on public resources, not waiting: its gate lifted
+        assert spilled.admitted == (unit,) and spilled.released == (uid,)
+        assert spilled.result.admissions[0].spillover and not spilled.result.preemptions
+        assert not _pod(sim, pod["metadata"]["name"])["spec"].get("schedulingGates")
+        (decision,) = [d for d in live.decisions() if d.data.get("job_uid") == unit]
+        assert (decision.data["outcome"], decision.data["reason"]) == ("admit", "Spillover")
+        assert decision.data["borrowing"] is False
+
+        # running: outside the quota, it counts against none and nobody may take it
+        sim.advance(1)
+        later = live.dispatcher.cycle()
+        assert later.admitted == () and later.preemptions == () and later.pending == 0
+        view, _ = live.dispatcher.read(sim.clock.now())
+        assert view.spilled == frozenset({unit}) and view.jobs[unit].occupying
+        assert unit not in {wl.job for wl in view.cycle.admitted}
+
+        why = why_job(store, uid)
+        assert why["answer"] == "running" and why["replicas"]["spilled"] == [unit]
+        assert why["admission"]["spillover"] is True
+        assert "on public resources" in why["summary"]
+        Why.model_validate(plain(why))
+    finally:
+        live.close()
