@@ -6,7 +6,9 @@ the job's preemptions so far); a preemption per set of victims (each with its ow
 episode); a pending decision per change of reason (the count of pending decisions the
 episode already has); a stop at the job's maximum run time once per episode (an
 ``AdmissionDecided`` with outcome ``stop``, reason ``MaxRunTimeExceeded``); a notebook's
-refusal at start once per episode (outcome ``refuse``, its reason); a service replica
+refusal at start once per episode (outcome ``refuse``, its reason); a running service or
+notebook stopped by a budget or an expired subscription once per episode of the workload
+(``stop``, on the workload's own stream, then scaled to none); a service replica
 admitted on public resources (spillover) is an ``admit`` with reason ``Spillover``. Decisions go
 on the stream ``dispatch/<job uid>`` (the preemptor's for a preemption); ``state`` holds
 the quota figures the decision rests on: ``request``, and per quota of the job's path and
@@ -16,7 +18,7 @@ per resource key.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from ledger.dispatch import Admitted, CycleInput, Decision, PendingStatus, Refusal
@@ -37,6 +39,7 @@ __all__ = [
     "record_of",
     "refusal_event",
     "stop_event",
+    "workload_stop_event",
 ]
 
 DISPATCHER_SOURCE = "dispatcher"
@@ -217,6 +220,34 @@ def stop_event(overrun: Overrun, job: DispatchJob, figures: Figures, now: dateti
         attempt=job.attempt,
     )
     return _envelope(data, job.uid, now, str(job.attempt), "stop")
+
+
+def workload_stop_event(
+    workload: str,
+    reason: str,
+    units: Sequence[DispatchJob],
+    figures: Figures,
+    now: datetime,
+) -> Envelope:
+    """The decision to stop a running service or notebook (``BudgetExhausted``: its
+    workspace's ``stop`` budget is exhausted; ``SubscriptionExpired``: its quota's
+    subscribed capacity was released), once per episode of the workload (its scales): an
+    ``AdmissionDecided`` ``stop`` naming the workload, ``state["replicas"]`` the replicas
+    it held; it is then scaled to none."""
+    first = units[0]
+    quota = first.quota or ""
+    held = sum(1 for u in units if u.occupying)
+    state = figures.state(first.resources, figures.path(quota))
+    state["replicas"] = {"held": held, "per_replica": first.per_replica}
+    data = AdmissionDecided(
+        job_uid=workload,
+        quota=quota,
+        outcome="stop",
+        state=state,
+        reason=reason,
+        attempt=first.attempt,
+    )
+    return _envelope(data, workload, now, str(first.attempt), "stop", reason)
 
 
 def record_of(

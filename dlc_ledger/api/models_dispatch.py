@@ -122,10 +122,14 @@ class LastPending(Strict):
 
 
 class Stopped(Strict):
-    """The dispatcher stopped the job at its declared maximum run time."""
+    """The dispatcher stopped the job at its declared maximum run time (or a running
+    service or notebook: its budget exhausted, its subscription released)."""
 
     decided_at: Timestamp
-    reason: str | None = Field(description="MaxRunTimeExceeded.")
+    reason: str | None = Field(
+        description="MaxRunTimeExceeded; a service's or notebook's BudgetExhausted or "
+        "SubscriptionExpired (no ran/max seconds: it was scaled to none)."
+    )
     ran_seconds: int | None
     max_run_seconds: int | None
 
@@ -237,7 +241,9 @@ class Why(Strict):
     runtime: Runtime | None = Field(default=None, description="answer running or admitted only.")
     admission: Admission | None
     stopped: Stopped | None = Field(
-        default=None, description="Stopped by the dispatcher at its maximum run time."
+        default=None,
+        description="Stopped by the dispatcher at its maximum run time (a service or "
+        "notebook: by a budget or a released subscription).",
     )
     preemptions: list[WhyPreemption]
     summary: str

@@ -132,7 +132,8 @@ def _admission(events: list[RecordedEvent]) -> dict[str, Any] | None:
 
 
 def _stop(events: list[RecordedEvent]) -> dict[str, Any] | None:
-    """The dispatcher's stop of the job at its maximum run time, if it stopped it."""
+    """The dispatcher's stop of the job at its maximum run time (or of a service or
+    notebook by a budget or a released subscription), if it stopped it."""
     stops = [e for e in events if e.type == "AdmissionDecided" and e.data.get("outcome") == "stop"]
     if not stops:
         return None
@@ -493,7 +494,11 @@ def _summary(doc: dict[str, Any]) -> str:
     end = doc.get("projected_end")
     ending = f"; projected end {format_timestamp(end)}" if end else ""
     stop = doc.get("stopped")
-    if stop:
+    if stop and stop["max_run_seconds"] is None:
+        # a service or notebook stopped by a budget or a released subscription
+        ending += f"; stopped at {format_timestamp(stop['decided_at'])}: {stop['reason']}"
+        ending += " (scaled to none)"
+    elif stop:
         ending += (
             f"; stopped at {format_timestamp(stop['decided_at'])}: {stop['reason']} (ran "
             f"{stop['ran_seconds']} s, maximum {stop['max_run_seconds']} s)"

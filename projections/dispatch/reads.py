@@ -123,6 +123,8 @@ class DispatchJob:
     per_replica: int = 1
     #: a service's replica that may run on public resources beyond its quota
     spillover: bool = False
+    #: the replicas its workload asks for (none once deleted or scaled to none), for a unit
+    desired: int = 0
 
 
 @dataclass(frozen=True)
@@ -364,6 +366,7 @@ def _units(
                 workload_uid=row.job_uid,
                 per_replica=per_replica,
                 spillover=kind == "service" and scales is not None and scales.spillover,
+                desired=desired if alive else 0,
             )
         )
     return out

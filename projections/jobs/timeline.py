@@ -112,6 +112,14 @@ def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | No
             f"pod {pod} released at {data.get('ended_at')} "
             f"({data.get('reason', 'completed')}{estimated})"
         )
+    if (
+        kind == "AdmissionDecided"
+        and data.get("outcome") == "stop"
+        and "run" not in data.get("state", {})
+    ):
+        # a service or notebook stopped by a budget or a released subscription
+        held = data.get("state", {}).get("replicas", {}).get("held")
+        return f"stop decision: {data.get('reason')} (scaled to none, {held} replica(s) held)"
     if kind == "AdmissionDecided" and data.get("outcome") == "stop":
         run = data.get("state", {}).get("run", {})
         return (
