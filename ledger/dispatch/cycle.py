@@ -25,8 +25,9 @@ queue as jobs do, one unit each; a workload on an inner quota runs on its own le
 results name the inner quota); a notebook never queues: before the rounds, each is
 admitted if it fits, preempts if the policies allow a victim set (and then waits only for
 its victims, as any preemptor), or is refused (:class:`Refusal`). A service replica
-that may spill over (``Incoming.spillover``) and neither fits nor preempts — or never
-fits, or waits behind a blocked head, or was parked — is admitted on public resources
+that may spill over (``Incoming.spillover``) and neither fits nor finds a victim its
+quota's policies allow — or never fits, or waits behind a blocked head, or was parked — is
+admitted on public resources
 instead of waiting (``Decision.spillover``): outside the quota, it takes nothing from the
 tree, so later decisions of the cycle (and later cycles: the live loop leaves spilled
 replicas out of ``admitted``) do not count it.
@@ -313,8 +314,10 @@ class _Cycle:
             victims = {v.job for v in decision.victims}
             if victims & self.taken:
                 # overlapping targets: another preemptor of this cycle has them; Kueue
-                # retries such a workload next cycle (it is not parked)
-                return self._wait(job, "overlap")
+                # retries such a workload next cycle (it is not parked). It found victims
+                # its policies allow: a spillover replica waits too, to preempt next cycle
+                self.reasons[job.job] = "WaitingForQuota"
+                return "overlap"
             self.taken |= victims
             self.preemptions.append(decision)
             self.reserve(job)

@@ -303,13 +303,17 @@ def test_a_spillover_replica_that_fits_or_may_preempt_stays_within_its_quota() -
     result = plan_cycle(CycleInput(QUOTAS, running, (spilling(4),), NOW))
     assert [(d.job, d.spillover) for d in result.admissions] == [("inference#4", False)]
     # a borrower its policy allows it to reclaim: it preempts rather than spill; the next
-    # replica, which would need the same victim, spills instead of waiting a cycle
+    # replica, which needs the same victim (overlapping targets), found a victim too: it
+    # waits to preempt next cycle, as any replica
     result = plan_cycle(CycleInput(QUOTAS, FULL, (spilling(4), spilling(5)), NOW))
     assert [(d.job, d.victims) for d in result.preemptions] == [
         ("inference#4", (Victim("t10", "Reclaim"),))
     ]
-    assert [(d.job, d.spillover) for d in result.admissions] == [("inference#5", True)]
-    assert [(p.job, p.reason) for p in result.pending] == [("inference#4", "PreemptionPending")]
+    assert not result.admissions
+    assert [(p.job, p.reason) for p in result.pending] == [
+        ("inference#4", "PreemptionPending"),
+        ("inference#5", "WaitingForQuota"),
+    ]
 
 
 def test_a_spillover_replica_never_fitting_or_held_spills_but_budget_stops_it() -> None:
