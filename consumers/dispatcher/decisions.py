@@ -38,6 +38,7 @@ __all__ = [
     "preemption_event",
     "record_of",
     "refusal_event",
+    "spill_stop_event",
     "stop_event",
     "workload_stop_event",
 ]
@@ -248,6 +249,30 @@ def workload_stop_event(
         attempt=first.attempt,
     )
     return _envelope(data, workload, now, str(first.attempt), "stop", reason)
+
+
+def spill_stop_event(unit: DispatchJob, reason: str, figures: Figures, now: datetime) -> Envelope:
+    """The decision to stop one replica a prepaid service runs on public resources
+    (spillover: pay-as-you-go) when its workspace's ``stop`` budget is exhausted, once per
+    episode of the replica: an ``AdmissionDecided`` ``stop`` naming the replica's unit,
+    ``state["replicas"]`` saying it was spilled; its pod is then deleted and, made again
+    gated by its controller, waits (``BudgetExhausted``)."""
+    quota = unit.quota or ""
+    state = figures.state(unit.resources, figures.path(quota))
+    state["replicas"] = {
+        "held": 1 if unit.occupying else 0,
+        "per_replica": unit.per_replica,
+        "spilled": 1,
+    }
+    data = AdmissionDecided(
+        job_uid=unit.uid,
+        quota=quota,
+        outcome="stop",
+        state=state,
+        reason=reason,
+        attempt=unit.attempt,
+    )
+    return _envelope(data, unit.uid, now, str(unit.attempt), "stop", reason)
 
 
 def record_of(

@@ -25,7 +25,10 @@ asks for one. A running service or notebook whose workspace's ``stop`` budget is
 (a pay-as-you-go one, as jobs) or whose quota's subscribed capacity was released (whatever
 it pays) is stopped: a ``stop`` decision naming the workload (reason ``BudgetExhausted`` or
 ``SubscriptionExpired``), then scaled to none through the same call, with its reason,
-every cycle until it asks for none.
+every cycle until it asks for none. A prepaid (``quota``) service of such a workspace keeps
+its replicas within the quota; those it runs on public resources (spillover: they pay as
+they go) are stopped one by one: a ``stop`` decision naming the replica, then its pod
+deleted (as a preempted replica's: its controller makes it again, gated, and it waits).
 
 A running job past its declared maximum run time (:mod:`ledger.dispatch.timeouts`) is
 stopped for good: a ``stop`` decision (``MaxRunTimeExceeded``) is stored, then the actuator
@@ -64,6 +67,7 @@ from consumers.dispatcher.decisions import (
     preemption_event,
     record_of,
     refusal_event,
+    spill_stop_event,
     stop_event,
     workload_stop_event,
 )
@@ -147,6 +151,8 @@ class CycleOutcome:
     #: running services and notebooks scaled to none: (workload, BudgetExhausted or
     #: SubscriptionExpired)
     workloads_stopped: tuple[tuple[str, str], ...] = ()
+    #: replicas a prepaid service ran on public resources, stopped by an exhausted budget
+    spill_stopped: tuple[str, ...] = ()
     result: CycleResult = field(default_factory=CycleResult, repr=False)
 
     def summary(self) -> str:
@@ -172,6 +178,8 @@ class CycleOutcome:
             parts.append(f"refused {len(self.refused)}")
         if self.workloads_stopped:
             parts.append(f"workloads stopped {len(self.workloads_stopped)}")
+        if self.spill_stopped:
+            parts.append(f"spilled replicas stopped {len(self.spill_stopped)}")
         if self.unplaced:
             parts.append(f"no quota {self.unplaced}")
         if self.quarantined:
@@ -277,6 +285,19 @@ class Dispatcher:
                 del halted[workload]  # not stored: not acted on either
             else:
                 events.append(event)
+        shed = {
+            uid: view.jobs[uid]
+            for uid in sorted(view.spilled)
+            if view.jobs[uid].workload_uid not in halted
+            and view.jobs[uid].workspace in view.cycle.blocked_workspaces
+        }
+        for uid, unit in list(shed.items()):
+            build = partial(spill_stop_event, unit, "BudgetExhausted", figures, now)
+            event = self._guarded(dropped, uid, "stop", build)
+            if event is None:
+                del shed[uid]
+            else:
+                events.append(event)
         stored = self._store(events)
         if dropped:
             self._quarantine(dropped)
@@ -293,14 +314,14 @@ class Dispatcher:
             for v in decision.victims:
                 victims.setdefault(v.job, decision.job)
         admit -= set(victims)  # an admission not yet carried out, now chosen as a victim
+        admit -= set(shed)
         failures = _Failures()
-        # a service's or notebook's replicas: released (or preempted) per workload; one
-        # stopped is scaled to none instead
-        units = {uid for uid in admit | set(victims) if view.jobs[uid].workload != "job"}
+        # a service's or notebook's replicas: released (or preempted, or a spilled one
+        # stopped) per workload; one stopped whole is scaled to none instead
+        removed = set(victims) | set(shed)
+        units = {uid for uid in admit | removed if view.jobs[uid].workload != "job"}
         going = {u for u in units if view.jobs[u].workload_uid in halted}
-        released = self._release(
-            view, (admit & units) - going, (set(victims) & units) - going, failures
-        )
+        released = self._release(view, (admit & units) - going, (removed & units) - going, failures)
         refused = self._refuse(view, result, failures)
         workloads_stopped = [
             (workload, reason)
@@ -369,6 +390,7 @@ class Dispatcher:
             refused=tuple(refused),
             released=tuple(released),
             workloads_stopped=tuple(workloads_stopped),
+            spill_stopped=tuple(u for u in shed if view.jobs[u].workload_uid in released),
             result=result,
         )
 

@@ -497,7 +497,6 @@ def _summary(doc: dict[str, Any]) -> str:
     if stop and stop["max_run_seconds"] is None:
         # a service or notebook stopped by a budget or a released subscription
         ending += f"; stopped at {format_timestamp(stop['decided_at'])}: {stop['reason']}"
-        ending += " (scaled to none)"
     elif stop:
         ending += (
             f"; stopped at {format_timestamp(stop['decided_at'])}: {stop['reason']} (ran "

@@ -117,8 +117,16 @@ def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | No
         and data.get("outcome") == "stop"
         and "run" not in data.get("state", {})
     ):
-        # a service or notebook stopped by a budget or a released subscription
-        held = data.get("state", {}).get("replicas", {}).get("held")
+        # a service or notebook stopped by a budget or a released subscription, or one
+        # replica it ran on public resources (spillover) stopped by a budget
+        replicas = data.get("state", {}).get("replicas", {})
+        unit = data.get("job_uid")
+        if replicas.get("spilled"):
+            return (
+                f"replica {unit}: stop decision: {data.get('reason')} (on public resources: "
+                "its pod deleted, it waits)"
+            )
+        held = replicas.get("held")
         return f"stop decision: {data.get('reason')} (scaled to none, {held} replica(s) held)"
     if kind == "AdmissionDecided" and data.get("outcome") == "stop":
         run = data.get("state", {}).get("run", {})

@@ -179,6 +179,8 @@ def test_a_spillover_replica_beyond_its_quota_runs_on_public_resources(
 ) -> None:
     live = Live(sim, store, TREE, resources=(JOBS, PYTORCHJOBS, PODS, DEPLOYMENTS))
     try:
+        gate = Gate()
+        live.dispatcher = live.new_dispatcher(budgets=gate)
         # training fills the 4 GPUs at the service's priority: child-level takes nothing
         training = [live.submit(f"t{i}", "ws-b", 1) for i in range(4)]
         assert sorted(live.dispatcher.cycle().admitted) == sorted(training)
@@ -192,6 +194,7 @@ def test_a_spillover_replica_beyond_its_quota_runs_on_public_resources(
                 "dlc.ledger/workspace": "ws-a",
                 "dlc.ledger/quota": "quota1",
                 "dlc.ledger/spillover": "public",
+                "dlc.ledger/billing-mode": "quota",  # prepaid within its quota
             },
         )
         uid, unit = svc["metadata"]["uid"], f"{svc['metadata']['uid']}#0"
@@ -219,6 +222,20 @@ def test_a_spillover_replica_beyond_its_quota_runs_on_public_resources(
         assert why["admission"]["spillover"] is True
         assert "on public resources" in why["summary"]
         Why.model_validate(plain(why))
+
+        # its workspace's stop budget exhausted: the prepaid service is not scaled down,
+        # but its replica on public resources (pay-as-you-go) is stopped, its pod deleted
+        gate.exhausted = frozenset({"ws-a"})
+        sim.advance(1)
+        stopped = live.dispatcher.cycle()
+        assert stopped.workloads_stopped == () and stopped.spill_stopped == (unit,)
+        assert sim.store.get(SIM_DEPLOYMENTS, "ns1", "ranker")["spec"]["replicas"] == 1
+        assert sim.store.find(SIM_PODS, "ns1", pod["metadata"]["name"]) is None
+        (stop,) = [d for d in live.decisions() if d.data.get("outcome") == "stop"]
+        assert (stop.data["job_uid"], stop.data["reason"]) == (unit, "BudgetExhausted")
+        sim.advance(1)
+        again = live.dispatcher.cycle()  # its pod gone: nothing more to stop
+        assert again.spill_stopped == () and again.admitted == ()
     finally:
         live.close()
 
