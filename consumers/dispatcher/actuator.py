@@ -56,4 +56,6 @@ class Actuator(Protocol):
         again, gated)."""
 
     def refuse(self, workload: JobRef, reason: str) -> None:
-        """Refuse a notebook at start: scale it to no replica, saying why."""
+        """Scale a service or notebook to no replica, saying why: a notebook refused at
+        start, or a running workload stopped (its budget exhausted, its subscription
+        released)."""

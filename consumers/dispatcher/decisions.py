@@ -6,7 +6,10 @@ the job's preemptions so far); a preemption per set of victims (each with its ow
 episode); a pending decision per change of reason (the count of pending decisions the
 episode already has); a stop at the job's maximum run time once per episode (an
 ``AdmissionDecided`` with outcome ``stop``, reason ``MaxRunTimeExceeded``); a notebook's
-refusal at start once per episode (outcome ``refuse``, its reason). Decisions go
+refusal at start once per episode (outcome ``refuse``, its reason); a running service or
+notebook stopped by a budget or an expired subscription once per episode of the workload
+(``stop``, on the workload's own stream, then scaled to none); a service replica
+admitted on public resources (spillover) is an ``admit`` with reason ``Spillover``. Decisions go
 on the stream ``dispatch/<job uid>`` (the preemptor's for a preemption); ``state`` holds
 the quota figures the decision rests on: ``request``, and per quota of the job's path and
 of each victim ``<quota>.used`` (before the decision), ``<quota>.min``, ``<quota>.max``
@@ -15,12 +18,13 @@ per resource key.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from ledger.dispatch import Admitted, CycleInput, Decision, PendingStatus, Refusal
 from ledger.dispatch.estimates import StartEstimate
 from ledger.dispatch.timeouts import MAX_RUN_REASON, Overrun
+from ledger.dispatch.workloads import SPILLOVER_REASON
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import AdmissionDecided, PreemptionDecided, Victim
 from ledger.ids import deterministic_id
@@ -34,7 +38,9 @@ __all__ = [
     "preemption_event",
     "record_of",
     "refusal_event",
+    "spill_stop_event",
     "stop_event",
+    "workload_stop_event",
 ]
 
 DISPATCHER_SOURCE = "dispatcher"
@@ -111,9 +117,11 @@ def admission_event(
         job_uid=job.uid,
         quota=quota,
         outcome="admit",
-        borrowing=figures.borrowing(quota, job.resources),
+        # a spilled replica runs on public resources: it borrows nothing of its quota
+        borrowing=not decision.spillover and figures.borrowing(quota, job.resources),
         state=figures.state(job.resources, figures.path(quota)),
         attempt=job.attempt,
+        reason=SPILLOVER_REASON if decision.spillover else None,
     )
     return _envelope(data, job.uid, now, str(job.attempt), "admit")
 
@@ -213,6 +221,58 @@ def stop_event(overrun: Overrun, job: DispatchJob, figures: Figures, now: dateti
         attempt=job.attempt,
     )
     return _envelope(data, job.uid, now, str(job.attempt), "stop")
+
+
+def workload_stop_event(
+    workload: str,
+    reason: str,
+    units: Sequence[DispatchJob],
+    figures: Figures,
+    now: datetime,
+) -> Envelope:
+    """The decision to stop a running service or notebook (``BudgetExhausted``: its
+    workspace's ``stop`` budget is exhausted; ``SubscriptionExpired``: its quota's
+    subscribed capacity was released), once per episode of the workload (its scales): an
+    ``AdmissionDecided`` ``stop`` naming the workload, ``state["replicas"]`` the replicas
+    it held; it is then scaled to none."""
+    first = units[0]
+    quota = first.quota or ""
+    held = sum(1 for u in units if u.occupying)
+    state = figures.state(first.resources, figures.path(quota))
+    state["replicas"] = {"held": held, "per_replica": first.per_replica}
+    data = AdmissionDecided(
+        job_uid=workload,
+        quota=quota,
+        outcome="stop",
+        state=state,
+        reason=reason,
+        attempt=first.attempt,
+    )
+    return _envelope(data, workload, now, str(first.attempt), "stop", reason)
+
+
+def spill_stop_event(unit: DispatchJob, reason: str, figures: Figures, now: datetime) -> Envelope:
+    """The decision to stop one replica a prepaid service runs on public resources
+    (spillover: pay-as-you-go) when its workspace's ``stop`` budget is exhausted, once per
+    episode of the replica: an ``AdmissionDecided`` ``stop`` naming the replica's unit,
+    ``state["replicas"]`` saying it was spilled; its pod is then deleted and, made again
+    gated by its controller, waits (``BudgetExhausted``)."""
+    quota = unit.quota or ""
+    state = figures.state(unit.resources, figures.path(quota))
+    state["replicas"] = {
+        "held": 1 if unit.occupying else 0,
+        "per_replica": unit.per_replica,
+        "spilled": 1,
+    }
+    data = AdmissionDecided(
+        job_uid=unit.uid,
+        quota=quota,
+        outcome="stop",
+        state=state,
+        reason=reason,
+        attempt=unit.attempt,
+    )
+    return _envelope(data, unit.uid, now, str(unit.attempt), "stop", reason)
 
 
 def record_of(

@@ -15,7 +15,8 @@ gate of one of its workload's gated pods (a JSON patch of ``spec.schedulingGates
 Kubernetes allows to shrink only), preempting one deletes a released pod (marked
 preempted; its controller makes it again, gated). A notebook refused at start is scaled to
 no replica (AppsV1Api, or CustomObjectsApi for a LeaderWorkerSet), annotated
-``dlc.ledger/refused`` with the reason.
+``dlc.ledger/refused`` with the reason; so is a running service or notebook the dispatcher
+stops (``BudgetExhausted``, ``SubscriptionExpired``).
 """
 
 from __future__ import annotations
@@ -174,8 +175,8 @@ class KubeActuator:
                 "leaderworkerset.x-k8s.io", "v1", namespace, "leaderworkersets", name, body
             )
         else:
-            raise ActuationError(f"{workload.kind} {namespace}/{name} is no notebook to refuse")
-        self._call(workload, "scale to 0 replicas (refused)", call)
+            raise ActuationError(f"{workload.kind} {namespace}/{name} is no workload to scale")
+        self._call(workload, f"scale to 0 replicas ({reason})", call)
 
     def _set_suspend(self, job: JobRef, suspend: bool) -> None:
         if job.kind == "Job":

@@ -21,7 +21,14 @@ replica: an admitted replica's pod has its admission gate lifted, a preempted on
 deleted (:meth:`~consumers.dispatcher.actuator.Actuator.release_replicas`, once per
 workload with the replicas it may run); a notebook refused at start is scaled to none
 (:meth:`~consumers.dispatcher.actuator.Actuator.refuse`), every cycle until it no longer
-asks for one. Budget and subscription stops do not touch them.
+asks for one. A running service or notebook whose workspace's ``stop`` budget is exhausted
+(a pay-as-you-go one, as jobs) or whose quota's subscribed capacity was released (whatever
+it pays) is stopped: a ``stop`` decision naming the workload (reason ``BudgetExhausted`` or
+``SubscriptionExpired``), then scaled to none through the same call, with its reason,
+every cycle until it asks for none. A prepaid (``quota``) service of such a workspace keeps
+its replicas within the quota; those it runs on public resources (spillover: they pay as
+they go) are stopped one by one: a ``stop`` decision naming the replica, then its pod
+deleted (as a preempted replica's: its controller makes it again, gated, and it waits).
 
 A running job past its declared maximum run time (:mod:`ledger.dispatch.timeouts`) is
 stopped for good: a ``stop`` decision (``MaxRunTimeExceeded``) is stored, then the actuator
@@ -60,7 +67,9 @@ from consumers.dispatcher.decisions import (
     preemption_event,
     record_of,
     refusal_event,
+    spill_stop_event,
     stop_event,
+    workload_stop_event,
 )
 from ledger.dispatch import CycleInput, CycleResult, plan_cycle
 from ledger.dispatch.cycle import relevant_changes
@@ -139,6 +148,11 @@ class CycleOutcome:
     refused: tuple[str, ...] = ()
     #: services and notebooks whose replicas were released (or preempted) through the API
     released: tuple[str, ...] = ()
+    #: running services and notebooks scaled to none: (workload, BudgetExhausted or
+    #: SubscriptionExpired)
+    workloads_stopped: tuple[tuple[str, str], ...] = ()
+    #: replicas a prepaid service ran on public resources, stopped by an exhausted budget
+    spill_stopped: tuple[str, ...] = ()
     result: CycleResult = field(default_factory=CycleResult, repr=False)
 
     def summary(self) -> str:
@@ -162,6 +176,10 @@ class CycleOutcome:
             parts.append(f"max-run stopped {len(self.max_run_stopped)}")
         if self.refused:
             parts.append(f"refused {len(self.refused)}")
+        if self.workloads_stopped:
+            parts.append(f"workloads stopped {len(self.workloads_stopped)}")
+        if self.spill_stopped:
+            parts.append(f"spilled replicas stopped {len(self.spill_stopped)}")
         if self.unplaced:
             parts.append(f"no quota {self.unplaced}")
         if self.quarantined:
@@ -259,6 +277,27 @@ class Dispatcher:
         ]
         events += [e for _, e in stops if e is not None]
         over = tuple(o for o, e in stops if e is not None)
+        halted = self._workload_stops(view)
+        for workload, (reason, members) in sorted(halted.items()):
+            build = partial(workload_stop_event, workload, reason, members, figures, now)
+            event = self._guarded(dropped, workload, "stop", build)
+            if event is None:
+                del halted[workload]  # not stored: not acted on either
+            else:
+                events.append(event)
+        shed = {
+            uid: view.jobs[uid]
+            for uid in sorted(view.spilled)
+            if view.jobs[uid].workload_uid not in halted
+            and view.jobs[uid].workspace in view.cycle.blocked_workspaces
+        }
+        for uid, unit in list(shed.items()):
+            build = partial(spill_stop_event, unit, "BudgetExhausted", figures, now)
+            event = self._guarded(dropped, uid, "stop", build)
+            if event is None:
+                del shed[uid]
+            else:
+                events.append(event)
         stored = self._store(events)
         if dropped:
             self._quarantine(dropped)
@@ -275,11 +314,24 @@ class Dispatcher:
             for v in decision.victims:
                 victims.setdefault(v.job, decision.job)
         admit -= set(victims)  # an admission not yet carried out, now chosen as a victim
+        admit -= set(shed)
         failures = _Failures()
-        # a service's or notebook's replicas: released (or preempted) per workload
-        units = {uid for uid in admit | set(victims) if view.jobs[uid].workload != "job"}
-        released = self._release(view, admit & units, set(victims) & units, failures)
+        # a service's or notebook's replicas: released (or preempted, or a spilled one
+        # stopped) per workload; one stopped whole is scaled to none instead
+        removed = set(victims) | set(shed)
+        units = {uid for uid in admit | removed if view.jobs[uid].workload != "job"}
+        going = {u for u in units if view.jobs[u].workload_uid in halted}
+        released = self._release(view, (admit & units) - going, (removed & units) - going, failures)
         refused = self._refuse(view, result, failures)
+        workloads_stopped = [
+            (workload, reason)
+            for workload, (reason, members) in sorted(halted.items())
+            if self._call(
+                f"stop {workload}",
+                failures,
+                partial(self.actuator.refuse, _ref(workload, members[0]), reason),
+            )
+        ]
         admit -= units
         resumed = [uid for uid in sorted(admit) if self._act(view.jobs[uid], "resume", failures)]
         # a job past its maximum ends, whatever else was decided about it (a victim
@@ -337,6 +389,8 @@ class Dispatcher:
             unplaced=len(view.unplaced),
             refused=tuple(refused),
             released=tuple(released),
+            workloads_stopped=tuple(workloads_stopped),
+            spill_stopped=tuple(u for u in shed if view.jobs[u].workload_uid in released),
             result=result,
         )
 
@@ -517,6 +571,32 @@ class Dispatcher:
                 done.append(workload)
         return done
 
+    def _workload_stops(self, view: DispatchView) -> dict[str, tuple[str, list[DispatchJob]]]:
+        """The services and notebooks to stop, by workload uid: (reason, its units). One
+        holding (or admitted) a replica is stopped when its workspace's ``stop`` budget
+        is exhausted and it pays as it goes (``BudgetExhausted``, as jobs: a subscription
+        ``quota`` one never), or when its quota's subscribed capacity was released
+        (``SubscriptionExpired``, whatever it pays)."""
+        by_workload: dict[str, list[DispatchJob]] = {}
+        for job in view.jobs.values():
+            if job.workload != "job":
+                by_workload.setdefault(job.workload_uid, []).append(job)
+        out: dict[str, tuple[str, list[DispatchJob]]] = {}
+        for workload, members in by_workload.items():
+            first = members[0]
+            if not first.desired:
+                continue  # it asks for none (stopped already): its pods are going
+            if not any(u.occupying or u.uid in view.admitting for u in members):
+                continue  # nothing runs: its waiting replicas wait (BudgetExhausted, ...)
+            if (
+                first.workspace in view.cycle.blocked_workspaces
+                and first.billing_mode in _PAY_AS_YOU_GO
+            ):
+                out[workload] = ("BudgetExhausted", members)
+            elif first.quota is not None and first.quota in self._released:
+                out[workload] = ("SubscriptionExpired", members)
+        return out
+
     def _refuse(self, view: DispatchView, result: CycleResult, failures: _Failures) -> list[str]:
         """Refuse the notebooks refused now, or earlier and still asking (their unit)."""
         reasons = dict(view.refused)
@@ -567,6 +647,11 @@ class Dispatcher:
             failures.api_failing = failures.api_failing or exc.transient
             return False
         return True
+
+
+def _ref(workload: str, unit: DispatchJob) -> JobRef:
+    """A service or notebook on the cluster, from one of its units."""
+    return JobRef(workload, unit.namespace, unit.name, unit.kind)
 
 
 class _Failures(list[str]):

@@ -5,6 +5,12 @@ Every cycle replaces the quota gauges with the figures the cycle decided on (the
 models' state, before its own decisions): a quota removed from the tree disappears
 from the next scrape. Labels stay low-cardinality: quota name and resource key only.
 Quantities are the store's units (e.g. ``gpu/any`` in thousandths of a GPU).
+
+Services and notebooks count as jobs do: a running replica in its quota's usage (one on an
+inner quota in that quota's, as the core places it on its own leaf, whose series are not
+exported), a waiting replica in ``dlc_pending_workloads``; a replica admitted on public
+resources (spillover) in no quota's usage (it runs outside the quota), counted in
+``dlc_dispatch_decisions_total{outcome="spilled"}``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from ledger.dispatch import CycleInput, CycleResult
 from ledger.dispatch.capacity import Tree
+from ledger.dispatch.cycle import placed
+from ledger.dispatch.workloads import is_own_leaf
 from ledger.events import QuotaSpec
 from ledger.quotas import compute_usage, lent_outside
 
@@ -39,7 +47,8 @@ DECISION_SECONDS = Histogram(
 )
 DECISIONS = Counter(
     "dlc_dispatch_decisions_total",
-    "Decisions taken by the dispatcher, by outcome (admitted, preempting, pending)",
+    "Decisions taken by the dispatcher, by outcome (admitted, preempting, pending, refused, "
+    "spilled: admitted on public resources, beyond the quota)",
     ["outcome"],
 )
 QUOTA_USAGE = Gauge(
@@ -87,6 +96,7 @@ def record_cycle(cycle: CycleInput, result: CycleResult, seconds: float) -> None
     DECISIONS.labels("preempting").inc(len(result.preemptions))
     DECISIONS.labels("pending").inc(len(result.pending))
     DECISIONS.labels("refused").inc(len(result.refused))  # notebooks refused at start
+    DECISIONS.labels("spilled").inc(sum(1 for d in result.admissions if d.spillover))
     _record_quotas(cycle)
     waiting = Tally(status.quota for status in result.pending)
     PENDING.clear()
@@ -107,6 +117,9 @@ def _record_quotas(cycle: CycleInput) -> None:
         gauge.clear()
     if not cycle.quotas:
         return
+    # an inner quota's own workloads (services on the parent) on its own leaf, as the core
+    # decides them: they count in the quota's subtree like its children's jobs
+    cycle = placed(cycle)
     tree = Tree(cycle.quotas, ())
     specs = {
         q.name: QuotaSpec(
@@ -133,6 +146,8 @@ def _record_quotas(cycle: CycleInput) -> None:
     lent = lent_outside({q.name: q.parent for q in cycle.quotas}, rows)
     nodes = {q.name: q for q in cycle.quotas}
     for (quota, key), row in rows.items():
+        if is_own_leaf(quota):
+            continue  # a synthetic leaf: its figures are its inner quota's
         node = nodes[quota]
         minimum = node.min or {}
         if row.used or key in minimum or key in node.max:

@@ -122,10 +122,14 @@ class LastPending(Strict):
 
 
 class Stopped(Strict):
-    """The dispatcher stopped the job at its declared maximum run time."""
+    """The dispatcher stopped the job at its declared maximum run time (or a running
+    service or notebook: its budget exhausted, its subscription released)."""
 
     decided_at: Timestamp
-    reason: str | None = Field(description="MaxRunTimeExceeded.")
+    reason: str | None = Field(
+        description="MaxRunTimeExceeded; a service's or notebook's BudgetExhausted or "
+        "SubscriptionExpired (no ran/max seconds: it was scaled to none)."
+    )
     ran_seconds: int | None
     max_run_seconds: int | None
 
@@ -153,6 +157,10 @@ class Admission(Strict):
     decided_at: Timestamp
     quota: str | None
     borrowing: bool
+    spillover: bool = Field(
+        default=False,
+        description="A service replica admitted on public resources, beyond its quota.",
+    )
     state: QuotaState
 
 
@@ -185,6 +193,10 @@ class WhyReplicas(Strict):
     running: list[str] = Field(description="Replicas holding pods.")
     waiting: list[str] = Field(description="Desired replicas waiting for admission.")
     refused: list[str] = Field(description="A notebook's replica refused at start.")
+    spilled: list[str] = Field(
+        default_factory=list,
+        description="Replicas admitted on public resources, beyond the quota (spillover).",
+    )
 
 
 class WhyRefusal(Strict):
@@ -229,7 +241,9 @@ class Why(Strict):
     runtime: Runtime | None = Field(default=None, description="answer running or admitted only.")
     admission: Admission | None
     stopped: Stopped | None = Field(
-        default=None, description="Stopped by the dispatcher at its maximum run time."
+        default=None,
+        description="Stopped by the dispatcher at its maximum run time (a service or "
+        "notebook: by a budget or a released subscription).",
     )
     preemptions: list[WhyPreemption]
     summary: str

@@ -24,7 +24,13 @@ Services and notebooks (:mod:`ledger.dispatch.workloads`): a service's pending r
 queue as jobs do, one unit each; a workload on an inner quota runs on its own leaf (the
 results name the inner quota); a notebook never queues: before the rounds, each is
 admitted if it fits, preempts if the policies allow a victim set (and then waits only for
-its victims, as any preemptor), or is refused (:class:`Refusal`).
+its victims, as any preemptor), or is refused (:class:`Refusal`). A service replica
+that may spill over (``Incoming.spillover``) and neither fits nor finds a victim its
+quota's policies allow — or never fits, or waits behind a blocked head, or was parked — is
+admitted on public resources
+instead of waiting (``Decision.spillover``): outside the quota, it takes nothing from the
+tree, so later decisions of the cycle (and later cycles: the live loop leaves spilled
+replicas out of ``admitted``) do not count it.
 """
 
 from __future__ import annotations
@@ -78,7 +84,7 @@ RefusalReason = Literal[
 ]
 
 _DEFAULT_QUEUE = QueueSettings()
-_Outcome = Literal["admitted", "preempting", "overlap", "no-fit"]
+_Outcome = Literal["admitted", "preempting", "overlap", "no-fit", "spilled"]
 
 
 @dataclass(frozen=True)
@@ -220,6 +226,8 @@ class _Cycle:
         #: never attempted, blocked as any job that does not fit
         self.unfit: set[str] = set()
         self.held_by: dict[str, str] = {}
+        #: service replicas admitted on public resources this cycle (outside the quota)
+        self.spilled: set[str] = set()
 
     def rank(self, job: Incoming) -> tuple[int, datetime, str]:
         """The order of ``job`` in its queue (effective priority, queue time, name), which
@@ -249,6 +257,21 @@ class _Cycle:
     def admit(self, job: Incoming, decision: Decision) -> None:
         self._count(job)
         self.admissions.append(decision)
+
+    def spill(self, job: Incoming) -> None:
+        """Admit ``job`` on public resources: outside its quota, it counts against no
+        quota, and no preemptor may take it (it is no candidate anywhere)."""
+        self.reasons.pop(job.job, None)
+        self.admissions.append(Decision(job.job, "admit", spillover=True))
+        self.spilled.add(job.job)
+
+    def _wait(self, job: Incoming, outcome: _Outcome) -> _Outcome:
+        """``job`` does not fit and preempts nothing: it waits, or spills over."""
+        if job.spillover:
+            self.spill(job)
+            return "spilled"
+        self.reasons[job.job] = "WaitingForQuota"
+        return outcome
 
     def ever_fits(self, job: Incoming) -> bool:
         """Whether ``job`` could fit with nothing else admitted (idle jobs may borrow past
@@ -282,8 +305,7 @@ class _Cycle:
             return "admitted"
         if job.billing_mode == IDLE or not self.may_find_victims(job):
             # an idle job never preempts: it runs on what is idle, past its own max
-            self.reasons[job.job] = "WaitingForQuota"
-            return "no-fit"
+            return self._wait(job, "no-fit")
         decision = self.decider.decide(job)
         if decision.outcome == "admit":
             self.admit(job, decision)
@@ -292,7 +314,8 @@ class _Cycle:
             victims = {v.job for v in decision.victims}
             if victims & self.taken:
                 # overlapping targets: another preemptor of this cycle has them; Kueue
-                # retries such a workload next cycle (it is not parked)
+                # retries such a workload next cycle (it is not parked). It found victims
+                # its policies allow: a spillover replica waits too, to preempt next cycle
                 self.reasons[job.job] = "WaitingForQuota"
                 return "overlap"
             self.taken |= victims
@@ -300,8 +323,7 @@ class _Cycle:
             self.reserve(job)
             self.reasons[job.job] = "PreemptionPending"
             return "preempting"
-        self.reasons[job.job] = "WaitingForQuota"
-        return "no-fit"
+        return self._wait(job, "no-fit")
 
 
 def placed(cycle: CycleInput) -> CycleInput:
@@ -366,6 +388,8 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
             reason = _not_tried(state, job, settings.policy, requeued)
             if reason is None:
                 active.append(job)
+            elif job.spillover and reason in ("ExceedsMaxQuota", "Parked"):
+                state.spill(job)  # it never fits (or did not, and nothing changed)
             else:
                 state.reasons[job.job] = reason
                 if reason == "Parked":
@@ -377,8 +401,12 @@ def plan_cycle(cycle: CycleInput) -> CycleResult:
         runs.append(QueueRun(quota, active, settings, cycle.now))
     _rounds(state, runs)
     for run in runs:
+        held = run.untried()
+        for job in held:
+            if job.spillover:
+                state.spill(job)  # held behind a blocked head: it need not wait
         if run.held_by is not None:
-            state.held_by.update((j.job, run.held_by.job) for j in run.untried())
+            state.held_by.update((j.job, run.held_by.job) for j in held if not j.spillover)
     admitted = {d.job for d in state.admissions}
     waiting = {quota: [j for j in jobs if j.job not in admitted] for quota, jobs in ordered.items()}
     # a notebook waits only for its victims: in no queue, it has no place in one
@@ -487,7 +515,7 @@ def _rounds(state: _Cycle, runs: list[QueueRun]) -> None:
                 run.blocked(job)
                 continue
             outcome = state.attempt(job)
-            if outcome == "admitted":
+            if outcome in ("admitted", "spilled"):
                 continue
             if outcome == "no-fit" and run.settings.policy == "BestEffortFIFO":
                 state.reasons[job.job] = "Parked"

@@ -103,6 +103,10 @@ class Incoming:
     billing_mode: str = "public"
     #: ``notebook``: admitted or refused at once, never queued (plan_cycle)
     workload: WorkloadClass = "job"
+    #: a service replica that may spill over (``dlc.ledger/spillover: public``): when it
+    #: does not fit its quota and preempts nothing, it is admitted on public resources,
+    #: outside the quota (:attr:`Decision.spillover`), instead of waiting
+    spillover: bool = False
 
     def admitted(self, at: datetime) -> Admitted:
         """This job as admitted at ``at``."""
@@ -138,10 +142,16 @@ class Decision:
     job: str
     outcome: Outcome
     victims: tuple[Victim, ...] = ()
+    #: an admission on public resources, outside the quota (a spilled service replica):
+    #: it counts against no quota, in this cycle or later ones
+    spillover: bool = False
 
     def as_document(self) -> dict[str, object]:
-        return {
+        doc: dict[str, object] = {
             "job": self.job,
             "outcome": self.outcome,
             "victims": [{"job": v.job, "reason": v.reason} for v in self.victims],
         }
+        if self.spillover:
+            doc["spillover"] = True
+        return doc

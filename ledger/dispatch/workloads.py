@@ -35,6 +35,7 @@ from ledger.dispatch.model import Admitted, Incoming, QuotaNode, WorkloadClass
 __all__ = [
     "OWN_SUFFIX",
     "RANK",
+    "SPILLOVER_REASON",
     "is_own_leaf",
     "may_take",
     "moved",
@@ -50,6 +51,9 @@ __all__ = [
 OWN_SUFFIX = "/own"
 #: the order of the classes: a preemptor takes only victims of its class or below
 RANK: Mapping[WorkloadClass, int] = {"job": 0, "notebook": 1, "service": 2}
+#: the reason an admission decision on public resources (``Decision.spillover``) is
+#: stored with: a service replica beyond its quota, outside it
+SPILLOVER_REASON = "Spillover"
 #: between a service's uid and a replica's index in a replica's unit name
 _REPLICA_SEP = "#"
 

@@ -35,6 +35,7 @@ from ledger.dispatch.figures import blocking_figures
 from ledger.dispatch.model import Incoming, QuotaNode
 from ledger.dispatch.queues import effective_priority
 from ledger.dispatch.runtimes import RunTime
+from ledger.dispatch.workloads import SPILLOVER_REASON
 from ledger.errors import Invalid, NotFound
 from ledger.store.base import RecordedEvent, UnitOfWork
 from ledger.subscriptions import Subscription
@@ -124,12 +125,15 @@ def _admission(events: list[RecordedEvent]) -> dict[str, Any] | None:
         "decided_at": event.occurred_at,
         "quota": event.data.get("quota"),
         "borrowing": bool(event.data.get("borrowing")),
+        # a service replica admitted on public resources, outside its quota
+        "spillover": event.data.get("reason") == SPILLOVER_REASON,
         "state": event.data.get("state", {}),
     }
 
 
 def _stop(events: list[RecordedEvent]) -> dict[str, Any] | None:
-    """The dispatcher's stop of the job at its maximum run time, if it stopped it."""
+    """The dispatcher's stop of the job at its maximum run time (or of a service or
+    notebook by a budget or a released subscription), if it stopped it."""
     stops = [e for e in events if e.type == "AdmissionDecided" and e.data.get("outcome") == "stop"]
     if not stops:
         return None
@@ -419,7 +423,8 @@ def _refusal(events: list[RecordedEvent]) -> str | None:
 def _replica_of(view: DispatchView, workload: str, asked: str) -> tuple[str, dict[str, Any]]:
     """The replica unit to explain for ``asked`` (a unit, kept; or the workload: its first
     waiting replica, else its first refused one, else the workload itself) and the
-    workload's replicas: running, waiting (in the cycle's input) and refused units."""
+    workload's replicas: running, waiting (in the cycle's input), refused units, and the
+    running (or admitted) ones on public resources (spillover)."""
     units = sorted(
         (u for u in view.jobs.values() if u.workload_uid == workload),
         key=lambda u: int(u.uid.rsplit("#", 1)[1]),
@@ -431,7 +436,8 @@ def _replica_of(view: DispatchView, workload: str, asked: str) -> tuple[str, dic
     chosen = asked
     if asked == workload:
         chosen = next(iter(waiting + refused), workload)
-    summary = {"running": running, "waiting": waiting, "refused": refused}
+    spilled = [u.uid for u in units if u.uid in view.spilled]
+    summary = {"running": running, "waiting": waiting, "refused": refused, "spilled": spilled}
     return chosen, summary
 
 
@@ -474,8 +480,13 @@ def _summary(doc: dict[str, Any]) -> str:
         return f"pending{again}: {reason}, {where}{start}"
     admission = doc.get("admission")
     admitted = (
-        f"admitted at {format_timestamp(admission['decided_at'])} in quota {admission['quota']}"
-        + (" (borrowing)" if admission["borrowing"] else "")
+        (
+            f"admitted at {format_timestamp(admission['decided_at'])} on public resources, "
+            f"beyond quota {admission['quota']} (spillover)"
+            if admission.get("spillover")
+            else f"admitted at {format_timestamp(admission['decided_at'])} in quota "
+            f"{admission['quota']}" + (" (borrowing)" if admission["borrowing"] else "")
+        )
         if admission
         else "no admission decision stored (started before the dispatcher or outside it)"
     )
@@ -483,7 +494,10 @@ def _summary(doc: dict[str, Any]) -> str:
     end = doc.get("projected_end")
     ending = f"; projected end {format_timestamp(end)}" if end else ""
     stop = doc.get("stopped")
-    if stop:
+    if stop and stop["max_run_seconds"] is None:
+        # a service or notebook stopped by a budget or a released subscription
+        ending += f"; stopped at {format_timestamp(stop['decided_at'])}: {stop['reason']}"
+    elif stop:
         ending += (
             f"; stopped at {format_timestamp(stop['decided_at'])}: {stop['reason']} (ran "
             f"{stop['ran_seconds']} s, maximum {stop['max_run_seconds']} s)"

@@ -20,7 +20,12 @@ scales so far, so a scale is a new episode; one replica's resources each. A dele
 ended workload has running units only while it holds pods. A notebook unit whose latest
 decision of its episode refused it is neither pending nor admitted (it waits for a new
 scale). A workload may name an inner quota (its own leaf in the core). At a past instant
-(``as_at``) workloads are left out: their replica counts have no history here.
+(``as_at``) workloads are left out: their replica counts have no history here. A service
+whose ``WorkloadCreated`` asked for ``spillover: public`` has spillover units
+(``Incoming.spillover``); a unit whose latest decision admitted it on public resources
+(an ``admit`` with reason ``Spillover``), held or being released, runs outside the quota:
+it is left out of ``admitted`` (it counts against no quota and is nobody's victim) and
+named in ``DispatchView.spilled``.
 
 The job's quota is the one its JobSubmitted named, else its workspace's binding; its
 resources are its replicas summed, per key of the tree (``gpu/<model>`` counts as the
@@ -49,6 +54,7 @@ from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, func, or_, sele
 
 from ledger.dispatch import Admitted, CycleInput, Incoming, WorkloadClass, replica_unit
 from ledger.dispatch.trees import DispatchConfig, dispatch_config
+from ledger.dispatch.workloads import SPILLOVER_REASON
 from ledger.events import QuotaSpec
 from ledger.quotas import QuotaTree, counted_flavor
 from ledger.store.schema import events
@@ -115,6 +121,10 @@ class DispatchJob:
     workload_uid: str = ""
     #: a replica's pods (a LeaderWorkerSet's group), for a unit
     per_replica: int = 1
+    #: a service's replica that may run on public resources beyond its quota
+    spillover: bool = False
+    #: the replicas its workload asks for (none once deleted or scaled to none), for a unit
+    desired: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,9 @@ class DispatchView:
     unplaced: tuple[str, ...] = ()
     #: notebook units refused at start, still wanted by their workload: unit -> reason
     refused: Mapping[str, str] = field(default_factory=dict)
+    #: service replicas admitted on public resources (spillover), held or being released:
+    #: outside the quota, left out of ``cycle.admitted``
+    spilled: frozenset[str] = frozenset()
 
 
 def dispatch_input(
@@ -279,11 +292,14 @@ class _Scales:
 
     count: int
     latest: datetime
+    #: its ``WorkloadCreated`` asked for ``spillover: public``
+    spillover: bool = False
 
 
 def _scales(conn: Connection, uids: list[str]) -> dict[str, _Scales]:
-    """Per workload uid: how many ``WorkloadScaled`` it has had and the latest instant it
-    was created or scaled (its own stream ``job/<uid>``, one grouped read)."""
+    """Per workload uid: how many ``WorkloadScaled`` it has had, the latest instant it
+    was created or scaled, and whether it spills over (its own stream ``job/<uid>``, one
+    grouped read)."""
     if not uids:
         return {}
     streams = bindparam("streams", [f"job/{u}" for u in uids], type_=ARRAY(Text))
@@ -292,6 +308,10 @@ def _scales(conn: Connection, uids: list[str]) -> dict[str, _Scales]:
             events.c.stream,
             func.count().filter(events.c.type == "WorkloadScaled"),
             func.max(events.c.occurred_at),
+            func.bool_or(
+                (events.c.type == "WorkloadCreated")
+                & (events.c.data["spillover"].astext == "public")
+            ),
         )
         .where(
             events.c.stream == any_(streams),
@@ -299,7 +319,7 @@ def _scales(conn: Connection, uids: list[str]) -> dict[str, _Scales]:
         )
         .group_by(events.c.stream)
     )
-    return {row[0][4:]: _Scales(int(row[1]), row[2]) for row in conn.execute(query)}
+    return {row[0][4:]: _Scales(int(row[1]), row[2], bool(row[3])) for row in conn.execute(query)}
 
 
 def _units(
@@ -345,6 +365,8 @@ def _units(
                 workload=kind,
                 workload_uid=row.job_uid,
                 per_replica=per_replica,
+                spillover=kind == "service" and scales is not None and scales.spillover,
+                desired=desired if alive else 0,
             )
         )
     return out
@@ -493,6 +515,15 @@ def read_dispatch(
         and d.attempt == jobs[uid].attempt
         and uid not in preempting
     )
+    # replicas admitted on public resources, held or being released: outside the quota
+    spilled = frozenset(
+        uid
+        for uid, d in decisions.items()
+        if d.outcome == "admit"
+        and d.reason == SPILLOVER_REASON
+        and uid in jobs
+        and (jobs[uid].occupying or uid in admitting)
+    )
     parked = frozenset(
         uid
         for uid, d in decisions.items()
@@ -521,6 +552,8 @@ def read_dispatch(
         ):
             refused[uid] = latest.reason or "InsufficientQuota"
             continue  # a notebook refused at start: it waits for a new scale, not in a queue
+        if uid in spilled:
+            continue  # on public resources: it counts against no quota
         if job.occupying or uid in admitting:
             decided = decisions[uid].decided_at if uid in admitting else None
             at = decided or (now if uid in admitting else job.since)
@@ -547,6 +580,7 @@ def read_dispatch(
                     job.workspace,
                     job.billing_mode,
                     job.workload,
+                    job.spillover,
                 )
             )
     cycle = CycleInput(
@@ -572,4 +606,5 @@ def read_dispatch(
         stopping=stopping,
         unplaced=tuple(unplaced),
         refused=refused,
+        spilled=spilled,
     )

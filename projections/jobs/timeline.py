@@ -112,6 +112,22 @@ def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | No
             f"pod {pod} released at {data.get('ended_at')} "
             f"({data.get('reason', 'completed')}{estimated})"
         )
+    if (
+        kind == "AdmissionDecided"
+        and data.get("outcome") == "stop"
+        and "run" not in data.get("state", {})
+    ):
+        # a service or notebook stopped by a budget or a released subscription, or one
+        # replica it ran on public resources (spillover) stopped by a budget
+        replicas = data.get("state", {}).get("replicas", {})
+        unit = data.get("job_uid")
+        if replicas.get("spilled"):
+            return (
+                f"replica {unit}: stop decision: {data.get('reason')} (on public resources: "
+                "its pod deleted, it waits)"
+            )
+        held = replicas.get("held")
+        return f"stop decision: {data.get('reason')} (scaled to none, {held} replica(s) held)"
     if kind == "AdmissionDecided" and data.get("outcome") == "stop":
         run = data.get("state", {}).get("run", {})
         return (
@@ -126,6 +142,11 @@ def summary(kind: str, data: dict[str, Any], job_uid: str, bound_quota: str | No
             return (
                 f"{replica}refused at start in quota {data.get('quota')}: "
                 f"{data.get('reason')} (not queued)"
+            )
+        if data.get("outcome") == "admit" and data.get("reason") == "Spillover":
+            return (
+                f"{replica}admission decision: admit on public resources, beyond quota "
+                f"{data.get('quota')} (spillover)"
             )
         borrowing = ", borrowing" if data.get("borrowing") else ""
         return (

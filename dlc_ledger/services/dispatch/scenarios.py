@@ -184,10 +184,17 @@ def _replicas(raw: Any, where: str) -> int | None:
 
 def _pending(raw: Any, where: str) -> list[Incoming]:
     """One pending entry; a service's ``scale: {from: A, to: B}`` is a scale-up's pending
-    replicas ``<job>#A`` ... ``<job>#B-1``, each a unit of admission."""
+    replicas ``<job>#A`` ... ``<job>#B-1``, each a unit of admission; ``spillover: true``
+    (a service only) lets them run on public resources beyond the quota."""
     fields = _workload(raw, where)
     w = cast(Mapping[str, Any], raw)
     at = _instant(w.get("created_at"), f"{where}.created_at")
+    spillover = w.get("spillover", False)
+    if not isinstance(spillover, bool):
+        raise ScenarioError(f"{where}.spillover: expected true or false")
+    if spillover and fields["workload"] != "service":
+        raise ScenarioError(f"{where}.spillover: only a service spills over")
+    fields["spillover"] = spillover
     if "scale" not in w:
         return [Incoming(**fields, created_at=at)]
     if fields["workload"] != "service":
@@ -341,6 +348,8 @@ def run_cycles(scenario: CycleScenario) -> CycleRun:
                 "cycle": n,
                 "at": now.isoformat(),
                 "admitted": [d.job for d in result.admissions],
+                # of those, the replicas admitted on public resources, beyond the quota
+                "spilled": [d.job for d in result.admissions if d.spillover],
                 "preemptions": [d.as_document() for d in result.preemptions],
                 "pending": [
                     {"job": p.job, "quota": p.quota, "reason": p.reason, "position": p.position}
@@ -354,6 +363,8 @@ def run_cycles(scenario: CycleScenario) -> CycleRun:
         for d in result.admissions:
             job = pending.pop(d.job)
             reserved.discard(d.job)
+            if d.spillover:
+                continue  # on public resources: it counts against no quota
             admitted[d.job] = job.admitted(now)
         for r in result.refused:
             del pending[r.job]

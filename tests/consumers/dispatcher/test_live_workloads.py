@@ -5,13 +5,18 @@ controller, so the test makes a scale-up's pod itself, as the controller would."
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from kubernetes import client
 
 from consumers.watchers.labels import ANNOTATION_REFUSED, SCHEDULING_GATE
 from consumers.watchers.listwatch import DEPLOYMENTS, JOBS, PODS, PYTORCHJOBS
 from dlc_ledger.api.listing import plain
 from dlc_ledger.api.models_dispatch import Why
+from dlc_ledger.services.billing import publish_price_book
 from dlc_ledger.services.dispatch import why_job
+from dlc_ledger.services.quotas import draw_on_groups
+from dlc_ledger.services.subscriptions import purchase
 from kubesim import DEPLOYMENTS as SIM_DEPLOYMENTS
 from kubesim import PODS as SIM_PODS
 from kubesim import KubeSim
@@ -19,6 +24,8 @@ from kubesim.services import deployment_object, replica_pod
 from kubesim.store import Object
 from ledger.store.postgres import PostgresEventStore
 from projections.dispatch import DecisionWindow, preemptions_report, queue_listing
+from tests.consumers.dispatcher.test_budgets_seam import Gate
+from tests.support.billing import demo_book
 from tests.support.builders import EPOCH
 from tests.support.live import Live
 
@@ -163,5 +170,157 @@ def test_inference_reclaims_training_replica_by_replica_and_a_notebook_is_refuse
         assert refusal["refusal"]["reason"] == "InsufficientQuota"
         assert "never queued" in refusal["summary"]
         Why.model_validate(plain(refusal))
+    finally:
+        live.close()
+
+
+def test_a_spillover_replica_beyond_its_quota_runs_on_public_resources(
+    sim: KubeSim, store: PostgresEventStore
+) -> None:
+    live = Live(sim, store, TREE, resources=(JOBS, PYTORCHJOBS, PODS, DEPLOYMENTS))
+    try:
+        gate = Gate()
+        live.dispatcher = live.new_dispatcher(budgets=gate)
+        # training fills the 4 GPUs at the service's priority: child-level takes nothing
+        training = [live.submit(f"t{i}", "ws-b", 1) for i in range(4)]
+        assert sorted(live.dispatcher.cycle().admitted) == sorted(training)
+        sim.advance(10)
+        live.dispatcher.cycle()
+
+        svc = _workload(
+            live,
+            "ranker",
+            {
+                "dlc.ledger/workspace": "ws-a",
+                "dlc.ledger/quota": "quota1",
+                "dlc.ledger/spillover": "public",
+                "dlc.ledger/billing-mode": "quota",  # prepaid within its quota
+            },
+        )
+        uid, unit = svc["metadata"]["uid"], f"{svc['metadata']['uid']}#0"
+        pod = _gated_pod(live, svc, 0)
+        sim.advance(10)
+        spilled = live.dispatcher.cycle()
+        # admitted at once on public resources, not waiting: its gate lifted
+        assert spilled.admitted == (unit,) and spilled.released == (uid,)
+        assert spilled.result.admissions[0].spillover and not spilled.result.preemptions
+        assert not _pod(sim, pod["metadata"]["name"])["spec"].get("schedulingGates")
+        (decision,) = [d for d in live.decisions() if d.data.get("job_uid") == unit]
+        assert (decision.data["outcome"], decision.data["reason"]) == ("admit", "Spillover")
+        assert decision.data["borrowing"] is False
+
+        # running: outside the quota, it counts against none and nobody may take it
+        sim.advance(1)
+        later = live.dispatcher.cycle()
+        assert later.admitted == () and later.preemptions == () and later.pending == 0
+        view, _ = live.dispatcher.read(sim.clock.now())
+        assert view.spilled == frozenset({unit}) and view.jobs[unit].occupying
+        assert unit not in {wl.job for wl in view.cycle.admitted}
+
+        why = why_job(store, uid)
+        assert why["answer"] == "running" and why["replicas"]["spilled"] == [unit]
+        assert why["admission"]["spillover"] is True
+        assert "on public resources" in why["summary"]
+        Why.model_validate(plain(why))
+
+        # its workspace's stop budget exhausted: the prepaid service is not scaled down,
+        # but its replica on public resources (pay-as-you-go) is stopped, its pod deleted
+        gate.exhausted = frozenset({"ws-a"})
+        sim.advance(1)
+        stopped = live.dispatcher.cycle()
+        assert stopped.workloads_stopped == () and stopped.spill_stopped == (unit,)
+        assert sim.store.get(SIM_DEPLOYMENTS, "ns1", "ranker")["spec"]["replicas"] == 1
+        assert sim.store.find(SIM_PODS, "ns1", pod["metadata"]["name"]) is None
+        (stop,) = [d for d in live.decisions() if d.data.get("outcome") == "stop"]
+        assert (stop.data["job_uid"], stop.data["reason"]) == (unit, "BudgetExhausted")
+        sim.advance(1)
+        again = live.dispatcher.cycle()  # its pod gone: nothing more to stop
+        assert again.spill_stopped == () and again.admitted == ()
+    finally:
+        live.close()
+
+
+def _scaled_to_none(sim: KubeSim, name: str) -> str | None:
+    """The reason a workload was scaled to none by the dispatcher, if it was."""
+    obj = sim.store.get(SIM_DEPLOYMENTS, "ns1", name)
+    if obj["spec"]["replicas"] != 0:
+        return None
+    return str(obj["metadata"]["annotations"][ANNOTATION_REFUSED])
+
+
+def _running_workload(live: Live, name: str, labels: dict[str, str]) -> str:
+    """A workload of one replica, admitted (its pod's gate lifted) and bound."""
+    obj = _workload(live, name, labels)
+    _gated_pod(live, obj, 0)
+    live.sim.advance(1)
+    uid = str(obj["metadata"]["uid"])
+    assert live.dispatcher.cycle().admitted == (f"{uid}#0",)
+    live.sim.advance(1)
+    live.dispatcher.cycle()
+    return uid
+
+
+def test_an_exhausted_budget_stops_a_pay_as_you_go_service_not_a_prepaid_notebook(
+    sim: KubeSim, store: PostgresEventStore
+) -> None:
+    live = Live(sim, store, resources=(JOBS, PYTORCHJOBS, PODS, DEPLOYMENTS))
+    try:
+        gate = Gate()
+        live.dispatcher = live.new_dispatcher(budgets=gate)
+        service = _running_workload(live, "api", {"dlc.ledger/workspace": "ws-b"})
+        notebook = _running_workload(
+            live,
+            "nb",
+            {
+                "dlc.ledger/workspace": "ws-b",
+                "dlc.ledger/workload": "notebook",
+                "dlc.ledger/billing-mode": "quota",
+            },
+        )
+
+        gate.exhausted = frozenset({"ws-b"})
+        sim.advance(1)
+        stopping = live.dispatcher.cycle()
+        assert stopping.workloads_stopped == ((service, "BudgetExhausted"),)
+        assert "workloads stopped 1" in stopping.summary()
+        assert _scaled_to_none(sim, "api") == "BudgetExhausted"
+        assert _scaled_to_none(sim, "nb") is None  # prepaid: a budget never stops it
+        (stop,) = [d for d in live.decisions() if d.data.get("outcome") == "stop"]
+        assert (stop.data["job_uid"], stop.data["reason"]) == (service, "BudgetExhausted")
+        assert stop.data["state"]["replicas"] == {"held": 1, "per_replica": 1}
+        # stored once per episode: the next cycles store no second one
+        sim.advance(1)
+        live.dispatcher.cycle()
+        assert len([d for d in live.decisions() if d.data.get("outcome") == "stop"]) == 1
+        why = why_job(store, service)
+        assert why["stopped"]["reason"] == "BudgetExhausted"
+        Why.model_validate(plain(why))
+        assert notebook not in {uid for uid, _ in stopping.workloads_stopped}
+    finally:
+        live.close()
+
+
+def test_a_released_subscription_stops_a_running_service_after_the_grace(
+    sim: KubeSim, store: PostgresEventStore
+) -> None:
+    live = Live(sim, store, resources=(JOBS, PYTORCHJOBS, PODS, DEPLOYMENTS))
+    try:
+        now = sim.clock.now()
+        publish_price_book(store, demo_book(), at=now)
+        order = purchase(
+            store, group="gpu-g2", spec="ml.g2.8xlarge", nodes=1, term="month",
+            workspace="ws-a", principal="test", at=now,
+        )  # fmt: skip
+        draw_on_groups(store, {"root": ["gpu-g2"]}, principal="test", at=now)
+        service = _running_workload(
+            live, "api", {"dlc.ledger/workspace": "ws-a", "dlc.ledger/billing-mode": "quota"}
+        )
+        end = order.subscription.ends_at
+        sim.advance((end - sim.clock.now()).total_seconds() + 3600)  # in its grace
+        assert live.dispatcher.cycle().workloads_stopped == ()
+        sim.advance(timedelta(hours=24).total_seconds())  # past the grace: released
+        released = live.dispatcher.cycle()
+        assert released.workloads_stopped == ((service, "SubscriptionExpired"),)
+        assert _scaled_to_none(sim, "api") == "SubscriptionExpired"
     finally:
         live.close()

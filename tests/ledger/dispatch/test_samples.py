@@ -84,6 +84,7 @@ def test_data_scenario_matches_its_expectation(path: Path) -> None:
         return
     cycles, report = out["cycles"], out["preemptions"]
     assert [job for c in cycles for job in c["admitted"]] == expect["admitted"]
+    assert [job for c in cycles for job in c["spilled"]] == expect.get("spilled", [])
     assert {r["victim"]: r["reason"] for r in report} == expect["preempted"]
     assert {r["victim"]: r["preemptor"] for r in report} == expect["preemptors"]
     refused = {r["job"]: r["reason"] for c in cycles for r in c["refused"]}

@@ -257,6 +257,84 @@ def test_a_waiting_replica_has_an_estimated_start() -> None:
     assert start.basis == "simulated"
 
 
+# spillover -----------------------------------------------------------------------------
+
+
+def spilling(i: int, *, gpus: int = 8, priority: int = 100) -> Incoming:
+    return replace(pending_replica(i, gpus=gpus, priority=priority), spillover=True)
+
+
+#: nobody borrows (training within its 48, notebooks within their 80): a replica finds no
+#: victim its quota's policies allow
+NO_VICTIM = (
+    *(svc(i) for i in range(4)),
+    *(train(f"t{i}", minutes=i) for i in range(6)),
+    notebook("nb-1", 48),
+)
+
+
+def test_a_spillover_replica_that_finds_no_victim_is_admitted_on_public_resources() -> None:
+    result = plan_cycle(CycleInput(QUOTAS, NO_VICTIM, (spilling(4), spilling(5)), NOW))
+    assert [(d.job, d.outcome, d.spillover) for d in result.admissions] == [
+        ("inference#4", "admit", True),
+        ("inference#5", "admit", True),
+    ]
+    assert not result.preemptions and not result.pending and not result.parked
+    assert result.admissions[0].as_document()["spillover"] is True
+
+
+def test_a_spilled_replica_takes_nothing_from_the_quota() -> None:
+    # 8 GPUs free (the notebook gone), both borrow: the replica (priority 5: no training
+    # borrower is lower, so it preempts nothing) is decided first and spills; counted, its
+    # 16 GPUs would leave nothing to the training job decided after it
+    admitted = FULL[:-1]
+    spill = spilling(4, gpus=16, priority=5)
+    job = Incoming("t-new", "quota1.1", 1, {G: 8}, NOW, "team-b")
+    result = plan_cycle(CycleInput(QUOTAS, admitted, (spill, job), NOW))
+    assert [(d.job, d.spillover) for d in result.admissions] == [
+        ("inference#4", True),
+        ("t-new", False),
+    ]
+
+
+def test_a_spillover_replica_that_fits_or_may_preempt_stays_within_its_quota() -> None:
+    # it fits: admitted within the quota, as any replica
+    running = FULL[:-2]
+    result = plan_cycle(CycleInput(QUOTAS, running, (spilling(4),), NOW))
+    assert [(d.job, d.spillover) for d in result.admissions] == [("inference#4", False)]
+    # a borrower its policy allows it to reclaim: it preempts rather than spill; the next
+    # replica, which needs the same victim (overlapping targets), found a victim too: it
+    # waits to preempt next cycle, as any replica
+    result = plan_cycle(CycleInput(QUOTAS, FULL, (spilling(4), spilling(5)), NOW))
+    assert [(d.job, d.victims) for d in result.preemptions] == [
+        ("inference#4", (Victim("t10", "Reclaim"),))
+    ]
+    assert not result.admissions
+    assert [(p.job, p.reason) for p in result.pending] == [
+        ("inference#4", "PreemptionPending"),
+        ("inference#5", "WaitingForQuota"),
+    ]
+
+
+def test_a_spillover_replica_never_fitting_or_held_spills_but_budget_stops_it() -> None:
+    never = spilling(4, gpus=1000)
+    # a StrictFIFO head of the inner quota that cannot fit holds what is behind it
+    head = replace(pending_replica(7, gpus=1000), created_at=T0)
+    queues = {"quota1": QueueSettings(policy="StrictFIFO")}
+    result = plan_cycle(CycleInput(QUOTAS, NO_VICTIM, (never, head, spilling(5)), NOW, queues))
+    assert sorted((d.job, d.spillover) for d in result.admissions) == [
+        ("inference#4", True),
+        ("inference#5", True),
+    ]
+    assert [(p.job, p.reason) for p in result.pending] == [("inference#7", "ExceedsMaxQuota")]
+    # nothing of a workspace whose stop budget is exhausted runs, spilled or not
+    blocked = plan_cycle(
+        CycleInput(QUOTAS, NO_VICTIM, (spilling(4),), NOW, blocked_workspaces=frozenset({"team-a"}))
+    )
+    assert not blocked.admissions
+    assert [(p.job, p.reason) for p in blocked.pending] == [("inference#4", "BudgetExhausted")]
+
+
 # properties ----------------------------------------------------------------------------
 
 CLASSES: tuple[WorkloadClass, ...] = ("job", "notebook", "service")
