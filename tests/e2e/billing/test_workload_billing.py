@@ -133,15 +133,20 @@ quotas:
 """
 
 
-def test_a_spilling_service_pays_for_the_replicas_beyond_its_quota_only(
-    store: PostgresEventStore, cli: CliCall
-) -> None:
+def _subscribed(store: PostgresEventStore, tree: str) -> None:
+    """The demo book, 16 subscribed GPUs (2 nodes of group gpu-g2) and ``tree`` on them."""
     publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
     purchase(
         store, group="gpu-g2", spec="ml.g2.8xlarge", nodes=2, term="year", workspace="ws-sub",
         principal="test", at=at("2027-01-01T00:00"), key="two",
     )  # fmt: skip
-    apply_quota_file(store, TREE, principal="test", at=at("2027-01-02T00:00"))
+    apply_quota_file(store, tree, principal="test", at=at("2027-01-02T00:00"))
+
+
+def test_a_spilling_service_pays_for_the_replicas_beyond_its_quota_only(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    _subscribed(store, TREE)
     t0 = at("2027-01-03T00:00")
     minute = timedelta(minutes=1)
     # replicas of 8 GPUs on a 16-GPU quota: r1 and r2 fill it, r3 spills while they hold
@@ -212,3 +217,39 @@ def test_a_spilling_service_pays_for_the_replicas_beyond_its_quota_only(
         "AND i.workspace = 'ws-sub' AND l.job_uid IS NULL AND l.resource = 'gpu/any'",
     )
     assert tuple(job_line) == ("quota", 0)  # the training job: prepaid, its own line
+
+
+POOL = """
+quotas:
+  - name: pool
+    min: {gpu/any: 16000}
+    resource_groups: [gpu-g2]
+  - name: train
+    parent: pool
+    min: {gpu/any: 8000}
+    workspaces: [ws-sub]
+"""
+
+
+def test_a_service_on_the_parent_quota_shares_its_pool_with_the_children(
+    store: PostgresEventStore,
+) -> None:
+    # the platform's integrated example: inference on the parent quota, training on a
+    # child; the parent's 16 GPUs are the pool both draw on, so a replica spills only
+    # once the pool is held, training's part included
+    _subscribed(store, POOL)
+    t0 = at("2027-01-03T00:00")
+    minute = timedelta(minutes=1)
+    store.append(
+        [
+            _workload("svc", t0, workspace="ws-sub", spillover="public"),
+            started("job-0", t0, workspace="ws-sub", mgpu=8000),
+            started("r1", t0 + minute, job="svc", workspace="ws-sub", quota="pool", mgpu=8000),
+            started("r2", t0 + 2 * minute, job="svc", workspace="ws-sub", quota="pool", mgpu=8000),
+            ended("job-0", t0 + 3 * minute),
+            started("r3", t0 + 4 * minute, job="svc", workspace="ws-sub", quota="pool", mgpu=8000),
+        ]
+    )
+    tick(store, at("2027-01-04T00:00"))
+    modes = dict(query(store, "SELECT occupancy_id, billing_mode FROM billing_occupancies"))
+    assert modes == {"job-0": "quota", "r1": "quota", "r2": "public", "r3": "quota"}
