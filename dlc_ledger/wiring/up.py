@@ -346,13 +346,16 @@ def _start_cluster_side(
 def _apply_reference_data(
     plan: UpPlan, store: PostgresEventStore, epoch: datetime, say: Callable[[str], None]
 ) -> None:
-    """The price book and quota tree (the demo's unless given) at the trace's start."""
+    """The price book and quota tree (the demo's unless given; for the combined replay the
+    tree that binds DLRM's apps too) at the trace's start."""
     from importlib.resources import as_file
 
-    from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS
+    from dlc_ledger.resources import COMBINED_QUOTAS, DEMO_PRICE_BOOK, DEMO_QUOTAS
+    from dlc_ledger.wiring.replay import COMBINED
     from dlc_ledger.wiring.replay.reference_data import apply_reference_data
 
-    with as_file(DEMO_QUOTAS) as demo_quotas, as_file(DEMO_PRICE_BOOK) as demo_prices:
+    tree = COMBINED_QUOTAS if plan.fmt == COMBINED else DEMO_QUOTAS
+    with as_file(tree) as demo_quotas, as_file(DEMO_PRICE_BOOK) as demo_prices:
         apply_reference_data(
             store, plan.quotas or demo_quotas, plan.pricebook or demo_prices, epoch, say
         )
