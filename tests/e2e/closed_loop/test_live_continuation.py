@@ -6,8 +6,8 @@ The history (the rows created in the 12 hours before ``W``, a day before the tra
 must be exact per workspace against the trace up to the live instant; the live rows (the
 copies, ``-live``) arrive suspended and only the dispatcher starts them; no decision is
 stored before the live instant, and every admission is a live row's (or a history row's
-the dispatcher itself preempted first). Some history rows still run at the live instant
-and hold the quota tree's capacity there.
+the dispatcher itself preempted first). Some history rows still run at the live instant,
+to their trace deletion, and hold the quota tree's capacity: a live copy waits for them.
 """
 
 from __future__ import annotations
@@ -60,12 +60,23 @@ def test_history_open_loop_then_a_live_copy_under_the_dispatcher(
     assert len(history.instances) > 300 and len(live_names) > 20 and running_at
     live_from = trace.epoch + timedelta(seconds=at)
 
-    started = time.monotonic()
+    # closed-loop.yaml, burstable capped at 9 GPUs: the history's two burstable rows
+    # running at the live instant (8 + 1 GPUs) hold it all, so the live burstable copy
+    # waits for the end of one of them
     resources = files("dlc_ledger.resources")
-    with (
-        as_file(resources / "quotas" / "closed-loop.yaml") as tree,
-        as_file(resources / "pricebooks" / "demo-2026.yaml") as book,
-    ):
+    tree = tmp_path / "tree.yaml"
+    shipped = (resources / "quotas" / "closed-loop.yaml").read_text()
+    tree.write_text(shipped.replace("max: {gpu/any: 12000}", "max: {gpu/any: 9000}"))
+    assert tree.read_text() != shipped
+    burstable = [i for i in running_at if i.workspace == "ws-burstable"]
+    assert sum(i.gpu_milli for i in burstable) == 9000
+    first_end = min(i.deleted or trace.end for i in burstable)
+    (waiting,) = [
+        i for i in trace.instances if i.job_name in live_names and i.workspace == "ws-burstable"
+    ]
+
+    started = time.monotonic()
+    with as_file(resources / "pricebooks" / "demo-2026.yaml") as book:
         summary = run_replay(
             trace,
             quotas=tree,
@@ -110,6 +121,18 @@ def test_history_open_loop_then_a_live_copy_under_the_dispatcher(
     }
     assert {submitted[u] for u in admitted - victims} <= live_names
     assert {submitted[u] for u in admitted} & live_names
+    # the history's occupancy counts in the one quota tree: the burstable copy is admitted
+    # at the first cycle after a history row of its quota ended, not at its arrival
+    (admission,) = [
+        e.occurred_at
+        for e in decisions
+        if e.type == "AdmissionDecided"
+        and e.data["outcome"] == "admit"
+        and submitted[e.data["job_uid"]] == waiting.job_name
+    ]
+    freed = trace.epoch + timedelta(seconds=first_end)
+    assert freed <= admission < freed + timedelta(seconds=120)
+    assert admission > trace.epoch + timedelta(seconds=waiting.created + 60)
 
     # the live rows started only once admitted: no occupancy of a live row before its
     # admission; history rows ran through the live instant as the trace says
