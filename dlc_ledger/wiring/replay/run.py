@@ -33,6 +33,7 @@ from kubesim.traces import (
     OPENB_NODES_CSV,
     OPENB_PODS_CSV,
     Trace,
+    live_rows,
     load_dlrm,
     load_openb,
     load_trace,
@@ -133,6 +134,21 @@ def describe_run(
     )
 
 
+def _with_live_copy(trace: Trace, live: tuple[datetime, datetime]) -> tuple[Trace, datetime]:
+    """``trace`` with the rows created in ``live`` copied after its end, and the instant
+    the copies start (the first full hour after the trace's end)."""
+    start, end = (round((t - trace.epoch).total_seconds()) for t in live)
+    if not 0 <= start < end:
+        raise Invalid(
+            f"the live window {live[0]:%Y-%m-%dT%H:%MZ}/{live[1]:%Y-%m-%dT%H:%MZ} must start"
+            " at or after the trace's epoch and before it ends"
+        )
+    if not any(start <= i.created < end for i in trace.instances):
+        raise Invalid("no trace row is created in the live window")
+    at = (trace.end // 3600 + 1) * 3600
+    return live_rows(trace, (start, end), at), trace.epoch + timedelta(seconds=at)
+
+
 def _history(trace: Trace, open_until: int | None) -> Trace | None:
     """The rows created before ``open_until`` (None: no history, a plain replay)."""
     if open_until is None:
@@ -175,6 +191,7 @@ def run_replay(
     until: datetime | None = None,
     budgets: Path | None = None,
     live_from: datetime | None = None,
+    live: tuple[datetime, datetime] | None = None,
 ) -> ReplaySummary:
     """Replay ``trace`` end to end (:mod:`dlc_ledger.wiring.replay`). Raises on a stalled
     pipeline. ``until`` stops a closed loop at that instant, jobs left running and queued.
@@ -184,6 +201,10 @@ def run_replay(
     created before it are history, played open loop with no dispatcher cycle and checked
     against the trace to that instant; the rows created from it on are the closed loop's
     (:func:`~.closed_loop.run_closed_loop`'s ``open_until``), in the same database.
+    ``live`` (with ``closed_loop``, without ``live_from``): a window of cluster time whose
+    rows are copied (:func:`kubesim.traces.live_rows`, suffix ``-live``) to the first full
+    hour after the trace's end and played live from there, the whole trace before them as
+    history.
     ``policy`` / ``scale`` reshape the quota tree (:mod:`ledger.quotas.what_if`);
     ``run`` (without ``store``): into that run's database (:mod:`dlc_ledger.wiring.runs`),
     created when missing and emptied first: a run holds one replay."""
@@ -197,10 +218,14 @@ def run_replay(
         loaded = trace
     else:
         loaded = load_replay_trace(trace, fmt, nodes=nodes, epoch=epoch, limit=limit, window=window)
+    if (live_from is not None or live is not None) and not closed_loop:
+        raise Invalid("a live part (--live) is played closed loop: add --closed-loop")
+    if live is not None:
+        if live_from is not None:
+            raise Invalid("a live window (--live) starts its own live part: no live_from")
+        loaded, live_from = _with_live_copy(loaded, live)
     open_until = None
     if live_from is not None:
-        if not closed_loop:
-            raise Invalid("--live-from continues the history in a closed loop: add --closed-loop")
         open_until = round((live_from - loaded.epoch).total_seconds())
         if open_until < 0:
             raise Invalid("the live part must start at or after the trace's epoch")

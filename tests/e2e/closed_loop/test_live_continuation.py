@@ -26,6 +26,7 @@ from dlc_ledger.wiring.replay import ReplaySummary, run_replay
 from kubesim.traces import Trace, TraceInstance, live_rows, load_openb
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import events as events_table
+from tests.support.clis import CliCall
 
 HOUR = 3600
 
@@ -243,3 +244,53 @@ def test_a_live_job_preempts_a_history_row_which_resumes_as_its_trace_runs(
     # the ones resumed before their deletion: admitted by the dispatcher, ran to it
     resumed = {world.submitted[u] for u in world.admitted_at} & history_victims
     assert all(runs[n][-1][1] == _iso(world.at(by_name[n].deleted or 0)) for n in resumed)
+
+
+def test_the_live_option_refuses_what_it_cannot_do(cli: CliCall) -> None:
+    tree = "dlc_ledger/resources/quotas/closed-loop.yaml"
+    cases = [
+        (["--live", "2027-03-29T07:00Z"], "FROM/TO"),
+        (["--live", "2027-03-29T07:00Z/2027-03-29T08:00Z"], "--closed-loop"),
+        (["--live", "2020-01-01T00:00Z/2020-01-02T00:00Z", "--closed-loop", "--quotas", tree],
+         "start at or after"),
+        (["--live", "2028-01-01T00:00Z/2028-01-02T00:00Z", "--closed-loop", "--quotas", tree],
+         "no trace row"),
+    ]  # fmt: skip
+    for args, message in cases:
+        out = cli("replay", "--trace", "openb", *args, ok=False)
+        assert message in out, (args, out)
+
+
+def test_a_live_window_is_copied_after_the_trace_and_played_live_there(
+    store: PostgresEventStore, bootstrap: str, tmp_path: Path
+) -> None:
+    openb = load_openb()
+    w = (openb.end - 24 * HOUR) // HOUR * HOUR
+    window = (openb.epoch + timedelta(seconds=w - 6 * HOUR), openb.epoch + timedelta(seconds=w))
+    live = (window[1] - timedelta(hours=1), window[1])
+    copies = sum(1 for i in openb.between(w - HOUR, w).instances)
+    resources = files("dlc_ledger.resources")
+    with (
+        as_file(resources / "quotas" / "closed-loop.yaml") as tree,
+        as_file(resources / "pricebooks" / "demo-2026.yaml") as book,
+    ):
+        summary = run_replay(
+            "openb",
+            window=window,
+            live=live,
+            quotas=tree,
+            pricebook=book,
+            store=store,
+            bootstrap=bootstrap,
+            data_dir=tmp_path,
+            closed_loop=True,
+            progress=None,
+            timeout=300,
+        )
+    print("\n".join(summary.lines()))
+    assert summary.ok and summary.mismatches == [] and summary.workspaces_checked >= 3
+    assert summary.closed_loop is not None and summary.closed_loop.jobs == copies
+    live_from = openb.epoch + timedelta(seconds=(openb.end // HOUR + 1) * HOUR)
+    assert f"checked against the trace to {live_from:%Y-%m-%dT%H:%M:%SZ}" in summary.notes[-1]
+    decided = _events(store, "AdmissionDecided")
+    assert decided and min(e.occurred_at for e in decided) >= live_from
