@@ -218,11 +218,16 @@ class ClosedLoopDriver(TraceDriver):
 
     # -- actions ---------------------------------------------------------------------------
 
-    def play_history(self, wait: Callable[[Callable[[], bool]], None] | None = None) -> None:
+    def play_history(
+        self,
+        wait: Callable[[Callable[[], bool]], None] | None = None,
+        after_step: Callable[[], None] | None = None,
+    ) -> None:
         """Apply every action before ``open_until`` as fast as the watchers keep up: before
         each instant, while the open watches have more than ``max_backlog`` unsent events,
         wait (``wait(caught_up)``: the caller's own wait, which may time out or report;
-        default: poll every 2 ms). The clock stands at the history's last action then;
+        default: poll every 2 ms); ``after_step()`` after each instant (the caller's progress
+        line, deadline). The clock stands at the history's last action then;
         ``run_until(open_until)`` moves on to the live part."""
         if self.open_until is None:
             return
@@ -233,6 +238,8 @@ class ClosedLoopDriver(TraceDriver):
                 else:
                     wait(lambda: not self.watchers_behind())
             self.step()
+            if after_step is not None:
+                after_step()
 
     def _apply(self, kind: int, inst: TraceInstance) -> None:
         if self.is_history(inst):

@@ -188,12 +188,24 @@ def run_closed_loop(
         api = client.ApiClient(client.Configuration(host=p.sim.url))
         dispatcher = make_dispatcher(store, api, p.sim.clock.now)
         t, cycles = 0.0, 0
+        next_report = time.monotonic() + interval
         if open_until is not None:  # the history, open loop: no cycle before open_until
-            driver.play_history(lambda ready: p.wait(ready, "replaying history", poll=0.002))
+
+            def progress() -> None:
+                nonlocal next_report
+                now = time.monotonic()
+                if now > p.deadline:
+                    raise Unavailable("replay timed out while replaying the history")
+                if now >= next_report:
+                    p.report("history")
+                    next_report = now + interval
+
+            driver.play_history(
+                lambda ready: p.wait(ready, "replaying history", poll=0.002), progress
+            )
             t = float(open_until)
         stopped_at: float | None = None
         next_bill = 0.0
-        next_report = time.monotonic() + interval
         while True:
             driver.run_until(t)
             p.settle(poll=0.005)
