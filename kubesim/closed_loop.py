@@ -27,6 +27,18 @@ length (end - scheduled) and then succeed. Rows the trace marks pre-existing (ru
 the trace began, DLRM) are adopted: created unsuspended and bound at once, as workloads a
 dispatcher finds already admitted; they can be preempted like any other.
 
+History, then live (``open_until``, trace seconds): rows created before it play exactly as
+the open loop plays them (:class:`~kubesim.driver.TraceDriver`: created unsuspended, bound at
+their scheduled second, ended at their deletion, a service's replicas as its Deployment's
+pods), whatever the dispatcher does; rows created at or after it arrive suspended, as above.
+A history row still running at ``open_until`` runs on to its own deletion (a row the trace
+never ended: for ever, as in the open loop). The dispatcher may preempt one (it occupies
+the quota tree like any admitted job): resumed, it binds at once if its trace row has not
+ended yet and still ends at its trace deletion; its deletion coming while it waits ends the
+Job as the trace says. Only the live rows are closed-loop jobs (:attr:`runs`,
+:attr:`finished`). :meth:`play_history` plays the history fast, waiting while the watchers
+are behind (as ``TraceDriver.run`` does), so no watch falls out of the history window.
+
 Lockstep: nothing runs on a thread. The caller moves virtual time with :meth:`run_until`
 and acts between steps; :meth:`next_instant` says when something will next happen by itself
 (an arrival, a withdrawal, a run's end, a grace period's end), :attr:`finished` whether every
@@ -36,9 +48,18 @@ job has ended.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
-from kubesim.driver import _CREATE, _TERMINATE, TraceDriver
+from kubesim.driver import (
+    _CREATE,
+    _DEPLOY,
+    _TERMINATE,
+    ServicePlan,
+    TraceDriver,
+    open_loop_actions,
+    plan_services,
+)
 from kubesim.objects import ANNOTATION_MAX_RUN, pod_object, terminate_pod
 from kubesim.resources import BATCH_JOBS, PODS
 from kubesim.server import KubeSim
@@ -84,23 +105,52 @@ class ClosedLoopDriver(TraceDriver):
 
     ``end`` (default: the last creation or withdrawal of the trace's rows, not the full
     trace's end, so a ``head()`` slice ends when its jobs do) is where rows that never ended
-    stop running.
+    stop running. ``open_until`` (trace seconds; None: no history): rows created before it
+    play open loop, the others closed loop (module docstring); ``max_backlog`` paces
+    :meth:`play_history`.
     """
 
-    def __init__(self, sim: KubeSim, trace: Trace, *, end: int | None = None) -> None:
+    def __init__(
+        self,
+        sim: KubeSim,
+        trace: Trace,
+        *,
+        end: int | None = None,
+        open_until: int | None = None,
+        max_backlog: int = 2_000,
+    ) -> None:
+        self.open_until = open_until
         self.runs: dict[tuple[str, str], JobRun] = {
-            (i.namespace, i.job_name): JobRun() for i in trace.instances
+            (i.namespace, i.job_name): JobRun() for i in trace.instances if not self.is_history(i)
         }
         self._pod_uids: dict[tuple[str, str], str] = {}
         self.end = end if end is not None else _last_second(trace)
-        super().__init__(sim, trace, "max", prime=True)
+        self._last_history: int | None = None  # position of the history's last action
+        super().__init__(sim, trace, "max", max_backlog=max_backlog, prime=True)
         sim.cluster.job_failed = self._failed_by_controller
 
     # -- plan and progress -----------------------------------------------------------------
 
+    def is_history(self, inst: TraceInstance) -> bool:
+        """The row plays open loop: created before ``open_until``."""
+        return self.open_until is not None and inst.created < self.open_until
+
+    def history(self) -> Trace:
+        """The trace's history rows alone (the open-loop part; empty without ``open_until``)."""
+        return replace(
+            self.trace, instances=tuple(i for i in self.trace.instances if self.is_history(i))
+        )
+
+    def _plan_services(self) -> dict[tuple[str, str], ServicePlan]:
+        # only the history plays services: a live row is a Job (module docstring)
+        return plan_services(self.history()) if self.open_until is not None else {}
+
     def _plan_actions(self) -> list[tuple[int, int, int]]:
-        actions: list[tuple[int, int, int]] = []
+        actions = self._deploy_actions()
         for index, inst in enumerate(self.trace.instances):
+            if self.is_history(inst):
+                actions += open_loop_actions(index, inst)
+                continue
             actions.append((inst.created, _CREATE, index))
             if inst.scheduled is None and inst.deleted is not None:
                 actions.append((max(inst.deleted, inst.created), _TERMINATE, index))
@@ -108,8 +158,24 @@ class ClosedLoopDriver(TraceDriver):
 
     @property
     def finished(self) -> bool:
-        """Every job has ended (succeeded, failed or withdrawn)."""
-        return all(run.ended is not None for run in self.runs.values())
+        """Every job has ended (succeeded, failed or withdrawn), and the history has been
+        played to its last action."""
+        return all(run.ended is not None for run in self.runs.values()) and (
+            self.open_until is None or not self._history_pending()
+        )
+
+    def _history_pending(self) -> bool:
+        """Some action of the history is still to be applied."""
+        if self._last_history is None:
+            self._last_history = max(
+                (
+                    position
+                    for position, (_, kind, index) in enumerate(self._actions)
+                    if kind == _DEPLOY or self.is_history(self.trace.instances[index])
+                ),
+                default=-1,
+            )
+        return self._next <= self._last_history
 
     def unfinished(self) -> list[str]:
         return sorted(f"{ns}/{name}" for (ns, name), r in self.runs.items() if r.ended is None)
@@ -152,8 +218,33 @@ class ClosedLoopDriver(TraceDriver):
 
     # -- actions ---------------------------------------------------------------------------
 
+    def play_history(
+        self,
+        wait: Callable[[Callable[[], bool]], None] | None = None,
+        after_step: Callable[[], None] | None = None,
+    ) -> None:
+        """Apply every action before ``open_until`` as fast as the watchers keep up: before
+        each instant, while the open watches have more than ``max_backlog`` unsent events,
+        wait (``wait(caught_up)``: the caller's own wait, which may time out or report;
+        default: poll every 2 ms); ``after_step()`` after each instant (the caller's progress
+        line, deadline). The clock stands at the history's last action then;
+        ``run_until(open_until)`` moves on to the live part."""
+        if self.open_until is None:
+            return
+        while (t := self.next_time()) is not None and t < self.open_until:
+            if self.watchers_behind():
+                if wait is None:
+                    self._wait_for_watchers()
+                else:
+                    wait(lambda: not self.watchers_behind())
+            self.step()
+            if after_step is not None:
+                after_step()
+
     def _apply(self, kind: int, inst: TraceInstance) -> None:
-        if kind == _CREATE:
+        if self.is_history(inst):
+            super()._apply(kind, inst)
+        elif kind == _CREATE:
             self._create_suspended(inst)
         else:
             self._withdraw(inst)
@@ -219,6 +310,9 @@ class ClosedLoopDriver(TraceDriver):
         meta = pod["metadata"]
         job = (meta.get("labels") or {}).get("job-name") or ""
         key = (meta["namespace"], job)
+        if key not in self.runs:  # a history row (or no row): as the open loop
+            super()._schedule_resumed(pod)
+            return
         inst = self._by_job.get(key)
         if inst is None or self.runs[key].ended is not None:
             return

@@ -56,6 +56,7 @@ __all__ = [
     "ServicePlan",
     "Speed",
     "TraceDriver",
+    "open_loop_actions",
     "plan_services",
     "pod_names",
     "row_annotations",
@@ -157,6 +158,18 @@ def pod_names(trace: Trace) -> dict[tuple[str, str], str]:
         )
         for i in trace.instances
     }
+
+
+def open_loop_actions(index: int, inst: TraceInstance) -> list[tuple[int, int, int]]:
+    """(second, kind, ``index``) of what the open loop does to one row: create it, bind it
+    at its scheduled second, end it at its deletion."""
+    actions = [(inst.created, _CREATE, index)]
+    if inst.scheduled is not None:
+        actions.append((inst.scheduled, _BIND, index))
+    if inst.deleted is not None:
+        late = inst.scheduled is not None and inst.deleted <= inst.scheduled
+        actions.append((inst.deleted, _TERMINATE_LATE if late else _TERMINATE, index))
+    return actions
 
 
 @dataclass
@@ -301,7 +314,7 @@ class TraceDriver:
         self._by_job = {(i.namespace, i.job_name): i for i in trace.instances}
         self._pods: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._placed: dict[tuple[str, str], tuple[str, int, int, int]] = {}
-        self.services = plan_services(trace)
+        self.services = self._plan_services()
         self._service_keys = list(self.services)
         self._actions = sorted(self._plan_actions())
         self._next = 0
@@ -328,21 +341,23 @@ class TraceDriver:
         if prime:
             self.run_until(0)
 
+    def _plan_services(self) -> dict[tuple[str, str], ServicePlan]:
+        """The services the driver plays (every one the trace's rows are replicas of)."""
+        return plan_services(self.trace)
+
     def _plan_actions(self) -> list[tuple[int, int, int]]:
         """(second, kind, instance index) of every action the trace prescribes (for a
         Deployment's creation: the index of its service)."""
-        actions: list[tuple[int, int, int]] = [
+        actions = self._deploy_actions()
+        for index, inst in enumerate(self.trace.instances):
+            actions += open_loop_actions(index, inst)
+        return actions
+
+    def _deploy_actions(self) -> list[tuple[int, int, int]]:
+        return [
             (self.services[key].created, _DEPLOY, index)
             for index, key in enumerate(self._service_keys)
         ]
-        for index, inst in enumerate(self.trace.instances):
-            actions.append((inst.created, _CREATE, index))
-            if inst.scheduled is not None:
-                actions.append((inst.scheduled, _BIND, index))
-            if inst.deleted is not None:
-                late = inst.scheduled is not None and inst.deleted <= inst.scheduled
-                actions.append((inst.deleted, _TERMINATE_LATE if late else _TERMINATE, index))
-        return actions
 
     # -- progress --------------------------------------------------------------------------
 
@@ -435,8 +450,12 @@ class TraceDriver:
             self.done.set()
 
     def _wait_for_watchers(self) -> None:
-        while self.sim.watch_backlog() > self.max_backlog and not self._stop.is_set():
+        while self.watchers_behind() and not self._stop.is_set():
             time.sleep(0.002)
+
+    def watchers_behind(self) -> bool:
+        """The open, non-stalled watches have more than ``max_backlog`` unsent events."""
+        return self.sim.watch_backlog() > self.max_backlog
 
     # -- actions ---------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ import csv
 import io
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -47,6 +47,7 @@ __all__ = [
     "TraceInstance",
     "TraceNode",
     "combine",
+    "live_rows",
     "load_dlrm",
     "load_openb",
     "load_trace",
@@ -318,6 +319,55 @@ def combine(name: str, *traces: Trace) -> Trace:
         raise ValueError("the combined traces name the same job twice")
     notes = {f"{t.name}.{k}": v for t in traces for k, v in t.notes.items()}
     return Trace(name, traces[0].epoch, nodes, rows, max(t.end for t in traces), notes)
+
+
+def live_rows(
+    trace: Trace, window: tuple[int, int], at: int | None = None, suffix: str = "-live"
+) -> Trace:
+    """``trace`` with a copy of the rows created in ``window`` (trace seconds, ``[start,
+    end)``) appended, to be played live after it (a closed loop from ``at``:
+    :class:`kubesim.closed_loop.ClosedLoopDriver`'s ``open_until``).
+
+    Each copy is its row renamed ``<job_name><suffix>`` (so its Job, pod, uids and event
+    ids are its own) and moved so the window starts at ``at`` (default: the first full hour
+    after the trace's end), on the trace's own clock (one epoch). A copy is a Job of its own
+    (a service's replica too: the live part is played closed loop, where every row is a
+    Job), never pre-existing; a row the trace never ended ends, in its copy, after the time
+    it ran in the trace (to the trace's end). ``at`` must come after every row's creation,
+    so ``open_until = at`` splits the history from the copies; the result's end is the
+    later of the trace's and the copies' last second."""
+    start, stop = window
+    if not 0 <= start < stop:
+        raise ValueError(f"a trace window starts before it ends ({start}, {stop})")
+    at = (trace.end // 3600 + 1) * 3600 if at is None else at
+    last = max((i.created for i in trace.instances), default=-1)
+    if at <= last:
+        raise ValueError(f"the live rows start at {at}, not after the trace's last creation {last}")
+    shift = at - start
+    copies = []
+    for inst in trace.instances:
+        if not start <= inst.created < stop:
+            continue
+        deleted = inst.deleted
+        if deleted is None and inst.scheduled is not None:
+            deleted = max(trace.end, inst.scheduled)
+        copies.append(
+            replace(
+                inst,
+                job_name=f"{inst.job_name}{suffix}",
+                created=inst.created + shift,
+                scheduled=None if inst.scheduled is None else inst.scheduled + shift,
+                deleted=None if deleted is None else deleted + shift,
+                pre_existing=False,
+                service=None,
+                replica=0,
+            )
+        )
+    rows = trace.instances + tuple(copies)
+    if len({(i.namespace, i.job_name) for i in rows}) != len(rows):
+        raise ValueError(f"a copy named with {suffix!r} has the name of a row of the trace")
+    end = max([trace.end, *(max(i.created, i.scheduled or 0, i.deleted or 0) for i in copies)])
+    return Trace(trace.name, trace.epoch, trace.nodes, rows, end, trace.notes)
 
 
 def load_trace(

@@ -120,6 +120,15 @@ def replay(
             "queued as they are (the default runs until every job ended)."
         ),
     ] = None,
+    live: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FROM/TO",
+            help=f"--closed-loop: play the whole trace open loop as history, then a copy of"
+            f" the rows created in this window ({CLUSTER}), renamed <job>-live, from the first"
+            " full hour after the trace's end, under the dispatcher, in the same run.",
+        ),
+    ] = None,
     policy: Annotated[
         str | None,
         typer.Option(
@@ -169,6 +178,7 @@ def replay(
         scale=None if scale_quotas is None else parse_scale(scale_quotas),
         run=run,
         until=None if until is None else parse_instant(until, option="--until"),
+        live=None if live is None else parse_window(live, option="--live"),
     )
     if as_json:
         typer.echo(json.dumps(summary.as_dict()))
@@ -192,11 +202,11 @@ def default_run_name(closed_loop: bool, policy: str | None) -> str:
     return "closed-loop" if policy is None else f"what-if-{policy.lower()}"
 
 
-def parse_window(text: str) -> tuple[datetime, datetime]:
+def parse_window(text: str, option: str = "--window") -> tuple[datetime, datetime]:
     start, sep, end = text.partition("/")
     if not sep:
-        raise typer.BadParameter("a window is FROM/TO (two instants)", param_hint="--window")
-    return parse_instant(start, option="--window"), parse_instant(end, option="--window")
+        raise typer.BadParameter("a window is FROM/TO (two instants)", param_hint=option)
+    return parse_instant(start, option=option), parse_instant(end, option=option)
 
 
 def parse_policy(text: str) -> str:

@@ -8,6 +8,11 @@ published, ingested and projected, and checks the store against the trace (one
 OccupancyStarted per scheduled pod, one OccupancyEnded per deleted scheduled pod; for an
 open loop, each workspace's usage and each service's replica-seconds to the second).
 
+A closed loop may continue a history (``run_replay(..., closed_loop=True, live_from=...)``):
+the rows created before ``live_from`` play open loop with no dispatcher and are checked
+against the trace up to it, the others arrive suspended for the live dispatcher, in one
+database (docs/dispatch.md, "History, then live").
+
 A replay is reproducible: kubesim derives UIDs from the trace, timestamps come from the
 virtual clock and event ids are deterministic, so replaying again into the same database adds
 nothing. Each database gets its own replay topic (remembered in the database), so a ``--fresh``

@@ -16,6 +16,13 @@ instant at a time:
    cycle grid, so idle stretches (days, in openb) cost nothing. Policy timers (Balance's
    timeout, Intelligent's aging) therefore take effect at the next such instant.
 
+With ``open_until`` (trace seconds) the trace's rows created before it are its history:
+kubesim plays them open loop, as fast as the watcher keeps up
+(:meth:`~kubesim.closed_loop.ClosedLoopDriver.play_history`), no dispatcher cycle runs
+before that instant, and the lockstep loop starts there; the rows created from it on are
+the live part, arriving suspended. The history's rows still running then occupy the quota
+tree the dispatcher decides against, and play on to their own deletion.
+
 The loop ends when every job has ended, or when nothing can change any more (no job due,
 no timer, the last cycle did nothing): the jobs still queued then can never be admitted
 as configured and are reported.
@@ -150,12 +157,15 @@ def run_closed_loop(
     make_dispatcher: DispatcherFactory,
     until: float | None = None,
     bill_every: float | None = None,
+    open_until: int | None = None,
 ) -> ClosedLoopRun:
     """Play ``trace`` in closed loop with the dispatcher ``make_dispatcher`` builds (module
     docstring); returns once every job ended or nothing can change any more, or at
     ``until`` (virtual seconds): the cluster as it is then, jobs running and queued.
     ``bill_every`` (virtual seconds): a billing tick before the first cycle of each such
-    stretch, so budgets see posted cost as the billing scheduler would post it."""
+    stretch, so budgets see posted cost as the billing scheduler would post it.
+    ``open_until`` (trace seconds): the rows created before it are history, played open
+    loop with no cycle before it (module docstring); the run's jobs are the others."""
     from consumers.projector import Projector
     from dlc_ledger.services.billing import tick
     from dlc_ledger.wiring.replay.pipeline import Pipeline
@@ -169,7 +179,8 @@ def run_closed_loop(
 
     def make_driver(sim: KubeSim) -> TraceDriver:
         # a window's rows the trace never ended run to the file's end, as in the open loop
-        return ClosedLoopDriver(sim, trace, end=trace.end if trace.window else None)
+        end = trace.end if trace.window or open_until is not None else None
+        return ClosedLoopDriver(sim, trace, end=end, open_until=open_until, max_backlog=5_000)
 
     with Pipeline(trace, site, make_driver, say=say, interval=interval, timeout=timeout) as p:
         driver = p.driver
@@ -177,9 +188,24 @@ def run_closed_loop(
         api = client.ApiClient(client.Configuration(host=p.sim.url))
         dispatcher = make_dispatcher(store, api, p.sim.clock.now)
         t, cycles = 0.0, 0
+        next_report = time.monotonic() + interval
+        if open_until is not None:  # the history, open loop: no cycle before open_until
+
+            def progress() -> None:
+                nonlocal next_report
+                now = time.monotonic()
+                if now > p.deadline:
+                    raise Unavailable("replay timed out while replaying the history")
+                if now >= next_report:
+                    p.report("history")
+                    next_report = now + interval
+
+            driver.play_history(
+                lambda ready: p.wait(ready, "replaying history", poll=0.002), progress
+            )
+            t = float(open_until)
         stopped_at: float | None = None
         next_bill = 0.0
-        next_report = time.monotonic() + interval
         while True:
             driver.run_until(t)
             p.settle(poll=0.005)
@@ -229,18 +255,21 @@ def run_closed_loop(
         )
 
 
-def closed_loop_figures(store: PostgresEventStore, run: ClosedLoopRun) -> ClosedLoopFigures:
-    """The run's figures from the store (after projection): decisions, waits, goodput."""
+def closed_loop_figures(
+    store: PostgresEventStore, run: ClosedLoopRun, since: datetime | None = None
+) -> ClosedLoopFigures:
+    """The run's figures from the store (after projection): decisions, waits, goodput;
+    ``since`` (cluster time): waits closed and occupancies ended from then on only (the
+    live part of a replay with a history)."""
     from projections.dispatch import DecisionWindow, decision_counts, goodput_report, wait_intervals
 
+    window = DecisionWindow(start=since)
     with store.reading() as conn:
         counts = decision_counts(conn)
         waits = sorted(
-            float(w.wait_s)
-            for w in wait_intervals(conn, DecisionWindow())
-            if w.admitted_at is not None
+            float(w.wait_s) for w in wait_intervals(conn, window) if w.admitted_at is not None
         )
-        goodput = goodput_report(conn, "quota", DecisionWindow())
+        goodput = goodput_report(conn, "quota", window)
     gpu = float(sum(r["gpu_hours"] for r in goodput))
     good = float(sum(r["good_gpu_hours"] for r in goodput))
     return ClosedLoopFigures(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -32,6 +33,7 @@ from kubesim.traces import (
     OPENB_NODES_CSV,
     OPENB_PODS_CSV,
     Trace,
+    live_rows,
     load_dlrm,
     load_openb,
     load_trace,
@@ -100,6 +102,8 @@ def describe_run(
     scale: Decimal | None,
     cycle: float,
     until: datetime | None = None,
+    *,
+    live_from: datetime | None = None,
 ) -> RunRecord:
     """What a run holds, in a line a reader of its reports can act on."""
     window = None
@@ -111,6 +115,8 @@ def describe_run(
         f"rows created {window}" if window else "the whole trace",
         f"{len(trace.instances):,} jobs",
     ]
+    if live_from is not None:
+        how.append(f"open loop until {live_from:%Y-%m-%dT%H:%MZ}, live (closed loop) from then")
     if closed_loop:
         how.append(f"every queue {policy}" if policy else "the tree's own queue policies")
         how.append(f"cycle {cycle:g} s")
@@ -128,12 +134,34 @@ def describe_run(
     )
 
 
+def _with_live_copy(trace: Trace, live: tuple[datetime, datetime]) -> tuple[Trace, datetime]:
+    """``trace`` with the rows created in ``live`` copied after its end, and the instant
+    the copies start (the first full hour after the trace's end)."""
+    start, end = (round((t - trace.epoch).total_seconds()) for t in live)
+    if not 0 <= start < end:
+        raise Invalid(
+            f"the live window {live[0]:%Y-%m-%dT%H:%MZ}/{live[1]:%Y-%m-%dT%H:%MZ} must start"
+            " at or after the trace's epoch and before it ends"
+        )
+    if not any(start <= i.created < end for i in trace.instances):
+        raise Invalid("no trace row is created in the live window")
+    at = (trace.end // 3600 + 1) * 3600
+    return live_rows(trace, (start, end), at), trace.epoch + timedelta(seconds=at)
+
+
+def _history(trace: Trace, open_until: int | None) -> Trace | None:
+    """The rows created before ``open_until`` (None: no history, a plain replay)."""
+    if open_until is None:
+        return None
+    return replace(trace, instances=tuple(i for i in trace.instances if i.created < open_until))
+
+
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
 def run_replay(
-    trace: str | Path = "openb",
+    trace: str | Path | Trace = "openb",
     fmt: str = "openb",
     *,
     nodes: str | Path | None = None,
@@ -162,9 +190,21 @@ def run_replay(
     run: str | None = None,
     until: datetime | None = None,
     budgets: Path | None = None,
+    live_from: datetime | None = None,
+    live: tuple[datetime, datetime] | None = None,
 ) -> ReplaySummary:
     """Replay ``trace`` end to end (:mod:`dlc_ledger.wiring.replay`). Raises on a stalled
     pipeline. ``until`` stops a closed loop at that instant, jobs left running and queued.
+    ``trace`` may be a loaded :class:`~kubesim.traces.Trace` (e.g. one with a live period
+    appended by :func:`kubesim.traces.live_rows`; ``fmt``, ``nodes``, ``epoch``, ``limit``
+    and ``window`` then do not apply). ``live_from`` (with ``closed_loop``): the rows
+    created before it are history, played open loop with no dispatcher cycle and checked
+    against the trace to that instant; the rows created from it on are the closed loop's
+    (:func:`~.closed_loop.run_closed_loop`'s ``open_until``), in the same database.
+    ``live`` (with ``closed_loop``, without ``live_from``): a window of cluster time whose
+    rows are copied (:func:`kubesim.traces.live_rows`, suffix ``-live``) to the first full
+    hour after the trace's end and played live from there, the whole trace before them as
+    history.
     ``policy`` / ``scale`` reshape the quota tree (:mod:`ledger.quotas.what_if`);
     ``run`` (without ``store``): into that run's database (:mod:`dlc_ledger.wiring.runs`),
     created when missing and emptied first: a run holds one replay."""
@@ -172,7 +212,24 @@ def run_replay(
 
     say = progress or (lambda _line: None)
     started_wall = time.monotonic()
-    loaded = load_replay_trace(trace, fmt, nodes=nodes, epoch=epoch, limit=limit, window=window)
+    if isinstance(trace, Trace):
+        if limit or window or nodes or epoch:
+            raise Invalid("a loaded trace is replayed as it is: no limit, window, nodes or epoch")
+        loaded = trace
+    else:
+        loaded = load_replay_trace(trace, fmt, nodes=nodes, epoch=epoch, limit=limit, window=window)
+    if (live_from is not None or live is not None) and not closed_loop:
+        raise Invalid("a live part (--live) is played closed loop: add --closed-loop")
+    if live is not None:
+        if live_from is not None:
+            raise Invalid("a live window (--live) starts its own live part: no live_from")
+        loaded, live_from = _with_live_copy(loaded, live)
+    open_until = None
+    if live_from is not None:
+        open_until = round((live_from - loaded.epoch).total_seconds())
+        if open_until < 0:
+            raise Invalid("the live part must start at or after the trace's epoch")
+    history = _history(loaded, open_until)
     if closed_loop and quotas is None:
         raise Invalid("--closed-loop needs --quotas: the dispatcher decides against a tree")
     if until is not None and not closed_loop:
@@ -207,7 +264,10 @@ def run_replay(
         tree = None if quotas is None else reshaped_tree(quotas, policy, scale)
         apply_reference_data(store, tree, pricebook, loaded.epoch, say, subscriptions, budgets)
         summary = ReplaySummary.expected(
-            loaded, cluster_name(loaded), topic, services_played=not closed_loop
+            loaded if history is None else history,
+            cluster_name(loaded),
+            topic,
+            services_played=not closed_loop or history is not None,
         )
         before = StoreCounts.read(store)
         site = PipelineSite(
@@ -229,6 +289,7 @@ def run_replay(
                 make_dispatcher=make_dispatcher or default_dispatcher,
                 until=None if until is None else (until - loaded.epoch).total_seconds(),
                 bill_every=3600.0 if budgets is not None else None,
+                open_until=open_until,
             )
             summary.published, summary.ingested = loop.published, loop.ingested
             summary.virtual_seconds = loop.virtual_seconds
@@ -243,6 +304,14 @@ def run_replay(
         check_store(summary, store, before)
         if not closed_loop:  # a closed loop's dispatcher decides when rows run: not the trace
             check_usage(summary, store, loaded)
+        elif history is not None:  # the history is the trace's, to the live instant
+            assert live_from is not None
+            check_usage(summary, store, history, until=open_until)
+            summary.notes.append(
+                f"history: {len(history.instances):,} rows played open loop, checked against"
+                f" the trace to {live_from:%Y-%m-%dT%H:%M:%SZ}; live from then:"
+                f" {len(loaded.instances) - len(history.instances):,} rows closed loop"
+            )
         if project:
             try:
                 from consumers.projector import Projector
@@ -254,10 +323,12 @@ def run_replay(
                 Projector(store, all_projections()).catch_up()
                 summary.projected = True
         if closed_loop:
-            summary.closed_loop = closed_loop_figures(store, loop)
+            summary.closed_loop = closed_loop_figures(store, loop, since=live_from)
         summary.wall_seconds = time.monotonic() - started_wall
         if run is not None and own_store:
-            record = describe_run(run, loaded, closed_loop, policy, scale, cycle, until)
+            record = describe_run(
+                run, loaded, closed_loop, policy, scale, cycle, until, live_from=live_from
+            )
             base = context.base_database_url(announce=False)
             Runs(context.settings().data_dir, base).save(record, make_default=closed_loop)
         return summary

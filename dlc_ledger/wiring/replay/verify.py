@@ -98,10 +98,12 @@ class ReplaySummary:
 
     @property
     def ok(self) -> bool:
-        return self.stopped or (
-            self.occupancies_started >= self.expected_started
-            and self.occupancies_ended >= self.expected_ended
-            and not self.mismatches
+        return not self.mismatches and (
+            self.stopped
+            or (
+                self.occupancies_started >= self.expected_started
+                and self.occupancies_ended >= self.expected_ended
+            )
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -216,20 +218,25 @@ class TraceFigures:
     services: dict[tuple[str, str], tuple[Usage, int]]
 
 
-def trace_usage(trace: Trace) -> TraceFigures:
+def trace_usage(trace: Trace, until: int | None = None) -> TraceFigures:
     """What the trace says: per workspace the occupancy of its scheduled rows, per service
     its replicas' occupancy and its rows' lifetimes (created to deleted), open rows to the
-    trace's end."""
+    trace's end; ``until`` (trace seconds): only what happened before it (occupancies
+    started before it, counted up to it; lifetimes up to it)."""
     workspaces: dict[str, Usage] = defaultdict(Usage)
     occupied: dict[tuple[str, str], Usage] = defaultdict(Usage)
     desired: dict[tuple[str, str], int] = defaultdict(int)
     for inst in trace.instances:
         end = inst.deleted if inst.deleted is not None else trace.end
+        if until is not None:
+            if inst.created >= until:
+                continue
+            end = min(end, until)
         if inst.service is not None:
             key = (inst.namespace, inst.service)
             desired[key] += end - inst.created
             occupied.setdefault(key, Usage())
-        if inst.scheduled is None:
+        if inst.scheduled is None or (until is not None and inst.scheduled >= until):
             continue
         figures = (end - inst.scheduled, inst.gpu_milli, inst.cpu_milli, inst.memory_mib)
         workspaces[inst.workspace] = workspaces[inst.workspace].plus(*figures)
@@ -243,13 +250,17 @@ def _at(value: Any) -> datetime:
     return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
 
 
-def check_usage(summary: ReplaySummary, store: PostgresEventStore, trace: Trace) -> None:
+def check_usage(
+    summary: ReplaySummary, store: PostgresEventStore, trace: Trace, until: int | None = None
+) -> None:
     """Compare the store with the trace to the second (see the module docstring); what
     differs goes to ``summary.mismatches``. Only the pods the trace names count, so an
-    earlier replay of another slice into the same database changes nothing."""
+    earlier replay of another slice into the same database changes nothing. ``until``
+    (trace seconds): up to that instant only, both sides cut there (a history whose rows
+    a dispatcher may preempt after it)."""
     source = f"{WATCHER_SOURCE_PREFIX}{summary.cluster}"
     names = set(pod_names(trace).values())
-    end = trace.epoch.timestamp() + trace.end
+    end = trace.epoch.timestamp() + (trace.end if until is None else min(trace.end, until))
     with store.engine.connect() as conn:
         rows = conn.execute(
             select(
@@ -275,7 +286,12 @@ def check_usage(summary: ReplaySummary, store: PostgresEventStore, trace: Trace)
     ended: dict[str, float] = {}
     services: dict[tuple[str, str], set[str]] = defaultdict(set)
     changes: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    cut = until is not None  # what starts or changes at or after ``end`` is not compared
     for type_, occurred_at, data in rows:
+        if cut and type_ != "OccupancyEnded":
+            at = data["started_at"] if type_ == "OccupancyStarted" else occurred_at
+            if _at(at).timestamp() >= end:
+                continue
         if type_ == "OccupancyStarted" and data["pod_name"] in names:
             started[data["occupancy_id"]] = data
         elif type_ == "OccupancyEnded":
@@ -291,11 +307,12 @@ def check_usage(summary: ReplaySummary, store: PostgresEventStore, trace: Trace)
     by_job: dict[str, Usage] = defaultdict(Usage)
     for occupancy_id, data in started.items():
         since = _at(data["started_at"]).timestamp()
-        seconds = round(ended.get(occupancy_id, end) - since)
+        stop = ended.get(occupancy_id, end)
+        seconds = round((min(stop, end) if cut else stop) - since)
         figures = (seconds, data["mgpu"], data["cpu_milli"], data["memory_mib"])
         workspaces[data["workspace"]] = workspaces[data["workspace"]].plus(*figures)
         by_job[data["job_uid"]] = by_job[data["job_uid"]].plus(*figures)
-    expected = trace_usage(trace)
+    expected = trace_usage(trace, until)
     wrong: list[str] = []
     for workspace in sorted(expected.workspaces.keys() | workspaces.keys()):
         want, got = expected.workspaces.get(workspace, Usage()), workspaces.get(workspace, Usage())
