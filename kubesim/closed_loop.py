@@ -17,9 +17,18 @@ so, so the lockstep loop runs a dispatcher cycle then; the dispatcher stops it b
 its ``activeDeadlineSeconds``, the Job controller fails it ``DeadlineExceeded`` and it ends
 ``Failed`` here (``timed_out``), never queued again.
 
-Every row is a Job here, a service's replicas (DLRM's instances) too: the dispatcher admits
-jobs, not a service's scale-ups (docs/workloads.md, "Not yet"), so the open-loop mapping of a
-DLRM app onto one Deployment (:mod:`kubesim.driver`) does not apply.
+A service's row (``TraceInstance.service``: DLRM's instances) is a replica of its Deployment,
+as in the open loop (:mod:`kubesim.driver`: the Deployment created at its first row, scaled
+up by one at each later row's creation), but its pod is created with the admission gate
+``dlc.ledger/admission`` and not bound: the dispatcher admits the replica by lifting the gate
+(docs/dispatch.md, "Services and notebooks"); the pod is then bound at once and runs the
+row's run length, after which the driver terminates and deletes it and scales the
+Deployment down by one. A row the trace never scheduled is withdrawn at its deletion (its
+pod deleted, gated or not, one replica fewer). A replica pod the dispatcher deletes as
+preempted (marked ``dlc.ledger/preempted-by``) is made again, gated, at that instant, as its
+ReplicaSet would (kubesim runs no Deployment controller); released again, it runs the FULL
+run length again; its :class:`JobRun` counts the preemption. A pre-existing row's replica is
+created released and bound at once (adopted).
 
 Rows the trace never scheduled are withdrawn (pods and Job deleted) at their deletion second,
 running or not: their user gave up. Rows still running at the trace's end run their observed
@@ -30,12 +39,15 @@ dispatcher finds already admitted; they can be preempted like any other.
 History, then live (``open_until``, trace seconds): rows created before it play exactly as
 the open loop plays them (:class:`~kubesim.driver.TraceDriver`: created unsuspended, bound at
 their scheduled second, ended at their deletion, a service's replicas as its Deployment's
-pods), whatever the dispatcher does; rows created at or after it arrive suspended, as above.
+pods), whatever the dispatcher does; rows created at or after it arrive suspended (a
+service's: gated), as above; a service may have rows on both sides (one Deployment).
 A history row still running at ``open_until`` runs on to its own deletion (a row the trace
 never ended: for ever, as in the open loop). The dispatcher may preempt one (it occupies
 the quota tree like any admitted job): resumed, it binds at once if its trace row has not
 ended yet and still ends at its trace deletion; its deletion coming while it waits ends the
-Job as the trace says. Only the live rows are closed-loop jobs (:attr:`runs`,
+Job as the trace says (a history replica preempted comes back gated, and once released is
+bound if its row has not ended; its trace deletion removes it, gated or not). Only the live
+rows are closed-loop jobs (:attr:`runs`,
 :attr:`finished`). :meth:`play_history` plays the history fast, waiting while the watchers
 are behind (as ``TraceDriver.run`` does), so no watch falls out of the history window.
 
@@ -60,10 +72,16 @@ from kubesim.driver import (
     open_loop_actions,
     plan_services,
 )
-from kubesim.objects import ANNOTATION_MAX_RUN, pod_object, terminate_pod
+from kubesim.objects import (
+    ANNOTATION_MAX_RUN,
+    ANNOTATION_PREEMPTED,
+    SCHEDULING_GATE,
+    pod_object,
+    terminate_pod,
+)
 from kubesim.resources import BATCH_JOBS, PODS
 from kubesim.server import KubeSim
-from kubesim.store import Object
+from kubesim.store import Object, StoredEvent
 from kubesim.traces import Trace, TraceInstance
 
 __all__ = ["ClosedLoopDriver", "JobRun", "run_length"]
@@ -124,6 +142,8 @@ class ClosedLoopDriver(TraceDriver):
             (i.namespace, i.job_name): JobRun() for i in trace.instances if not self.is_history(i)
         }
         self._pod_uids: dict[tuple[str, str], str] = {}
+        #: (namespace, pod name) -> the service row whose replica it is (set by _plan_services)
+        self._replicas: dict[tuple[str, str], TraceInstance] = {}
         self.end = end if end is not None else _last_second(trace)
         self._last_history: int | None = None  # position of the history's last action
         super().__init__(sim, trace, "max", max_backlog=max_backlog, prime=True)
@@ -142,8 +162,14 @@ class ClosedLoopDriver(TraceDriver):
         )
 
     def _plan_services(self) -> dict[tuple[str, str], ServicePlan]:
-        # only the history plays services: a live row is a Job (module docstring)
-        return plan_services(self.history()) if self.open_until is not None else {}
+        # history and live rows alike are a service's replicas (module docstring)
+        plans = plan_services(self.trace)
+        self._replicas = {
+            (i.namespace, plans[(i.namespace, i.service)].pod_name(i)): i
+            for i in self.trace.instances
+            if i.service is not None
+        }
+        return plans
 
     def _plan_actions(self) -> list[tuple[int, int, int]]:
         actions = self._deploy_actions()
@@ -167,11 +193,16 @@ class ClosedLoopDriver(TraceDriver):
     def _history_pending(self) -> bool:
         """Some action of the history is still to be applied."""
         if self._last_history is None:
+            # a Deployment created before open_until is history (its first row is)
             self._last_history = max(
                 (
                     position
-                    for position, (_, kind, index) in enumerate(self._actions)
-                    if kind == _DEPLOY or self.is_history(self.trace.instances[index])
+                    for position, (second, kind, index) in enumerate(self._actions)
+                    if (
+                        self.open_until is not None and second < self.open_until
+                        if kind == _DEPLOY
+                        else self.is_history(self.trace.instances[index])
+                    )
                 ),
                 default=-1,
             )
@@ -184,7 +215,16 @@ class ClosedLoopDriver(TraceDriver):
         """The unfinished jobs that are suspended now (queued: never admitted, or preempted)."""
         out = []
         for (ns, name), run in self.runs.items():
-            job = self.sim.store.find(BATCH_JOBS, ns, name) if run.ended is None else None
+            if run.ended is not None:
+                continue
+            inst = self._by_job[(ns, name)]
+            if inst.service is not None:
+                # a replica waits gated, or made again after a preemption
+                pod = self.sim.store.find(PODS, ns, self._plan_of(inst).pod_name(inst))
+                if pod is None or pod["spec"].get("schedulingGates"):
+                    out.append(f"{ns}/{name}")
+                continue
+            job = self.sim.store.find(BATCH_JOBS, ns, name)
             if job is not None and job["spec"].get("suspend"):
                 out.append(f"{ns}/{name}")
         return sorted(out)
@@ -244,6 +284,11 @@ class ClosedLoopDriver(TraceDriver):
     def _apply(self, kind: int, inst: TraceInstance) -> None:
         if self.is_history(inst):
             super()._apply(kind, inst)
+        elif inst.service is not None:
+            if kind == _CREATE:
+                self._create_gated_replica(inst)
+            else:
+                self._withdraw_replica(inst)
         elif kind == _CREATE:
             self._create_suspended(inst)
         else:
@@ -289,6 +334,96 @@ class ClosedLoopDriver(TraceDriver):
             store.delete(BATCH_JOBS, inst.namespace, inst.job_name)
         self._end(run, "Withdrawn")
 
+    # -- a service's replicas ----------------------------------------------------------------
+
+    def _create_gated_replica(self, inst: TraceInstance) -> None:
+        """A live replica: the scale up (unless the Deployment was created with it), then
+        its pod held by the admission gate until the dispatcher releases it (a
+        pre-existing row's pod: released and bound at once, adopted)."""
+        plan = self._plan_of(inst)
+        if inst.created != plan.created:
+            self._scale(plan, 1)
+        pod = self._replica_object(inst)
+        if inst.pre_existing:
+            self._start_replica(self.sim.cluster.create(PODS, pod), inst)
+            return
+        pod["spec"]["schedulingGates"] = [{"name": SCHEDULING_GATE}]
+        self.sim.cluster.create(PODS, pod)
+
+    def _start_replica(self, pod: Object, inst: TraceInstance) -> None:
+        """A live replica released: bound now, it runs the row's run length."""
+        run = self.runs[(inst.namespace, inst.job_name)]
+        if run.ended is not None:
+            return
+        self._bind(pod, inst)
+        run.starts += 1
+        length = run_length(inst, self.end)
+        if length is None:
+            return  # never scheduled in the trace: runs until withdrawn
+        meta = pod["metadata"]
+        name, uid = meta["name"], meta["uid"]
+        self.sim.cluster.schedule(
+            self.sim.clock.seconds() + length, lambda: self._complete_replica(inst, name, uid)
+        )
+
+    def _complete_replica(self, inst: TraceInstance, pod_name: str, uid: str) -> None:
+        """The replica's run ends: its pod terminates as the trace says and goes, one
+        replica fewer. Nothing when that pod is gone (preempted: the work is lost)."""
+        with self.sim.store.lock:
+            pod = self.sim.store.find(PODS, inst.namespace, pod_name)
+            if pod is None or pod["metadata"]["uid"] != uid:
+                return
+            if pod["metadata"].get("deletionTimestamp"):
+                return
+            self._end_replica(inst)
+            self._end(
+                self.runs[(inst.namespace, inst.job_name)],
+                "Failed" if inst.failed else "Succeeded",
+            )
+
+    def _withdraw_replica(self, inst: TraceInstance) -> None:
+        """The trace never ran the row: at its deletion its pod goes (gated or not) and the
+        Deployment scales down by one."""
+        run = self.runs[(inst.namespace, inst.job_name)]
+        if run.ended is not None:
+            return
+        self._end_replica(inst)
+        self._end(run, "Withdrawn")
+
+    def _replica_due(self, inst: TraceInstance) -> bool:
+        """The row still wants its replica now: a live row not ended, a history row before
+        its trace deletion."""
+        if self.is_history(inst):
+            return inst.deleted is None or self.sim.clock.seconds() < inst.deleted
+        return self.runs[(inst.namespace, inst.job_name)].ended is None
+
+    def _observe(self, event: StoredEvent) -> None:
+        super()._observe(event)
+        if event.resource != PODS.key or event.type != "DELETED":
+            return
+        meta = event.obj["metadata"]
+        inst = self._replicas.get((meta["namespace"], meta["name"]))
+        if inst is None or ANNOTATION_PREEMPTED not in (meta.get("annotations") or {}):
+            return
+        if not self._replica_due(inst):
+            return
+        if not self.is_history(inst):
+            self.runs[(inst.namespace, inst.job_name)].preemptions += 1
+        # the ReplicaSet makes the pod again (not from inside the store's event): a timer
+        # at this instant, which the lockstep loop's next step fires
+        self.sim.cluster.schedule(self.sim.clock.seconds(), lambda: self._remake_replica(inst))
+
+    def _remake_replica(self, inst: TraceInstance) -> None:
+        """A preempted replica's pod made again, gated: its run starts over once released."""
+        with self.sim.store.lock:
+            if not self._replica_due(inst):
+                return
+            pod = self._replica_object(inst)
+            if self.sim.store.find(PODS, inst.namespace, pod["metadata"]["name"]) is not None:
+                return
+            pod["spec"]["schedulingGates"] = [{"name": SCHEDULING_GATE}]
+            self.sim.cluster.create(PODS, pod)
+
     def _failed_by_controller(self, job: Object) -> None:
         """The Job controller failed a job past its deadline (the dispatcher's stop at its
         maximum run time): it has ended, its running pod's work is lost."""
@@ -308,6 +443,16 @@ class ClosedLoopDriver(TraceDriver):
     def _schedule_resumed(self, pod: Object) -> None:
         """Bind a resumed job's new pod now and schedule the end of its run."""
         meta = pod["metadata"]
+        replica = self._replicas.get((meta["namespace"], meta["name"]))
+        if replica is not None:  # a replica whose admission gate was lifted
+            if not self.is_history(replica):
+                self._start_replica(pod, replica)
+                return
+            now = self.sim.clock.seconds()
+            scheduled = replica.scheduled
+            if scheduled is not None and scheduled <= now and self._replica_due(replica):
+                self._bind(pod, replica)  # a preempted history replica: as a history job
+            return
         job = (meta.get("labels") or {}).get("job-name") or ""
         key = (meta["namespace"], job)
         if key not in self.runs:  # a history row (or no row): as the open loop

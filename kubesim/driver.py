@@ -74,6 +74,10 @@ _DEPLOY, _CREATE, _TERMINATE, _BIND, _TERMINATE_LATE = -1, 0, 1, 2, 3
 TRACE_FIELD_MANAGER = "kubesim-trace"
 
 
+def _gated(pod: Object) -> bool:
+    return bool(pod["spec"].get("schedulingGates"))
+
+
 def row_labels(inst: TraceInstance) -> dict[str, str]:
     """Who pays for a row, as the watcher reads it (docs/kubesim.md, the label table)."""
     return {
@@ -515,16 +519,22 @@ class TraceDriver:
         plan = self._plan_of(inst)
         if inst.created != plan.created:
             self._scale(plan, 1)
+        self.sim.cluster.create(PODS, self._replica_object(inst))
+
+    def _replica_object(self, inst: TraceInstance) -> Object:
+        """The Pending pod of ``inst``'s replica, as its ReplicaSet makes it now."""
+        plan = self._plan_of(inst)
         deployment = self.sim.store.get(DEPLOYMENTS, plan.namespace, plan.name)
         pod = replica_pod(deployment, inst.replica, self.sim.clock.timestamp())
         pod["metadata"]["annotations"].update(self._annotations(inst))
         pod["spec"]["priority"] = inst.priority
         replica_requests(pod, cpu_milli=inst.cpu_milli, memory_mib=inst.memory_mib, gpus=inst.gpus)
-        self.sim.cluster.create(PODS, pod)
+        return pod
 
     def _bind_replica(self, inst: TraceInstance) -> None:
         pod = self.sim.store.find(PODS, inst.namespace, self._plan_of(inst).pod_name(inst))
-        if pod is not None and not pod["spec"].get("nodeName"):
+        # a gated pod (made again after a preemption, closed loop) waits for its release
+        if pod is not None and not pod["spec"].get("nodeName") and not _gated(pod):
             self._bind(pod, inst)
 
     def _end_replica(self, inst: TraceInstance) -> None:

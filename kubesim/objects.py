@@ -14,6 +14,7 @@ from kubesim.resources import BATCH_JOBS, NODES, PODS
 
 __all__ = [
     "ANNOTATION_GPU_MILLI",
+    "ANNOTATION_PREEMPTED",
     "ANNOTATION_TRACE",
     "ANNOTATION_TRACE_NAME",
     "GPU_RESOURCE",
@@ -24,6 +25,7 @@ __all__ = [
     "LABEL_QUOTA",
     "LABEL_USER",
     "LABEL_WORKSPACE",
+    "SCHEDULING_GATE",
     "bind_pod",
     "job_object",
     "mark_job_finished",
@@ -47,6 +49,11 @@ ANNOTATION_TRACE_NAME = "dlc.ledger/trace-name"
 #: a job's declared maximum run time (seconds), which the dispatcher enforces
 ANNOTATION_MAX_RUN = "dlc.ledger/max-run-seconds"
 GPU_RESOURCE = "nvidia.com/gpu"
+#: the scheduling gate a service's replica pod is created with; the dispatcher lifts it to
+#: admit the replica (consumers.watchers.labels.SCHEDULING_GATE)
+SCHEDULING_GATE = "dlc.ledger/admission"
+#: the mark the dispatcher sets on a pod it deletes as preempted
+ANNOTATION_PREEMPTED = "dlc.ledger/preempted-by"
 
 Object = dict[str, Any]
 

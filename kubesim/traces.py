@@ -322,7 +322,12 @@ def combine(name: str, *traces: Trace) -> Trace:
 
 
 def live_rows(
-    trace: Trace, window: tuple[int, int], at: int | None = None, suffix: str = "-live"
+    trace: Trace,
+    window: tuple[int, int],
+    at: int | None = None,
+    suffix: str = "-live",
+    *,
+    keep_services: bool = False,
 ) -> Trace:
     """``trace`` with a copy of the rows created in ``window`` (trace seconds, ``[start,
     end)``) appended, to be played live after it (a closed loop from ``at``:
@@ -331,9 +336,11 @@ def live_rows(
     Each copy is its row renamed ``<job_name><suffix>`` (so its Job, pod, uids and event
     ids are its own) and moved so the window starts at ``at`` (default: the first full hour
     after the trace's end), on the trace's own clock (one epoch). A copy is a Job of its own
-    (a service's replica too: the live part is played closed loop, where every row is a
-    Job), never pre-existing; a row the trace never ended ends, in its copy, after the time
-    it ran in the trace (to the trace's end). ``at`` must come after every row's creation,
+    (a service's replica too), never pre-existing; with ``keep_services`` a service's
+    replica stays a replica, of the service ``<service><suffix>`` (a copy of a DLRM app is
+    a Deployment of its own, scaled up and down by its copies under the dispatcher). A row
+    the trace never ended ends, in its copy, after the time it ran in the trace (to the
+    trace's end). ``at`` must come after every row's creation,
     so ``open_until = at`` splits the history from the copies; the result's end is the
     later of the trace's and the copies' last second."""
     start, stop = window
@@ -359,8 +366,8 @@ def live_rows(
                 scheduled=None if inst.scheduled is None else inst.scheduled + shift,
                 deleted=None if deleted is None else deleted + shift,
                 pre_existing=False,
-                service=None,
-                replica=0,
+                service=f"{inst.service}{suffix}" if keep_services and inst.service else None,
+                replica=inst.replica if keep_services else 0,
             )
         )
     rows = trace.instances + tuple(copies)
