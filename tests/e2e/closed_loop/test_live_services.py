@@ -1,0 +1,148 @@
+"""Inference services under the live dispatcher in a closed-loop replay, through the real
+pipeline (kubesim, watcher, Kafka, ingest, projections) and the real dispatcher.
+
+A slice of DLRM (app_124's instances with a GPU, from its first one: one service, its
+replicas scaling up and down) and four openb best-effort training rows, on one quota tree:
+training owns 2 GPUs and may borrow up to 6, inference owns 4 and reclaims from any
+borrower. Training arrives first and borrows the service's idle guarantee; the service's
+scale-ups (each one a gated replica pod the dispatcher releases) then make the dispatcher
+preempt borrowing training replica by replica; the preempted training runs again, in full,
+once the service has scaled down.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import datetime
+from importlib.resources import as_file, files
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from dlc_ledger.wiring.replay import run_replay
+from kubesim.traces import Trace, TraceInstance, load_dlrm, load_openb
+from ledger.store.postgres import PostgresEventStore
+from ledger.store.schema import events as events_table
+
+TREE = """
+quotas:
+  - name: cluster
+    min: {gpu/any: 6000}
+  - name: training
+    parent: cluster
+    min: {gpu/any: 2000}
+    max: {gpu/any: 6000}
+    preemption: {within_quota: Never, reclaim: Never}
+    workspaces: [ws-be]
+  - name: inference
+    parent: cluster
+    min: {gpu/any: 4000}
+    preemption: {within_quota: Never, reclaim: Any}
+    workspaces: [app_124]
+"""
+
+#: openb ws-be rows of one GPU that ran 68-114 minutes
+TRAINING = ("openb-pod-3814", "openb-pod-5307", "openb-pod-1593", "openb-pod-7514")
+
+
+def _moved(inst: TraceInstance, created: int) -> TraceInstance:
+    """``inst`` created at ``created``, its times shifted alike (its run length kept)."""
+    shift = created - inst.created
+    return replace(
+        inst,
+        created=created,
+        scheduled=None if inst.scheduled is None else inst.scheduled + shift,
+        deleted=None if inst.deleted is None else inst.deleted + shift,
+    )
+
+
+def _trace() -> Trace:
+    openb = load_openb()
+    by_name = {i.job_name: i for i in openb.instances}
+    training = [_moved(by_name[name], 600 + 10 * n) for n, name in enumerate(TRAINING)]
+    dlrm = [i for i in load_dlrm().instances if i.service == "app-124"]
+    first = min(i.created for i in dlrm if i.gpu_milli)
+    # from its first GPU replica on, at 1800: two replicas then, two more at ~3950
+    service = [_moved(i, i.created - first + 1800) for i in dlrm if i.created >= first]
+    assert len(service) == 7 and not any(i.pre_existing for i in service)
+    rows = (*training, *service)
+    end = max(i.deleted or 0 for i in rows)
+    return Trace("openb+dlrm", openb.epoch, openb.nodes, rows, end)
+
+
+def _events(store: PostgresEventStore, *types: str) -> list[Any]:
+    with store.engine.connect() as conn:
+        return list(
+            conn.execute(
+                select(events_table.c.type, events_table.c.occurred_at, events_table.c.data)
+                .where(events_table.c.type.in_(types))
+                .order_by(events_table.c.position)
+            ).all()
+        )
+
+
+def test_service_scale_ups_preempt_borrowing_training_replica_by_replica(
+    store: PostgresEventStore, bootstrap: str, tmp_path: Path
+) -> None:
+    trace = _trace()
+    path = tmp_path / "tree.yaml"
+    path.write_text(TREE)
+    started = time.monotonic()
+    with as_file(files("dlc_ledger.resources") / "pricebooks" / "demo-2026.yaml") as book:
+        summary = run_replay(
+            trace,
+            quotas=path,
+            pricebook=book,
+            store=store,
+            bootstrap=bootstrap,
+            data_dir=tmp_path,
+            closed_loop=True,
+            cycle=60,
+            progress=None,
+            timeout=300,
+        )
+    wall = time.monotonic() - started
+    print("\n".join(summary.lines()), f"\nwall {wall:.1f} s")
+    assert wall < 60
+    assert summary.ok and summary.dead_letters == 0
+    figures = summary.closed_loop
+    assert figures is not None and figures.jobs == len(trace.instances)
+    # every row ran to its end: the training runs, the replicas scaled up and down
+    assert figures.succeeded == len(trace.instances) and figures.never_admitted == 0
+
+    names = {
+        e.data["job_uid"]: e.data["name"] for e in _events(store, "JobSubmitted", "WorkloadCreated")
+    }
+    service = {u for u, n in names.items() if n == "app-124"}
+    assert len(service) == 1, names  # one workload: the Deployment, its replicas pods
+    preemptions = _events(store, "PreemptionDecided")
+    assert preemptions, "the service's scale-ups reclaimed from borrowing training"
+    victims: set[str] = set()
+    for e in preemptions:
+        # a replica decides as ``<workload uid>#<slot>``
+        assert e.data["preemptor"].split("#")[0] in service, e.data
+        assert e.data["quota"] == "inference"
+        print("preemption", e.occurred_at, e.data["preemptor"], e.data["victims"])
+        assert all(v["quota"] == "training" for v in e.data["victims"])
+        victims |= {names[v["job_uid"]] for v in e.data["victims"]}
+    assert victims <= set(TRAINING) and len(victims) >= 2
+    # replica by replica: no preemption before the service wanted its third GPU
+    third = trace.epoch.timestamp() + 1800 + 2100
+    assert min(e.occurred_at.timestamp() for e in preemptions) >= third
+    # a victim ran twice: until its preemption, then in full once the service scaled down
+    starts: dict[str, list[datetime]] = {}
+    for e in _events(store, "OccupancyStarted"):
+        starts.setdefault(names[e.data["job_uid"]], []).append(e.occurred_at)
+    for name in victims:
+        assert len(starts[name]) >= 2, (name, starts[name])
+    # the service's replicas: scaled up and down by the trace, released by the dispatcher
+    scaled = _events(store, "WorkloadScaled")
+    assert len(scaled) >= 10, len(scaled)
+    released = [
+        e
+        for e in _events(store, "AdmissionDecided")
+        if e.data["job_uid"].split("#")[0] in service and e.data["outcome"] == "admit"
+    ]
+    assert len(released) >= 5
