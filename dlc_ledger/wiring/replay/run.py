@@ -136,7 +136,9 @@ def describe_run(
 
 def _with_live_copy(trace: Trace, live: tuple[datetime, datetime]) -> tuple[Trace, datetime]:
     """``trace`` with the rows created in ``live`` copied after its end, and the instant
-    the copies start (the first full hour after the trace's end)."""
+    the copies start (the first full hour after the trace's end). A service's copied rows
+    stay replicas, of the service ``<service>-live``, scaled up and down under the
+    dispatcher."""
     start, end = (round((t - trace.epoch).total_seconds()) for t in live)
     if not 0 <= start < end:
         raise Invalid(
@@ -146,7 +148,8 @@ def _with_live_copy(trace: Trace, live: tuple[datetime, datetime]) -> tuple[Trac
     if not any(start <= i.created < end for i in trace.instances):
         raise Invalid("no trace row is created in the live window")
     at = (trace.end // 3600 + 1) * 3600
-    return live_rows(trace, (start, end), at), trace.epoch + timedelta(seconds=at)
+    copied = live_rows(trace, (start, end), at, keep_services=True)
+    return copied, trace.epoch + timedelta(seconds=at)
 
 
 def _history(trace: Trace, open_until: int | None) -> Trace | None:
@@ -202,9 +205,9 @@ def run_replay(
     against the trace to that instant; the rows created from it on are the closed loop's
     (:func:`~.closed_loop.run_closed_loop`'s ``open_until``), in the same database.
     ``live`` (with ``closed_loop``, without ``live_from``): a window of cluster time whose
-    rows are copied (:func:`kubesim.traces.live_rows`, suffix ``-live``) to the first full
-    hour after the trace's end and played live from there, the whole trace before them as
-    history.
+    rows are copied (:func:`kubesim.traces.live_rows`, suffix ``-live``, a service's rows
+    kept a service's) to the first full hour after the trace's end and played live from
+    there, the whole trace before them as history.
     ``policy`` / ``scale`` reshape the quota tree (:mod:`ledger.quotas.what_if`);
     ``run`` (without ``store``): into that run's database (:mod:`dlc_ledger.wiring.runs`),
     created when missing and emptied first: a run holds one replay."""

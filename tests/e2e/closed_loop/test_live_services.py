@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import select
 
 from dlc_ledger.wiring.replay import run_replay
-from kubesim.traces import Trace, TraceInstance, load_dlrm, load_openb
+from kubesim.traces import Trace, TraceInstance, live_rows, load_dlrm, load_openb
 from ledger.store.postgres import PostgresEventStore
 from ledger.store.schema import events as events_table
 
@@ -146,3 +146,51 @@ def test_service_scale_ups_preempt_borrowing_training_replica_by_replica(
         if e.data["job_uid"].split("#")[0] in service and e.data["outcome"] == "admit"
     ]
     assert len(released) >= 5
+
+
+def test_a_live_copy_of_a_service_scales_under_the_dispatcher_after_its_history(
+    store: PostgresEventStore, bootstrap: str, tmp_path: Path
+) -> None:
+    # the same rows as history, played open loop as the trace ran them, then a live copy
+    # of them (keep_services: app-124-live is a service of its own) under the dispatcher
+    history = _trace()
+    at = (history.end // 3600 + 1) * 3600
+    trace = live_rows(history, (0, at), at, keep_services=True)
+    path = tmp_path / "tree.yaml"
+    path.write_text(TREE)
+    started = time.monotonic()
+    with as_file(files("dlc_ledger.resources") / "pricebooks" / "demo-2026.yaml") as book:
+        summary = run_replay(
+            trace,
+            quotas=path,
+            pricebook=book,
+            store=store,
+            bootstrap=bootstrap,
+            data_dir=tmp_path,
+            closed_loop=True,
+            live_from=trace.epoch + timedelta(seconds=at),
+            cycle=60,
+            progress=None,
+            timeout=300,
+        )
+    wall = time.monotonic() - started
+    print("\n".join(summary.lines()), f"\nwall {wall:.1f} s")
+    assert wall < 60
+    # the history exact against the trace, the live copies all run to their end
+    assert summary.ok and summary.mismatches == [] and summary.dead_letters == 0
+    figures = summary.closed_loop
+    assert figures is not None and figures.jobs == len(history.instances)
+    assert figures.succeeded == figures.jobs
+    names = {
+        e.data["job_uid"]: e.data["name"] for e in _events(store, "JobSubmitted", "WorkloadCreated")
+    }
+    assert {"app-124", "app-124-live"} <= set(names.values())
+    preemptions = _events(store, "PreemptionDecided")
+    assert preemptions and min(e.occurred_at for e in preemptions) >= trace.epoch + timedelta(
+        seconds=at
+    )
+    for e in preemptions:  # the live service reclaims from the live training copies
+        assert names[e.data["preemptor"].split("#")[0]] == "app-124-live"
+        assert {names[v["job_uid"]] for v in e.data["victims"]} <= {
+            f"{name}-live" for name in TRAINING
+        }
