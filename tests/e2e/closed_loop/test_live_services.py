@@ -1,13 +1,15 @@
 """Inference services under the live dispatcher in a closed-loop replay, through the real
 pipeline (kubesim, watcher, Kafka, ingest, projections) and the real dispatcher.
 
-A slice of DLRM (app_124's instances with a GPU, from its first one: one service, its
-replicas scaling up and down) and four openb best-effort training rows, on one quota tree:
-training owns 2 GPUs and may borrow up to 6, inference owns 4 and reclaims from any
-borrower. Training arrives first and borrows the service's idle guarantee; the service's
-scale-ups (each one a gated replica pod the dispatcher releases) then make the dispatcher
-preempt borrowing training replica by replica; the preempted training runs again, in full,
-once the service has scaled down.
+A slice of DLRM (app_124's instances from its first one with a GPU on, 7 of them, two
+CPU-only: one service, its replicas scaling up and down) and four openb best-effort
+training rows, on one quota tree: training owns 2 GPUs and may borrow up to 6, inference
+owns 4 and reclaims from any borrower. Training arrives first and borrows the service's
+idle guarantee; the service's scale-ups (each one a gated replica pod the dispatcher
+releases) then make the dispatcher preempt borrowing training replica by replica; the
+preempted training runs again, in full, once the service has scaled down. (The dispatcher
+counts every replica at the Deployment template's resources, its first row's: 1 GPU, the
+CPU-only replicas too.)
 """
 
 from __future__ import annotations
