@@ -494,12 +494,13 @@ class TraceDriver:
         self.sim.cluster.create(DEPLOYMENTS, plan.deployment)
 
     def _scale(self, plan: ServicePlan, delta: int) -> None:
-        """``spec.replicas`` += ``delta``, set by the trace's field manager now."""
+        """``spec.replicas`` += ``delta`` (never below 0: a dispatcher may have scaled a
+        stopped service to none), set by the trace's field manager now."""
         now = self.sim.clock.timestamp()
 
         def scale(deployment: Object) -> None:
             spec: dict[str, Any] = deployment["spec"]
-            spec["replicas"] = int(spec.get("replicas", 0)) + delta
+            spec["replicas"] = max(0, int(spec.get("replicas", 0)) + delta)
             deployment["metadata"]["managedFields"] = [
                 {
                     "manager": TRACE_FIELD_MANAGER,

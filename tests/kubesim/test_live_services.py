@@ -167,6 +167,20 @@ def test_a_preempted_replica_comes_back_gated_and_runs_its_length_again(
     assert (run.ended, run.starts, run.preemptions) == ("Succeeded", 2, 1)
 
 
+def test_a_service_scaled_to_none_by_the_dispatcher_is_never_scaled_below_none(
+    sim: KubeSim, core: client.CoreV1Api
+) -> None:
+    r1 = ROWS[1]
+    driver = ClosedLoopDriver(sim, Trace("t", DEFAULT_EPOCH, NODES, (r1,), 500), end=500)
+    driver.run_until(100)
+    _release(core, _pod(core, driver, r1))
+    apps = client.AppsV1Api(core.api_client)
+    apps.patch_namespaced_deployment(NS, NS, {"spec": {"replicas": 0}})  # a stopped service
+    driver.run_until(150)  # its run ends: the pod goes, the replicas stay at 0
+    assert _gone(core, driver, r1) and _replicas(sim) == 0
+    assert driver.runs[(NS, "r1")].ended == "Succeeded"
+
+
 def test_live_rows_keep_services_copies_a_service_s_replicas_into_a_service_of_its_own() -> None:
     rows = (*ROWS, replace(ROWS[2], job_name="j", service=None))
     trace = Trace("t", DEFAULT_EPOCH, NODES, rows, 500)
