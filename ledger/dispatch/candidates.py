@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ledger.dispatch.capacity import Tree
 from ledger.dispatch.model import Admitted, Incoming, Reason
-from ledger.dispatch.workloads import may_take
+from ledger.dispatch.workloads import may_take, unit_order
 
 __all__ = [
     "ByQuota",
@@ -54,10 +54,16 @@ def uses_keys(workload: Admitted, keys: Iterable[str]) -> bool:
     return any(workload.resources.get(k, 0) > 0 for k in keys)
 
 
-def order_key(incoming_quota: str, wl: Admitted) -> tuple[bool, int, float, str]:
+def order_key(incoming_quota: str, wl: Admitted) -> tuple[bool, int, float, tuple[str, int]]:
     """Kueue's ``CandidatesOrdering``: other quotas first, lower priority first, most
-    recently admitted first, then by name (Kueue: by UID) for determinism."""
-    return (wl.quota == incoming_quota, wl.priority, -wl.admitted_at.timestamp(), wl.job)
+    recently admitted first, then by name (Kueue: by UID) for determinism, a service's
+    highest replica first (:func:`~ledger.dispatch.workloads.unit_order`)."""
+    return (
+        wl.quota == incoming_quota,
+        wl.priority,
+        -wl.admitted_at.timestamp(),
+        unit_order(wl.job),
+    )
 
 
 def workload_fits(

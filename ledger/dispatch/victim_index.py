@@ -14,18 +14,19 @@ from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping
 
 from ledger.dispatch.model import Admitted
+from ledger.dispatch.workloads import unit_order
 
 __all__ = ["Entry", "QuotaJobs", "VictimIndex", "candidate_order"]
 
 #: one job in a quota's ordered list, behind its candidate-order key
-Entry = tuple[tuple[int, float, str], Admitted]
+Entry = tuple[tuple[int, float, tuple[str, int]], Admitted]
 
 
-def candidate_order(wl: Admitted) -> tuple[int, float, str]:
+def candidate_order(wl: Admitted) -> tuple[int, float, tuple[str, int]]:
     """Kueue's ``CandidatesOrdering`` within one quota (lower priority first, most recently
     admitted first, then by name): :func:`~ledger.dispatch.candidates.order_key` without
     its first element, which is the same for every job of a quota."""
-    return (wl.priority, -wl.admitted_at.timestamp(), wl.job)
+    return (wl.priority, -wl.admitted_at.timestamp(), unit_order(wl.job))
 
 
 class QuotaJobs:

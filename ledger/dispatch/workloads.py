@@ -43,6 +43,7 @@ __all__ = [
     "place",
     "public_quota",
     "replica_unit",
+    "unit_order",
     "unit_workload",
     "with_own_leaves",
 ]
@@ -88,6 +89,16 @@ def replica_unit(workload_uid: str, index: int) -> str:
 def unit_workload(unit: str) -> str:
     """The workload (or job) a unit of admission belongs to."""
     return unit.split(_REPLICA_SEP, 1)[0]
+
+
+def unit_order(unit: str) -> tuple[str, int]:
+    """A unit's place among equals in the victims' order: by its workload, then a service's
+    highest replica first. A service's running replicas are its lowest indices (``#0`` ...
+    ``#n-1``) and the actuator deletes its newest pod, so taking the highest index names the
+    replica that goes: the unit named is gone once the pod is, and the loop sees its
+    preemptor's victim released (a lower index would still stand, and be taken twice)."""
+    workload, _, index = unit.partition(_REPLICA_SEP)
+    return (workload, -int(index) if index.isdigit() else 0)
 
 
 def with_own_leaves(quotas: Sequence[QuotaNode], inner: Collection[str]) -> tuple[QuotaNode, ...]:

@@ -264,6 +264,11 @@ def test_a_preempted_replica_comes_back_gated_and_runs_again_once_released(
         )
     preempted = {pod for pod, occ in runs.items() if any(r == "preempted" for *_, r in occ)}
     assert preempted and all(p.startswith("app-124-") for p in preempted)
+    # no replica taken twice, none more than the reclaim needed: a decision names the
+    # replica whose pod goes (the highest), so the next cycle sees it gone
+    named = [v["job_uid"] for e in preemptions for v in e.data["victims"]]
+    taken = sum(r == "preempted" for occ in runs.values() for *_, r in occ)
+    assert len(named) == len(set(named)) == taken == len(preemptions), (named, taken)
     for pod in preempted:
         *before, (started, end, reason) = runs[pod]
         assert before and reason == "completed" and end is not None, runs[pod]

@@ -359,3 +359,17 @@ def test_no_victim_is_of_a_higher_class_than_its_preemptor(
     assert all(may_take(inc.workload, by_name[v.job].workload) for v in d.victims)
     if d.outcome == "preempt":
         check_preemption(snap, inc, d)
+
+
+def test_a_service_loses_its_highest_replica_first() -> None:
+    # a service's running replicas are its lowest indices and the actuator deletes its
+    # newest pod: the victim named must be the replica that goes (the highest index, not
+    # the first by name: "#10" < "#2"), or the loop would still see the named one running
+    # and take a second; its replicas share one admission instant
+    admitted = tuple(
+        Admitted(replica_unit("other", i), "quota1", 5, {G: 8}, T0, "team-x", workload="service")
+        for i in range(16)
+    )
+    decision = decide(Snapshot(QUOTAS, admitted), pending_replica(99, priority=100))
+    assert decision.outcome == "preempt"
+    assert decision.victims == (Victim("other#15", "WithinQuota"),)
