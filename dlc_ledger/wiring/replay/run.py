@@ -267,10 +267,7 @@ def run_replay(
         tree = None if quotas is None else reshaped_tree(quotas, policy, scale)
         apply_reference_data(store, tree, pricebook, loaded.epoch, say, subscriptions, budgets)
         summary = ReplaySummary.expected(
-            loaded if history is None else history,
-            cluster_name(loaded),
-            topic,
-            services_played=not closed_loop or history is not None,
+            loaded if history is None else history, cluster_name(loaded), topic
         )
         before = StoreCounts.read(store)
         site = PipelineSite(

@@ -76,13 +76,11 @@ class ReplaySummary:
     mismatches: list[str] = field(default_factory=list)
 
     @staticmethod
-    def expected(
-        trace: Trace, cluster: str, topic: str, *, services_played: bool = True
-    ) -> ReplaySummary:
-        """A summary with what ``trace`` must leave in the store, nothing found yet;
-        ``services_played`` false: its service replicas are played as jobs (a closed loop)."""
+    def expected(trace: Trace, cluster: str, topic: str) -> ReplaySummary:
+        """A summary with what ``trace`` must leave in the store, nothing found yet (a
+        service's rows are its replicas, open loop and closed loop alike)."""
         scheduled = [i for i in trace.instances if i.scheduled is not None]
-        replicas = [i for i in trace.instances if i.service is not None and services_played]
+        replicas = [i for i in trace.instances if i.service is not None]
         services = {(i.namespace, i.service) for i in replicas}
         return ReplaySummary(
             trace=trace.name,
