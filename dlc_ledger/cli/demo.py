@@ -2,12 +2,15 @@
 
 Replays the openb trace of Alibaba's PAI cluster (8,152 pods on 1,523 nodes, five
 months of cluster time) through kubesim → watchers → Kafka → event store →
-projections, with the demo price book and quota tree; runs the billing tick at
-the trace's end (rating every finished occupancy, accruing open ones, closing
-every month whose grace window has passed into invoices); then prints what
-finance, team leads and auditors would look at. Everything it prints is read
-back from the projections, and the data stays in place for ``report``, ``jobs
-show`` and ``invoices show``. Running it again adds nothing.
+projections, with the demo price book and quota tree, checked exact against the
+trace; then twelve live hours in the same world, where the live dispatcher decides
+(training queued and preempted while an inference service scales:
+:mod:`dlc_ledger.wiring.replay.demo_world`); runs the billing tick at the world's end
+(rating every finished occupancy, accruing open ones, closing every month whose grace
+window has passed into invoices); then prints what finance, team leads and auditors
+would look at, and the live hours beside the trace's own schedule. Everything it prints
+is read back from the projections, and the data stays in place for ``report``, ``jobs
+show``, ``invoices show`` and the dashboard: one world. Running it again adds nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.services.subscriptions import subscription_report, subscription_row, subscriptions
 from dlc_ledger.wiring import context
-from dlc_ledger.wiring.replay import run_replay
+from dlc_ledger.wiring.replay import DemoWorld, StoreCounts, demo_world, live_tree, run_replay
 from dlc_ledger.wiring.runs import OPEN_LOOP
 from ledger.errors import Unavailable
 from ledger.money import default_scale, format_minor
@@ -78,28 +81,11 @@ def _gpu_hours(mgpu_seconds: int) -> str:
 def run_demo(
     *, fresh: bool = False, yes: bool = False, closed_loop: bool = True, what_if: Sequence[str] = ()
 ) -> None:
-    # package data as files (a no-op where the package is a directory, as installed)
-    with (
-        as_file(DEMO_QUOTAS) as quotas,
-        as_file(DEMO_PRICE_BOOK) as pricebook,
-        as_file(DEMO_SUBSCRIPTIONS) as plan,
-    ):
-        summary = run_replay(
-            "openb",
-            "openb",
-            quotas=quotas,
-            pricebook=pricebook,
-            subscriptions=plan,
-            fresh=fresh,
-            yes=yes,
-            run=OPEN_LOOP,
-        )
-    typer.echo(
-        f"replayed {summary.instances:,} pods on {summary.nodes:,} nodes in "
-        f"{summary.wall_seconds:.0f} s: {summary.events_total:,} events in the store "
-        f"({summary.events_stored:,} new), {summary.occupancies_started:,} occupancies, "
-        f"{summary.dead_letters} dead letters"
-    )
+    world = demo_world() if closed_loop else None
+    if world is not None and not fresh and _played(world):
+        _replayed_before(world)
+    else:
+        _replay(world, fresh=fresh, yes=yes)
     store = context.open_store_at(context.base_database_url(announce=False))
     try:
         trace_end = observed_cluster_time(store)
@@ -116,9 +102,73 @@ def run_demo(
         _print_subscriptions(store, trace_end)
     finally:
         store.close()
-    if closed_loop:
-        run_what_if(what_if)
+    if world is not None:
+        run_what_if(world, what_if)
     _print_dashboard_hint()
+
+
+def _played(world: DemoWorld) -> bool:
+    """Whether the store already holds the world to its live hours: a demo run again adds
+    nothing (the live hours are the dispatcher's, decided once; ``--fresh`` plays anew)."""
+    try:
+        store = context.open_store_at(context.base_database_url(announce=False, create=True))
+    except Unavailable:  # no schema yet: a first run
+        return False
+    try:
+        clock = observed_cluster_time(store)
+    finally:
+        store.close()
+    return clock is not None and clock >= world.live_from
+
+
+def _replayed_before(world: DemoWorld) -> None:
+    store = context.open_store_at(context.base_database_url(announce=False))
+    try:
+        events = StoreCounts.read(store).events
+    finally:
+        store.close()
+    typer.echo(
+        f"the world is in the store already: {events:,} events (0 new), the history of "
+        f"{sum(not i.job_name.endswith('-live') for i in world.trace.instances):,} pods and "
+        f"the live hours from {world.live_from:%Y-%m-%d %H:%M}Z (--fresh plays it anew)"
+    )
+
+
+def _replay(world: DemoWorld | None, *, fresh: bool, yes: bool) -> None:
+    # package data as files (a no-op where the package is a directory, as installed)
+    with (
+        as_file(DEMO_QUOTAS) as quotas,
+        as_file(DEMO_PRICE_BOOK) as pricebook,
+        as_file(DEMO_SUBSCRIPTIONS) as plan,
+    ):
+        summary = run_replay(
+            "openb" if world is None else world.trace,
+            "openb",
+            quotas=quotas,
+            pricebook=pricebook,
+            subscriptions=plan,
+            fresh=fresh,
+            yes=yes,
+            run=OPEN_LOOP,
+            closed_loop=world is not None,
+            live_from=None if world is None else world.live_from,
+            live_quotas=None if world is None else live_tree(quotas.read_text()),
+        )
+    if not summary.ok:
+        raise Unavailable("the replay does not match the trace: " + "; ".join(summary.mismatches))
+    typer.echo(
+        f"replayed {summary.instances:,} pods on {summary.nodes:,} nodes in "
+        f"{summary.wall_seconds:.0f} s: {summary.events_total:,} events in the store "
+        f"({summary.events_stored:,} new), {summary.expected_started:,} occupancies, "
+        f"{summary.dead_letters} dead letters"
+    )
+    loop = summary.closed_loop
+    if world is not None and loop is not None:
+        typer.echo(
+            f"then the live hours from {world.live_from:%Y-%m-%d %H:%M}Z under the dispatcher: "
+            f"{loop.jobs} jobs and replicas, {loop.admitted} admissions, {loop.preemptions} "
+            f"preemptions ({loop.victims} victims), {loop.waits} waits"
+        )
 
 
 def _program() -> str:

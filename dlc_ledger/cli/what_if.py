@@ -1,38 +1,33 @@
-"""The demo's second half: the trace's window replayed closed loop, priced beside the trace.
+"""The demo's live hours, compared: the trace's own schedule of a window against the dispatcher's.
 
-The open-loop replay shows what the cluster did; this replays twelve busy hours of the same
-trace (the rows created 2027-03-11 00:00-12:00Z, 172 jobs) closed loop, each job arriving
-suspended and running only when the live dispatcher admits it, under the demo tree's
-queue policies and preemption rules at a quarter of its quantities (the window alone never
-fills the whole tree: at full size nothing would wait). ``--what-if FIFO,Balance`` adds one
-closed-loop run per policy, every queue under it. Each run is a database of its own
-(:mod:`dlc_ledger.wiring.runs`); afterwards the CLI and the API read the closed-loop one.
+The demo's world ends with twelve live hours (:mod:`dlc_ledger.wiring.replay.demo_world`):
+the rows openb created 2027-03-11 00:00-12:00Z (172 training jobs) played again after the
+trace's end, each job arriving suspended and running only when the live dispatcher admits
+it, while an inference service (DLRM's app-151) scales on the same quota tree. Here their
+figures are set beside the trace's own schedule of the same rows, per quota.
+``--what-if FIFO,Balance`` replays the live hours once per policy, every queue under it,
+each into a run of its own (:mod:`dlc_ledger.wiring.runs`); the CLI, the API and the
+dashboard keep reading the demo's one world.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from decimal import Decimal
+from dataclasses import replace
 from importlib.resources import as_file
+from pathlib import Path
 from typing import Any
 
 import typer
 
-from consumers.projector import Projector
 from dlc_ledger.cli.tables import render_rows
-from dlc_ledger.resources import DEMO_BUDGETS, DEMO_PRICE_BOOK, DEMO_QUOTAS, DEMO_SUBSCRIPTIONS
-from dlc_ledger.services.billing import tick
-from dlc_ledger.services.clocks import observed_cluster_time
+from dlc_ledger.resources import DEMO_PRICE_BOOK, DEMO_QUOTAS, DEMO_SUBSCRIPTIONS
 from dlc_ledger.services.yaml_files import load_yaml
 from dlc_ledger.wiring import context
-from dlc_ledger.wiring.replay import run_replay
-from dlc_ledger.wiring.replay.reference_data import reshaped_tree
-from dlc_ledger.wiring.replay.run import load_replay_trace
-from dlc_ledger.wiring.runs import OPEN_LOOP, Runs, run_url
-from ledger.errors import Unavailable
+from dlc_ledger.wiring.replay import DEMO_WINDOW, LIVE_SERVICE, DemoWorld, live_tree, run_replay
+from dlc_ledger.wiring.runs import run_url
 from ledger.money import format_minor
-from projections.billing import currency_scales
 from projections.dispatch import (
     DecisionWindow,
     ScheduleRow,
@@ -41,14 +36,8 @@ from projections.dispatch import (
     schedule_rows,
     waits_report,
 )
-from projections.registry import all_projections
 
-__all__ = ["CLOSED_LOOP", "DEMO_SCALE", "DEMO_WINDOW", "duration", "run_what_if"]
-
-#: twelve busy hours of openb (172 jobs) and the share of the demo tree they contend for
-DEMO_WINDOW = (datetime(2027, 3, 11, tzinfo=UTC), datetime(2027, 3, 11, 12, tzinfo=UTC))
-DEMO_SCALE = Decimal("0.25")
-CLOSED_LOOP = "closed-loop"
+__all__ = ["duration", "run_what_if"]
 
 
 def duration(seconds: float | None) -> str:
@@ -73,7 +62,7 @@ def _heading(title: str) -> None:
 
 
 def _capacity_mgpu(tree_text: str) -> int:
-    """The GPUs the (reshaped) tree's roots guarantee, in mGPU."""
+    """The GPUs the tree's roots guarantee, in mGPU."""
     nodes = load_yaml(tree_text)["quotas"]
     return sum(
         qty
@@ -84,23 +73,22 @@ def _capacity_mgpu(tree_text: str) -> int:
     )
 
 
-def _replay(run: str, policy: str | None) -> None:
+def _replay(world: DemoWorld, run: str, policy: str) -> None:
+    """The live hours alone (nothing of the history runs then) under ``policy``."""
+    live = tuple(i for i in world.trace.instances if i.job_name.endswith("-live"))
     with (
         as_file(DEMO_QUOTAS) as quotas,
         as_file(DEMO_PRICE_BOOK) as pricebook,
         as_file(DEMO_SUBSCRIPTIONS) as plan,
-        as_file(DEMO_BUDGETS) as budgets,
+        tempfile.TemporaryDirectory() as scratch,
     ):
+        tree = Path(scratch) / "live-quotas.yaml"  # the live hours' tree, as in the world
+        tree.write_text(live_tree(quotas.read_text()))
         summary = run_replay(
-            "openb",
-            "openb",
-            quotas=quotas,
+            replace(world.trace, instances=live),
+            quotas=tree,
             pricebook=pricebook,
             subscriptions=plan,
-            budgets=budgets,
-            window=DEMO_WINDOW,
-            until=DEMO_WINDOW[1],
-            scale=DEMO_SCALE,
             policy=policy,
             closed_loop=True,
             run=run,
@@ -108,30 +96,21 @@ def _replay(run: str, policy: str | None) -> None:
     loop = summary.closed_loop
     assert loop is not None
     typer.echo(
-        f"run {run}: {loop.jobs} jobs in {loop.cycles:,} dispatcher cycles "
+        f"run {run}: {loop.jobs} jobs and replicas in {loop.cycles:,} dispatcher cycles "
         f"({summary.wall_seconds:.0f} s): {loop.admitted} admissions, {loop.preemptions} "
         f"preemptions ({loop.victims} victims), {loop.never_admitted} never admitted"
     )
 
 
-def _billed(url: str) -> Any:
-    """The run's store, billed to its last fact (its bills as the open loop's)."""
-    store = context.open_store_at(url)
-    end = observed_cluster_time(store)
-    if end is None:
-        raise Unavailable("the closed-loop run stored no cluster facts")
-    tick(store, end)
-    Projector(store, all_projections()).catch_up()
-    return store
-
-
 def _figures(
-    url: str, capacity: int, names: Sequence[str] | None
+    url: str, capacity: int, names: Sequence[str], window: Any
 ) -> tuple[list[ScheduleRow], Callable[[str], int]]:
+    from projections.billing import currency_scales
+
     store = context.open_store_at(url)
     try:
         with store.reading() as conn:
-            return schedule_rows(conn, DEMO_WINDOW, capacity, names), currency_scales(conn)
+            return schedule_rows(conn, window, capacity, names), currency_scales(conn)
     finally:
         store.close()
 
@@ -156,28 +135,26 @@ def _cells(label: str, row: ScheduleRow, scale_of: Callable[[str], int]) -> dict
     }
 
 
-def run_what_if(policies: Sequence[str] = ()) -> None:
-    """Replay the window closed loop (and once per policy), then print the what-if table,
-    the closed loop's waits and preemptions, and make it the run commands read."""
+def run_what_if(world: DemoWorld, policies: Sequence[str] = ()) -> None:
+    """Print the live hours beside the trace's schedule of the same rows (and, per policy,
+    a replay of the live hours), then the dispatcher's waits, preemptions and estimates."""
     base = context.base_database_url(announce=False)
     start, end = DEMO_WINDOW
-    _heading(
-        f"Closed loop: the rows created {start:%Y-%m-%d %H:%M}Z-{end:%H:%M}Z through the live "
-        f"dispatcher (demo tree x {DEMO_SCALE})"
-    )
-    schedules = [
-        ("dispatcher", CLOSED_LOOP, None),
-        *((p, f"what-if-{p.lower()}", p) for p in policies),
-    ]
-    for _label, run, policy in schedules:
-        _replay(run, policy)
-        _billed(run_url(base, run)).close()
+    live_start = world.live_window[0]
+    schedules = [(p, f"what-if-{p.lower()}") for p in policies]
+    if schedules:
+        _heading("What if: the live hours again, every queue under one policy")
+    for policy, run in schedules:
+        _replay(world, run, policy)
     with as_file(DEMO_QUOTAS) as quotas:
-        capacity = _capacity_mgpu(reshaped_tree(quotas, None, DEMO_SCALE).text)
-    names = [i.job_name for i in load_replay_trace("openb", "openb", window=DEMO_WINDOW).instances]
-    tables = [("trace", *_figures(base, capacity, names))]
+        capacity = _capacity_mgpu(live_tree(quotas.read_text()))
+    tables = [
+        ("trace", *_figures(base, capacity, world.trace_jobs, DEMO_WINDOW)),
+        ("dispatcher", *_figures(base, capacity, world.live_jobs, world.live_window)),
+    ]
     tables += [
-        (label, *_figures(run_url(base, run), capacity, None)) for label, run, _ in schedules
+        (policy, *_figures(run_url(base, run), capacity, world.live_jobs, world.live_window))
+        for policy, run in schedules
     ]
     _heading(
         f"What if: the trace's own schedule vs DLC Ledger's dispatcher, per quota "
@@ -192,13 +169,14 @@ def run_what_if(policies: Sequence[str] = ()) -> None:
     typer.echo(render_rows(rows, "table"))
     typer.echo("")
     typer.echo(
-        f"Over the window: jobs submitted in it; ran: started by {end:%H:%M}Z; wait: submission "
-        "to the first pod running; GPU-hours and cost: occupancy inside the window. trace: "
-        "the open-loop run's jobs of the window, as the cluster ran them with all its GPUs."
+        f"trace: the jobs openb created {start:%Y-%m-%d %H:%M}Z-{end:%H:%M}Z as the cluster ran "
+        f"them; dispatcher: the same jobs in the live hours from {live_start:%Y-%m-%d %H:%M}Z, "
+        f"admitted by the live dispatcher while {LIVE_SERVICE} scaled on the inference quota. "
+        "ran: started in the window; wait: submission to the first pod running; GPU-hours "
+        "and cost: occupancy inside the window."
     )
-    Runs(context.settings().data_dir, base).set_default(CLOSED_LOOP)
-    _print_dispatcher_reports(run_url(base, CLOSED_LOOP))
-    _print_runs_hint([run for _, run, _ in schedules])
+    _print_dispatcher_reports(base)
+    _print_runs_hint([run for _, run in schedules])
 
 
 def _print_dispatcher_reports(url: str) -> None:
@@ -210,7 +188,7 @@ def _print_dispatcher_reports(url: str) -> None:
             calibration = estimate_coverage(conn)
     finally:
         store.close()
-    _heading("Closed loop: waits by quota and priority (report waits)")
+    _heading("Live hours: waits by quota and priority (report waits)")
     keep = ("quota", "priority", "waits", "requeued", "p50_s", "p95_s", "max_s")
     shown = [
         {
@@ -221,13 +199,13 @@ def _print_dispatcher_reports(url: str) -> None:
         if r["waits"]
     ]
     typer.echo(render_rows(shown, "table"))
-    _heading(f"Closed loop: preemptions ({len(preemptions)} victims; report preemptions)")
+    _heading(f"Live hours: preemptions ({len(preemptions)} victims; report preemptions)")
     columns = ("preemptor", "preemptor_quota", "victim", "victim_quota", "reason", "gpu_hours_lost")
     shown = [
         {"at": f"{r['at']:%Y-%m-%d %H:%M}Z", **{k: r[k] for k in columns}} for r in preemptions
     ]
     typer.echo(render_rows(shown[:10], "table"))
-    _heading("Closed loop: how well the start estimates held (report estimates)")
+    _heading("Live hours: how well the start estimates held (report estimates)")
     if calibration.coverage is None:
         typer.echo(f"{calibration.waits} waits ended in an admission; none had a stated range")
     else:
@@ -240,12 +218,11 @@ def _print_dispatcher_reports(url: str) -> None:
 
 
 def _print_runs_hint(runs: list[str]) -> None:
-    _heading("Which run the CLI and the dashboard read")
+    _heading("One world")
     typer.echo(
-        f"From now on they read run {CLOSED_LOOP} (this closed loop): report waits, report "
-        "preemptions, queue, jobs why and the dashboard have the dispatcher's decisions."
+        "The CLI, the API and the dashboard read this world: the whole history billed "
+        "exactly, and the live hours (report waits, report preemptions, queue, jobs why, "
+        "services show app-151-live)."
     )
-    typer.echo(
-        f"The exact open-loop replay (the bills above): dlc-ledger --run {OPEN_LOOP} <command>, "
-        f"or DLC_RUN={OPEN_LOOP}; dlc-ledger runs lists them all ({', '.join([OPEN_LOOP, *runs])})."
-    )
+    if runs:
+        typer.echo(f"The what-if runs: dlc-ledger --run RUN <command> ({', '.join(runs)}).")

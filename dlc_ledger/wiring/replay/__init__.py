@@ -25,7 +25,26 @@ ingest wired and waited for), :mod:`~.verify` (the summary, the store checked ag
 trace).
 """
 
+from dlc_ledger.wiring.replay.demo_world import (
+    DEMO_WINDOW,
+    LIVE_SERVICE,
+    DemoWorld,
+    demo_world,
+    live_tree,
+)
 from dlc_ledger.wiring.replay.run import COMBINED, cluster_name, load_replay_trace, run_replay
-from dlc_ledger.wiring.replay.verify import ReplaySummary
+from dlc_ledger.wiring.replay.verify import ReplaySummary, StoreCounts
 
-__all__ = ["COMBINED", "ReplaySummary", "cluster_name", "load_replay_trace", "run_replay"]
+__all__ = [
+    "COMBINED",
+    "DEMO_WINDOW",
+    "LIVE_SERVICE",
+    "DemoWorld",
+    "ReplaySummary",
+    "StoreCounts",
+    "cluster_name",
+    "demo_world",
+    "live_tree",
+    "load_replay_trace",
+    "run_replay",
+]

@@ -158,6 +158,7 @@ def run_closed_loop(
     until: float | None = None,
     bill_every: float | None = None,
     open_until: int | None = None,
+    at_live: Callable[[], None] | None = None,
 ) -> ClosedLoopRun:
     """Play ``trace`` in closed loop with the dispatcher ``make_dispatcher`` builds (module
     docstring); returns once every job ended or nothing can change any more, or at
@@ -165,7 +166,9 @@ def run_closed_loop(
     ``bill_every`` (virtual seconds): a billing tick before the first cycle of each such
     stretch, so budgets see posted cost as the billing scheduler would post it.
     ``open_until`` (trace seconds): the rows created before it are history, played open
-    loop with no cycle before it (module docstring); the run's jobs are the others."""
+    loop with no cycle before it (module docstring); the run's jobs are the others.
+    ``at_live``: called once the history is played, before the first cycle (what an
+    operator changes as the live part begins, e.g. a quota created)."""
     from consumers.projector import Projector
     from dlc_ledger.services.billing import tick
     from dlc_ledger.wiring.replay.pipeline import Pipeline
@@ -204,6 +207,8 @@ def run_closed_loop(
                 lambda ready: p.wait(ready, "replaying history", poll=0.002), progress
             )
             t = float(open_until)
+        if at_live is not None:
+            at_live()
         stopped_at: float | None = None
         next_bill = 0.0
         while True:
