@@ -16,7 +16,7 @@ show``, ``invoices show`` and the dashboard: one world. Running it again adds no
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
 from importlib.resources import as_file
@@ -34,7 +34,13 @@ from dlc_ledger.services.billing import tick
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.services.subscriptions import subscription_report, subscription_row, subscriptions
 from dlc_ledger.wiring import context
-from dlc_ledger.wiring.replay import DemoWorld, StoreCounts, demo_world, live_tree, run_replay
+from dlc_ledger.wiring.replay import (
+    DemoWorld,
+    StoreCounts,
+    add_inference,
+    demo_world,
+    run_replay,
+)
 from dlc_ledger.wiring.runs import OPEN_LOOP
 from ledger.errors import Unavailable
 from ledger.money import default_scale, format_minor
@@ -152,7 +158,7 @@ def _replay(world: DemoWorld | None, *, fresh: bool, yes: bool) -> None:
             run=OPEN_LOOP,
             closed_loop=world is not None,
             live_from=None if world is None else world.live_from,
-            live_quotas=None if world is None else live_tree(quotas.read_text()),
+            at_live=None if world is None else _inference_at(world, quotas.read_text()),
         )
     if not summary.ok:
         raise Unavailable("the replay does not match the trace: " + "; ".join(summary.mismatches))
@@ -169,6 +175,11 @@ def _replay(world: DemoWorld | None, *, fresh: bool, yes: bool) -> None:
             f"{loop.jobs} jobs and replicas, {loop.admitted} admissions, {loop.preemptions} "
             f"preemptions ({loop.victims} victims), {loop.waits} waits"
         )
+
+
+def _inference_at(world: DemoWorld, tree: str) -> Callable[[Any], None]:
+    """The inference quota added as the live hours begin."""
+    return lambda store: add_inference(store, tree, world.live_from)
 
 
 def _program() -> str:

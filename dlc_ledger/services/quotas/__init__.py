@@ -4,6 +4,7 @@ command is one the ledger knows (:mod:`.workspaces`, also asked by budgets, subs
 and tokens). The rules are :mod:`ledger.quotas`, the view :mod:`projections.quotas`."""
 
 from dlc_ledger.services.quotas.trees import (
+    add_quota,
     apply_quota_file,
     current_tree,
     draw_on_groups,
@@ -14,6 +15,7 @@ from dlc_ledger.services.quotas.trees import (
 from dlc_ledger.services.quotas.workspaces import refuse_unknown_workspaces
 
 __all__ = [
+    "add_quota",
     "apply_quota_file",
     "current_tree",
     "draw_on_groups",

@@ -14,7 +14,7 @@ from ledger.canonical import format_timestamp
 from ledger.envelopes import Envelope, EventData
 from ledger.errors import Invalid
 from ledger.events import QuotaChanged, QuotaCreated, QuotaDeleted, QuotaSpec, WorkspaceBound
-from ledger.quotas import QuotaTree, diff, keep_absent, spec_hash
+from ledger.quotas import QuotaTree, diff, keep_absent, spec_hash, validate_tree
 from ledger.store.base import EventStore
 from ledger.subscriptions import capacity_problems, capacity_shortfalls, group_capacity
 from projections.quotas import QuotaProjection, quota_tree
@@ -202,6 +202,32 @@ def draw_on_groups(
     desired = QuotaTree(specs=specs, bindings=current.bindings)
     return _apply_tree(
         store, current, desired, principal=principal, at=at, dry_run=dry_run, force=force
+    )
+
+
+def add_quota(
+    store: EventStore,
+    spec: QuotaSpec,
+    workspaces: Sequence[str] = (),
+    *,
+    principal: str,
+    at: datetime | None = None,
+) -> ApplyResult:
+    """Add the quota ``spec`` under its parent in the tree as applied (resource groups,
+    bindings and all), and bind ``workspaces`` to it; checked and appended as
+    :func:`apply_quota_file` does. An operator's change in a running world (a quota for a
+    new product), where a file would have to restate the whole tree as it stands."""
+    catch_up_quotas(store)
+    current = current_tree(store)
+    if spec.quota_id in current.specs:
+        raise Invalid(f"quota {spec.quota_id!r} exists already")
+    desired = QuotaTree(
+        specs={**current.specs, spec.quota_id: spec},
+        bindings={**current.bindings, **dict.fromkeys(workspaces, spec.quota_id)},
+    )
+    validate_tree(desired)
+    return _apply_tree(
+        store, current, desired, principal=principal, at=at, dry_run=False, force=False
     )
 
 

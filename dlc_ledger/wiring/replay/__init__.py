@@ -29,6 +29,7 @@ from dlc_ledger.wiring.replay.demo_world import (
     DEMO_WINDOW,
     LIVE_SERVICE,
     DemoWorld,
+    add_inference,
     demo_world,
     live_tree,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "DemoWorld",
     "ReplaySummary",
     "StoreCounts",
+    "add_inference",
     "cluster_name",
     "demo_world",
     "live_tree",

@@ -7,8 +7,8 @@ first full hour after openb's end, where nothing of the history still runs:
 - openb's rows created in :data:`DEMO_WINDOW` (2027-03-11 00:00-12:00Z, 172 training
   jobs): the trace's own schedule of them is the what-if table's baseline;
 - the GPU replicas DLRM's ``app-151`` created in its busiest twelve hours (115 one-GPU
-  replicas of one inference service), on a quota the operator adds to the demo tree as the
-  live hours begin (:func:`live_tree`: ``inference``, 20 of the root's 80 GPUs guaranteed,
+  replicas of one inference service), on a quota the operator adds to the tree as the live
+  hours begin (:func:`add_inference`: ``inference``, 20 of the root's 80 GPUs guaranteed,
   reclaiming what training borrows; the history's tree is the demo's, unchanged).
 
 So the world's last twelve hours show what the platform sells: training queued and
@@ -23,10 +23,21 @@ from typing import Any
 
 import yaml
 
-from dlc_ledger.services.yaml_files import load_yaml
+from dlc_ledger.services.quotas import add_quota
+from dlc_ledger.services.yaml_files import load_yaml, parse_quota_tree
+from dlc_ledger.wiring.context import local_principal
 from kubesim.traces import Trace, live_rows, load_dlrm, load_openb
+from ledger.store.postgres import PostgresEventStore
 
-__all__ = ["DEMO_WINDOW", "INFERENCE_QUOTA", "LIVE_SERVICE", "DemoWorld", "demo_world", "live_tree"]
+__all__ = [
+    "DEMO_WINDOW",
+    "INFERENCE_QUOTA",
+    "LIVE_SERVICE",
+    "DemoWorld",
+    "add_inference",
+    "demo_world",
+    "live_tree",
+]
 
 #: twelve busy hours of openb (172 jobs): the training the live hours play again
 DEMO_WINDOW = (datetime(2027, 3, 11, tzinfo=UTC), datetime(2027, 3, 11, 12, tzinfo=UTC))
@@ -98,3 +109,10 @@ def live_tree(demo_tree: str) -> str:
     document = load_yaml(demo_tree)
     document["quotas"] = [*document["quotas"], INFERENCE_QUOTA]
     return yaml.safe_dump(document, sort_keys=False)
+
+
+def add_inference(store: PostgresEventStore, demo_tree: str, at: datetime) -> None:
+    """Add :data:`INFERENCE_QUOTA` to the tree as applied (the subscriptions' draws kept),
+    at ``at``: the operator's change as the live hours begin."""
+    spec = parse_quota_tree(live_tree(demo_tree)).specs[INFERENCE_QUOTA["name"]]
+    add_quota(store, spec, INFERENCE_QUOTA["workspaces"], principal=local_principal(), at=at)

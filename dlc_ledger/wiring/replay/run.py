@@ -159,29 +159,6 @@ def _history(trace: Trace, open_until: int | None) -> Trace | None:
     return replace(trace, instances=tuple(i for i in trace.instances if i.created < open_until))
 
 
-def _live_tree(
-    store: PostgresEventStore,
-    text: str | None,
-    at: datetime | None,
-    say: Callable[[str], None],
-) -> Callable[[], None] | None:
-    """Applying ``text`` (a quota tree) at ``at``, as the live part begins; None: nothing."""
-    if text is None:
-        return None
-    if at is None:
-        raise Invalid("a live part's quota tree needs the live part (live_from or live)")
-    instant = at
-
-    def apply() -> None:
-        from dlc_ledger.services.quotas import apply_quota_file
-        from dlc_ledger.wiring.context import local_principal
-
-        changes = apply_quota_file(store, text, principal=local_principal(), at=instant)
-        say(f"live quotas: {len(changes.lines)} changes applied at {instant:%Y-%m-%dT%H:%MZ}")
-
-    return apply
-
-
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -218,7 +195,7 @@ def run_replay(
     budgets: Path | None = None,
     live_from: datetime | None = None,
     live: tuple[datetime, datetime] | None = None,
-    live_quotas: str | None = None,
+    at_live: Callable[[PostgresEventStore], None] | None = None,
 ) -> ReplaySummary:
     """Replay ``trace`` end to end (:mod:`dlc_ledger.wiring.replay`). Raises on a stalled
     pipeline. ``until`` stops a closed loop at that instant, jobs left running and queued.
@@ -231,8 +208,9 @@ def run_replay(
     ``live`` (with ``closed_loop``, without ``live_from``): a window of cluster time whose
     rows are copied (:func:`kubesim.traces.live_rows`, suffix ``-live``, a service's rows
     kept a service's) to the first full hour after the trace's end and played live from
-    there, the whole trace before them as history. ``live_quotas``: a quota tree (YAML
-    text) applied as the live part begins, at its instant (the history's tree before it).
+    there, the whole trace before them as history. ``at_live``: called with the store once
+    the history is played, before the first cycle (what an operator changes as the live
+    part begins: a quota added).
     ``policy`` / ``scale`` reshape the quota tree (:mod:`ledger.quotas.what_if`);
     ``run`` (without ``store``): into that run's database (:mod:`dlc_ledger.wiring.runs`),
     created when missing and emptied first: a run holds one replay."""
@@ -315,7 +293,7 @@ def run_replay(
                 until=None if until is None else (until - loaded.epoch).total_seconds(),
                 bill_every=3600.0 if budgets is not None else None,
                 open_until=open_until,
-                at_live=_live_tree(store, live_quotas, live_from, say),
+                at_live=None if at_live is None else lambda: at_live(store),
             )
             summary.published, summary.ingested = loop.published, loop.ingested
             summary.virtual_seconds = loop.virtual_seconds
