@@ -226,8 +226,18 @@ def add_quota(
         bindings={**current.bindings, **dict.fromkeys(workspaces, spec.quota_id)},
     )
     validate_tree(desired)
+    # refused only for what the new quota adds to the tree's shortfalls: one that is there
+    # already (a subscription cancelled under a drawing quota) is not its to mend
+    instant = at or datetime.now(UTC)
+    before = set(_over_capacity(store, current, instant))
+    added = [p for p in _over_capacity(store, desired, instant) if p not in before]
+    if added:
+        raise Invalid(
+            f"quota {spec.quota_id!r} would guarantee more than its resource groups hold: "
+            + "; ".join(added)
+        )
     return _apply_tree(
-        store, current, desired, principal=principal, at=at, dry_run=False, force=False
+        store, current, desired, principal=principal, at=at, dry_run=False, force=True
     )
 
 
