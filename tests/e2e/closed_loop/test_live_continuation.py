@@ -13,20 +13,17 @@ or (a tighter tree) preempts them.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from dlc_ledger.wiring.replay import ReplaySummary, run_replay
 from kubesim.traces import Trace, TraceInstance, live_rows, load_openb
 from ledger.store.postgres import PostgresEventStore
-from ledger.store.schema import events as events_table
 from tests.support.clis import CliCall
+from tests.support.live_replays import replay_closed_loop, stored_events
 
 HOUR = 3600
 
@@ -58,17 +55,6 @@ quotas:
 
 def _iso(at: datetime) -> str:
     return at.isoformat().replace("+00:00", "Z")
-
-
-def _events(store: PostgresEventStore, *types: str) -> list[Any]:
-    with store.engine.connect() as conn:
-        return list(
-            conn.execute(
-                select(events_table.c.type, events_table.c.occurred_at, events_table.c.data)
-                .where(events_table.c.type.in_(types))
-                .order_by(events_table.c.position)
-            ).all()
-        )
 
 
 @dataclass
@@ -104,27 +90,8 @@ def _replay(store: PostgresEventStore, bootstrap: str, tmp_path: Path, tree: str
     ]
     assert len(history.instances) > 300 and len(live_names) > 20 and running_at
     live_from = trace.epoch + timedelta(seconds=w)
-    path = tmp_path / "tree.yaml"
-    path.write_text(tree)
-    started = time.monotonic()
-    with as_file(files("dlc_ledger.resources") / "pricebooks" / "demo-2026.yaml") as book:
-        summary = run_replay(
-            trace,
-            quotas=path,
-            pricebook=book,
-            store=store,
-            bootstrap=bootstrap,
-            data_dir=tmp_path,
-            closed_loop=True,
-            live_from=live_from,
-            cycle=60,
-            progress=None,
-            timeout=300,
-        )
-    wall = time.monotonic() - started
-    print("\n".join(summary.lines()), f"\nwall {wall:.1f} s")
-    assert wall < 90
-    decisions = _events(store, "AdmissionDecided", "PreemptionDecided")
+    summary = replay_closed_loop(store, bootstrap, tmp_path, trace, tree, live_from, within=90)
+    decisions = stored_events(store, "AdmissionDecided", "PreemptionDecided")
     admitted_at: dict[str, datetime] = {}
     for e in decisions:
         if e.type == "AdmissionDecided" and e.data["outcome"] == "admit":
@@ -136,7 +103,7 @@ def _replay(store: PostgresEventStore, bootstrap: str, tmp_path: Path, tree: str
         live_from,
         running_at,
         summary,
-        {e.data["job_uid"]: e.data["name"] for e in _events(store, "JobSubmitted")},
+        {e.data["job_uid"]: e.data["name"] for e in stored_events(store, "JobSubmitted")},
         decisions,
         {
             v["job_uid"]
@@ -164,16 +131,16 @@ def _check_one_world(world: World, store: PostgresEventStore) -> None:
     assert {submitted[u] for u in admitted - world.victims} <= world.live_names
     assert {submitted[u] for u in admitted} & world.live_names
     # a live row runs only once admitted
-    for e in _events(store, "OccupancyStarted"):
+    for e in stored_events(store, "OccupancyStarted"):
         if submitted[e.data["job_uid"]] in world.live_names:
             assert e.occurred_at >= world.admitted_at[e.data["job_uid"]]
 
 
 def _runs(store: PostgresEventStore, world: World) -> dict[str, list[tuple[str, str | None]]]:
     """job name -> its occupancies (started, ended or None), in order."""
-    ended = {e.data["occupancy_id"]: e.data for e in _events(store, "OccupancyEnded")}
+    ended = {e.data["occupancy_id"]: e.data for e in stored_events(store, "OccupancyEnded")}
     out: dict[str, list[tuple[str, str | None]]] = {}
-    for e in _events(store, "OccupancyStarted"):
+    for e in stored_events(store, "OccupancyStarted"):
         end = ended.get(e.data["occupancy_id"])
         out.setdefault(world.submitted[e.data["job_uid"]], []).append(
             (e.data["started_at"], None if end is None else end["ended_at"])
@@ -292,5 +259,5 @@ def test_a_live_window_is_copied_after_the_trace_and_played_live_there(
     assert summary.closed_loop is not None and summary.closed_loop.jobs == copies
     live_from = openb.epoch + timedelta(seconds=(openb.end // HOUR + 1) * HOUR)
     assert f"checked against the trace to {live_from:%Y-%m-%dT%H:%M:%SZ}" in summary.notes[-1]
-    decided = _events(store, "AdmissionDecided")
+    decided = stored_events(store, "AdmissionDecided")
     assert decided and min(e.occurred_at for e in decided) >= live_from

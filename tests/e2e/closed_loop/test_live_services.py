@@ -16,19 +16,14 @@ a preempted replica comes back gated and runs its full length again once release
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from datetime import datetime, timedelta
-from importlib.resources import as_file, files
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import select
-
-from dlc_ledger.wiring.replay import ReplaySummary, run_replay
+from dlc_ledger.wiring.replay import ReplaySummary
 from kubesim.traces import Trace, TraceInstance, live_rows, load_dlrm, load_openb
 from ledger.store.postgres import PostgresEventStore
-from ledger.store.schema import events as events_table
+from tests.support.live_replays import replay_closed_loop, stored_events
 
 TREE = """
 quotas:
@@ -76,17 +71,6 @@ def _trace() -> Trace:
     return Trace("openb+dlrm", openb.epoch, openb.nodes, rows, end)
 
 
-def _events(store: PostgresEventStore, *types: str) -> list[Any]:
-    with store.engine.connect() as conn:
-        return list(
-            conn.execute(
-                select(events_table.c.type, events_table.c.occurred_at, events_table.c.data)
-                .where(events_table.c.type.in_(types))
-                .order_by(events_table.c.position)
-            ).all()
-        )
-
-
 def _replay(
     store: PostgresEventStore,
     bootstrap: str,
@@ -95,27 +79,7 @@ def _replay(
     tree: str,
     live_from: datetime | None = None,
 ) -> ReplaySummary:
-    path = tmp_path / "tree.yaml"
-    path.write_text(tree)
-    started = time.monotonic()
-    with as_file(files("dlc_ledger.resources") / "pricebooks" / "demo-2026.yaml") as book:
-        summary = run_replay(
-            trace,
-            quotas=path,
-            pricebook=book,
-            store=store,
-            bootstrap=bootstrap,
-            data_dir=tmp_path,
-            closed_loop=True,
-            live_from=live_from,
-            cycle=60,
-            progress=None,
-            timeout=300,
-        )
-    wall = time.monotonic() - started
-    print("\n".join(summary.lines()), f"\nwall {wall:.1f} s")
-    assert wall < 60
-    return summary
+    return replay_closed_loop(store, bootstrap, tmp_path, trace, tree, live_from, within=60)
 
 
 def test_service_scale_ups_preempt_borrowing_training_replica_by_replica(
@@ -130,11 +94,12 @@ def test_service_scale_ups_preempt_borrowing_training_replica_by_replica(
     assert figures.succeeded == len(trace.instances) and figures.never_admitted == 0
 
     names = {
-        e.data["job_uid"]: e.data["name"] for e in _events(store, "JobSubmitted", "WorkloadCreated")
+        e.data["job_uid"]: e.data["name"]
+        for e in stored_events(store, "JobSubmitted", "WorkloadCreated")
     }
     service = {u for u, n in names.items() if n == "app-124"}
     assert len(service) == 1, names  # one workload: the Deployment, its replicas pods
-    preemptions = _events(store, "PreemptionDecided")
+    preemptions = stored_events(store, "PreemptionDecided")
     assert preemptions, "the service's scale-ups reclaimed from borrowing training"
     victims: set[str] = set()
     for e in preemptions:
@@ -153,16 +118,16 @@ def test_service_scale_ups_preempt_borrowing_training_replica_by_replica(
     assert len(seconds) == 2 and seconds[0] >= 3900 and seconds[-1] < 4557
     # a victim ran twice: until its preemption, then in full once the service scaled down
     starts: dict[str, list[datetime]] = {}
-    for e in _events(store, "OccupancyStarted"):
+    for e in stored_events(store, "OccupancyStarted"):
         starts.setdefault(names[e.data["job_uid"]], []).append(e.occurred_at)
     for name in victims:
         assert len(starts[name]) >= 2, (name, starts[name])
     # the service's replicas: scaled up and down by the trace, released by the dispatcher
-    scaled = _events(store, "WorkloadScaled")
+    scaled = stored_events(store, "WorkloadScaled")
     assert len(scaled) >= 10, len(scaled)
     released = [
         e
-        for e in _events(store, "AdmissionDecided")
+        for e in stored_events(store, "AdmissionDecided")
         if e.data["job_uid"].split("#")[0] in service and e.data["outcome"] == "admit"
     ]
     assert len(released) >= 5
@@ -184,10 +149,11 @@ def test_a_live_copy_of_a_service_scales_under_the_dispatcher_after_its_history(
     assert figures is not None and figures.jobs == len(history.instances)
     assert figures.succeeded == figures.jobs
     names = {
-        e.data["job_uid"]: e.data["name"] for e in _events(store, "JobSubmitted", "WorkloadCreated")
+        e.data["job_uid"]: e.data["name"]
+        for e in stored_events(store, "JobSubmitted", "WorkloadCreated")
     }
     assert {"app-124", "app-124-live"} <= set(names.values())
-    preemptions = _events(store, "PreemptionDecided")
+    preemptions = stored_events(store, "PreemptionDecided")
     assert preemptions and min(e.occurred_at for e in preemptions) >= trace.epoch + timedelta(
         seconds=at
     )
@@ -240,8 +206,8 @@ def test_a_preempted_replica_comes_back_gated_and_runs_again_once_released(
     assert summary.ok and summary.dead_letters == 0
     figures = summary.closed_loop
     assert figures is not None and figures.succeeded == figures.jobs == len(trace.instances)
-    names = {e.data["job_uid"]: e.data["name"] for e in _events(store, "WorkloadCreated")}
-    preemptions = _events(store, "PreemptionDecided")
+    names = {e.data["job_uid"]: e.data["name"] for e in stored_events(store, "WorkloadCreated")}
+    preemptions = stored_events(store, "PreemptionDecided")
     assert preemptions
     for e in preemptions:  # app_b's replicas reclaim from app_124's, replica by replica
         assert names[e.data["preemptor"].split("#")[0]] == "app-b"
@@ -252,8 +218,8 @@ def test_a_preempted_replica_comes_back_gated_and_runs_again_once_released(
         i.replica: (i.deleted or 0) - (i.scheduled or 0) for i in rows if i.scheduled is not None
     }
     runs: dict[str, list[tuple[str, str | None, str | None]]] = {}
-    ended = {e.data["occupancy_id"]: e.data for e in _events(store, "OccupancyEnded")}
-    for e in _events(store, "OccupancyStarted"):
+    ended = {e.data["occupancy_id"]: e.data for e in stored_events(store, "OccupancyEnded")}
+    for e in stored_events(store, "OccupancyStarted"):
         end = ended.get(e.data["occupancy_id"])
         runs.setdefault(e.data["pod_name"], []).append(
             (
