@@ -1,0 +1,70 @@
+"""Period locks (issue 47, part 3): a posting dated into a closed month is booked into the
+earliest open month as an adjustment naming its service dates, and reaches an invoice."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dlc_ledger.services.billing import publish_price_book
+from ledger.store.postgres import PostgresEventStore
+from tests.support.billing import at, demo_book, query
+from tests.support.clis import CliCall
+
+
+def _rows(cli: CliCall, *args: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = json.loads(cli(*args, "--format", "json"))
+    return rows
+
+
+def _buy(cli: CliCall, when: str, key: str) -> str:
+    out = cli(
+        "subscriptions", "purchase", "--group", "gpu-t4", "--spec", "ml.t4.2xlarge",
+        "--nodes", "1", "--term", "month", "--workspace", "ws-a", "--at", when,
+        "--key", key, "--allow-unknown-workspace",
+    )  # fmt: skip
+    return out
+
+
+def test_a_back_dated_purchase_into_an_invoiced_month_is_invoiced(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    """The audit's repro: October invoiced, then a purchase dated 2027-10-20; it must reach
+    an invoice (November's, as an adjustment naming its October dates), and the ledger's
+    cost of every closed month must equal its invoices."""
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    _buy(cli, "2027-10-05T00:00:00Z", "i1")
+    assert "issued 1 invoices" in cli(
+        "billing", "run", "--until", "2027-11-03T00:00:00Z", "--force"
+    )
+    _buy(cli, "2027-10-20T00:00:00Z", "i2")
+    cli("billing", "run", "--until", "2027-11-05T00:00:00Z", "--force")
+    # nothing receivable is left off an invoice once its month is closed
+    assert "issued 1 invoices" in cli(
+        "billing", "run", "--until", "2027-12-03T00:00:00Z", "--force"
+    )
+    uninvoiced = query(
+        store,
+        "SELECT t.transaction_id FROM billing_transactions t "
+        "JOIN billing_postings p USING (transaction_id) "
+        "WHERE p.account = 'receivable/ws-a' AND NOT EXISTS ("
+        " SELECT 1 FROM billing_invoice_lines l JOIN billing_invoices i USING (invoice_id)"
+        " WHERE i.status = 'issued' AND l.transaction_ids ? t.transaction_id)",
+    )
+    assert uninvoiced == []
+    invoices = {r["period"]: r for r in _rows(cli, "invoices", "list")}
+    assert invoices["2027-10"]["total_minor"] == 210_000
+    # November: the second October term (an adjustment) + the renewal-free nothing else
+    assert invoices["2027-11"]["total_minor"] == 210_000
+    lines = json.loads(cli("invoices", "show", invoices["2027-11"]["invoice_id"], "--format", "json"))
+    (line,) = lines["lines"]
+    assert "locked period 2027-10" in line["description"]
+    assert "2027-10-20 to 2027-11-20" in line["description"]
+    cost = {
+        r["month"]: r["cost_minor"]
+        for r in _rows(
+            cli, "report", "cost", "--group-by", "month", "--source", "ledger",
+            "--from", "2027-10-01", "--to", "2027-12-01",
+        )  # fmt: skip
+    }
+    assert cost == {"2027-10": 210_000, "2027-11": 210_000}
