@@ -83,7 +83,10 @@ def build_invoice(
 
     ``transactions`` may hold anything posted; those posted to ``period`` that
     touch ``receivable/<workspace>`` with usage are invoiced (reversals included,
-    so a reversed charge nets out). One line per resource x billing mode x rate, in
+    so a reversed charge nets out). A transaction dated into a locked period and booked
+    into this one (``service_period``: :mod:`ledger.periods`) gets a line of its own, an
+    adjustment naming that period (and, for a subscription's charge, its dates). One
+    line per resource x billing mode x rate, in
     sorted order, its amount rounded once from its precise sum; lines that net to
     zero usage and zero amount are left out. ``currency`` is required only when
     there may be no transactions at all. When the lines' rounding is not zero,
@@ -96,8 +99,9 @@ def build_invoice(
     """
     account = receivable_account(workspace)
     workloads = workloads or {}
-    # resource x mode x rate, and the workload's uid ("": the jobs of the workspace)
-    groups: dict[tuple[str, BillingMode, str, str], _Acc] = {}
+    # resource x mode x rate, the workload's uid ("": the jobs of the workspace), and the
+    # locked period a late adjustment belongs to ("": this one)
+    groups: dict[tuple[str, BillingMode, str, str, str], _Acc] = {}
     charges: list[InvoiceLine] = []
     for txn in transactions:
         if txn.period != period:
@@ -124,14 +128,15 @@ def build_invoice(
         u = txn.usage
         rate = "" if u.rate is None else rate_key(u.rate)
         uid = u.job_uid if u.job_uid in workloads else ""
-        acc = groups.setdefault((u.resource, u.billing_mode, rate, uid), _Acc(u.unit, u.rate))
+        late = txn.service_period or ""
+        acc = groups.setdefault((u.resource, u.billing_mode, rate, uid, late), _Acc(u.unit, u.rate))
         acc.usage += u.usage
         acc.precise += sum(precise_from_decimal(p.amount_minor) for p in mine)
         acc.transaction_ids.append(txn.transaction_id)
     if currency is None:
         raise NotInvoiceable(f"no transactions for {workspace} {period}: pass the currency")
     lines = []
-    for (resource, mode, rate, uid), acc in sorted(groups.items()):
+    for (resource, mode, rate, uid, late), acc in sorted(groups.items()):
         if acc.usage == 0 and acc.precise == 0:
             continue
         with exact_context():
@@ -140,9 +145,10 @@ def build_invoice(
             )
         at = f" at {rate} {currency}/{acc.unit}" if rate else ""
         whose = f", {workloads[uid]}" if uid else ""
+        adjusts = f"adjustment for locked period {late}: usage of {late}, " if late else ""
         lines.append(
             InvoiceLine(
-                description=f"{resource} ({mode}){whose}: {quantity} {acc.unit}{at}",
+                description=f"{adjusts}{resource} ({mode}){whose}: {quantity} {acc.unit}{at}",
                 workspace=workspace,
                 job_uid=uid or None,
                 resource=resource,
@@ -200,9 +206,11 @@ def _charge_line(
     unit = f"node-{charge.unit}"
     span = f"{charge.starts_at:%Y-%m-%d} to {charge.ends_at:%Y-%m-%d}"
     what = {"purchase": "subscription", "renewal": "renewal", "refund": "refund of"}[charge.kind]
+    # dated into a locked period, booked into this one: the line says so, with its dates
+    adjusts = f"adjustment for locked period {txn.service_period}: " if txn.service_period else ""
     return InvoiceLine(
         description=(
-            f"{what} {charge.subscription_id} term {charge.term}: {charge.nodes} x "
+            f"{adjusts}{what} {charge.subscription_id} term {charge.term}: {charge.nodes} x "
             f"{charge.spec} in {charge.group}, {span}, at {rate_key(charge.unit_price)} "
             f"{currency}/{unit}"
         ),

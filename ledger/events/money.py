@@ -131,12 +131,17 @@ class LedgerTransactionPosted(EventData):
     # set on subscription charges and refunds (additive; left out of the payload when
     # None, so transactions stored before it hash as they did)
     charge: SubscriptionCharge | None = None
+    # set when the transaction's own period was locked (closed) and it was booked into a
+    # later open one (ledger.periods): the period its service dates fall in (additive,
+    # left out when None like ``charge``)
+    service_period: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_charge(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        if data.get("charge") is None:
-            data.pop("charge", None)
+        for optional in ("charge", "service_period"):
+            if data.get(optional) is None:
+                data.pop(optional, None)
         return data
 
 
@@ -186,6 +191,17 @@ class InvoiceIssued(EventData):
 class InvoiceVoided(EventData):
     invoice_id: str = Name
     reason: str
+
+
+@event_type("PeriodClosed")
+class PeriodClosed(EventData):
+    """A billing period (a UTC month, ``YYYY-MM``) closed for every workspace: from then
+    on a posting dated into it is booked into the earliest open period as an adjustment
+    (:mod:`ledger.periods`). Appended by ``billing close --period P`` or by the billing
+    tick once the period's end + grace has passed; stream :data:`ledger.periods.PERIODS_STREAM`."""
+
+    period: str = Field(pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$")
+    reason: str = ""
 
 
 @event_type("CreditNoteIssued")

@@ -11,6 +11,10 @@
 
 Transaction ids derive from (subscription, term, what, day), so a retried tick or a
 concurrent scheduler can never post a day twice: the store collapses duplicates.
+
+Each is dated into the period of its own instant (the order, the day, the cancellation);
+given the period ``locks``, one dated into a closed period is booked into the earliest
+open one as an adjustment naming its dates (:func:`ledger.periods.book_into_open`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Literal
 from ledger.accounts import balanced_transaction, receivable_account
 from ledger.events import LedgerTransactionPosted, Posting, SubscriptionCharge, SubscriptionTerm
 from ledger.ids import deterministic_id
+from ledger.periods import PeriodLocks, book_into_open
 from ledger.subscriptions.model import Subscription
 from ledger.subscriptions.recognition import recognised_by, recognition_days
 from ledger.subscriptions.refunds import Refund
@@ -71,14 +76,28 @@ def _charge(
     )
 
 
+def _span(term: SubscriptionTerm) -> str:
+    return f"{term.starts_at:%Y-%m-%d} to {term.ends_at:%Y-%m-%d}"
+
+
+def _booked(
+    txn: LedgerTransactionPosted, locks: PeriodLocks | None, service: str
+) -> LedgerTransactionPosted:
+    return txn if locks is None else book_into_open(txn, locks, service=service)
+
+
 def charge_transaction(
-    sub: Subscription, term: SubscriptionTerm, cause_event_id: str
+    sub: Subscription,
+    term: SubscriptionTerm,
+    cause_event_id: str,
+    *,
+    locks: PeriodLocks | None = None,
 ) -> LedgerTransactionPosted | None:
     """The order of ``term`` (None for a free one): receivable / deferred, in full."""
     if term.amount_minor == 0:
         return None
     kind: ChargeKind = "purchase" if term.term == 1 else "renewal"
-    return balanced_transaction(
+    txn = balanced_transaction(
         str(deterministic_id("txn-subscription", sub.subscription_id, str(term.term), "charge")),
         [
             Posting(
@@ -97,10 +116,11 @@ def charge_transaction(
         memo=f"subscription {sub.subscription_id} term {term.term} ordered ({kind})",
         charge=_charge(sub, term, kind, ""),
     )
+    return _booked(txn, locks, _span(term))
 
 
 def recognition_transactions(
-    sub: Subscription, until: datetime
+    sub: Subscription, until: datetime, *, locks: PeriodLocks | None = None
 ) -> list[tuple[datetime, LedgerTransactionPosted]]:
     """Every day of ``sub``'s terms that has ended by ``until`` (the scheduler's reach),
     recognised, with the instant each day ends; a term's days stop at its end or at a
@@ -142,11 +162,18 @@ def recognition_transactions(
                     ),
                 )
             )
+    if locks is not None:  # a day of a closed period: recognised in the open one
+        out = [(hi, book_into_open(txn, locks)) for hi, txn in out]
     return out
 
 
 def refund_transaction(
-    sub: Subscription, refund: Refund, at: datetime, cause_event_id: str
+    sub: Subscription,
+    refund: Refund,
+    at: datetime,
+    cause_event_id: str,
+    *,
+    locks: PeriodLocks | None = None,
 ) -> LedgerTransactionPosted | None:
     """Clear what ``sub``'s refunded terms still defer at ``at``: the refund back to the
     receivable, the rest (consumed, not yet recognised) to revenue."""
@@ -182,7 +209,7 @@ def refund_transaction(
             )
         )
     first = terms[refund.terms[0].term]
-    return balanced_transaction(
+    txn = balanced_transaction(
         str(deterministic_id("txn-subscription", sub.subscription_id, "refund")),
         postings,
         cause_event_ids=(cause_event_id,),
@@ -190,3 +217,4 @@ def refund_transaction(
         memo=f"subscription {sub.subscription_id} cancelled: {refund.rule}",
         charge=_charge(sub, first, "refund", refund.rule) if refund_minor else None,
     )
+    return _booked(txn, locks, f"cancelled {at:%Y-%m-%d}")

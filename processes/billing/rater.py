@@ -26,9 +26,10 @@ that overflows: :func:`ledger.store.failures.is_poison`, reason ``rating-failed`
 dead-lettered (source ``rater``) and skipped; the others are rated.
 
 Bounds: a run sees only events recorded before it (recorded_at) and rates each
-open occupancy only up to ``as_of`` (occurred_at). Usage whose period already has
-an issued invoice for its workspace is posted to the next open period, memo
-naming the original period (``usage.usage_period`` keeps it too).
+open occupancy only up to ``as_of`` (occurred_at). Usage whose period is locked (an
+issued invoice for its workspace, or the period closed: :mod:`ledger.periods`) is
+posted to the earliest open period, memo naming the original period
+(``usage.usage_period`` and ``service_period`` keep it too).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from ledger.catalogue import decode
 from ledger.envelopes import Envelope
 from ledger.events import LedgerTransactionPosted
 from ledger.money import precise_from_decimal
+from ledger.periods import PeriodLocks, book_into_open
 from ledger.prices import NoApplicableRate
 from ledger.rating import (
     LineDelta,
@@ -54,7 +56,6 @@ from ledger.rating import (
     Posted,
     accrue,
     calendar_months,
-    next_period,
 )
 from ledger.store.base import EventStore, UnitOfWork
 from ledger.store.failures import is_poison
@@ -64,6 +65,7 @@ from projections.billing import (
     catch_up_on,
     load_schedule,
     occupancy_from_row,
+    period_locks,
 )
 
 __all__ = [
@@ -124,46 +126,20 @@ def _posted(conn: Connection, occupancy_ids: Sequence[str]) -> dict[str, dict[Li
     return out
 
 
-class _Periods:
-    """Which (workspace, period) pairs are closed by an issued, not voided, invoice."""
-
-    def __init__(self, conn: Connection, periods: PeriodFn) -> None:
-        self._closed = {
-            (w, p)
-            for w, p in conn.execute(
-                text("SELECT workspace, period FROM billing_invoices WHERE status = 'issued'")
-            ).all()
-        }
-        self._periods = periods
-
-    def posting_period(self, workspace: str, usage_period: str) -> str:
-        period = usage_period
-        while (workspace, period) in self._closed:
-            period = next_period(period, self._periods)
-        return period
-
-
 def _transactions(
     deltas: Iterable[LineDelta],
     causes: Sequence[str],
-    periods: _Periods,
+    locks: PeriodLocks,
     *,
     final: bool,
 ) -> list[LedgerTransactionPosted]:
     out = []
     for delta in deltas:
-        line = delta.line
-        posting = periods.posting_period(line.workspace, line.period)
         step = f"{delta.step}/final" if final else delta.step
-        txn = transaction_from_delta(delta, cause_event_ids=causes, period=posting, step=step)
-        if posting != line.period:
-            txn = txn.model_copy(
-                update={
-                    "memo": f"late adjustment for invoiced period {line.period} "
-                    f"posted to {posting}: {txn.memo}"
-                }
-            )
-        out.append(txn)
+        txn = transaction_from_delta(
+            delta, cause_event_ids=causes, period=delta.line.period, step=step
+        )
+        out.append(book_into_open(txn, locks))  # a locked usage period: the open one
     return out
 
 
@@ -235,7 +211,7 @@ def _run_once(
     schedule = load_schedule(conn)
     if schedule.currency is None:
         return _Batch(True, 0, 0, 0, 0, cp, [])  # nothing can be rated before the first book
-    closed = _Periods(conn, periods)
+    closed = period_locks(uow, periods)
 
     after = cp if scan.after is None else scan.after
     pending = conn.execute(

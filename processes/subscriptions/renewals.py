@@ -15,6 +15,7 @@ from ledger.accounts import transaction_envelope
 from ledger.envelopes import Envelope, make_envelope
 from ledger.events import SubscriptionRenewed
 from ledger.ids import deterministic_id
+from ledger.periods import PeriodLocks
 from ledger.subscriptions import SpecSchedule, Subscription, charge_transaction
 from ledger.subscriptions.orders import next_term
 from projections.subscriptions import subscription_stream
@@ -23,11 +24,18 @@ __all__ = ["renewal"]
 
 
 def renewal(
-    sub: Subscription, specs: SpecSchedule, at: datetime, *, automatic: bool, source: str
+    sub: Subscription,
+    specs: SpecSchedule,
+    at: datetime,
+    *,
+    automatic: bool,
+    source: str,
+    locks: PeriodLocks | None = None,
 ) -> tuple[list[Envelope], Subscription]:
     """The envelopes of ``sub``'s next term ordered at ``at`` (the renewal, and its charge
     when the term costs anything), and ``sub`` after it. An unknown spec price raises
-    :class:`~ledger.errors.NotFound` (the scheduler records a failed attempt)."""
+    :class:`~ledger.errors.NotFound` (the scheduler records a failed attempt). ``locks``:
+    a charge dated into a closed period is booked into the open one (:mod:`ledger.periods`)."""
     term = next_term(sub, specs, at)
     renewed = SubscriptionRenewed(
         subscription_id=sub.subscription_id, next=term, automatic=automatic
@@ -43,6 +51,6 @@ def renewal(
         source=source,
     )
     after = sub.after(renewed)
-    charge = charge_transaction(after, term, str(envelope.event_id))
+    charge = charge_transaction(after, term, str(envelope.event_id), locks=locks)
     batch = [envelope] + ([transaction_envelope(charge, at, source=source)] if charge else [])
     return batch, after

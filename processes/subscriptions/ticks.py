@@ -13,6 +13,10 @@ term, day) make a repeated or concurrent tick a no-op (the store collapses dupli
   capacity released after :data:`ledger.subscriptions.RELEASE_GRACE`.
 - Every UTC day that has ended is recognised (deferred -> revenue).
 
+Each posting is dated by its own instant; one dated into a closed (locked) period is
+booked into the earliest open one as an adjustment naming its dates (:mod:`ledger.periods`),
+so a back-dated auto-renew purchase's renewals still reach an invoice.
+
 Poison (issue 44): a subscription whose due actions cannot be built (a price in force so
 large the term's amount breaks its bound, arithmetic that overflows:
 :func:`ledger.store.failures.is_poison`) is dead-lettered (source
@@ -36,6 +40,7 @@ from ledger.events import (
     SubscriptionRenewalFailed,
 )
 from ledger.ids import deterministic_id
+from ledger.periods import PeriodLocks
 from ledger.store.base import EventStore, UnitOfWork
 from ledger.store.failures import is_poison
 from ledger.subscriptions import (
@@ -47,6 +52,7 @@ from ledger.subscriptions import (
     recognition_transactions,
 )
 from processes.subscriptions.renewals import renewal
+from projections.billing import period_locks
 from projections.subscriptions import load_specs, load_subscriptions, subscription_stream
 
 __all__ = ["RENEWAL_ATTEMPTS", "SCHEDULER_SOURCE", "SubscriptionTick", "advance"]
@@ -82,7 +88,7 @@ def _envelope(
 
 
 def _renewals(
-    sub: Subscription, specs: SpecSchedule, now: datetime
+    sub: Subscription, specs: SpecSchedule, now: datetime, locks: PeriodLocks
 ) -> tuple[list[Envelope], Subscription]:
     """The renewals (and failed attempts) due by ``now``, and ``sub`` after them."""
     out: list[Envelope] = []
@@ -94,7 +100,9 @@ def _renewals(
         if when > now or attempt > RENEWAL_ATTEMPTS or when >= last.ends_at:
             return out, sub
         try:
-            batch, renewed_sub = renewal(sub, specs, when, automatic=True, source=SCHEDULER_SOURCE)
+            batch, renewed_sub = renewal(
+                sub, specs, when, automatic=True, source=SCHEDULER_SOURCE, locks=locks
+            )
         except NotFound as exc:
             failed = SubscriptionRenewalFailed(
                 subscription_id=sub.subscription_id,
@@ -124,13 +132,15 @@ def _expiry(sub: Subscription, now: datetime) -> list[Envelope]:
     return [_envelope(expired, sub, end)]
 
 
-def _recognitions(uow: UnitOfWork, sub: Subscription, now: datetime) -> list[Envelope]:
+def _recognitions(
+    uow: UnitOfWork, sub: Subscription, now: datetime, locks: PeriodLocks
+) -> list[Envelope]:
     # the days already posted are on the deferred account's stream: skip them rather
     # than hand the store a year of duplicates every minute
     stream = f"account/{deferred_account(sub.subscription_id)}"
     posted = {r.event_id for r in uow.read_stream(stream)}
     out = []
-    for at, txn in recognition_transactions(sub, now):
+    for at, txn in recognition_transactions(sub, now, locks=locks):
         envelope = transaction_envelope(txn, at, source=SCHEDULER_SOURCE)
         if envelope.event_id not in posted:
             out.append(envelope)
@@ -145,14 +155,15 @@ def advance(store: EventStore, now: datetime) -> SubscriptionTick:
     with store.transaction() as uow:
         uow.lock_appends()
         specs = load_specs(uow)
+        locks = period_locks(uow)  # a posting dated into a closed month: the open one
         ordered: list[Envelope] = []
         ends: list[Envelope] = []
         days: list[Envelope] = []
         for sub in load_subscriptions(uow).values():
             try:
-                renewals, after = _renewals(sub, specs, now)
+                renewals, after = _renewals(sub, specs, now, locks)
                 sub_ends = _expiry(after, now)
-                sub_days = _recognitions(uow, after, now)
+                sub_days = _recognitions(uow, after, now, locks)
             except Exception as exc:
                 if not is_poison(exc):
                     raise

@@ -13,6 +13,7 @@ Money enters only as events, and every statement on the billing tables is here:
 - ``reports``, ``invoice_pages``: the finance reports, the invoice and credit-note lists;
   ``top``: a window's costliest groups and its total, ordered and cut in SQL;
   ``replicas``: how each replica of a service was billed (prepaid or spilled);
+- ``locks``: which periods are closed (``PeriodClosed``) or invoiced: locked;
 - ``balances``: the trial balance and receivables by age; ``trails``: an invoice line's
   audit trail back to the cluster facts.
 
@@ -32,6 +33,7 @@ from projections.billing.invoices import (
     find_invoice,
     invoice_detail,
 )
+from projections.billing.locks import closed_periods, period_locks, period_rows
 from projections.billing.projection import BillingProjection, catch_up_billing, catch_up_on
 from projections.billing.reads import (
     WORKLOAD_OF_OCCUPANCY,
@@ -75,6 +77,7 @@ __all__ = [
     "billing_currency",
     "catch_up_billing",
     "catch_up_on",
+    "closed_periods",
     "cost_report",
     "cost_row",
     "cost_top",
@@ -89,6 +92,8 @@ __all__ = [
     "load_schedule",
     "occupancy_from_row",
     "parse_group_by",
+    "period_locks",
+    "period_rows",
     "read_books",
     "replica_billing",
     "subscription_lines",

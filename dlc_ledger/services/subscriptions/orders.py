@@ -49,6 +49,7 @@ from ledger.subscriptions import (
 )
 from ledger.subscriptions.orders import order_term
 from processes.subscriptions import renewal
+from projections.billing import period_locks
 from projections.registry import catch_up_all
 from projections.subscriptions import load_specs, load_subscriptions, subscription_stream
 
@@ -276,7 +277,8 @@ def _purchase(
         observed_at=start,
         source=principal,
     )
-    charge = charge_transaction(sub, first, str(envelope.event_id))
+    # back-dated into a closed month: booked into the open one, naming its dates
+    charge = charge_transaction(sub, first, str(envelope.event_id), locks=period_locks(uow))
     batch = [envelope] + ([transaction_envelope(charge, start, source=principal)] if charge else [])
     if dry_run:  # built, so checked as the write's: what it would answer, appended not
         return Order(sub, created=False, dry_run=True), [], {}
@@ -315,7 +317,9 @@ def _renew(
             f"subscription {subscription_id} is already renewed until "
             f"{sub.last_term.ends_at.isoformat()} (term {sub.last_term.term} not started)"
         )
-    batch, after = renewal(sub, load_specs(uow), now, automatic=False, source=principal)
+    batch, after = renewal(
+        sub, load_specs(uow), now, automatic=False, source=principal, locks=period_locks(uow)
+    )
     stream = subscription_stream(subscription_id)
     if dry_run:
         return Order(after, created=False, dry_run=True), [], {}
@@ -422,7 +426,7 @@ def _cancel(
         source=principal,
     )
     batch = [envelope]
-    txn = refund_transaction(after, refund, now, str(envelope.event_id))
+    txn = refund_transaction(after, refund, now, str(envelope.event_id), locks=period_locks(uow))
     if txn is not None:
         batch.append(transaction_envelope(txn, now, source=principal))
     if dry_run:
