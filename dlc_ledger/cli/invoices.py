@@ -1,4 +1,4 @@
-"""``dlc-ledger billing run|serve`` and ``dlc-ledger invoices list|show|void|credit``.
+"""``dlc-ledger billing run|close|periods|serve`` and ``dlc-ledger invoices list|show|void|credit``.
 
 Options in, rows out: the rules (when a run may bill, what a void reverses, when a
 credit note is refused or is a repeat) are the use cases' in
@@ -25,7 +25,13 @@ from dlc_ledger.cli.options import (
 )
 from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows, escape_controls
 from dlc_ledger.presenters import with_amounts
-from dlc_ledger.services.billing import issue_credit_note, tick, void_invoice
+from dlc_ledger.services.billing import (
+    close_month,
+    issue_credit_note,
+    periods,
+    tick,
+    void_invoice,
+)
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.wiring.context import open_reader, open_store
 from ledger.canonical import format_timestamp
@@ -87,6 +93,35 @@ def run(
             err=True,
         )
     _print_tick(tick(store, chosen.at, grace=timedelta(hours=grace_hours)))
+
+
+@billing_app.command("close")
+def close_cmd(
+    period: str = typer.Option(..., "--period", help="The month to close, YYYY-MM."),
+    at: str | None = typer.Option(
+        None, "--at", help=f"close at this instant (default: as billing run's): {CLUSTER}"
+    ),
+    reason: str = typer.Option("", "--reason", help="Why (kept on the PeriodClosed)."),
+    force: bool = typer.Option(
+        False, "--force", help="allow an --at beyond the latest cluster time observed"
+    ),
+) -> None:
+    """Close (lock) a month for every workspace after one billing tick, and issue its
+    invoices at once: a posting dated into it later is booked into the earliest open month
+    as an adjustment naming its dates (docs/finance.md, Period locks)."""
+    store = open_store()
+    when = parse_instant(at, option="--at") if at else None
+    done = close_month(store, parse_period(period), principal=SOURCE, at=when, force=force,
+                       reason=reason)  # fmt: skip
+    state = "closed" if done.closed else "already closed"
+    typer.echo(f"period {done.period} {state}; issued {len(done.invoices)} invoices")
+
+
+@billing_app.command("periods")
+def periods_cmd(fmt: FormatOption = RowFormat.table) -> None:
+    """Every month with postings, invoices or a close: locked (closed for every workspace)
+    or open, how many workspaces posted to it, its issued invoices, who closed it and when."""
+    emit_rows(periods(open_reader()), fmt)
 
 
 @billing_app.command("serve")

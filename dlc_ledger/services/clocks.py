@@ -49,7 +49,8 @@ def projected_cluster_time(store: EventStore) -> datetime | None:
 
 
 #: How far the observed cluster clock may run ahead of the wall clock (skew) before it
-#: counts as a virtual one.
+#: counts as a virtual one; also how far past the wall clock an explicit ``--until`` may
+#: reach on a store without any cluster fact.
 CLOCK_SKEW = timedelta(hours=1)
 
 
@@ -87,15 +88,27 @@ def billing_instant(
 
     An explicit ``until`` beyond the latest cluster time observed is refused unless
     ``force``: every open occupancy would be billed up to it, and every period up to it
-    closed. Without one: :func:`billing_now` on the wall clock (``wall``, default now).
+    closed. On a store without any cluster fact the bound is the wall clock plus
+    :data:`CLOCK_SKEW` (else subscriptions would be renewed and future months invoiced).
+    Without one: :func:`billing_now` on the wall clock (``wall``, default now).
     """
     observed = observed_cluster_time(store)
+    now = wall or datetime.now(UTC)
     if until is None:
-        return billing_now(observed, wall or datetime.now(UTC))
-    if observed is not None and until > observed and not force:
+        return billing_now(observed, now)
+    if force:
+        return BillingNow(until, observed, replayed=False)
+    if observed is not None and until > observed:
         raise Conflict(
             f"--until {format_timestamp(until)} is beyond the latest cluster time observed "
             f"({format_timestamp(observed)}): open occupancies would be billed and periods "
             "closed up to it; pass --force if that is meant"
+        )
+    if observed is None and until > now + CLOCK_SKEW:
+        raise Conflict(
+            f"--until {format_timestamp(until)} is in the future: the store holds no cluster "
+            f"fact and the wall clock is {format_timestamp(now)} (at most "
+            f"{CLOCK_SKEW} ahead is allowed): subscriptions would be renewed and periods "
+            "invoiced up to it; pass --force if that is meant"
         )
     return BillingNow(until, observed, replayed=False)

@@ -1,8 +1,9 @@
 """The billing context's process steps: rate and accrue (:mod:`.rater`), close the due
-periods into invoices (:mod:`.closing`), one tick of both (:mod:`.ticks`), and the
+periods into invoices (:mod:`.closing`), one tick of both (:mod:`.ticks`), a period closed by hand (:mod:`.locks`), and the
 corrections of an issued invoice, voids and credit notes (:mod:`.corrections`)."""
 
 from processes.billing.corrections import CreditResult, VoidResult, issue_credit_note, void_invoice
+from processes.billing.locks import PeriodClose, close_period
 from processes.billing.rater import RATER_SOURCE, RateResult, rate
 from processes.billing.ticks import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult, tick
 
@@ -11,9 +12,11 @@ __all__ = [
     "DEFAULT_GRACE",
     "RATER_SOURCE",
     "CreditResult",
+    "PeriodClose",
     "RateResult",
     "TickResult",
     "VoidResult",
+    "close_period",
     "issue_credit_note",
     "rate",
     "tick",

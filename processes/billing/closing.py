@@ -7,6 +7,11 @@ in the same transaction that read them, under the store's append lock; its lines
 rounded once each from their precise sums and the rounding is posted with it
 (:func:`ledger.invoices.invoice_rounding`, account ``revenue/rounding``).
 
+Period locks (issue 47): a period closed by hand (``billing close --period P``) is due at
+once, grace or not; and once a period's end + grace has passed, the close that invoices it
+also locks it for every workspace (``PeriodClosed`` on :data:`ledger.periods.PERIODS_STREAM`),
+so a posting dated into it later is booked into the open period (:mod:`ledger.periods`).
+
 Poison (issue 44): a (workspace, period) whose invoice cannot be built (a total beyond
 the invoice's bounds from a fat-fingered price, arithmetic that overflows:
 :func:`ledger.store.failures.is_poison`) is dead-lettered (source ``scheduler/close``,
@@ -17,23 +22,24 @@ letter reopening while it still fails.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 import orjson
 from sqlalchemy import Connection, text
 
 from ledger.accounts import transaction_envelope
-from ledger.envelopes import make_envelope
-from ledger.events import LedgerTransactionPosted
+from ledger.envelopes import Envelope, make_envelope
+from ledger.events import LedgerTransactionPosted, PeriodClosed
 from ledger.ids import deterministic_id
 from ledger.invoices import build_invoice, invoice_rounding
+from ledger.periods import PERIODS_STREAM
 from ledger.rating import PeriodFn, calendar_months, period_end
 from ledger.store.base import EventStore
 from ledger.store.failures import is_poison
-from projections.billing import catch_up_on
+from projections.billing import catch_up_on, closed_periods
 
-__all__ = ["CLOSE_FAILED_SOURCE", "CLOSING_SOURCE", "close_periods"]
+__all__ = ["CLOSE_FAILED_SOURCE", "CLOSING_SOURCE", "close_periods", "period_closed"]
 
 #: The ``source`` of the invoices a period close issues.
 CLOSING_SOURCE = "scheduler"
@@ -53,6 +59,37 @@ def _due(conn: Connection) -> list[tuple[str, str]]:
         )
     ).all()
     return [(str(w), str(p)) for w, p in rows]
+
+
+def period_closed(period: str, now: datetime, *, source: str, reason: str) -> Envelope:
+    """The ``PeriodClosed`` of ``period``: one per period (its id over the period), so a
+    second close, by hand or by a tick, is collapsed by the store."""
+    return make_envelope(
+        PeriodClosed(period=period, reason=reason),
+        event_id=deterministic_id("event", "PeriodClosed", period),
+        stream=PERIODS_STREAM,
+        occurred_at=now,
+        observed_at=now,
+        source=source,
+    )
+
+
+def _locks(
+    conn: Connection,
+    closed: Collection[str],
+    now: datetime,
+    grace: timedelta,
+    period_fn: PeriodFn,
+) -> list[Envelope]:
+    """The ``PeriodClosed`` of every period with postings whose end + grace has passed."""
+    periods = conn.execute(
+        text("SELECT DISTINCT period FROM billing_transactions WHERE period IS NOT NULL")
+    ).scalars()
+    return [
+        period_closed(p, now, source=CLOSING_SOURCE, reason="invoiced by the billing run")
+        for p in sorted(str(p) for p in periods)
+        if p not in closed and period_end(p, period_fn) + grace <= now
+    ]
 
 
 def _revision(conn: Connection, workspace: str, period: str) -> int:
@@ -110,10 +147,11 @@ def close_periods(
         conn = uow.connection
         uow.lock_appends()
         catch_up_on(uow)
-        envelopes = []
+        envelopes: list[Envelope] = []
+        closed = closed_periods(uow)
         for workspace, period in _due(conn):
-            if period_end(period, period_fn) + grace > now:
-                continue
+            if period_end(period, period_fn) + grace > now and period not in closed:
+                continue  # not due yet, unless closed by hand
             txns = _invoiced_transactions(conn, workspace, period)
             revision = _revision(conn, workspace, period)
             try:
@@ -151,6 +189,7 @@ def close_periods(
                 continue
             envelopes.extend(closing)
             issued.append(invoice.invoice_id)
+        envelopes.extend(_locks(conn, closed, now, grace, period_fn))
         if envelopes:
             uow.append(envelopes, on_conflict="dead-letter")
     return tuple(issued)

@@ -47,8 +47,8 @@ def period_locks(uow: UnitOfWork, periods: PeriodFn | None = None) -> PeriodLock
 
 
 def period_rows(uow: UnitOfWork) -> list[dict[str, Any]]:
-    """Every period with postings or a close: locked or open, its invoices, who closed it."""
-    catch_up_on(uow)
+    """Every period with postings or a close: locked or open, its invoices, who closed it
+    (the billing view as it stands: a read never runs the projector)."""
     closed = closed_periods(uow)
     rows = uow.connection.execute(
         text(

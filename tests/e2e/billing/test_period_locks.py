@@ -68,3 +68,22 @@ def test_a_back_dated_purchase_into_an_invoiced_month_is_invoiced(
         )  # fmt: skip
     }
     assert cost == {"2027-10": 210_000, "2027-11": 210_000}
+
+
+def test_billing_run_until_far_ahead_of_a_store_without_cluster_facts_is_refused(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    """The audit's defect: no cluster fact, so nothing bounded --until; a run a year
+    ahead renewed subscriptions and invoiced months that had not happened."""
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    cli(
+        "subscriptions", "purchase", "--group", "gpu-t4", "--spec", "ml.t4.2xlarge",
+        "--nodes", "1", "--term", "month", "--workspace", "ws-a", "--auto-renew",
+        "--allow-unknown-workspace",
+    )  # fmt: skip
+    error = cli("billing", "run", "--until", "2099-01-01T00:00:00Z", ok=False)
+    assert "--until 2099-01-01T00:00:00Z is in the future" in error and "--force" in error
+    assert query(store, "SELECT count(*) FROM events WHERE type = 'SubscriptionRenewed'") == [
+        (0,)
+    ]
+    assert query(store, "SELECT count(*) FROM events WHERE type = 'InvoiceIssued'") == [(0,)]
