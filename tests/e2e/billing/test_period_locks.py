@@ -56,15 +56,26 @@ def test_a_back_dated_purchase_into_an_invoiced_month_is_invoiced(
     assert invoices["2027-10"]["total_minor"] == 210_000
     # November: the second October term (an adjustment) + the renewal-free nothing else
     assert invoices["2027-11"]["total_minor"] == 210_000
-    lines = json.loads(cli("invoices", "show", invoices["2027-11"]["invoice_id"], "--format", "json"))
+    lines = json.loads(
+        cli("invoices", "show", invoices["2027-11"]["invoice_id"], "--format", "json")
+    )
     (line,) = lines["lines"]
     assert "locked period 2027-10" in line["description"]
     assert "2027-10-20 to 2027-11-20" in line["description"]
     cost = {
         r["month"]: r["cost_minor"]
         for r in _rows(
-            cli, "report", "cost", "--group-by", "month", "--source", "ledger",
-            "--from", "2027-10-01", "--to", "2027-12-01",
+            cli,
+            "report",
+            "cost",
+            "--group-by",
+            "month",
+            "--source",
+            "ledger",
+            "--from",
+            "2027-10-01",
+            "--to",
+            "2027-12-01",
         )  # fmt: skip
     }
     assert cost == {"2027-10": 210_000, "2027-11": 210_000}
@@ -83,7 +94,56 @@ def test_billing_run_until_far_ahead_of_a_store_without_cluster_facts_is_refused
     )  # fmt: skip
     error = cli("billing", "run", "--until", "2099-01-01T00:00:00Z", ok=False)
     assert "--until 2099-01-01T00:00:00Z is in the future" in error and "--force" in error
-    assert query(store, "SELECT count(*) FROM events WHERE type = 'SubscriptionRenewed'") == [
-        (0,)
-    ]
+    assert query(store, "SELECT count(*) FROM events WHERE type = 'SubscriptionRenewed'") == [(0,)]
     assert query(store, "SELECT count(*) FROM events WHERE type = 'InvoiceIssued'") == [(0,)]
+
+
+def test_a_closed_month_is_locked_for_every_workspace(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    """The tick that invoices October locks it for everyone (PeriodClosed): a workspace
+    with no October invoice that buys into October afterwards is billed in November, as
+    an adjustment; ``billing close --period`` closes November at its end, grace waived,
+    and issues its invoices at once; ``billing periods`` lists them locked."""
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    _buy(cli, "2027-10-05T00:00:00Z", "i1")
+    cli("billing", "run", "--until", "2027-11-03T00:00:00Z", "--force")
+    periods = {r["period"]: r for r in _rows(cli, "billing", "periods")}
+    assert periods["2027-10"]["status"] == "locked"
+    assert periods["2027-10"]["closed_by"] == "scheduler"
+    cli(
+        "subscriptions", "purchase", "--group", "gpu-t4", "--spec", "ml.t4.2xlarge",
+        "--nodes", "1", "--term", "month", "--workspace", "ws-b", "--at",
+        "2027-10-25T00:00:00Z", "--key", "b1", "--allow-unknown-workspace",
+    )  # fmt: skip
+    (charge,) = query(
+        store,
+        "SELECT period, memo, data->>'service_period' AS service FROM billing_transactions "
+        "WHERE workspace = 'ws-b'",
+    )
+    assert charge.period == "2027-11" and charge.service == "2027-10"
+    assert "late adjustment for locked period 2027-10 (2027-10-25 to 2027-11-25)" in charge.memo
+    # recognition of the October days of ws-b's term: booked into November too
+    october_days = query(
+        store,
+        "SELECT count(*) FROM billing_transactions WHERE period = '2027-10' "
+        "AND recorded_at > (SELECT max(recorded_at) FROM billing_invoices)",
+    )
+    assert october_days == [(0,)]
+    # closing a month before it ends is refused
+    error = cli("billing", "close", "--period", "2027-12", "--at", "2027-12-01T00:00:00Z",
+                "--force", ok=False)  # fmt: skip
+    assert "a period is closed once it has ended" in error
+    assert "is not a period" in cli("billing", "close", "--period", "2027-13", ok=False)
+    out = cli("billing", "close", "--period", "2027-11", "--at", "2027-12-01T00:00:00Z",
+              "--force", "--reason", "month-end")  # fmt: skip
+    assert out.strip() == "period 2027-11 closed; issued 1 invoices"  # ws-b's
+    again = cli("billing", "close", "--period", "2027-11", "--at", "2027-12-01T00:00:00Z",
+                "--force")  # fmt: skip
+    assert again.strip() == "period 2027-11 already closed; issued 0 invoices"
+    periods = {r["period"]: r for r in _rows(cli, "billing", "periods")}
+    assert periods["2027-11"]["status"] == "locked"
+    assert periods["2027-11"]["reason"] == "month-end"
+    invoices = {(r["workspace"], r["period"]): r for r in _rows(cli, "invoices", "list")}
+    assert invoices[("ws-b", "2027-11")]["total_minor"] == 210_000
+    assert ("ws-b", "2027-10") not in invoices
