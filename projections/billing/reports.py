@@ -444,12 +444,14 @@ def ledger_cost_sql(
     ]
     outer = [*(_q(k) for k in group_by), "currency"]
     kept = f" WHERE {_q(only[0])} = ANY(:only)" if only is not None else ""
+    late = _late_adjustments(group_by, window, params)
     if not _WORKLOAD_KEYS.isdisjoint(group_by):
         table = f"(SELECT t.*, {_WORKLOADS.format(t='t')} FROM {table} t) {table}"
     return (
         f"SELECT {', '.join(outer)}, sum(amount) AS cost FROM ("
         f" SELECT {', '.join([*keys, 'currency', 'amount_minor AS amount'])}"
         f" FROM {table} WHERE {' AND '.join(where)}{narrowed}"
+        f" UNION ALL {late}{narrowed}"
         " UNION ALL"
         f" SELECT {', '.join([*rounding_keys, 'currency', 'amount'])} FROM ("
         "  SELECT workspace, period, currency, sum(amount_minor) AS amount,"
@@ -458,6 +460,35 @@ def ledger_cost_sql(
         f"  FROM billing_transactions WHERE {' AND '.join(rounded)}"
         "  GROUP BY workspace, period, currency, kind HAVING sum(amount_minor) <> 0) r"
         f") u{kept} GROUP BY {', '.join(outer)}"
+    )
+
+
+#: A usage transaction booked into a later period than its usage's: its period was locked
+#: (ledger.periods). Matches the partial index ``billing_transactions_late`` (migration 0028).
+_LATE = "usage_period IS NOT NULL AND period <> usage_period"
+
+
+def _late_adjustments(group_by: Sequence[str], window: ReportWindow, params: dict[str, Any]) -> str:
+    """SQL rows moving each late adjustment from its usage month to the month it was
+    posted (and invoiced) in: -amount at ``usage_period``, +amount at ``period``, same
+    keys otherwise. So the ledger's cost of a closed month is what its invoices hold, a
+    late adjustment included in the month that invoiced it."""
+    keys = [f"{_COLUMN[k]} AS {_q(k)}" if k in _COLUMN else "m AS month" for k in group_by]
+    recorded = " AND recorded_at <= :as_of" if window.as_of is not None else ""
+    if window.workspaces is not None:
+        recorded += " AND workspace = ANY(:workspaces)"
+    workloads = _WORKLOADS.format(t="t") if not _WORKLOAD_KEYS.isdisjoint(group_by) else ""
+    extra = f", {workloads}" if workloads else ""
+    moved = (
+        f"(SELECT t.*, t.period AS m, t.amount_minor AS signed{extra} FROM billing_transactions t "
+        f"WHERE {_LATE}{recorded} UNION ALL "
+        f"SELECT t.*, t.usage_period AS m, -t.amount_minor AS signed{extra} "
+        f"FROM billing_transactions t WHERE {_LATE}{recorded}) late"
+    )
+    months = ["TRUE", *_months_within(window, "m", params)]
+    return (
+        f"SELECT {', '.join([*keys, 'currency', 'signed AS amount'])} FROM {moved} "
+        f"WHERE {' AND '.join(months)}"
     )
 
 

@@ -122,6 +122,12 @@ billing_transactions = Table(
     Index("billing_transactions_period", "period", "workspace"),
     Index("billing_transactions_job", "job_uid"),
     Index("billing_transactions_usage_period", "usage_period", "recorded_at"),
+    # late adjustments (a usage period locked: ledger.periods), moved by the cost report
+    Index(
+        "billing_transactions_late",
+        "period",
+        postgresql_where=text("usage_period IS NOT NULL AND period <> usage_period"),
+    ),
 )
 
 billing_postings = Table(

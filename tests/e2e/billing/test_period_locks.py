@@ -147,3 +147,30 @@ def test_a_closed_month_is_locked_for_every_workspace(
     invoices = {(r["workspace"], r["period"]): r for r in _rows(cli, "invoices", "list")}
     assert invoices[("ws-b", "2027-11")]["total_minor"] == 210_000
     assert ("ws-b", "2027-10") not in invoices
+
+
+def test_the_ledger_cost_of_a_closed_month_is_its_invoices_with_late_usage(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    """Late usage of an invoiced November is invoiced in December: the ledger's cost by
+    month follows the invoices (on every key), the rated source the usage month."""
+    from tests.support.billing import ended, started
+
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    store.append([started("a", at("2026-11-05T00:00")), ended("a", at("2026-11-05T10:00"))])
+    cli("billing", "run", "--until", "2026-12-02T00:00:00Z", "--force")
+    store.append([started("late", at("2026-11-20T00:00")), ended("late", at("2026-11-20T05:00"))])
+    cli("billing", "run", "--until", "2027-01-02T00:00:00Z", "--force")
+    invoices = {r["period"]: r["total_minor"] for r in _rows(cli, "invoices", "list")}
+    assert invoices == {"2026-11": 2400, "2026-12": 1200}
+    window = ("--from", "2026-11-01", "--to", "2027-01-01")
+    for keys in ("month", "workspace,month", "month,flavor", "month,job", "month,kind"):
+        rows = _rows(cli, "report", "cost", "--group-by", keys, "--source", "ledger", *window)
+        by_month: dict[str, int] = {}
+        for r in rows:
+            by_month[r["month"]] = by_month.get(r["month"], 0) + r["cost_minor"]
+        assert by_month == invoices, keys
+    as_of = _rows(cli, "report", "cost", "--group-by", "month", "--as-of", "2099-01-01", *window)
+    assert {r["month"]: r["cost_minor"] for r in as_of} == invoices
+    rated = _rows(cli, "report", "cost", "--group-by", "month", "--source", "rated", *window)
+    assert {r["month"]: r["cost_minor"] for r in rated} == {"2026-11": 3600}
