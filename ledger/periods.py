@@ -51,8 +51,8 @@ class PeriodLocks:
         periods: PeriodFn | None = None,
     ) -> PeriodLocks:
         """From the closed periods and every invoice's (workspace, period, status)."""
-        issued = set()
-        voided = set()
+        issued: set[tuple[str, str]] = set()
+        voided: set[tuple[str, str]] = set()
         for workspace, period, status in invoices:
             (issued if status == "issued" else voided).add((workspace, period))
         return cls(

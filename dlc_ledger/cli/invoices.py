@@ -28,7 +28,7 @@ from dlc_ledger.presenters import with_amounts
 from dlc_ledger.services.billing import (
     close_month,
     issue_credit_note,
-    periods,
+    list_periods,
     tick,
     void_invoice,
 )
@@ -121,7 +121,7 @@ def close_cmd(
 def periods_cmd(fmt: FormatOption = RowFormat.table) -> None:
     """Every month with postings, invoices or a close: locked (closed for every workspace)
     or open, how many workspaces posted to it, its issued invoices, who closed it and when."""
-    emit_rows(periods(open_reader()), fmt)
+    emit_rows(list_periods(open_reader()), fmt)
 
 
 @billing_app.command("serve")

@@ -1,6 +1,7 @@
 """The billing context's process steps: rate and accrue (:mod:`.rater`), close the due
-periods into invoices (:mod:`.closing`), one tick of both (:mod:`.ticks`), a period closed by hand (:mod:`.locks`), and the
-corrections of an issued invoice, voids and credit notes (:mod:`.corrections`)."""
+periods into invoices (:mod:`.closing`), one tick of both (:mod:`.ticks`), a period closed
+by hand (:mod:`.locks`), and the corrections of an issued invoice, voids and credit notes
+(:mod:`.corrections`)."""
 
 from processes.billing.corrections import CreditResult, VoidResult, issue_credit_note, void_invoice
 from processes.billing.locks import PeriodClose, close_period

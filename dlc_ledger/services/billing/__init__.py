@@ -7,14 +7,14 @@ period close and the corrections themselves are the context's process steps
 books is its view's (:mod:`projections.billing`), which the edges call directly."""
 
 from dlc_ledger.services.billing.invoices import issue_credit_note, void_invoice
-from dlc_ledger.services.billing.periods import close_month, periods
+from dlc_ledger.services.billing.periods import close_month, list_periods
 from dlc_ledger.services.billing.prices import publish_price_book, publish_spot_price
 from dlc_ledger.services.billing.ticks import tick
 
 __all__ = [
     "close_month",
     "issue_credit_note",
-    "periods",
+    "list_periods",
     "publish_price_book",
     "publish_spot_price",
     "tick",

@@ -19,7 +19,7 @@ from processes.billing import PeriodClose, close_period
 from projections.billing import period_rows
 from projections.registry import catch_up_all
 
-__all__ = ["close_month", "periods"]
+__all__ = ["close_month", "list_periods"]
 
 
 def close_month(
@@ -40,7 +40,7 @@ def close_month(
     return done
 
 
-def periods(store: EventStore) -> list[dict[str, Any]]:
+def list_periods(store: EventStore) -> list[dict[str, Any]]:
     """Every period with postings, invoices or a close: ``locked`` or ``open``."""
     with store.snapshot() as uow:
         return period_rows(uow)

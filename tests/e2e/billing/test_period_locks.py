@@ -76,7 +76,7 @@ def test_a_back_dated_purchase_into_an_invoiced_month_is_invoiced(
             "2027-10-01",
             "--to",
             "2027-12-01",
-        )  # fmt: skip
+        )
     }
     assert cost == {"2027-10": 210_000, "2027-11": 210_000}
 
