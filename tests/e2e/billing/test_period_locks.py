@@ -174,3 +174,34 @@ def test_the_ledger_cost_of_a_closed_month_is_its_invoices_with_late_usage(
     assert {r["month"]: r["cost_minor"] for r in as_of} == invoices
     rated = _rows(cli, "report", "cost", "--group-by", "month", "--source", "rated", *window)
     assert {r["month"]: r["cost_minor"] for r in rated} == {"2026-11": 3600}
+
+
+def test_the_renewals_of_a_back_dated_auto_renew_purchase_are_invoiced(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    """Bought on 4 November, dated 10 September with auto-renew, after September and
+    October were invoiced: its first term and the renewal ordered on 7 October are booked
+    into November as adjustments; November's invoice holds them and November's own renewal."""
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    _buy(cli, "2027-09-05T00:00:00Z", "i1")
+    cli("billing", "run", "--until", "2027-11-03T00:00:00Z", "--force")
+    cli(
+        "subscriptions", "purchase", "--group", "gpu-t4", "--spec", "ml.t4.2xlarge",
+        "--nodes", "1", "--term", "month", "--workspace", "ws-a", "--auto-renew",
+        "--at", "2027-09-10T00:00:00Z", "--key", "late", "--allow-unknown-workspace",
+    )  # fmt: skip
+    cli("billing", "run", "--until", "2027-12-03T00:00:00Z", "--force")
+    invoices = {r["period"]: r for r in _rows(cli, "invoices", "list")}
+    assert sorted(invoices) == ["2027-09", "2027-11"]
+    assert invoices["2027-09"]["total_minor"] == 210_000
+    assert invoices["2027-11"]["total_minor"] == 3 * 210_000
+    shown = json.loads(cli("invoices", "show", invoices["2027-11"]["invoice_id"],
+                           "--format", "json"))  # fmt: skip
+    described = sorted(line["description"] for line in shown["lines"])
+    assert [d.split(":")[0] for d in described] == [
+        "adjustment for locked period 2027-09",
+        "adjustment for locked period 2027-10",
+        "renewal sub-" + described[2].split("sub-")[1].split(" ")[0] + " term 3",
+    ]
+    assert "2027-09-10 to 2027-10-10" in described[0]
+    assert "2027-10-10 to 2027-11-10" in described[1]
