@@ -292,7 +292,13 @@ def _same_order(existing: Subscription, event: SubscriptionPurchased, start_give
     if start_given:
         return _purchase_of(existing).model_copy(update={"auto_renew": event.auto_renew}) == event
     given = (event.group, event.spec, event.nodes, event.first.unit, event.workspace)
-    had = (existing.group, existing.spec, existing.nodes, existing.terms[0].unit, existing.workspace)
+    had = (
+        existing.group,
+        existing.spec,
+        existing.nodes,
+        existing.terms[0].unit,
+        existing.workspace,
+    )
     return given == had
 
 

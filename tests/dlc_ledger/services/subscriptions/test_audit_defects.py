@@ -11,7 +11,7 @@ import pytest
 
 from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.quotas import apply_quota_file
-from dlc_ledger.services.subscriptions import cancel, purchase, resource_groups
+from dlc_ledger.services.subscriptions import purchase, resource_groups
 from ledger.errors import Conflict
 from ledger.store.postgres import PostgresEventStore
 from projections.subscriptions import load_subscriptions
@@ -53,7 +53,9 @@ def test_a_keyed_retry_without_at_answers_the_original(
     assert first.split()[1] == again.split()[2]
     (sub,) = load_subscriptions(store).values()
     assert len(sub.terms) == 1
-    assert len(query(store, "SELECT 1 FROM billing_postings WHERE account LIKE 'receivable/%'")) == 1
+    assert (
+        len(query(store, "SELECT 1 FROM billing_postings WHERE account LIKE 'receivable/%'")) == 1
+    )
     # still refused: the same key for another purchase (what the caller gave differs)
     refused = cli(*ORDER[:7], "3", *ORDER[8:], ok=False)
     assert "idempotency key 'K' was used for purchase" in refused
