@@ -18,7 +18,7 @@ guarantee (docs/subscriptions.md, "Showback of prepaid cost"):
    several groups, the part of it in proportion to those groups' capacities then. The
    **top** quotas drawing on the group (whose parent does not) share the amount by
    guarantee / capacity each; what nobody guarantees (capacity - the guarantees, when
-   positive) goes to ``(unattributed)``. When the guarantees exceed the capacity (a
+   positive) goes to ``(unattributed)`` (its quota too). When the guarantees exceed the capacity (a
    forced tree) they share all of it by guarantee.
 3. **Down the tree**: a quota's part goes to its children drawing on the same group by
    their guarantee / its own (the same rule, children over-guaranteeing share it all),
@@ -70,8 +70,8 @@ __all__ = [
 #: The workspace of revenue no workspace bears: capacity nobody guarantees, or the part
 #: of a quota no workspace is bound to.
 UNATTRIBUTED = "(unattributed)"
-#: The quota of capacity nobody guarantees.
-NO_QUOTA = "-"
+#: The quota of capacity nobody guarantees (not ``-``, the cost reports' "no quota").
+NO_QUOTA = UNATTRIBUTED
 _JUST_BEFORE = timedelta(microseconds=1)
 
 

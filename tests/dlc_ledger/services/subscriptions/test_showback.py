@@ -91,7 +91,7 @@ def test_each_workspace_bears_its_guaranteed_share_exactly(store: PostgresEventS
         ("ws-b", "team-b"): revenue / 16,
         ("ws-c", "team-b"): revenue / 16,
         ("(unattributed)", "root"): revenue * 2 / 16,
-        ("(unattributed)", "-"): revenue * 4 / 16,
+        ("(unattributed)", "(unattributed)"): revenue * 4 / 16,
     }
     got = {(ws, q): minor for (ws, q, cur), minor in shares.items()}
     assert set(got) == set(expected)
