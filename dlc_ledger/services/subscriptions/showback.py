@@ -22,7 +22,7 @@ from ledger.catalogue import decode
 from ledger.errors import Invalid
 from ledger.store.base import EventStore, UnitOfWork, read_all_of_types
 from ledger.subscriptions.showback import UNATTRIBUTED, TreeTimeline, showback
-from projections.billing import ReportWindow
+from projections.billing import ReportWindow, cost_row
 from projections.subscriptions import load_subscriptions
 
 __all__ = [
@@ -107,7 +107,7 @@ def with_prepaid(
         out.append(_add(row, left.pop(key, 0)))
     for key, minor in left.items():
         blank: dict[str, Any] = dict(zip(group_by, key[:-1], strict=True))
-        template = rows[0] if rows else {"cost_minor": 0}
+        template = rows[0] if rows else cost_row({}, Decimal(0), None)
         for name in template:
             if name in group_by or name == "currency":
                 continue

@@ -128,6 +128,8 @@ def test_report_cost_with_prepaid_shows_a_prepaid_workspace(
     assert "prepaid" in table.splitlines()[0] and "ws-a" in table
     refused = cli("report", "cost", "--group-by", "flavor", "--with-prepaid", ok=False)
     assert "prepaid cost is attributed by workspace, quota, month only" in refused
+    as_of = cli("report", "cost", *JANUARY, "--as-of", "2027-02-01", "--with-prepaid", ok=False)
+    assert "drop --as-of" in as_of
 
 
 def test_by_month_each_month_adds_up_to_its_recognised_revenue(
@@ -175,6 +177,15 @@ def test_the_api_shows_prepaid_cost_scoped_to_the_token(
     assert by_ws["ws-a"]["prepaid_display"] == f"{by_ws['ws-a']['prepaid_minor'] / 100:,.2f} USD"
     plain = _get(client, tokens["finance"], "/v1/cost", **window)
     assert all("prepaid_minor" not in r for r in plain["items"])
+    # a window with no pay-as-you-go at all: the prepaid workspaces still show
+    quiet = {"from": "2027-02-01T00:00:00Z", "to": "2027-02-11T00:00:00Z"}
+    assert _get(client, tokens["finance"], "/v1/cost", **quiet)["items"] == []
+    rows = _get(client, tokens["finance"], "/v1/cost", with_prepaid="true", **quiet)["items"]
+    ten_days = round(19_600_000 * 41 / 365) - round(19_600_000 * 31 / 365)
+    assert sum(r["prepaid_minor"] for r in rows) == ten_days
+    assert {r["workspace"]: r["cost_display"] for r in rows}["ws-a"] == "0.00 USD"
+    scoped = _get(client, tokens["lead-b"], "/v1/cost", with_prepaid="true", **quiet)["items"]
+    assert [r["workspace"] for r in scoped] == ["ws-b"]
     mtd = _get(
         client, tokens["finance"], "/v1/month-to-date", at="2027-01-31T12:00:00Z",
         with_prepaid="true",
