@@ -245,7 +245,9 @@ def post_subscription(
         workspace=body.workspace,
         principal=event_source(principal),
         auto_renew=body.auto_renew,
-        at=when,
+        # what the caller gave: a keyed retry without ``at`` is compared without the
+        # defaulted start (issue 47), which the service defaults to ``when`` as here
+        at=body.at,
         key=body.key,
         dry_run=body.dry_run,
         known_only=not body.allow_unknown_workspace,

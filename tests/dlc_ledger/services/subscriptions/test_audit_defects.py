@@ -197,3 +197,33 @@ def test_resource_groups_at_t_lists_only_quotas_in_force_then(
     show = cli("resource-groups", "show", "gpu-g2", "--at", "2027-01-20T00:00:00Z")
     assert "quotas: root" in show and "late" not in show
     _ = timedelta
+
+
+def test_a_keyed_retry_over_the_api_without_at_answers_the_original(
+    store: PostgresEventStore, tokens: dict[str, str]
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from dlc_ledger.api.app import create_app
+    from tests.support.api import bearer
+
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    body = {
+        "group": "gpu-g2",
+        "spec": "ml.g2.8xlarge",
+        "nodes": 1,
+        "term": "month",
+        "workspace": "ws-a",
+        "key": "retry-1",
+        "allow_unknown_workspace": True,
+    }
+    with TestClient(create_app(store), raise_server_exceptions=False) as client:
+        first = client.post("/v1/subscriptions", json=body, headers=bearer(tokens["finance"]))
+        assert first.status_code == 201, first.text
+        head = store.head_position()
+        again = client.post("/v1/subscriptions", json=body, headers=bearer(tokens["finance"]))
+        assert again.status_code == 200, again.text
+        assert again.json()["created"] is False
+        sub_id = first.json()["subscription"]["subscription_id"]
+        assert again.json()["subscription"]["subscription_id"] == sub_id
+        assert store.head_position() == head
