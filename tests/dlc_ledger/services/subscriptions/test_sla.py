@@ -1,0 +1,215 @@
+"""SLA credits end to end: a book with a delivery commitment, a subscribed group whose
+nodes are cordoned, removed and blip for less than the grace; the billing tick credits
+the undelivered node-hours at the term's node-hour price, once, on the next invoice; the
+report shows delivered against subscribed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from dlc_ledger.services.billing import publish_price_book, tick
+from dlc_ledger.services.subscriptions import purchase
+from dlc_ledger.services.yaml_files import parse_price_book
+from ledger.canonical import canonical_json
+from ledger.envelopes import Envelope, EventData, make_envelope
+from ledger.events import NodeCordoned, NodeRegistered, NodeRemoved
+from ledger.ids import fact_event_id
+from ledger.prices import PriceBook
+from ledger.store.postgres import PostgresEventStore
+from tests.support.billing import at, demo_book, query
+from tests.support.clis import CliCall
+
+#: 7,440.00 a node-month: a 31-day month is 744 hours, so a node-hour is 10.00
+SLA_BOOK = """
+id: sla-2027
+currency: USD
+scale: 2
+effective_from: "2026-10-01T00:00:00Z"
+rates:
+  public: {gpu/any: "2.40", cpu: "0.048", memory: "0.006"}
+idle_multiplier: "0.30"
+subscriptions:
+  ml.g2.8xlarge:
+    flavor: gpu/G2
+    gpus: 8
+    cpu: 96
+    memory_gib: 384
+    monthly: "7440.00"
+    yearly: "74400.00"
+    sla: {grace_minutes: 15}
+"""
+
+
+def sla_book() -> PriceBook:
+    return parse_price_book(SLA_BOOK)
+
+
+def node_fact(data: EventData, when: str) -> Envelope:
+    name = getattr(data, "node")
+    t = at(when)
+    return make_envelope(
+        data,
+        event_id=fact_event_id("test", "Node", name, f"{data.type_name}@{when}"),
+        stream=f"node/{name}",
+        occurred_at=t,
+        observed_at=t,
+        source="kube-watcher/test",
+    )
+
+
+def register(name: str, when: str, group: str = "gpu-g2") -> Envelope:
+    return node_fact(
+        NodeRegistered(
+            node=name, resource_group=group, gpus=8, cpu_milli=96_000, memory_mib=393_216
+        ),
+        when,
+    )
+
+
+def cordon(name: str, when: str, cordoned: bool = True) -> Envelope:
+    return node_fact(NodeCordoned(node=name, cordoned=cordoned), when)
+
+
+def remove(name: str, when: str) -> Envelope:
+    return node_fact(NodeRemoved(node=name), when)
+
+
+def _buy(store: PostgresEventStore, nodes: int, when: str, key: str) -> str:
+    return purchase(
+        store,
+        group="gpu-g2",
+        spec="ml.g2.8xlarge",
+        nodes=nodes,
+        term="month",
+        workspace="ws-ls",
+        principal="test",
+        at=at(when),
+        key=key,
+    ).subscription.subscription_id
+
+
+def _outages(store: PostgresEventStore) -> None:
+    store.append(
+        [
+            *(register(n, "2026-12-31T00:00") for n in ("n1", "n2", "n3")),
+            # n1 cordoned 10 hours: 10 node-hours
+            cordon("n1", "2027-01-05T00:00"),
+            cordon("n1", "2027-01-05T10:00", cordoned=False),
+            # n2 blips 10 minutes, under the 15-minute grace: not counted
+            cordon("n2", "2027-01-10T00:00"),
+            cordon("n2", "2027-01-10T00:10", cordoned=False),
+            # n3 removed from 20 January to the term's end: 12 days, 288 node-hours
+            remove("n3", "2027-01-20T00:00"),
+            # during it, n2 blips 5 minutes: the second node short is under the grace
+            cordon("n2", "2027-01-25T00:00"),
+            cordon("n2", "2027-01-25T00:05", cordoned=False),
+        ]
+    )
+
+
+def _balances(store: PostgresEventStore) -> dict[str, int]:
+    rows = query(store, "SELECT account, sum(amount_minor) FROM billing_postings GROUP BY account")
+    return {str(a): int(b) for a, b in rows}
+
+
+def test_undelivered_node_hours_are_credited_once_on_the_invoice(
+    store: PostgresEventStore,
+) -> None:
+    publish_price_book(store, sla_book(), at=at("2026-10-01T00:00"))
+    sub = _buy(store, 3, "2027-01-01T00:00", "a")
+    _outages(store)
+    first = tick(store, at("2027-03-05T00:00"))  # past the term, and February's close
+    again = tick(store, at("2027-03-05T00:00"))
+    ((data,),) = query(store, "SELECT data FROM events WHERE type = 'SlaCreditIssued'")
+    # 298 node-hours x 10.00 a node-hour
+    assert data["amount_minor"] == 298_000
+    assert data["undelivered_node_seconds"] == str(298 * 3600) + ".000000" or float(
+        data["undelivered_node_seconds"]
+    ) == 298 * 3600
+    assert {d["node"] for d in data["down_nodes"]} >= {"n1", "n3"}
+    books = _balances(store)
+    assert books["revenue/sla-credits/ml.g2.8xlarge"] == 298_000
+    assert books["receivable/ws-ls"] == 3 * 744_000 - 298_000
+    assert sum(books.values()) == 0
+    (line,) = query(
+        store,
+        "SELECT l.description, l.amount_minor, l.quantity, l.unit FROM billing_invoice_lines l "
+        "JOIN billing_invoices i USING (invoice_id) WHERE i.period = '2027-02' "
+        "AND l.description LIKE 'SLA credit%%'",
+    )
+    assert line[1] == -298_000 and float(line[2]) == -298 and line[3] == "node-hour"
+    assert sub in line[0] and "n3" in line[0]
+    assert first is not None and again is not None
+    # a re-run adds nothing
+    count = query(store, "SELECT count(*) FROM events")[0][0]
+    tick(store, at("2027-03-06T00:00"))
+    assert query(store, "SELECT count(*) FROM events WHERE type = 'SlaCreditIssued'")[0][0] == 1
+    assert query(store, "SELECT count(*) FROM events")[0][0] >= count
+
+
+def test_the_latest_purchase_bears_the_shortfall(store: PostgresEventStore) -> None:
+    publish_price_book(store, sla_book(), at=at("2026-10-01T00:00"))
+    older = _buy(store, 2, "2027-01-01T00:00", "old")
+    newer = _buy(store, 1, "2027-01-01T01:00", "new")  # an hour later, to 02-01T01:00
+    _outages(store)
+    tick(store, at("2027-02-03T00:00"))
+    rows = query(
+        store,
+        "SELECT data->>'subscription_id', (data->>'amount_minor')::int FROM events "
+        "WHERE type = 'SlaCreditIssued'",
+    )
+    credits = dict(rows)
+    # the newer (1 node) is short first: all 298 node-hours (never 2 nodes short at once
+    # beyond the grace; after the older ends at 02-01T00:00, 2 nodes serve the newer's 1);
+    # the older is delivered in full
+    assert credits == {newer: 298_000, older: 0}
+
+
+def test_a_book_without_sla_publishes_the_same_bytes_and_credits_nothing(
+    store: PostgresEventStore,
+) -> None:
+    # the demo book (no commitment) publishes the bytes it did before SLAs existed
+    demo = demo_book().subscription_event()
+    assert demo is not None
+    assert hashlib.sha256(canonical_json(demo.model_dump(mode="json"))).hexdigest() == (
+        "21c571a38137c853931b15545f098874478eb822e049d4d4b728f66439e7414f"
+    )
+    plain = parse_price_book(SLA_BOOK.replace("    sla: {grace_minutes: 15}\n", ""))
+    event = plain.subscription_event()
+    assert event is not None
+    assert '"sla"' not in canonical_json(event.model_dump(mode="json")).decode()
+    with_sla = sla_book().subscription_event()
+    assert with_sla is not None
+    assert with_sla.specs["ml.g2.8xlarge"].sla is not None
+    publish_price_book(store, plain, at=at("2026-10-01T00:00"))
+    _buy(store, 3, "2027-01-01T00:00", "a")
+    _outages(store)
+    tick(store, at("2027-02-03T00:00"))
+    assert query(store, "SELECT count(*) FROM events WHERE type = 'SlaCreditIssued'")[0][0] == 0
+
+
+def test_report_shows_delivered_against_subscribed(store: PostgresEventStore, cli: CliCall) -> None:
+    publish_price_book(store, sla_book(), at=at("2026-10-01T00:00"))
+    sub = _buy(store, 3, "2027-01-01T00:00", "a")
+    _outages(store)
+    tick(store, at("2027-02-03T00:00"))
+    out = cli(
+        "report",
+        "subscriptions",
+        "--group-by",
+        "term",
+        "--from",
+        "2027-01-01T00:00:00Z",
+        "--to",
+        "2027-02-03T00:00:00Z",
+        "--format",
+        "json",
+    )
+    (row,) = json.loads(out)
+    assert row["subscription"] == sub
+    assert row["subscribed_node_hours"] == "2232.00"  # 3 x 744
+    assert row["delivered_node_hours"] == "1933.75"  # less 298 and the 15 minutes of blips
+    assert row["undelivered_node_hours"] == "298.00"
+    assert row["sla_credit"] == "2980.00"
+
