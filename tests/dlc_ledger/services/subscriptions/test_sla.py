@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.subscriptions import purchase
@@ -50,7 +54,9 @@ def node_fact(data: EventData, when: str) -> Envelope:
     t = at(when)
     return make_envelope(
         data,
-        event_id=fact_event_id("test", "Node", name, f"{data.type_name}@{when}"),
+        event_id=fact_event_id(
+            "test", "Node", name, f"{data.type_name}@{when}/{getattr(data, 'cordoned', '')}"
+        ),
         stream=f"node/{name}",
         occurred_at=t,
         observed_at=t,
@@ -213,3 +219,92 @@ def test_report_shows_delivered_against_subscribed(store: PostgresEventStore, cl
     assert row["undelivered_node_hours"] == "298.00"
     assert row["sla_credit"] == "2980.00"
 
+
+
+#: an outage of one node: (first hour, hours long or None: removed for good)
+outages = st.lists(
+    st.tuples(st.integers(-24, 31 * 24 + 24), st.one_of(st.none(), st.integers(1, 200))),
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(nodes=st.integers(1, 3), registered=st.integers(0, 4), down=st.lists(outages, max_size=4))
+def test_credits_on_the_store_equal_undelivered_hours_at_the_price_and_rerun_adds_nothing(
+    store: PostgresEventStore,
+    nodes: int,
+    registered: int,
+    down: list[list[tuple[int, int | None]]],
+) -> None:
+    """On the real store, through purchase and the billing tick: random cordons (whole
+    hours, so every outage outlasts the 15-minute grace) and removals of a group's nodes;
+    the credit is the node-hours short x 10.00, booked once however often the tick runs."""
+    if not query(store, "SELECT 1 FROM events WHERE type = 'SubscriptionPricesPublished'"):
+        publish_price_book(store, sla_book(), at=at("2026-10-01T00:00"))
+    example = query(store, "SELECT count(*) FROM events WHERE type = 'SubscriptionPurchased'")
+    group = f"g-{example[0][0]}"
+    sub = purchase(
+        store,
+        group=group,
+        spec="ml.g2.8xlarge",
+        nodes=nodes,
+        term="month",
+        workspace="ws-prop",
+        principal="test",
+        at=at("2027-01-01T00:00"),
+        key=group,
+    ).subscription.subscription_id
+    start = at("2027-01-01T00:00")
+    hour = timedelta(hours=1)
+    facts: list[tuple[datetime, Envelope]] = []
+    for n in range(registered):
+        name = f"{group}-n{n}"
+        facts.append((start - 2 * timedelta(days=1), register(name, "2026-12-30T00:00", group)))
+        for first, length in down[n] if n < len(down) else []:
+            t0 = start + first * hour
+            if length is None:
+                facts.append((t0, remove(name, t0.strftime("%Y-%m-%dT%H:%M"))))
+                break  # removed for good
+            t1 = t0 + length * hour
+            facts.append((t0, cordon(name, t0.strftime("%Y-%m-%dT%H:%M"))))
+            facts.append((t1, cordon(name, t1.strftime("%Y-%m-%dT%H:%M"), cordoned=False)))
+    # the reference: replay the facts in time order hour by hour
+    facts.sort(key=lambda f: f[0])
+    state = {f"{group}-n{n}": "up" for n in range(registered)}
+    by_hour: dict[int, list[Envelope]] = {}
+    for t, envelope in facts:
+        by_hour.setdefault((t - start) // hour, []).append(envelope)
+    short_hours = 0
+    for h in range(-48, 31 * 24):
+        for envelope in by_hour.get(h, []):
+            name = envelope.data["node"]
+            if envelope.type == "NodeRemoved":
+                state[name] = "removed"
+            elif envelope.type == "NodeCordoned" and state[name] != "removed":
+                state[name] = "cordoned" if envelope.data["cordoned"] else "up"
+        if h >= 0:
+            short_hours += max(0, nodes - sum(1 for s in state.values() if s == "up"))
+    store.append([envelope for _, envelope in facts])
+    tick(store, at("2027-02-03T00:00"))
+    before = query(store, "SELECT count(*) FROM events")[0][0]
+    tick(store, at("2027-02-03T00:00"))  # a re-run adds nothing
+    assert query(store, "SELECT count(*) FROM events")[0][0] == before
+    ((data,),) = query(
+        store,
+        "SELECT data FROM events WHERE type = 'SlaCreditIssued' "
+        "AND data->>'subscription_id' = :s",
+        s=sub,
+    )
+    assert data["amount_minor"] == short_hours * 1_000  # 10.00 a node-hour
+    assert 0 <= data["amount_minor"] <= nodes * 744_000
+    posted = query(
+        store,
+        "SELECT coalesce(sum(amount_minor), 0) FROM billing_postings "
+        "WHERE account = 'revenue/sla-credits/ml.g2.8xlarge' AND transaction_id = :t",
+        t=data.get("transaction_id") or "",
+    )
+    assert int(posted[0][0]) == data["amount_minor"]
