@@ -14,7 +14,7 @@ docs/subscriptions.md, "Are we using what we pay for?" and "SLA credits".
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -91,8 +91,8 @@ def _term_rows(
     store: EventStore, subs: list[Any], start: datetime, end: datetime
 ) -> list[dict[str, Any]]:
     """One row per term served in ``[start, end)``: its delivery up to ``end`` (or its end)
-    and its SLA credit: ``credited`` when booked, ``pending`` (what it comes to so far)
-    before the term's end + grace, ``none`` when its book states no commitment."""
+    and its SLA credit: ``credited`` when booked by ``end``, else ``pending`` (what it
+    comes to so far), ``none`` when its book states no commitment."""
     specs = load_specs(store)
     booked = assessed_terms(store)
     by_id = {s.subscription_id: s for s in subs}
@@ -104,8 +104,8 @@ def _term_rows(
         credit = booked.get((d.subscription_id, d.term.term))
         if d.grace_minutes is None:
             status, minor = "none", None
-        elif credit is not None:
-            status, minor = "credited", credit.amount_minor
+        elif credit is not None and credit.ends_at + timedelta(minutes=credit.grace_minutes) <= end:
+            status, minor = "credited", credit.amount_minor  # booked by the window's end
         else:
             status, minor = "pending", credit_minor(sub, d)
         rows.append(

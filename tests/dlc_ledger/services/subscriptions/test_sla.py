@@ -9,6 +9,7 @@ import hashlib
 import json
 from datetime import datetime, timedelta
 
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from ledger.events import NodeCordoned, NodeRegistered, NodeRemoved
 from ledger.ids import fact_event_id
 from ledger.prices import PriceBook
 from ledger.store.postgres import PostgresEventStore
+from tests.support.api import bearer
 from tests.support.billing import at, demo_book, query
 from tests.support.clis import CliCall
 
@@ -195,7 +197,9 @@ def test_a_book_without_sla_publishes_the_same_bytes_and_credits_nothing(
     assert query(store, "SELECT count(*) FROM events WHERE type = 'SlaCreditIssued'")[0][0] == 0
 
 
-def test_report_shows_delivered_against_subscribed(store: PostgresEventStore, cli: CliCall) -> None:
+def test_report_shows_delivered_against_subscribed(
+    store: PostgresEventStore, cli: CliCall, client: TestClient, tokens: dict[str, str]
+) -> None:
     publish_price_book(store, sla_book(), at=at("2026-10-01T00:00"))
     sub = _buy(store, 3, "2027-01-01T00:00", "a")
     _outages(store)
@@ -217,7 +221,25 @@ def test_report_shows_delivered_against_subscribed(store: PostgresEventStore, cl
     assert row["subscribed_node_hours"] == "2232.00"  # 3 x 744
     assert row["delivered_node_hours"] == "1933.75"  # less 298 and the 15 minutes of blips
     assert row["undelivered_node_hours"] == "298.00"
-    assert row["sla_credit"] == "2980.00"
+    assert row["sla_credit"] == "2980.00" and row["sla"] == "credited"
+    # the API: the same rows
+    response = client.get(
+        "/v1/subscription-utilisation",
+        params={"group_by": "term", "from": "2027-01-01T00:00:00Z", "to": "2027-02-03T00:00:00Z"},
+        headers=bearer(tokens["auditor"]),
+    )
+    assert response.status_code == 200, response.text
+    (item,) = response.json()["items"]
+    assert item["sla_credit_minor"] == 298_000 and item["sla_credit_display"] == "2,980.00 USD"
+    for key in ("subscribed_node_hours", "delivered_node_hours", "undelivered_node_hours"):
+        assert item[key] == row[key]
+    # mid-term the credit is pending: what it comes to so far
+    (early,) = json.loads(
+        cli("report", "subscriptions", "--group-by", "term", "--from", "2027-01-01T00:00:00Z",
+            "--to", "2027-01-06T00:00:00Z", "--format", "json")
+    )  # fmt: skip
+    assert early["sla"] == "pending" and early["undelivered_node_hours"] == "10.00"
+    assert early["sla_credit_minor"] == 10_000
 
 
 
