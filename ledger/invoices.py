@@ -229,7 +229,8 @@ def _sla_credit_line(
     span = f"{charge.starts_at:%Y-%m-%d} to {charge.ends_at:%Y-%m-%d}"
     return InvoiceLine(
         description=(
-            f"SLA credit for {charge.subscription_id} term {charge.term}: {hours} node-hours "
+            f"SLA credit for {charge.subscription_id} term {charge.term}: "
+            f"{hours.quantize(Decimal('0.01'))} node-hours "
             f"of {charge.spec} in {charge.group} not delivered, {span}, at "
             f"{rate_key(charge.unit_price)} {currency}/node-{charge.unit} pro rata"
             + (f" ({charge.detail})" if charge.detail else "")

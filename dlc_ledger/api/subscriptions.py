@@ -378,9 +378,9 @@ def get_resource_group(
 def get_utilisation(
     request: Request,
     _principal: Reader,
-    group_by: Annotated[GroupBy, Query(description="group, month, quota, workspace or term (SLA).")] = (
-        GroupBy.group
-    ),
+    group_by: Annotated[
+        GroupBy, Query(description="group, month, quota, workspace or term (SLA).")
+    ] = (GroupBy.group),
     start: Annotated[
         Instant | None, Query(alias="from", description="Default: first start.")
     ] = None,

@@ -158,9 +158,7 @@ def _service_end(sub: Subscription, term: SubscriptionTerm) -> datetime:
     return min(term.ends_at, sub.ends_at)
 
 
-def _counted(
-    times: Sequence[datetime], short: Sequence[int], grace: timedelta
-) -> list[int]:
+def _counted(times: Sequence[datetime], short: Sequence[int], grace: timedelta) -> list[int]:
     """Per segment ``[times[i], times[i+1])``, the shortfall levels that count: level k
     counts where the maximal run short by >= k nodes lasts at least ``grace``."""
     counted = [0] * len(short)
@@ -210,8 +208,9 @@ def term_deliveries(
             group_states[st.group].append(st)
     out: list[TermDelivery] = []
     for group in sorted(by_group):
-        out.extend(_group(sorted(by_group[group], key=purchase_order), group_states[group],
-                          specs, until))
+        out.extend(
+            _group(sorted(by_group[group], key=purchase_order), group_states[group], specs, until)
+        )
     return out
 
 
@@ -256,8 +255,8 @@ def _group(
     down: list[tuple[NodeState, ...]] = []
     for i in range(segments):
         t = times[i]
-        for key in [k for k, st in active_nodes.items() if st.end is not None and st.end <= t]:
-            del active_nodes[key]
+        for gone in [k for k, st in active_nodes.items() if st.end is not None and st.end <= t]:
+            del active_nodes[gone]
         for st in starts.get(t, ()):
             active_nodes[id(st)] = st
         delivered[i] = sum(1 for st in active_nodes.values() if st.state == "delivered")
@@ -268,9 +267,7 @@ def _group(
     graces = {d.grace_minutes for d in deliveries if d.grace_minutes is not None}
     counted = {g: _counted(times, short, timedelta(minutes=g)) for g in graces}
     raw = [_allocate(actives[i], short[i]) for i in range(segments)]
-    shares = {
-        g: [_allocate(actives[i], c[i]) for i in range(segments)] for g, c in counted.items()
-    }
+    shares = {g: [_allocate(actives[i], c[i]) for i in range(segments)] for g, c in counted.items()}
     for d in deliveries:
         for i in range(segments):
             a, b = max(times[i], d.starts_at), min(times[i + 1], d.ends_at)

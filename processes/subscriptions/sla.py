@@ -48,13 +48,14 @@ __all__ = [
     "SLA_CREDITS",
     "assessed_terms",
     "due_terms",
+    "load_deliveries",
     "sla_credit_account",
     "sla_credits",
-    "load_deliveries",
 ]
 
 SLA_CREDITS = "revenue/sla-credits"
 _SECOND = Decimal("0.000001")
+_CENT = Decimal("0.01")
 _HOUR_US = 3_600_000_000
 
 
@@ -127,7 +128,7 @@ def _hours(node_us: int) -> Decimal:
 def _named(delivery: TermDelivery) -> tuple[tuple[NodeDowntime, ...], int]:
     ranked = sorted(delivery.down_nodes.items(), key=lambda kv: (-kv[1], kv[0]))
     named = tuple(
-        NodeDowntime(node=node, state=state, seconds=Decimal(span) / 1_000_000)  # type: ignore[arg-type]
+        NodeDowntime(node=node, state=state, seconds=Decimal(span) / 1_000_000)
         for (node, state), span in ranked[:MAX_SLA_NODES_NAMED]
     )
     return named, max(0, len(ranked) - MAX_SLA_NODES_NAMED)
@@ -143,7 +144,7 @@ def _credit(
     txn_id = str(deterministic_id("txn-subscription", sub.subscription_id, str(term.term), "sla"))
     period = _period(settles)
     nodes_text = ", ".join(
-        f"{d.node} {_hours(int(d.seconds * 1_000_000))} h {d.state}" for d in named[:5]
+        f"{d.node} {(d.seconds / 3600).quantize(_CENT)} h {d.state}" for d in named[:5]
     )
     if len(named) > 5 or more:
         nodes_text += f", +{len(named) - 5 + more if len(named) > 5 else more} more"
@@ -197,7 +198,8 @@ def _credit(
             cause_event_ids=(str(event_id),),
             period=period,
             memo=(
-                f"SLA credit: subscription {sub.subscription_id} term {term.term}, {hours} "
+                f"SLA credit: subscription {sub.subscription_id} term {term.term}, "
+                f"{hours.quantize(_CENT)} "
                 f"node-hours of {sub.group} not delivered beyond the {credit.grace_minutes}-"
                 f"minute grace" + (f" ({nodes_text})" if nodes_text else "")
             ),

@@ -20,14 +20,15 @@ from fractions import Fraction
 from typing import Any
 
 from dlc_ledger.services.quotas import current_tree
+from ledger.canonical import format_timestamp
 from ledger.errors import Invalid
 from ledger.money import to_decimal
 from ledger.store.base import EventStore
 from ledger.subscriptions import drawing_groups
-from ledger.subscriptions.utilisation import GroupMonth, subscription_cost, utilisation
-from projections.billing import load_schedule
 from ledger.subscriptions.sla import credit_minor
+from ledger.subscriptions.utilisation import GroupMonth, subscription_cost, utilisation
 from processes.subscriptions.sla import assessed_terms, load_deliveries
+from projections.billing import load_schedule
 from projections.subscriptions import gpu_spans, load_specs, load_subscriptions
 
 __all__ = ["GROUP_BY", "subscription_report"]
@@ -115,8 +116,8 @@ def _term_rows(
                 "group": sub.group,
                 "spec": sub.spec,
                 "workspace": sub.workspace,
-                "starts_at": d.starts_at.isoformat(),
-                "ends_at": d.ends_at.isoformat(),
+                "starts_at": format_timestamp(d.starts_at),
+                "ends_at": format_timestamp(d.ends_at),
                 "nodes": d.nodes,
                 "grace_minutes": "" if d.grace_minutes is None else d.grace_minutes,
                 "subscribed_node_hours": _node_hours(d.subscribed_us),

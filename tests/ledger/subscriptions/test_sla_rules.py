@@ -171,9 +171,7 @@ def test_the_credit_is_the_undelivered_node_hours_at_the_node_hour_price(
     grace_slots = grace // 5
     until = SLOTS + grace_slots  # the credit is decided a grace after the term's end
     stored = [(START + slot * SLOT, _event(node, action)) for slot, node, action in facts]
-    deliveries = term_deliveries(
-        subs.values(), node_states(stored), specs, START + until * SLOT
-    )
+    deliveries = term_deliveries(subs.values(), node_states(stored), specs, START + until * SLOT)
     # the reference, slot by slot
     delivered = _delivered_per_slot(facts, len(nodes), until)
     subscribed = [sum(bought) if slot < SLOTS else 0 for slot in range(until)]

@@ -17,7 +17,7 @@ from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.subscriptions import purchase
 from dlc_ledger.services.yaml_files import parse_price_book
 from ledger.canonical import canonical_json
-from ledger.envelopes import Envelope, EventData, make_envelope
+from ledger.envelopes import Envelope, make_envelope
 from ledger.events import NodeCordoned, NodeRegistered, NodeRemoved
 from ledger.ids import fact_event_id
 from ledger.prices import PriceBook
@@ -51,8 +51,8 @@ def sla_book() -> PriceBook:
     return parse_price_book(SLA_BOOK)
 
 
-def node_fact(data: EventData, when: str) -> Envelope:
-    name = getattr(data, "node")
+def node_fact(data: NodeRegistered | NodeCordoned | NodeRemoved, when: str) -> Envelope:
+    name = data.node
     t = at(when)
     return make_envelope(
         data,
@@ -132,9 +132,10 @@ def test_undelivered_node_hours_are_credited_once_on_the_invoice(
     ((data,),) = query(store, "SELECT data FROM events WHERE type = 'SlaCreditIssued'")
     # 298 node-hours x 10.00 a node-hour
     assert data["amount_minor"] == 298_000
-    assert data["undelivered_node_seconds"] == str(298 * 3600) + ".000000" or float(
-        data["undelivered_node_seconds"]
-    ) == 298 * 3600
+    assert (
+        data["undelivered_node_seconds"] == str(298 * 3600) + ".000000"
+        or float(data["undelivered_node_seconds"]) == 298 * 3600
+    )
     assert {d["node"] for d in data["down_nodes"]} >= {"n1", "n3"}
     books = _balances(store)
     assert books["revenue/sla-credits/ml.g2.8xlarge"] == 298_000
@@ -242,7 +243,6 @@ def test_report_shows_delivered_against_subscribed(
     assert early["sla_credit_minor"] == 10_000
 
 
-
 #: an outage of one node: (first hour, hours long or None: removed for good)
 outages = st.lists(
     st.tuples(st.integers(-24, 31 * 24 + 24), st.one_of(st.none(), st.integers(1, 200))),
@@ -317,8 +317,7 @@ def test_credits_on_the_store_equal_undelivered_hours_at_the_price_and_rerun_add
     assert query(store, "SELECT count(*) FROM events")[0][0] == before
     ((data,),) = query(
         store,
-        "SELECT data FROM events WHERE type = 'SlaCreditIssued' "
-        "AND data->>'subscription_id' = :s",
+        "SELECT data FROM events WHERE type = 'SlaCreditIssued' AND data->>'subscription_id' = :s",
         s=sub,
     )
     assert data["amount_minor"] == short_hours * 1_000  # 10.00 a node-hour
