@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlc_ledger.services.billing import publish_price_book, tick
-from dlc_ledger.services.subscriptions import purchase
+from dlc_ledger.services.subscriptions import cancel, purchase
 from dlc_ledger.services.yaml_files import parse_price_book
 from ledger.canonical import canonical_json
 from ledger.envelopes import Envelope, make_envelope
@@ -329,3 +329,45 @@ def test_credits_on_the_store_equal_undelivered_hours_at_the_price_and_rerun_add
         t=data.get("transaction_id") or "",
     )
     assert int(posted[0][0]) == data["amount_minor"]
+
+
+def test_a_cancelled_term_is_credited_to_its_cancellation_and_never_beyond_what_it_kept(
+    store: PostgresEventStore,
+) -> None:
+    publish_price_book(store, sla_book(), at=at("2026-10-01T00:00"))
+    kept = _buy(store, 3, "2027-01-01T00:00", "kept")
+    _outages(store)
+    cancel(store, kept, principal="test", immediately=True, at=at("2027-01-25T00:00"))
+    # bought for another workspace's group: cancelled within 5 days, refunded in full
+    store.append(
+        [
+            register("m1", "2026-12-31T00:00", "gpu-g2b"),
+            cordon("m1", "2027-01-01T01:00"),
+            cordon("m1", "2027-01-01T05:00", cordoned=False),
+        ]
+    )
+    refunded = purchase(
+        store,
+        group="gpu-g2b",
+        spec="ml.g2.8xlarge",
+        nodes=1,
+        term="month",
+        workspace="ws-other",
+        principal="test",
+        at=at("2027-01-01T00:00"),
+        key="refunded",
+    ).subscription.subscription_id
+    done = cancel(store, refunded, principal="test", immediately=True, at=at("2027-01-03T00:00"))
+    assert done.refund.no_reason
+    tick(store, at("2027-02-03T00:00"))
+    rows = query(
+        store,
+        "SELECT data->>'subscription_id', (data->>'amount_minor')::int, data->>'ends_at', "
+        "data->>'period' FROM events WHERE type = 'SlaCreditIssued'",
+    )
+    credits = {r[0]: r[1:] for r in rows}
+    # n1's 10 hours and n3's 5 days to the cancellation: 130 node-hours x 10.00, booked
+    # a grace after the cancellation, in January
+    assert credits[kept] == (130_000, "2027-01-25T00:00:00Z", "2027-01")
+    # 4 node-hours short, but the term was refunded in full: nothing more to credit
+    assert credits[refunded] == (0, "2027-01-03T00:00:00Z", "2027-01")
