@@ -50,9 +50,11 @@ __all__ = [
     "NODE_FACT_TYPES",
     "NodeState",
     "TermDelivery",
+    "count_changes",
     "credit_minor",
     "creditable_minor",
     "node_states",
+    "nodes_at",
     "purchase_order",
     "term_deliveries",
     "us",
@@ -128,6 +130,17 @@ def node_states(facts: Iterable[tuple[datetime, EventData]]) -> list[NodeState]:
     return out
 
 
+def count_changes(sub: Subscription) -> tuple[datetime, ...]:
+    """The instants at which ``sub``'s subscribed node count may change: its start and
+    end. (The one place to add a mid-term change of node count.)"""
+    return (sub.starts_at, sub.ends_at)
+
+
+def nodes_at(sub: Subscription, t: datetime) -> int:
+    """``sub``'s subscribed nodes at ``t``: its node count while schedulable, else 0."""
+    return sub.nodes if sub.schedulable_at(t) else 0
+
+
 def purchase_order(sub: Subscription) -> tuple[datetime, str]:
     """The order in which a group's delivered nodes serve its subscriptions."""
     return (sub.terms[0].ordered_at, sub.subscription_id)
@@ -180,14 +193,15 @@ def _counted(times: Sequence[datetime], short: Sequence[int], grace: timedelta) 
     return counted
 
 
-def _allocate(active: Sequence[Subscription], short: int) -> dict[str, int]:
-    """A segment's shortfall borne by its subscriptions, the latest purchased first."""
+def _allocate(active: Sequence[tuple[str, int]], short: int) -> dict[str, int]:
+    """A segment's shortfall borne by its subscriptions ((id, nodes) in purchase order),
+    the latest purchased first."""
     out: dict[str, int] = {}
-    for sub in reversed(active):
+    for sub_id, nodes in reversed(active):
         if short <= 0:
             break
-        mine = min(sub.nodes, short)
-        out[sub.subscription_id] = mine
+        mine = min(nodes, short)
+        out[sub_id] = mine
         short -= mine
     return out
 
@@ -240,7 +254,7 @@ def _group(
         return deliveries
     points = {lo, hi}
     for sub in subs:
-        points.update(t for t in (sub.starts_at, sub.ends_at) if lo < t < hi)
+        points.update(t for t in count_changes(sub) if lo < t < hi)
     for st in states:
         points.update(t for t in (st.start, st.end) if t is not None and lo < t < hi)
     times = sorted(points)
@@ -261,8 +275,12 @@ def _group(
             active_nodes[id(st)] = st
         delivered[i] = sum(1 for st in active_nodes.values() if st.state == "delivered")
         down.append(tuple(st for st in active_nodes.values() if st.state != "delivered"))
-    actives = [[s for s in subs if s.starts_at <= times[i] < s.ends_at] for i in range(segments)]
-    subscribed = [sum(s.nodes for s in a) for a in actives]
+    actives = [
+        [(s.subscription_id, n) for s in subs if (n := nodes_at(s, times[i])) > 0]
+        for i in range(segments)
+    ]
+    subscribed = [sum(n for _, n in a) for a in actives]
+    count = [dict(a) for a in actives]
     short = [max(0, subscribed[i] - delivered[i]) for i in range(segments)]
     graces = {d.grace_minutes for d in deliveries if d.grace_minutes is not None}
     counted = {g: _counted(times, short, timedelta(minutes=g)) for g in graces}
@@ -274,7 +292,7 @@ def _group(
             if a >= b:
                 continue
             span = us(b - a)
-            d.subscribed_us += d.nodes * span
+            d.subscribed_us += count[i].get(d.subscription_id, 0) * span
             d.short_us += raw[i].get(d.subscription_id, 0) * span
             if d.grace_minutes is None:
                 continue
