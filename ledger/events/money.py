@@ -119,7 +119,7 @@ class SubscriptionCharge(Part):
     detail: str = ""
     #: an SLA credit's undelivered node-hours (the line's quantity, negative); left out
     #: of the payload when None, so charges stored before it hash as they did
-    node_hours: Annotated[Decimal | None, Bound(MAX_RATED_QUANTITY)] = None
+    node_hours: Decimal | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime, timedelta
 
+import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,7 @@ from dlc_ledger.services.subscriptions import cancel, purchase
 from dlc_ledger.services.yaml_files import parse_price_book
 from ledger.canonical import canonical_json
 from ledger.envelopes import Envelope, make_envelope
+from ledger.errors import Invalid
 from ledger.events import NodeCordoned, NodeRegistered, NodeRemoved
 from ledger.ids import fact_event_id
 from ledger.prices import PriceBook
@@ -371,3 +374,17 @@ def test_a_cancelled_term_is_credited_to_its_cancellation_and_never_beyond_what_
     assert credits[kept] == (130_000, "2027-01-25T00:00:00Z", "2027-01")
     # 4 node-hours short, but the term was refunded in full: nothing more to credit
     assert credits[refunded] == (0, "2027-01-03T00:00:00Z", "2027-01")
+
+
+@pytest.mark.parametrize(
+    ("sla", "message"),
+    [
+        ("15", "sla: a mapping {grace_minutes: N}"),
+        ("{grace: 15}", "sla: a mapping {grace_minutes: N}"),
+        ("{grace_minutes: -1}", "sla.grace_minutes: a whole number >= 0"),
+        ("{grace_minutes: 20000}", "at most 10080"),
+    ],
+)
+def test_a_bad_commitment_is_refused_with_its_field_named(sla: str, message: str) -> None:
+    with pytest.raises(Invalid, match=re.escape(message)):
+        parse_price_book(SLA_BOOK.replace("{grace_minutes: 15}", sla))
