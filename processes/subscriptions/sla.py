@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import orjson
+
 from ledger.accounts import balanced_transaction, receivable_account, transaction_envelope
 from ledger.catalogue import decode
 from ledger.envelopes import Envelope, make_envelope
@@ -33,6 +35,7 @@ from ledger.events import (
 from ledger.events.subscriptions import MAX_SLA_NODES_NAMED
 from ledger.ids import deterministic_id
 from ledger.store.base import EventStore, UnitOfWork, read_all_of_types
+from ledger.store.failures import is_poison
 from ledger.subscriptions import SpecSchedule, Subscription
 from ledger.subscriptions.sla import (
     NODE_FACT_TYPES,
@@ -45,6 +48,7 @@ from ledger.subscriptions.sla import (
 from projections.subscriptions import subscription_stream
 
 __all__ = [
+    "POISON_REASON",
     "SLA_CREDITS",
     "assessed_terms",
     "due_terms",
@@ -54,6 +58,8 @@ __all__ = [
 ]
 
 SLA_CREDITS = "revenue/sla-credits"
+#: The reason of a dead letter for a term whose SLA credit cannot be built.
+POISON_REASON = "tick-failed"  # as the rest of the subscriptions tick (docs/store.md)
 _SECOND = Decimal("0.000001")
 _CENT = Decimal("0.01")
 _HOUR_US = 3_600_000_000
@@ -244,6 +250,20 @@ def sla_credits(
     out: list[Envelope] = []
     for sub, term, settles in due:
         delivery = deliveries.get((sub.subscription_id, term.term))
-        if delivery is not None:
+        if delivery is None:
+            continue
+        try:
             out.extend(_credit(sub, delivery, settles, source))
+        except Exception as exc:
+            if not is_poison(exc):
+                raise
+            # one term's credit that cannot be built (a value past its bounds) is set
+            # aside, as a renewal that cannot be is; the others are booked
+            uow.record_dead_letter(
+                source=source,
+                reason=POISON_REASON,
+                error=f"subscription {sub.subscription_id} term {term.term}: "
+                f"{type(exc).__name__}: {exc}",
+                payload=orjson.dumps({"subscription_id": sub.subscription_id, "term": term.term}),
+            )
     return out
