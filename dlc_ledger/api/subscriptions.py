@@ -82,6 +82,7 @@ class GroupBy(StrEnum):
     month = "month"
     quota = "quota"
     workspace = "workspace"
+    term = "term"
 
 
 Reader = Annotated[Principal, Depends(require_roles("admin", "finance", "auditor"))]
@@ -379,9 +380,9 @@ def get_resource_group(
 def get_utilisation(
     request: Request,
     _principal: Reader,
-    group_by: Annotated[GroupBy, Query(description="group, month, quota or workspace.")] = (
-        GroupBy.group
-    ),
+    group_by: Annotated[
+        GroupBy, Query(description="group, month, quota, workspace or term (SLA).")
+    ] = (GroupBy.group),
     start: Annotated[
         Instant | None, Query(alias="from", description="Default: first start.")
     ] = None,
