@@ -118,7 +118,10 @@ from ledger.events.quotas import (
     WorkspaceBound,
 )
 from ledger.events.subscriptions import (
+    NodeDowntime,
     NodeSpec,
+    SlaCommitment,
+    SlaCreditIssued,
     SubscriptionCancelled,
     SubscriptionExpired,
     SubscriptionPricesPublished,
@@ -177,6 +180,7 @@ __all__ = [
     "Name",
     "NodeBillingMode",
     "NodeCordoned",
+    "NodeDowntime",
     "NodeRegistered",
     "NodeRemoved",
     "NodeSpec",
@@ -215,6 +219,8 @@ __all__ = [
     "ReclaimPolicy",
     "ReplicaSpec",
     "ShortName",
+    "SlaCommitment",
+    "SlaCreditIssued",
     "Spillover",
     "SpotPriceChanged",
     "SubscriptionCancelled",
