@@ -121,7 +121,8 @@ def _check(store: PostgresEventStore) -> None:
         store, "SELECT invoice_id, workspace, period, total_minor FROM billing_invoices "
         "WHERE status = 'issued'",
     )  # fmt: skip
-    assert closed, "the final tick closes the months before it"
+    (posted,) = query(store, "SELECT count(*) FROM billing_transactions WHERE period IS NOT NULL")
+    assert closed or posted == (0,), "the final tick closes the months before it"
     roundings = {rounding_transaction_id(r.invoice_id) for r in issued}
     on_lines: dict[str, int] = {}
     for (ids,) in query(
