@@ -144,6 +144,9 @@ def test_a_closed_month_is_locked_for_every_workspace(
     periods = {r["period"]: r for r in _rows(cli, "billing", "periods")}
     assert periods["2027-11"]["status"] == "locked"
     assert periods["2027-11"]["reason"] == "month-end"
+    table = cli("billing", "periods")
+    assert "2027-11" in table and "locked" in table and "month-end" in table
+    assert "2027-11,locked" in cli("billing", "periods", "--format", "csv")
     invoices = {(r["workspace"], r["period"]): r for r in _rows(cli, "invoices", "list")}
     assert invoices[("ws-b", "2027-11")]["total_minor"] == 210_000
     assert ("ws-b", "2027-10") not in invoices
