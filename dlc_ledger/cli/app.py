@@ -69,7 +69,7 @@ SUMMARIES = {
     "prices": "Price books and spot prices.",
     "billing": "Rating, accrual and period close.",
     "invoices": "Invoices and credit notes.",
-    "ledger": "The books: trial balance, receivables.",
+    "ledger": "The books: trial balance, receivables, journal export.",
     "budgets": "Budgets per workspace and month: apply a YAML file, show, check.",
     "subscriptions": "Subscriptions: nodes bought into resource groups by the month or year.",
     "resource-groups": "Resource groups: subscribed and delivered nodes, capacity, quotas.",

@@ -1,4 +1,5 @@
-"""``dlc-ledger ledger balance``: the trial balance and the receivables by age.
+"""``dlc-ledger ledger balance|export``: the trial balance and the receivables by age, and a
+month's journal as a general ledger imports it.
 
 The rows come from the billing room (:mod:`projections.billing.balances`); this module
 parses options and prints them, as projected (reads never project).
@@ -7,19 +8,24 @@ parses options and prints them, as projected (reads never project).
 from __future__ import annotations
 
 import json
+from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from dlc_ledger.cli.options import CLUSTER, parse_optional_instant
+from dlc_ledger.cli.options import CLUSTER, parse_optional_instant, parse_period
 from dlc_ledger.cli.tables import DocumentFormat, DocumentFormatOption, render_table
+from dlc_ledger.presenters.journal import journal_csv, journal_document
 from dlc_ledger.wiring.context import open_reader
-from ledger.errors import Conflict
-from projections.billing import currency_scales, read_books
+from ledger.errors import Conflict, Invalid
+from projections.billing import currency_scales, journal, read_books
 
 __all__ = ["ledger_app"]
 
-ledger_app = typer.Typer(help="The books: trial balance, receivables.", no_args_is_help=True)
+ledger_app = typer.Typer(
+    help="The books: trial balance, receivables, journal export.", no_args_is_help=True
+)
 
 
 @ledger_app.command("balance")
@@ -58,3 +64,45 @@ def balance(
         typer.echo(render_table(receivables))
     if not books.balanced:
         raise Conflict("the trial balance does not balance: debits and credits differ (a bug)")
+
+
+class ExportFormat(StrEnum):
+    csv = "csv"
+    json = "json"
+
+
+@ledger_app.command("export")
+def export(
+    period: Annotated[
+        str, typer.Option("--period", help="The month to export, YYYY-MM (UTC).")
+    ],
+    fmt: Annotated[
+        ExportFormat, typer.Option("--format", help="csv (one row a posting) or json.")
+    ] = ExportFormat.csv,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Write to this file instead of standard output."),
+    ] = None,
+) -> None:
+    """A month's journal as a general ledger imports it: one line per posting (date,
+    journal id, account, debit, credit at the currency's scale, memo, references to the
+    invoice, subscription, occupancy and job), balanced per transaction and currency, equal
+    to the trial balance's movements over the month (docs/finance.md, Journal export)."""
+    month = parse_period(period)
+    store = open_reader()
+    with store.reading() as conn:
+        found = journal(conn, currency_scales(conn), month)
+    if fmt is ExportFormat.json:
+        text = json.dumps(journal_document(found), indent=2) + "\n"
+    else:
+        text = journal_csv(found)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise Invalid(f"--output {output}: cannot write it: {exc.strerror or exc}") from exc
+        typer.echo(f"{len(found.lines)} journal lines of {month} written to {output}", err=True)
+    if not all(total["balanced"] for total in found.totals):
+        raise Conflict(f"the journal of {month} does not balance: debits and credits differ (a bug)")

@@ -13,7 +13,8 @@ Money enters only as events, and every statement on the billing tables is here:
 - ``reports``, ``invoice_pages``: the finance reports, the invoice and credit-note lists;
   ``top``: a window's costliest groups and its total, ordered and cut in SQL;
   ``replicas``: how each replica of a service was billed (prepaid or spilled);
-- ``balances``: the trial balance and receivables by age; ``trails``: an invoice line's
+- ``balances``: the trial balance and receivables by age; ``journal``: a month's
+  postings as a general ledger imports them; ``trails``: an invoice line's
   audit trail back to the cluster facts.
 
 The pure rules (rating, accounts, rounding, invoice building) are in ``ledger``; the
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from projections.billing.balances import read_books
 from projections.billing.invoice_pages import credit_note_page, invoice_page
+from projections.billing.journal import JOURNAL_COLUMNS, Journal, journal, period_bounds
 from projections.billing.invoices import (
     CREDIT_NOTES_ACCOUNT,
     Invoice,
@@ -64,11 +66,13 @@ from projections.billing.trails import (
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
     "GROUP_KEYS",
+    "JOURNAL_COLUMNS",
     "WORKLOAD_OF_OCCUPANCY",
     "BillingProjection",
     "Invoice",
     "InvoiceDetail",
     "InvoiceTrail",
+    "Journal",
     "ReportWindow",
     "ScaleOf",
     "Source",
@@ -85,10 +89,12 @@ __all__ = [
     "invoice_lines",
     "invoice_page",
     "job_cost",
+    "journal",
     "largest_gpu_line_trail",
     "load_schedule",
     "occupancy_from_row",
     "parse_group_by",
+    "period_bounds",
     "read_books",
     "replica_billing",
     "subscription_lines",

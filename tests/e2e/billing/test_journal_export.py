@@ -1,0 +1,136 @@
+"""``dlc-ledger ledger export``: a month's postings as a general ledger imports them, equal
+to the trial balance's movements over the month, balanced per transaction and currency."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+
+from dlc_ledger.services.billing import issue_credit_note, publish_price_book, tick, void_invoice
+from dlc_ledger.services.subscriptions import cancel, purchase
+from ledger.store.postgres import PostgresEventStore
+from tests.support.billing import at, demo_book, ended, query, started
+from tests.support.clis import CliCall
+
+PERIODS = ("2026-10", "2026-11", "2026-12", "2027-01")
+BOUNDS = {
+    "2026-10": ("2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z"),
+    "2026-11": ("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"),
+    "2026-12": ("2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z"),
+    "2027-01": ("2027-01-01T00:00:00Z", "2027-02-01T00:00:00Z"),
+}
+
+
+def _history(store: PostgresEventStore) -> dict[str, str]:
+    """Usage in fractions of a cent over three months, a job across a month's end, an
+    invoice rounded, credited, voided and re-issued, a subscription recognised daily and
+    one refunded: every kind of posting the ledger makes."""
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    start = at("2026-11-05T00:00")
+    store.append(
+        [
+            started("a", start),
+            ended("a", start + timedelta(seconds=37.5 * 3)),
+            started("c", start, workspace="ws-a", mode="idle"),
+            ended("c", start + timedelta(seconds=41)),
+            started("long", at("2026-11-28T10:17:03"), workspace="ws-b", mgpu=500),
+            ended("long", at("2026-12-03T07:41:11")),
+        ]
+    )
+    sub = purchase(store, group="gpu-g2", spec="ml.g2.8xlarge", nodes=1, term="month",
+                   workspace="ws-ls", principal="test", at=at("2026-11-10T00:00"))  # fmt: skip
+    gone = purchase(store, group="gpu-g2", spec="ml.g2.8xlarge", nodes=1, term="month",
+                    workspace="ws-ls", principal="test", at=at("2026-11-20T00:00"), key="b")  # fmt: skip
+    tick(store, at("2026-11-30T13:00"))  # accrues "long" into November
+    tick(store, at("2026-12-02T00:00"))  # November's invoices
+    ((nov,),) = query(
+        store, "SELECT invoice_id FROM billing_invoices WHERE workspace = 'ws-a' AND period = '2026-11'"
+    )
+    cancel(store, gone.subscription.subscription_id, principal="test", immediately=True,
+           at=at("2026-12-05T12:00"))  # fmt: skip
+    note = issue_credit_note(store, nov, "0.05", "goodwill", principal="test").note
+    tick(store, at("2026-12-20T00:00"))
+    void_invoice(store, nov, "wrong", principal="test")
+    tick(store, at("2027-01-03T00:00"))  # the re-issue, December's invoices
+    return {"invoice": nov, "note": note.credit_note_id,
+            "subscription": sub.subscription.subscription_id}  # fmt: skip
+
+
+def _balances(cli: CliCall, instant: str) -> dict[str, Decimal]:
+    books = json.loads(cli("ledger", "balance", "--at", instant, "--format", "json"))
+    return {row["account"]: Decimal(row["balance"]) for row in books["accounts"]}
+
+
+def _signed(line: dict[str, str | None]) -> Decimal:
+    return Decimal(line["debit"] or 0) - Decimal(line["credit"] or 0)
+
+
+def test_the_export_is_the_trial_balances_movements_balanced_per_entry(
+    store: PostgresEventStore, cli: CliCall, tmp_path: Path
+) -> None:
+    made = _history(store)
+    everything: list[dict[str, str | None]] = []
+    for period in PERIODS:
+        document = json.loads(cli("ledger", "export", "--period", period, "--format", "json"))
+        lines = document["lines"]
+        everything.extend(lines)
+        # the movements of the month: the trial balance at its end minus at its start
+        begin, end = (_balances(cli, instant) for instant in BOUNDS[period])
+        movement = {a: end.get(a, Decimal(0)) - begin.get(a, Decimal(0)) for a in end}
+        exported: dict[str, Decimal] = defaultdict(Decimal)
+        whole: dict[str, Decimal] = defaultdict(Decimal)
+        for line in lines:
+            exported[line["account"]] += Decimal(line["amount_precise"])
+            whole[line["account"]] += _signed(line)
+            assert line["date"].startswith(period)
+        assert {a: m for a, m in movement.items() if m} == {a: m for a, m in exported.items() if m}
+        for account, amount in whole.items():  # whole cents, within two cents of the books
+            assert abs(amount - movement.get(account, Decimal(0))) < Decimal("0.02"), account
+        # every journal entry balances in whole cents, and so does the month
+        by_entry: dict[str, Decimal] = defaultdict(Decimal)
+        for line in lines:
+            by_entry[line["journal_id"]] += _signed(line)
+            for side in ("debit", "credit"):
+                value = line[side]
+                assert value is None or ("E" not in value and len(value.split(".")[1]) == 2)
+            assert (line["debit"] is None) != (line["credit"] is None)
+        assert set(by_entry.values()) <= {Decimal(0)}
+        for total in document["totals"]:
+            assert total["balanced"] and total["debit"] == total["credit"]
+        # the CSV is the same lines
+        out = tmp_path / f"{period}.csv"
+        cli("ledger", "export", "--period", period, "--output", str(out))
+        rows = list(csv.DictReader(io.StringIO(out.read_text())))
+        assert [(r["journal_id"], r["account"], r["debit"], r["credit"]) for r in rows] == [
+            (ln["journal_id"], ln["account"], ln["debit"] or "", ln["credit"] or "") for ln in lines
+        ]
+        assert rows == [] or rows[0]["cause_event_ids"] == " ".join(lines[0]["cause_event_ids"])
+    assert everything, "the history posts nothing?"
+    # references back to what each posting is for
+    nov = [ln for ln in everything if ln["invoice_id"] == made["invoice"]]
+    assert any(ln["account"] == "revenue/rounding" for ln in nov)  # its rounding, and reversal
+    # usage points to the invoice that bills it now: the re-issue of the voided one
+    ((reissue,),) = query(
+        store, "SELECT invoice_id FROM billing_invoices WHERE workspace = 'ws-a' "
+        "AND period = '2026-11' AND status = 'issued'"
+    )
+    assert reissue != made["invoice"]
+    assert {ln["invoice_id"] for ln in everything if ln["occupancy_id"] == "a"} == {reissue}
+    assert {ln["job_uid"] for ln in everything if ln["occupancy_id"] == "a"} == {"job-a"}
+    (credit,) = {ln["journal_id"] for ln in everything if ln["credit_note_id"] == made["note"]}
+    assert {ln["invoice_id"] for ln in everything if ln["journal_id"] == credit} == {made["invoice"]}
+    recognised = [ln for ln in everything if ln["subscription_id"] == made["subscription"]]
+    assert {ln["account"].split("/")[0] for ln in recognised} == {"receivable", "deferred", "revenue"}
+    # a job across November's end: its cost is split between the two months' exports
+    long = {ln["date"][:7] for ln in everything if ln["occupancy_id"] == "long"}
+    assert long == {"2026-11", "2026-12"}
+
+
+def test_an_empty_month_is_a_header_and_a_bad_period_an_error(cli: CliCall) -> None:
+    assert cli("ledger", "export", "--period", "2027-03").startswith("date,journal_id,line,")
+    assert "not a period" in cli("ledger", "export", "--period", "2027-13", ok=False)
