@@ -38,6 +38,7 @@ BOOKKEEPERS = {"admin", "finance", "auditor"}
 ROLE_LIMITED = {
     "/v1/chain/verify": {"admin", "auditor"},
     "/v1/ledger/balance": BOOKKEEPERS,
+    "/v1/ledger/export": BOOKKEEPERS,
     "/v1/subscriptions": BOOKKEEPERS,
     "/v1/subscriptions/{subscription_id}": BOOKKEEPERS,
     "/v1/resource-groups": BOOKKEEPERS,
@@ -52,6 +53,7 @@ PROCESS_WIDE = {"/metrics"}
 #: subscriptions and who pays them); the others hold none (a resource group names no payer)
 ALL_WORKSPACES = {
     "/v1/ledger/balance",
+    "/v1/ledger/export",
     "/v1/subscriptions",
     "/v1/subscriptions/{subscription_id}",
 }
@@ -195,6 +197,10 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
         "/v1/inventory": ["/v1/inventory", "/v1/inventory?group_by=node&format=csv"],
         "/v1/chain/verify": ["/v1/chain/verify"],
         "/v1/ledger/balance": ["/v1/ledger/balance", "/v1/ledger/balance?at=2026-12-15T00:00:00Z"],
+        "/v1/ledger/export": [
+            "/v1/ledger/export?period=2026-11",
+            "/v1/ledger/export?period=2026-11&format=csv",
+        ],
         "/v1/notifications/rules": [
             "/v1/notifications/rules",
             "/v1/notifications/rules?workspace=ws-b&format=csv",

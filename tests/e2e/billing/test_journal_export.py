@@ -134,3 +134,38 @@ def test_the_export_is_the_trial_balances_movements_balanced_per_entry(
 def test_an_empty_month_is_a_header_and_a_bad_period_an_error(cli: CliCall) -> None:
     assert cli("ledger", "export", "--period", "2027-03").startswith("date,journal_id,line,")
     assert "not a period" in cli("ledger", "export", "--period", "2027-13", ok=False)
+
+
+def test_the_export_through_the_api_for_bookkeepers_only(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from dlc_ledger.api.app import create_app
+    from dlc_ledger.services.access import create_token
+
+    _history(store)
+    secrets = {
+        role: create_token(store, [role], name=role, created_by="test").secret
+        for role in ("finance", "auditor", "workspace:ws-a")
+    }
+    with TestClient(create_app(store), raise_server_exceptions=False) as client:
+
+        def get(role: str, **params: str) -> object:
+            auth = {"Authorization": f"Bearer {secrets[role]}"}
+            return client.get("/v1/ledger/export", headers=auth, params=params)
+
+        response = get("finance", period="2026-11")
+        assert response.status_code == 200, response.text  # type: ignore[attr-defined]
+        body = response.json()  # type: ignore[attr-defined]
+        shown = json.loads(cli("ledger", "export", "--period", "2026-11", "--format", "json"))
+        assert body["lines"] == shown["lines"] and body["totals"] == shown["totals"]
+        assert (body["from"], body["to"]) == ("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z")
+        as_csv = get("auditor", period="2026-11", format="csv")
+        assert as_csv.headers["content-type"].startswith("text/csv")  # type: ignore[attr-defined]
+        rows = list(csv.DictReader(io.StringIO(as_csv.text)))  # type: ignore[attr-defined]
+        assert [r["journal_id"] for r in rows] == [ln["journal_id"] for ln in body["lines"]]
+        assert get("workspace:ws-a", period="2026-11").status_code == 403  # type: ignore[attr-defined]
+        bad = get("finance", period="2026-13")
+        assert bad.status_code in (400, 422)  # type: ignore[attr-defined]
+        assert bad.headers["content-type"].startswith("application/problem+json")  # type: ignore[attr-defined]
