@@ -19,7 +19,7 @@ from dlc_ledger.api.listing import AtQuery, plain
 from dlc_ledger.api.models import Freshness, Strict
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
 from dlc_ledger.services.access import Principal
-from dlc_ledger.presenters.journal import journal_csv, journal_document
+from dlc_ledger.presenters import journal_csv, journal_document
 from ledger.errors import Conflict
 from projections.billing import currency_scales, journal, read_books
 

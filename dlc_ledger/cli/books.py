@@ -8,24 +8,46 @@ parses options and prints them, as projected (reads never project).
 from __future__ import annotations
 
 import json
+from decimal import ROUND_HALF_EVEN, Decimal
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from dlc_ledger.cli.options import CLUSTER, parse_optional_instant, parse_period
 from dlc_ledger.cli.tables import DocumentFormat, DocumentFormatOption, render_table
-from dlc_ledger.presenters.journal import journal_csv, journal_document
+from dlc_ledger.presenters import journal_csv, journal_document
 from dlc_ledger.wiring.context import open_reader
 from ledger.errors import Conflict, Invalid
-from projections.billing import currency_scales, journal, read_books
+from projections.billing import AGE_BUCKETS, ScaleOf, currency_scales, journal, read_books
 
 __all__ = ["ledger_app"]
 
 ledger_app = typer.Typer(
     help="The books: trial balance, receivables, journal export.", no_args_is_help=True
 )
+
+
+#: the columns of the books that are amounts (decimal strings at full precision)
+_AMOUNTS = {"debit", "credit", "balance", "open", "total", *(label for label, _, _ in AGE_BUCKETS)}
+
+
+def _at_scale(rows: list[dict[str, Any]], scale_of: ScaleOf) -> list[dict[str, Any]]:
+    """``rows`` with their amounts rounded half-even to the currency's scale, thousands
+    grouped (``1272.74366687994`` -> ``1,272.74``), for a table."""
+    out = []
+    for row in rows:
+        step = Decimal(1).scaleb(-scale_of(row["currency"]))
+        out.append(
+            {
+                key: f"{Decimal(value).quantize(step, ROUND_HALF_EVEN):,f}"
+                if key in _AMOUNTS and isinstance(value, str)
+                else value
+                for key, value in row.items()
+            }
+        )
+    return out
 
 
 @ledger_app.command("balance")
@@ -45,14 +67,15 @@ def balance(
     instant = parse_optional_instant(at, option="--at")
     store = open_reader()
     with store.reading() as conn:
-        read = read_books(conn, currency_scales(conn), instant)
+        scale_of = currency_scales(conn)
+        read = read_books(conn, scale_of, instant)
     books, aged_at, receivables = read.balance, read.aged_at, read.receivables
-    if fmt is DocumentFormat.json:
+    if fmt is DocumentFormat.json:  # machines get the postings' full precision
         document = {"accounts": books.rows, "totals": books.totals, "receivables": receivables}
         typer.echo(json.dumps(document, indent=2, default=str))
-    else:
-        typer.echo(render_table(books.rows))
-        for total in books.totals:
+    else:  # people get the currency's scale, as every other amount shown
+        typer.echo(render_table(_at_scale(books.rows, scale_of)))
+        for total in _at_scale(books.totals, scale_of):
             state = "balanced" if total["balanced"] else "NOT BALANCED"
             typer.echo(
                 f"total {total['currency']}: debit {total['debit']}, "
@@ -61,7 +84,7 @@ def balance(
         typer.echo("")
         when = f" at {aged_at.isoformat()}" if aged_at is not None else ""
         typer.echo(f"receivables by age{when}")
-        typer.echo(render_table(receivables))
+        typer.echo(render_table(_at_scale(receivables, scale_of)))
     if not books.balanced:
         raise Conflict("the trial balance does not balance: debits and credits differ (a bug)")
 

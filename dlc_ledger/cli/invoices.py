@@ -23,7 +23,14 @@ from dlc_ledger.cli.options import (
     print_next_cursor,
     require_known,
 )
-from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows, escape_controls
+from dlc_ledger.cli.tables import (
+    DocumentFormat,
+    DocumentFormatOption,
+    FormatOption,
+    RowFormat,
+    emit_rows,
+    escape_controls,
+)
 from dlc_ledger.presenters import with_amounts
 from dlc_ledger.services.billing import issue_credit_note, tick, void_invoice
 from dlc_ledger.services.clocks import billing_instant
@@ -48,12 +55,32 @@ invoices_app = typer.Typer(help="Invoices and credit notes.", no_args_is_help=Tr
 SOURCE = "api/invoices-cli"  # the principal of voids and credit notes made here
 
 
+def _tick_summary(result: TickResult) -> dict[str, Any]:
+    """What one tick appended, by kind: rating transactions, the subscriptions' renewals,
+    expiries and days recognised, the invoices issued (each with its rounding)."""
+    r = result.rated
+    return {
+        "accrued_to": format_timestamp(result.accrued_to),
+        "finals": r.finals,
+        "accrued": r.accrued,
+        "rating_transactions": r.posted,
+        "unrateable": r.unrateable,
+        "renewed": result.renewed,
+        "renewal_failures": result.renewal_failures,
+        "expired": result.expired,
+        "recognised_days": result.recognised,
+        "invoices": list(result.invoices),
+    }
+
+
 def _print_tick(result: TickResult) -> None:
     r = result.rated
     typer.echo(
         f"rated {r.finals} ended occupancies, accrued {r.accrued} open ones to "
-        f"{result.accrued_to.isoformat()}, posted {r.posted} transactions, "
-        f"{r.unrateable} unrateable; issued {len(result.invoices)} invoices"
+        f"{result.accrued_to.isoformat()}: posted {r.posted} rating transactions, "
+        f"{r.unrateable} unrateable; subscriptions: renewed {result.renewed} "
+        f"({result.renewal_failures} renewals failed), expired {result.expired}, "
+        f"recognised {result.recognised} days; issued {len(result.invoices)} invoices"
     )
 
 
@@ -75,8 +102,10 @@ def run(
     force: bool = typer.Option(
         False, "--force", help="allow an --until beyond the latest cluster time observed"
     ),
+    fmt: DocumentFormatOption = DocumentFormat.table,
 ) -> None:
-    """Run the rater and one scheduler tick, then exit."""
+    """Run the subscriptions' renewals, expiries and recognition due, the rater and one
+    scheduler tick, then exit; say what each part booked."""
     store = open_store()
     asked = parse_instant(until, option="--until") if until else None
     chosen = billing_instant(store, asked, force=force)
@@ -86,7 +115,11 @@ def run(
             f"cluster time observed, {format_timestamp(chosen.at)} (pass --until to choose)",
             err=True,
         )
-    _print_tick(tick(store, chosen.at, grace=timedelta(hours=grace_hours)))
+    result = tick(store, chosen.at, grace=timedelta(hours=grace_hours))
+    if fmt is DocumentFormat.json:
+        typer.echo(_json({"until": format_timestamp(chosen.at), **_tick_summary(result)}))
+    else:
+        _print_tick(result)
 
 
 @billing_app.command("serve")
@@ -233,15 +266,16 @@ def credit(
     ),
 ) -> None:
     """Issue a credit note against an invoice (and post it to the ledger)."""
+    store = open_store()
     result = issue_credit_note(
-        open_store(), invoice_id, amount, reason, principal=SOURCE, idempotency_key=idempotency_key
+        store, invoice_id, amount, reason, principal=SOURCE, idempotency_key=idempotency_key
     )
     note = result.note
+    with store.reading() as conn:
+        scale = currency_scales(conn)(note.currency)
     word = "issued" if result.created else "already issued, nothing added"
-    typer.echo(
-        f"credit note {note.credit_note_id}: {note.amount_minor} {note.currency} (minor) "
-        f"on invoice {note.invoice_id}: {word}"
-    )
+    shown = format_minor(note.amount_minor, scale, note.currency, grouped=True)
+    typer.echo(f"credit note {note.credit_note_id}: {shown} on invoice {note.invoice_id}: {word}")
 
 
 credits_app = typer.Typer(help="Credit notes.", no_args_is_help=True)

@@ -38,6 +38,13 @@ class TickResult:
     rated: RateResult
     accrued_to: datetime
     invoices: tuple[str, ...]  # ids issued by this tick
+    # what the subscriptions' part of the tick booked (processes.tick.billing_tick sets
+    # them; a billing-only tick books none): terms renewed, renewal attempts failed,
+    # subscriptions expired, days recognised (deferred -> revenue transactions)
+    renewed: int = 0
+    renewal_failures: int = 0
+    expired: int = 0
+    recognised: int = 0
 
 
 def tick(

@@ -24,7 +24,7 @@ an invoice's corrections); the APScheduler loop is ``consumers.billing_scheduler
 
 from __future__ import annotations
 
-from projections.billing.balances import read_books
+from projections.billing.balances import AGE_BUCKETS, read_books
 from projections.billing.invoice_pages import credit_note_page, invoice_page
 from projections.billing.journal import JOURNAL_COLUMNS, Journal, journal, period_bounds
 from projections.billing.invoices import (
@@ -64,6 +64,7 @@ from projections.billing.trails import (
 )
 
 __all__ = [
+    "AGE_BUCKETS",
     "CREDIT_NOTES_ACCOUNT",
     "GROUP_KEYS",
     "JOURNAL_COLUMNS",

@@ -336,11 +336,67 @@ def cost_report(
         rows = _ledger_cost(conn, group_by, window, only)
     else:
         rows = _rated_cost(conn, group_by, window, only)
+    rows = _with_billed_months(conn, rows, group_by, window, only)
     return _net_of_credits(conn, rows, group_by, window) if net_credits else rows
 
 
 #: The keys a credit note can be attributed to: its invoice's workspace and period.
 CREDIT_KEYS = frozenset({"workspace", "month"})
+
+
+def _with_billed_months(
+    conn: Connection,
+    rows: list[dict[str, Any]],
+    group_by: Sequence[str],
+    window: ReportWindow,
+    only: Only | None,
+) -> list[dict[str, Any]]:
+    """``rows`` and a 0.00 row for each workspace x month (on those keys only) of the
+    window that has an issued invoice or postings but no row: a month whose charges net to
+    zero (bought and refunded, rounded to nothing) was billed, and a report that leaves
+    it out reads as if it never was."""
+    if not group_by or not set(group_by) <= CREDIT_KEYS:
+        return rows
+    params: dict[str, Any] = {"workspaces": _scope(window), "as_of": window.as_of}
+    months = []
+    if window.start is not None:
+        months.append("month >= :pf")
+        params["pf"] = window.start.astimezone(UTC).strftime("%Y-%m")
+    if window.end is not None:  # the month the window's last instant is in
+        months.append("month <= :pt")
+        params["pt"] = (window.end.astimezone(UTC) - timedelta(microseconds=1)).strftime("%Y-%m")
+    scoped = (
+        "(CAST(:workspaces AS text[]) IS NULL OR workspace = ANY(:workspaces)) AND "
+        "(CAST(:as_of AS timestamptz) IS NULL OR recorded_at <= :as_of)"
+    )
+    billed = conn.execute(
+        text(
+            "SELECT DISTINCT workspace, month, currency FROM ("
+            " SELECT workspace, period AS month, currency FROM billing_invoices "
+            f"  WHERE status = 'issued' AND {scoped}"
+            " UNION ALL"
+            " SELECT workspace, COALESCE(usage_period, period) AS month, currency"
+            f"  FROM billing_transactions WHERE workspace IS NOT NULL AND {scoped}) b "
+            f"WHERE month IS NOT NULL AND currency IS NOT NULL"
+            f"{''.join(' AND ' + m for m in months)}"
+        ),
+        params,
+    ).all()
+    shown = {(*(row[k] for k in group_by), row["currency"]) for row in rows}
+    added: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for workspace, month, currency in billed:
+        keys = {k: {"workspace": workspace, "month": month}[k] for k in group_by}
+        key = (*keys.values(), currency)
+        if key in shown or key in added:
+            continue
+        if only is not None and only[0] in keys and keys[only[0]] not in only[1]:
+            continue
+        added[key] = cost_row(keys, Decimal(0), currency)
+    if not added:
+        return rows
+    merged = {(*(row[k] for k in group_by), row["currency"]): row for row in rows}
+    merged.update(added)
+    return [merged[key] for key in sorted(merged, key=_sort_key)]
 
 
 def _net_of_credits(
