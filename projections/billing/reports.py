@@ -322,10 +322,13 @@ def cost_report(
     source: Source = "auto",
     net_credits: bool = False,
     only: Only | None = None,
+    billed_months: bool = True,
 ) -> list[dict[str, Any]]:
     """Rows of the group keys + ``cost_minor`` (and at full precision) and ``currency``;
     ``net_credits``: also ``credited_minor`` and ``net_minor`` (see :func:`_net_of_credits`);
-    ``only``: just the groups it names (their rows are the same as in the whole report)."""
+    ``only``: just the groups it names (their rows are the same as in the whole report);
+    ``billed_months``: a workspace x month that was billed shows, at 0.00 if it nets to
+    zero (:func:`_with_billed_months`; a ranking of the costliest leaves them out)."""
     ledger = uses_ledger(group_by, window, source)
     if net_credits and not set(group_by) <= CREDIT_KEYS:
         raise Invalid(
@@ -336,7 +339,8 @@ def cost_report(
         rows = _ledger_cost(conn, group_by, window, only)
     else:
         rows = _rated_cost(conn, group_by, window, only)
-    rows = _with_billed_months(conn, rows, group_by, window, only)
+    if billed_months:
+        rows = _with_billed_months(conn, rows, group_by, window, only)
     return _net_of_credits(conn, rows, group_by, window) if net_credits else rows
 
 
@@ -358,27 +362,31 @@ def _with_billed_months(
     if not group_by or not set(group_by) <= CREDIT_KEYS:
         return rows
     params: dict[str, Any] = {"workspaces": _scope(window), "as_of": window.as_of}
-    months = []
+    months = ""
     if window.start is not None:
-        months.append("month >= :pf")
+        months += " AND {m} >= :pf"
         params["pf"] = window.start.astimezone(UTC).strftime("%Y-%m")
     if window.end is not None:  # the month the window's last instant is in
-        months.append("month <= :pt")
+        months += " AND {m} <= :pt"
         params["pt"] = (window.end.astimezone(UTC) - timedelta(microseconds=1)).strftime("%Y-%m")
-    scoped = (
-        "(CAST(:workspaces AS text[]) IS NULL OR workspace = ANY(:workspaces)) AND "
-        "(CAST(:as_of AS timestamptz) IS NULL OR recorded_at <= :as_of)"
+    scoped = "(CAST(:workspaces AS text[]) IS NULL OR workspace = ANY(:workspaces))"
+    recorded = "(CAST(:as_of AS timestamptz) IS NULL OR recorded_at <= :as_of)"
+    # usage per month from the monthly aggregate (or, as of a store time, the transactions
+    # recorded by then); charges and roundings (no usage month) by their billing period
+    usage = (
+        "SELECT workspace, usage_period, currency FROM billing_transactions "
+        f"WHERE usage_period IS NOT NULL AND {recorded}"
+        if window.as_of is not None
+        else "SELECT workspace, usage_period, currency FROM billing_cost_monthly WHERE TRUE"
     )
     billed = conn.execute(
         text(
-            "SELECT DISTINCT workspace, month, currency FROM ("
-            " SELECT workspace, period AS month, currency FROM billing_invoices "
-            f"  WHERE status = 'issued' AND {scoped}"
-            " UNION ALL"
-            " SELECT workspace, COALESCE(usage_period, period) AS month, currency"
-            f"  FROM billing_transactions WHERE workspace IS NOT NULL AND {scoped}) b "
-            f"WHERE month IS NOT NULL AND currency IS NOT NULL"
-            f"{''.join(' AND ' + m for m in months)}"
+            f"SELECT workspace, period, currency FROM billing_invoices "
+            f"WHERE status = 'issued' AND {scoped} AND {recorded}{months.format(m='period')}"
+            f" UNION {usage} AND {scoped}{months.format(m='usage_period')}"
+            " UNION SELECT workspace, period, currency FROM billing_transactions "
+            "WHERE usage_period IS NULL AND period IS NOT NULL AND workspace IS NOT NULL "
+            f"AND currency IS NOT NULL AND {scoped} AND {recorded}{months.format(m='period')}"
         ),
         params,
     ).all()
