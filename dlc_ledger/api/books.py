@@ -18,10 +18,10 @@ from dlc_ledger.api.freshness import with_freshness
 from dlc_ledger.api.listing import AtQuery, plain
 from dlc_ledger.api.models import Freshness, Strict
 from dlc_ledger.api.problems import PROBLEM_RESPONSES
-from dlc_ledger.services.access import Principal
 from dlc_ledger.presenters import journal_csv, journal_document
+from dlc_ledger.services.access import Principal
 from ledger.errors import Conflict
-from projections.billing import currency_scales, journal, read_books
+from projections.billing import currency_scales, read_books, read_journal
 
 __all__ = ["Books", "JournalExport", "router"]
 
@@ -162,9 +162,11 @@ def get_export(
     per transaction and currency, equal to the trial balance's movements over the month;
     ``?format=csv`` (or ``Accept: text/csv``) for the lines as a CSV file."""
     with request.app.state.store.reading() as conn:
-        found = journal(conn, currency_scales(conn), period)
+        found = read_journal(conn, currency_scales(conn), period)
     if not all(total["balanced"] for total in found.totals):
-        raise Conflict(f"the journal of {period} does not balance: debits and credits differ (a bug)")
+        raise Conflict(
+            f"the journal of {period} does not balance: debits and credits differ (a bug)"
+        )
     if wants_csv(request, fmt):
         return Response(
             journal_csv(found),

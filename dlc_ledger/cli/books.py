@@ -20,7 +20,7 @@ from dlc_ledger.cli.tables import DocumentFormat, DocumentFormatOption, render_t
 from dlc_ledger.presenters import journal_csv, journal_document
 from dlc_ledger.wiring.context import open_reader
 from ledger.errors import Conflict, Invalid
-from projections.billing import AGE_BUCKETS, ScaleOf, currency_scales, journal, read_books
+from projections.billing import AGE_BUCKETS, ScaleOf, currency_scales, read_books, read_journal
 
 __all__ = ["ledger_app"]
 
@@ -96,9 +96,7 @@ class ExportFormat(StrEnum):
 
 @ledger_app.command("export")
 def export(
-    period: Annotated[
-        str, typer.Option("--period", help="The month to export, YYYY-MM (UTC).")
-    ],
+    period: Annotated[str, typer.Option("--period", help="The month to export, YYYY-MM (UTC).")],
     fmt: Annotated[
         ExportFormat, typer.Option("--format", help="csv (one row a posting) or json.")
     ] = ExportFormat.csv,
@@ -114,7 +112,7 @@ def export(
     month = parse_period(period)
     store = open_reader()
     with store.reading() as conn:
-        found = journal(conn, currency_scales(conn), month)
+        found = read_journal(conn, currency_scales(conn), month)
     if fmt is ExportFormat.json:
         text = json.dumps(journal_document(found), indent=2) + "\n"
     else:
@@ -128,4 +126,6 @@ def export(
             raise Invalid(f"--output {output}: cannot write it: {exc.strerror or exc}") from exc
         typer.echo(f"{len(found.lines)} journal lines of {month} written to {output}", err=True)
     if not all(total["balanced"] for total in found.totals):
-        raise Conflict(f"the journal of {month} does not balance: debits and credits differ (a bug)")
+        raise Conflict(
+            f"the journal of {month} does not balance: debits and credits differ (a bug)"
+        )

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from projections.billing.balances import AGE_BUCKETS, read_books
 from projections.billing.invoice_pages import credit_note_page, invoice_page
-from projections.billing.journal import JOURNAL_COLUMNS, Journal, journal, period_bounds
 from projections.billing.invoices import (
     CREDIT_NOTES_ACCOUNT,
     Invoice,
@@ -34,6 +33,7 @@ from projections.billing.invoices import (
     find_invoice,
     invoice_detail,
 )
+from projections.billing.journal import JOURNAL_COLUMNS, Journal, period_bounds, read_journal
 from projections.billing.projection import BillingProjection, catch_up_billing, catch_up_on
 from projections.billing.reads import (
     WORKLOAD_OF_OCCUPANCY,
@@ -90,13 +90,13 @@ __all__ = [
     "invoice_lines",
     "invoice_page",
     "job_cost",
-    "journal",
     "largest_gpu_line_trail",
     "load_schedule",
     "occupancy_from_row",
     "parse_group_by",
     "period_bounds",
     "read_books",
+    "read_journal",
     "replica_billing",
     "subscription_lines",
     "trace_span_seconds",

@@ -35,7 +35,7 @@ from ledger.journal import JournalLeg, minor_lines
 from ledger.money import from_minor, plain_decimal, precise_from_decimal
 from projections.billing.reads import ScaleOf
 
-__all__ = ["JOURNAL_COLUMNS", "Journal", "journal", "period_bounds"]
+__all__ = ["JOURNAL_COLUMNS", "Journal", "period_bounds", "read_journal"]
 
 #: The columns of a journal line, in order (CSV header, JSON keys).
 JOURNAL_COLUMNS = (
@@ -108,9 +108,9 @@ def _invoices(conn: Connection) -> tuple[dict[tuple[str, str], str], dict[str, s
     revision) and the invoice of each rounding transaction."""
     by_period: dict[tuple[str, str], str] = {}
     rounding: dict[str, str] = {}
-    for invoice_id, workspace, period, status in conn.execute(
+    for invoice_id, workspace, period in conn.execute(
         text(
-            "SELECT invoice_id, workspace, period, status FROM billing_invoices "
+            "SELECT invoice_id, workspace, period FROM billing_invoices "
             "ORDER BY (status = 'issued'), position"
         )
     ):
@@ -145,8 +145,11 @@ def _references(
     original = row["reverses"]
     if invoice is None:
         invoice = rounding.get(txn_id) or (original and rounding.get(original))
-    if invoice is None and workspace and row["period"] and any(
-        a.startswith(_RECEIVABLE) for a in accounts
+    if (
+        invoice is None
+        and workspace
+        and row["period"]
+        and any(a.startswith(_RECEIVABLE) for a in accounts)
     ):
         invoice = by_period.get((workspace, row["period"]))
     charge = data.get("charge") or {}
@@ -161,7 +164,7 @@ def _references(
     }
 
 
-def journal(conn: Connection, scale_of: ScaleOf, period: str) -> Journal:
+def read_journal(conn: Connection, scale_of: ScaleOf, period: str) -> Journal:
     """Month ``period``'s journal lines, totals per currency, movements per account."""
     start, end = period_bounds(period)
     found = conn.execute(
@@ -176,7 +179,7 @@ def journal(conn: Connection, scale_of: ScaleOf, period: str) -> Journal:
         {"start": start, "end": end},
     ).mappings()
     txns: list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = []
-    for row in found:
+    for row in map(dict, found):
         if not txns or txns[-1][0]["transaction_id"] != row["transaction_id"]:
             txns.append((row, []))
         txns[-1][1].append(row)

@@ -19,7 +19,9 @@ from tests.support.clis import CliCall
 _SCIENTIFIC = re.compile(r"\d[eE][+-]?\d")
 
 
-def _subscription(store: PostgresEventStore, *, key: str = "k", when: str = "2027-01-10T00:00") -> str:
+def _subscription(
+    store: PostgresEventStore, *, key: str = "k", when: str = "2027-01-10T00:00"
+) -> str:
     return purchase(
         store, group="gpu-g2", spec="ml.g2.8xlarge", nodes=1, term="month",
         workspace="ws-ls", principal="test", at=at(when), key=key,
@@ -40,9 +42,7 @@ def test_precise_costs_are_plain_decimals_never_scientific(
     assert line["cost_precise"] == "9800" and not _SCIENTIFIC.search(str(line))
 
 
-def test_billing_run_counts_what_it_booked_by_kind(
-    store: PostgresEventStore, cli: CliCall
-) -> None:
+def test_billing_run_counts_what_it_booked_by_kind(store: PostgresEventStore, cli: CliCall) -> None:
     publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
     _subscription(store)
     renewing = purchase(

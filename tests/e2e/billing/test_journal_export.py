@@ -10,6 +10,7 @@ from collections import defaultdict
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from dlc_ledger.services.billing import issue_credit_note, publish_price_book, tick, void_invoice
 from dlc_ledger.services.subscriptions import cancel, purchase
@@ -42,14 +43,15 @@ def _history(store: PostgresEventStore) -> dict[str, str]:
             ended("long", at("2026-12-03T07:41:11")),
         ]
     )
-    sub = purchase(store, group="gpu-g2", spec="ml.g2.8xlarge", nodes=1, term="month",
-                   workspace="ws-ls", principal="test", at=at("2026-11-10T00:00"))  # fmt: skip
-    gone = purchase(store, group="gpu-g2", spec="ml.g2.8xlarge", nodes=1, term="month",
-                    workspace="ws-ls", principal="test", at=at("2026-11-20T00:00"), key="b")  # fmt: skip
+    order = {"group": "gpu-g2", "spec": "ml.g2.8xlarge", "nodes": 1, "term": "month",
+             "workspace": "ws-ls", "principal": "test"}  # fmt: skip
+    sub = purchase(store, **order, at=at("2026-11-10T00:00"))  # type: ignore[arg-type]
+    gone = purchase(store, **order, at=at("2026-11-20T00:00"), key="b")  # type: ignore[arg-type]
     tick(store, at("2026-11-30T13:00"))  # accrues "long" into November
     tick(store, at("2026-12-02T00:00"))  # November's invoices
     ((nov,),) = query(
-        store, "SELECT invoice_id FROM billing_invoices WHERE workspace = 'ws-a' AND period = '2026-11'"
+        store,
+        "SELECT invoice_id FROM billing_invoices WHERE workspace = 'ws-a' AND period = '2026-11'",
     )
     cancel(store, gone.subscription.subscription_id, principal="test", immediately=True,
            at=at("2026-12-05T12:00"))  # fmt: skip
@@ -66,7 +68,7 @@ def _balances(cli: CliCall, instant: str) -> dict[str, Decimal]:
     return {row["account"]: Decimal(row["balance"]) for row in books["accounts"]}
 
 
-def _signed(line: dict[str, str | None]) -> Decimal:
+def _signed(line: dict[str, Any]) -> Decimal:
     return Decimal(line["debit"] or 0) - Decimal(line["credit"] or 0)
 
 
@@ -74,7 +76,7 @@ def test_the_export_is_the_trial_balances_movements_balanced_per_entry(
     store: PostgresEventStore, cli: CliCall, tmp_path: Path
 ) -> None:
     made = _history(store)
-    everything: list[dict[str, str | None]] = []
+    everything: list[dict[str, Any]] = []
     for period in PERIODS:
         document = json.loads(cli("ledger", "export", "--period", period, "--format", "json"))
         lines = document["lines"]
@@ -116,16 +118,23 @@ def test_the_export_is_the_trial_balances_movements_balanced_per_entry(
     assert any(ln["account"] == "revenue/rounding" for ln in nov)  # its rounding, and reversal
     # usage points to the invoice that bills it now: the re-issue of the voided one
     ((reissue,),) = query(
-        store, "SELECT invoice_id FROM billing_invoices WHERE workspace = 'ws-a' "
-        "AND period = '2026-11' AND status = 'issued'"
+        store,
+        "SELECT invoice_id FROM billing_invoices WHERE workspace = 'ws-a' "
+        "AND period = '2026-11' AND status = 'issued'",
     )
     assert reissue != made["invoice"]
     assert {ln["invoice_id"] for ln in everything if ln["occupancy_id"] == "a"} == {reissue}
     assert {ln["job_uid"] for ln in everything if ln["occupancy_id"] == "a"} == {"job-a"}
     (credit,) = {ln["journal_id"] for ln in everything if ln["credit_note_id"] == made["note"]}
-    assert {ln["invoice_id"] for ln in everything if ln["journal_id"] == credit} == {made["invoice"]}
+    assert {ln["invoice_id"] for ln in everything if ln["journal_id"] == credit} == {
+        made["invoice"]
+    }
     recognised = [ln for ln in everything if ln["subscription_id"] == made["subscription"]]
-    assert {ln["account"].split("/")[0] for ln in recognised} == {"receivable", "deferred", "revenue"}
+    assert {ln["account"].split("/")[0] for ln in recognised} == {
+        "receivable",
+        "deferred",
+        "revenue",
+    }
     # a job across November's end: its cost is split between the two months' exports
     long = {ln["date"][:7] for ln in everything if ln["occupancy_id"] == "long"}
     assert long == {"2026-11", "2026-12"}

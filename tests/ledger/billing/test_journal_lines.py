@@ -53,7 +53,10 @@ def test_every_entry_balances_and_no_account_drifts(
     for legs, amounts in zip(txns, whole, strict=True):
         assert len(amounts) == len(legs)
         for currency in {leg.currency for leg in legs}:
-            assert sum(a for a, leg in zip(amounts, legs, strict=True) if leg.currency == currency) == 0
+            assert (
+                sum(a for a, leg in zip(amounts, legs, strict=True) if leg.currency == currency)
+                == 0
+            )
         for leg, amount in zip(legs, amounts, strict=True):
             key = (leg.account, leg.currency)
             precise[key] = precise.get(key, 0) + leg.precise
@@ -66,12 +69,18 @@ def test_every_entry_balances_and_no_account_drifts(
 
 
 def test_whole_postings_are_exported_as_they_are() -> None:
-    legs = [JournalLeg("receivable/ws-a", "USD", 1250 * UNIT), JournalLeg("revenue/x", "USD", -1250 * UNIT)]
+    legs = [
+        JournalLeg("receivable/ws-a", "USD", 1250 * UNIT),
+        JournalLeg("revenue/x", "USD", -1250 * UNIT),
+    ]
     assert minor_lines([legs]) == [[1250, -1250]]
 
 
 def test_sub_cent_accruals_add_up_instead_of_rounding_away() -> None:
     # 720 hourly accruals of 0.4 of a cent: 2.88 USD, not 0.00
-    hour = [JournalLeg("receivable/ws-a", "USD", 4 * UNIT // 10), JournalLeg("revenue/x", "USD", -4 * UNIT // 10)]
+    hour = [
+        JournalLeg("receivable/ws-a", "USD", 4 * UNIT // 10),
+        JournalLeg("revenue/x", "USD", -4 * UNIT // 10),
+    ]
     whole = minor_lines([hour] * 720)
     assert sum(w[0] for w in whole) == 288 and all(w[0] == -w[1] for w in whole)
