@@ -7,14 +7,21 @@ import csv
 import io
 import json
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dlc_ledger.services.billing import issue_credit_note, publish_price_book, tick, void_invoice
 from dlc_ledger.services.subscriptions import cancel, purchase
+from ledger.accounts import balanced_transaction, transaction_envelope
+from ledger.events import Posting
 from ledger.store.postgres import PostgresEventStore
+from projections.billing import catch_up_billing, period_bounds, read_books, read_journal
 from tests.support.billing import at, demo_book, ended, query, started
 from tests.support.clis import CliCall
 
@@ -178,3 +185,75 @@ def test_the_export_through_the_api_for_bookkeepers_only(
         bad = get("finance", period="2026-13")
         assert bad.status_code in (400, 422)  # type: ignore[attr-defined]
         assert bad.headers["content-type"].startswith("application/problem+json")  # type: ignore[attr-defined]
+
+
+_ACCOUNTS = ("receivable/ws-a", "receivable/ws-b", "revenue/public/gpu/any", "revenue/rounding")
+_UNIT = 10**9  # precise units of a cent (ledger.money.PRECISE_DIGITS)
+
+
+@st.composite
+def _postings(draw: st.DrawFn) -> list[tuple[datetime, list[tuple[str, Decimal]]]]:
+    """Balanced transactions at instants around the months' ends (midnight included), each
+    leg a few dollars at sub-minor precision."""
+    out = []
+    for _ in range(draw(st.integers(1, 8))):
+        when = at("2027-03-01T00:00") + timedelta(
+            hours=draw(st.sampled_from([-25, -1, 0, 1, 24 * 31 - 1, 24 * 31, 24 * 31 + 3]))
+        )
+        amounts = draw(st.lists(st.integers(-900 * _UNIT, 900 * _UNIT), min_size=1, max_size=3))
+        accounts = draw(
+            st.lists(
+                st.sampled_from(_ACCOUNTS), min_size=len(amounts) + 1, max_size=len(amounts) + 1
+            )
+        )
+        legs = [
+            (account, Decimal(amount).scaleb(-9))
+            for account, amount in zip(accounts, [*amounts, -sum(amounts)], strict=True)
+        ]
+        out.append((when, legs))
+    return out
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(_postings())
+def test_any_postings_export_as_the_trial_balances_movements(
+    store: PostgresEventStore, txns: list[tuple[datetime, list[tuple[str, Decimal]]]]
+) -> None:
+    """Whatever the store holds already (earlier examples' postings), each month's export
+    is the trial balance's movement over it, balanced per entry in whole cents."""
+    envelopes = []
+    for when, legs in txns:
+        txn = balanced_transaction(
+            str(uuid4()),
+            [Posting(account=a, amount_minor=amount, currency="USD") for a, amount in legs],
+            memo="property",
+        )
+        envelopes.append(transaction_envelope(txn, when))
+    store.append(envelopes)
+    catch_up_billing(store)
+    scale_of = lambda currency: 2  # noqa: E731
+    with store.reading() as conn:
+        for period in ("2027-02", "2027-03", "2027-04"):
+            start, end = period_bounds(period)
+            found = read_journal(conn, scale_of, period)
+            before = {
+                r["account"]: Decimal(r["balance"])
+                for r in read_books(conn, scale_of, start).balance.rows
+            }
+            after = {
+                r["account"]: Decimal(r["balance"])
+                for r in read_books(conn, scale_of, end).balance.rows
+            }
+            moved: dict[str, Decimal] = defaultdict(Decimal)
+            entries: dict[str, Decimal] = defaultdict(Decimal)
+            for line in found.lines:
+                moved[line["account"]] += Decimal(line["amount_precise"])
+                entries[line["journal_id"]] += _signed(line)
+            for account in set(after) | set(moved):
+                assert moved[account] == after.get(account, 0) - before.get(account, 0), account
+            assert set(entries.values()) <= {Decimal(0)}
+            assert all(t["balanced"] for t in found.totals)
