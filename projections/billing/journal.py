@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from ledger.accounts import rounding_transaction_id
+from ledger.errors import Invalid
 from ledger.ids import deterministic_id
 from ledger.journal import JournalLeg, minor_lines
 from ledger.money import from_minor, plain_decimal, precise_from_decimal
@@ -68,6 +69,8 @@ _RECEIVABLE = "receivable/"
 def period_bounds(period: str) -> tuple[datetime, datetime]:
     """The instants month ``period`` (``YYYY-MM``, UTC) begins and ends."""
     year, month = (int(part) for part in period.split("-"))
+    if not (1 <= year <= 9998 and 1 <= month <= 12):  # an instant's years: 1 to 9999
+        raise Invalid(f"period {period!r} is out of range: 0001-01 to 9998-12")
     start = datetime(year, month, 1, tzinfo=UTC)
     end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
     return start, end

@@ -257,3 +257,8 @@ def test_any_postings_export_as_the_trial_balances_movements(
                 assert moved[account] == after.get(account, 0) - before.get(account, 0), account
             assert set(entries.values()) <= {Decimal(0)}
             assert all(t["balanced"] for t in found.totals)
+
+
+def test_a_period_out_of_an_instants_range_is_refused(cli: CliCall) -> None:
+    for period in ("0000-01", "9999-12"):
+        assert "out of range" in cli("ledger", "export", "--period", period, ok=False)
