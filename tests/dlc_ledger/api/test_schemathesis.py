@@ -155,7 +155,7 @@ def test_seeded_requests_answer_200_within_schema(
         names = _path_names(operation.path)
         if not all(name in SEEDED_PATHS for name in names):
             continue
-        defaults = [] if operation.path in QUERY_REQUIRED else [{}]
+        defaults: list[dict[str, str]] = [] if operation.path in QUERY_REQUIRED else [{}]
         for query in [*defaults, *SEEDED_QUERIES.get(operation.path, [])]:
             case = operation.Case(
                 path_parameters={n: SEEDED_PATHS[n][0] for n in names}, query=query
