@@ -12,7 +12,11 @@ the roundings never accumulate; when a transaction's whole legs do not sum to ze
 legs whose carried rounding was the largest in that direction take one minor unit each
 (the largest-remainder rule), so every entry balances. Hence, per account and currency, the
 exported total over a run of transactions differs from the precise movement by less than
-two minor units (one at each end), and by nothing when both ends are whole.
+two minor units (one at each end), and by nothing when both ends are whole: a leg whose
+account's precise total is whole after it is never the one adjusted (the legs' carried
+roundings sum to the entry's imbalance, so enough others lean the needed way), so an
+account whose balance is whole (a receivable once its invoice's rounding is booked) is
+exported exactly to it.
 """
 
 from __future__ import annotations
