@@ -110,7 +110,7 @@ class JournalLine(Strict):
     memo: str
     amount_precise: str
     occurred_at: str
-    period: str | None
+    billing_period: str | None
     workspace: str | None
     invoice_id: str | None
     credit_note_id: str | None

@@ -11,9 +11,9 @@ why (docs/finance.md, "Journal export"):
   The export of P therefore equals the trial balance at P's end minus the trial balance at
   P's start, account by account, exactly (the ``amount_precise`` column).
   A line's ``date`` is the UTC day its instant closes (an instant at midnight closes the day
-  before), so every date of P's export is in P. A transaction's billing period (``period``,
-  the invoice it belongs to) can be another month: a late adjustment, an invoice's rounding
-  booked when the invoice is issued; it is a column, not the booking period.
+  before), so every date of P's export is in P. A transaction's billing period
+  (``billing_period``, the invoice it belongs to) can be another month: a late adjustment,
+  an invoice's rounding booked when the invoice is issued; a column, not the booking period.
 - **Precision.** Postings are sub-minor; ``debit`` / ``credit`` are whole minor units at the
   currency's scale, rounded with a carry per account and balanced per transaction
   (:func:`ledger.journal.minor_lines`); ``amount_precise`` keeps the posting as booked.
@@ -50,7 +50,7 @@ JOURNAL_COLUMNS = (
     "memo",
     "amount_precise",
     "occurred_at",
-    "period",
+    "billing_period",
     "workspace",
     "invoice_id",
     "credit_note_id",
@@ -216,7 +216,7 @@ def read_journal(conn: Connection, scale_of: ScaleOf, period: str) -> Journal:
                     "memo": head["memo"],
                     "amount_precise": _precise_major(precise, scale),
                     "occurred_at": occurred.isoformat().replace("+00:00", "Z"),
-                    "period": head["period"],
+                    "billing_period": head["period"],
                     **refs,
                     "occupancy_id": head["occupancy_id"],
                     "job_uid": head["job_uid"],
