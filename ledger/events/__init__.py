@@ -117,7 +117,10 @@ from ledger.events.quotas import (
     WorkspaceBound,
 )
 from ledger.events.subscriptions import (
+    NodeDowntime,
     NodeSpec,
+    SlaCommitment,
+    SlaCreditIssued,
     SubscriptionCancelled,
     SubscriptionExpired,
     SubscriptionPricesPublished,
@@ -176,6 +179,7 @@ __all__ = [
     "Name",
     "NodeBillingMode",
     "NodeCordoned",
+    "NodeDowntime",
     "NodeRegistered",
     "NodeRemoved",
     "NodeSpec",
@@ -213,6 +217,8 @@ __all__ = [
     "ReclaimPolicy",
     "ReplicaSpec",
     "ShortName",
+    "SlaCommitment",
+    "SlaCreditIssued",
     "Spillover",
     "SpotPriceChanged",
     "SubscriptionCancelled",
