@@ -37,4 +37,6 @@ def billing_tick(
         renewal_failures=booked.renewal_failures,
         expired=booked.expired,
         recognised=booked.recognised,
+        sla_assessed=booked.sla_assessed,
+        sla_credited_minor=booked.sla_credited_minor,
     )

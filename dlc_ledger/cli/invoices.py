@@ -57,7 +57,8 @@ SOURCE = "api/invoices-cli"  # the principal of voids and credit notes made here
 
 def _tick_summary(result: TickResult) -> dict[str, Any]:
     """What one tick appended, by kind: rating transactions, the subscriptions' renewals,
-    expiries and days recognised, the invoices issued (each with its rounding)."""
+    expiries, days recognised and SLA credits, the invoices issued (each with its
+    rounding)."""
     r = result.rated
     return {
         "accrued_to": format_timestamp(result.accrued_to),
@@ -69,6 +70,8 @@ def _tick_summary(result: TickResult) -> dict[str, Any]:
         "renewal_failures": result.renewal_failures,
         "expired": result.expired,
         "recognised_days": result.recognised,
+        "sla_assessed": result.sla_assessed,
+        "sla_credited_minor": result.sla_credited_minor,
         "invoices": list(result.invoices),
     }
 
@@ -80,7 +83,8 @@ def _print_tick(result: TickResult) -> None:
         f"{result.accrued_to.isoformat()}: posted {r.posted} rating transactions, "
         f"{r.unrateable} unrateable; subscriptions: renewed {result.renewed} "
         f"({result.renewal_failures} renewals failed), expired {result.expired}, "
-        f"recognised {result.recognised} days; issued {len(result.invoices)} invoices"
+        f"recognised {result.recognised} days, {result.sla_assessed} terms assessed for SLA "
+        f"credits; issued {len(result.invoices)} invoices"
     )
 
 

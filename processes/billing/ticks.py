@@ -40,11 +40,14 @@ class TickResult:
     invoices: tuple[str, ...]  # ids issued by this tick
     # what the subscriptions' part of the tick booked (processes.tick.billing_tick sets
     # them; a billing-only tick books none): terms renewed, renewal attempts failed,
-    # subscriptions expired, days recognised (deferred -> revenue transactions)
+    # subscriptions expired, days recognised (deferred -> revenue transactions), terms
+    # assessed for their SLA credit and what those credits came to (minor units)
     renewed: int = 0
     renewal_failures: int = 0
     expired: int = 0
     recognised: int = 0
+    sla_assessed: int = 0
+    sla_credited_minor: int = 0
 
 
 def tick(
