@@ -12,6 +12,10 @@ from datetime import timedelta
 
 from dlc_ledger.services.billing import publish_price_book, tick
 from dlc_ledger.services.subscriptions import cancel, purchase
+from dlc_ledger.services.yaml_files import parse_price_book
+from ledger.envelopes import Envelope, make_envelope
+from ledger.events import NodeRegistered, NodeRemoved
+from ledger.ids import fact_event_id
 from ledger.store.postgres import PostgresEventStore
 from tests.support.billing import at, demo_book, ended, query, started
 from tests.support.clis import CliCall
@@ -116,3 +120,56 @@ def test_a_workspace_month_that_nets_to_zero_is_in_the_cost_report(
                 "--from", "2027-01-01", "--to", "2027-02-01", "--format", "json")
         )  # fmt: skip
         assert {r["workspace"] for r in by_workspace} == {"ws-a", "ws-ls"}, source
+
+
+_SLA_BOOK = """
+id: sla-2027
+currency: USD
+scale: 2
+effective_from: "2026-10-01T00:00:00Z"
+rates:
+  public: {gpu/any: "2.40", cpu: "0.048", memory: "0.006"}
+idle_multiplier: "0.30"
+subscriptions:
+  ml.g2.8xlarge: {flavor: gpu/G2, gpus: 8, cpu: 96, memory_gib: 384, monthly: "7440.00",
+                  yearly: "74400.00", sla: {grace_minutes: 15}}
+"""
+
+
+def _node(data: NodeRegistered | NodeRemoved, when: str) -> Envelope:
+    return make_envelope(
+        data,
+        event_id=fact_event_id("test", "Node", data.node, f"{data.type_name}@{when}"),
+        stream=f"node/{data.node}",
+        occurred_at=at(when),
+        observed_at=at(when),
+        source="kube-watcher/test",
+    )
+
+
+def test_billing_run_counts_the_sla_credits_it_assessed_and_the_journal_names_them(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    publish_price_book(store, parse_price_book(_SLA_BOOK), at=at("2026-10-01T00:00"))
+    sub = _subscription(store, when="2027-01-01T00:00")
+    registered = NodeRegistered(
+        node="n1", resource_group="gpu-g2", gpus=8, cpu_milli=96_000, memory_mib=393_216
+    )
+    store.append(
+        [_node(registered, "2026-12-31T00:00"), _node(NodeRemoved(node="n1"), "2027-01-20T00:00")]
+    )
+    done = json.loads(
+        cli("billing", "run", "--until", "2027-03-05T00:00:00Z", "--force", "--format", "json")
+    )
+    assert done["sla_assessed"] == 1 and done["sla_credited_minor"] > 0, done
+    lines = [
+        line
+        for period in ("2027-01", "2027-02", "2027-03")
+        for line in json.loads(cli("ledger", "export", "--period", period, "--format", "json"))[
+            "lines"
+        ]
+        if line["account"].startswith("revenue/sla-credits/")
+    ]
+    assert [(ln["subscription_id"], ln["debit"]) for ln in lines] == [
+        (sub, f"{done['sla_credited_minor'] / 100:.2f}")
+    ]
