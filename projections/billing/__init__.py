@@ -13,7 +13,9 @@ Money enters only as events, and every statement on the billing tables is here:
 - ``reports``, ``invoice_pages``: the finance reports, the invoice and credit-note lists;
   ``top``: a window's costliest groups and its total, ordered and cut in SQL;
   ``replicas``: how each replica of a service was billed (prepaid or spilled);
-- ``balances``: the trial balance and receivables by age; ``trails``: an invoice line's
+- ``receivables``: what invoices still owe (paid, applied, open, payment status), the
+  payments and the credit balances;
+- ``balances``: the trial balance and receivables by age (by what is still open); ``trails``: an invoice line's
   audit trail back to the cluster facts.
 
 The pure rules (rating, accounts, rounding, invoice building) are in ``ledger``; the
@@ -41,6 +43,12 @@ from projections.billing.reads import (
     load_schedule,
     occupancy_from_row,
 )
+from projections.billing.receivables import (
+    PAYMENT_STATUSES,
+    credit_balances,
+    invoice_payments,
+    payment_page,
+)
 from projections.billing.replicas import replica_billing
 from projections.billing.reports import (
     GROUP_KEYS,
@@ -64,6 +72,7 @@ from projections.billing.trails import (
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
     "GROUP_KEYS",
+    "PAYMENT_STATUSES",
     "WORKLOAD_OF_OCCUPANCY",
     "BillingProjection",
     "Invoice",
@@ -78,17 +87,20 @@ __all__ = [
     "cost_report",
     "cost_row",
     "cost_top",
+    "credit_balances",
     "credit_note_page",
     "currency_scales",
     "find_invoice",
     "invoice_detail",
     "invoice_lines",
     "invoice_page",
+    "invoice_payments",
     "job_cost",
     "largest_gpu_line_trail",
     "load_schedule",
     "occupancy_from_row",
     "parse_group_by",
+    "payment_page",
     "read_books",
     "replica_billing",
     "subscription_lines",
