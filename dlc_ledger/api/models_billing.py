@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from pydantic import AwareDatetime
+from pydantic import AwareDatetime, StrictBool
 
 from dlc_ledger.api.models import DecimalText, Freshness, PreciseMinor, Strict, Timestamp
 from dlc_ledger.api.models_subscriptions import NameText
@@ -35,6 +35,7 @@ __all__ = [
     "PaymentPage",
     "PaymentRequest",
     "PaymentResult",
+    "RecordedPayment",
 ]
 
 PaymentStatus = Literal["open", "paid", "overdue", "voided"]
@@ -217,11 +218,34 @@ class PaymentRequest(Strict):
     idempotency_key: NameText | None = Field(
         None, description="A retry with the same key adds nothing (default: the reference)."
     )
+    dry_run: StrictBool = Field(
+        default=False,
+        description="Answer what would happen (the split, refusals included); append nothing.",
+    )
+
+
+class RecordedPayment(Strict):
+    """The payment a write recorded (or would record: a dry run)."""
+
+    payment_id: str
+    invoice_id: str
+    workspace: str
+    reference: str
+    currency: str
+    amount_minor: int
+    applied_minor: int = Field(description="What settled the invoice.")
+    excess_minor: int = Field(description="Beyond what the invoice owed: kept as credit.")
+    received_at: Timestamp
+    scale: int
+    amount_display: str
+    applied_display: str
+    excess_display: str
 
 
 class PaymentResult(Strict):
-    payment: Payment
+    payment: RecordedPayment
     created: bool
+    dry_run: bool
     freshness: Freshness | None = None
 
 

@@ -43,6 +43,13 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
 }
 
 
+#: what a write's answer shows of the payment (the model's fields but its transaction)
+_SHOWN = {
+    "payment_id", "invoice_id", "workspace", "reference", "currency", "amount_minor",
+    "applied_minor", "excess_minor", "received_at",
+}  # fmt: skip
+
+
 @router.post(
     "",
     response_model=PaymentResult,
@@ -55,24 +62,25 @@ def post_payment(
 ) -> dict[str, Any]:
     """``payments record``: what the invoice still owes is settled, anything beyond it is
     kept as the workspace's credit balance (applied to its next invoices by the billing
-    tick). 201 with ``Location`` when recorded, 200 for a repeat of its key."""
+    tick). 201 with ``Location`` when recorded, 200 for a repeat of its key or a dry run."""
     store = request.app.state.store
     result = record_payment(
         store, body.invoice_id, body.amount, body.at, body.reference,
-        principal=event_source(principal), key=body.idempotency_key,
+        principal=event_source(principal), key=body.idempotency_key, dry_run=body.dry_run,
     )  # fmt: skip
     p = result.payment
     if result.created:
         response.headers["Location"] = f"/v1/payments?invoice={p.invoice_id}"
     else:
         response.status_code = 200
-    with store.reading() as conn:
-        page = payment_page(conn, invoice_id=p.invoice_id, limit=1000)
-        scale_of = currency_scales(conn)
-    (row,) = [r for r in page.rows if r["payment_id"] == p.payment_id]
+    row = p.model_dump(include=_SHOWN)
     with store.snapshot() as uow:
         request.state.freshness = read_freshness(uow)
-    document = {"payment": money_fields(row, scale_of), "created": result.created}
+    document = {
+        "payment": money_fields(row, lambda _currency: result.scale),
+        "created": result.created,
+        "dry_run": result.dry_run,
+    }
     return with_freshness(request, plain(document))
 
 

@@ -81,8 +81,9 @@ RECEIVABLES_SOURCE = "scheduler/receivables"
 @dataclass(frozen=True)
 class PaymentResult:
     payment: PaymentRecorded
-    created: bool  # False: the key's payment already existed (nothing appended)
+    created: bool  # False: the key's payment already existed, or a dry run (nothing appended)
     scale: int
+    dry_run: bool = False
 
 
 def record_payment(
@@ -94,9 +95,10 @@ def record_payment(
     *,
     principal: str,
     key: str | None = None,
+    dry_run: bool = False,
 ) -> PaymentResult:
     """Record ``amount`` (currency units, ``"1200.50"``) received at ``received_at``
-    against ``invoice_id``."""
+    against ``invoice_id``; ``dry_run``: every check and the split, nothing appended."""
     if received_at.tzinfo is None:
         raise Invalid("--at must carry a time zone")
     if not reference.strip():
@@ -146,7 +148,7 @@ def record_payment(
                 currency=currency, reference=reference, received_at=before[2],
                 transaction_id=payment_transaction_id(the_id),
             )  # fmt: skip
-            return PaymentResult(payment, created=False, scale=scale)
+            return PaymentResult(payment, created=False, scale=scale, dry_run=dry_run)
         if status != "issued":
             raise Conflict(f"invoice {invoice_id} is {status}: payments go to an issued invoice")
         balance = period_balance(conn, invoice_id)
@@ -162,6 +164,8 @@ def record_payment(
             applied_minor=applied, excess_minor=excess, currency=currency,
             reference=reference, received_at=received_at, transaction_id=txn.transaction_id,
         )  # fmt: skip
+        if dry_run:
+            return PaymentResult(payment, created=False, scale=scale, dry_run=True)
         uow.append(
             [
                 make_envelope(

@@ -29,6 +29,7 @@ def record_payment(
     *,
     principal: str,
     key: str | None = None,
+    dry_run: bool = False,
 ) -> PaymentResult:
     """Record ``amount`` (currency units, ``"1200.50"``) received at ``received_at``
     against an issued invoice (:func:`processes.billing.record_payment`)."""
@@ -36,7 +37,8 @@ def record_payment(
     if key is not None:
         check_name(key, "idempotency key", MAX_NAME)
     result = room.record_payment(
-        store, invoice_id, amount, received_at, reference, principal=principal, key=key
+        store, invoice_id, amount, received_at, reference, principal=principal, key=key,
+        dry_run=dry_run,
     )
     if result.created:
         catch_up_all(store)
