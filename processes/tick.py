@@ -25,7 +25,15 @@ def billing_tick(
     grace: timedelta = DEFAULT_GRACE,
     accrual_step: timedelta = DEFAULT_ACCRUAL_STEP,
     periods: PeriodFn | None = None,
+    due_days: int | None = None,
 ) -> TickResult:
     """Advance the subscriptions to ``now``, then rate, accrue and close."""
     advance(store, now)
-    return tick(store, now, grace=grace, accrual_step=accrual_step, periods=periods)
+    return tick(
+        store,
+        now,
+        grace=grace,
+        accrual_step=accrual_step,
+        periods=periods,
+        due_days=due_days,
+    )
