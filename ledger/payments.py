@@ -158,12 +158,14 @@ def application_transaction(
         str(deterministic_id("txn-credit-application", the_application_id)),
         [
             Posting(
-                account=receivable_account(workspace), amount_minor=-amount_minor,
+                account=receivable_account(workspace),
+                amount_minor=-amount_minor,
                 currency=currency,
             ),
-            Posting(account=credit_account(workspace), amount_minor=amount_minor,
-                    currency=currency),
-        ],  # fmt: skip
+            Posting(
+                account=credit_account(workspace), amount_minor=amount_minor, currency=currency
+            ),
+        ],
         cause_event_ids=cause_event_ids,
         period=None,
         memo=(

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
-
-from pydantic import AwareDatetime, StrictBool
+from pydantic import AwareDatetime, Field, StrictBool
 
 from dlc_ledger.api.models import DecimalText, Freshness, PreciseMinor, Strict, Timestamp
 from dlc_ledger.api.models_subscriptions import NameText

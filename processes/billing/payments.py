@@ -40,9 +40,10 @@ from ledger.payments import (
     split_payment,
 )
 from ledger.store.base import EventStore
-from projections.billing import catch_up_on, load_schedule
-from projections.billing.receivables import (
+from projections.billing import (
     INVOICE_FIGURES,
+    catch_up_on,
+    load_schedule,
     open_credits,
     open_invoices,
     period_balance,
@@ -73,6 +74,7 @@ def invoice_due_days() -> int:
     if days < 0:
         raise Invalid(f"{DUE_DAYS_ENV} must be at least 0, got {days}")
     return days
+
 
 #: The ``source`` of what a tick appends here (applications, overdue marks).
 RECEIVABLES_SOURCE = "scheduler/receivables"
@@ -206,7 +208,11 @@ def apply_credits(store: EventStore, now: datetime) -> tuple[str, ...]:
                 owed[workspace] = [list(row) for row in open_invoices(conn, workspace)]
             left = int(credit["left_minor"])
             for target in owed[workspace]:
-                target_id, currency, open_minor = str(target[0]), str(target[1]), int(str(target[2]))
+                target_id, currency, open_minor = (
+                    str(target[0]),
+                    str(target[1]),
+                    int(str(target[2])),
+                )
                 if left == 0:
                     break
                 if open_minor == 0 or currency != credit["currency"]:

@@ -15,8 +15,8 @@ Money enters only as events, and every statement on the billing tables is here:
   ``replicas``: how each replica of a service was billed (prepaid or spilled);
 - ``receivables``: what invoices still owe (paid, applied, open, payment status), the
   payments and the credit balances;
-- ``balances``: the trial balance and receivables by age (by what is still open); ``trails``: an invoice line's
-  audit trail back to the cluster facts.
+- ``balances``: the trial balance and receivables by age (by what is still open);
+  ``trails``: an invoice line's audit trail back to the cluster facts.
 
 The pure rules (rating, accounts, rounding, invoice building) are in ``ledger``; the
 use cases the CLI and the API call are in ``dlc_ledger.services.billing`` (a tick, prices,
@@ -44,10 +44,14 @@ from projections.billing.reads import (
     occupancy_from_row,
 )
 from projections.billing.receivables import (
+    INVOICE_FIGURES,
     PAYMENT_STATUSES,
     credit_balances,
     invoice_payments,
+    open_credits,
+    open_invoices,
     payment_page,
+    period_balance,
 )
 from projections.billing.replicas import replica_billing
 from projections.billing.reports import (
@@ -72,6 +76,7 @@ from projections.billing.trails import (
 __all__ = [
     "CREDIT_NOTES_ACCOUNT",
     "GROUP_KEYS",
+    "INVOICE_FIGURES",
     "PAYMENT_STATUSES",
     "WORKLOAD_OF_OCCUPANCY",
     "BillingProjection",
@@ -99,8 +104,11 @@ __all__ = [
     "largest_gpu_line_trail",
     "load_schedule",
     "occupancy_from_row",
+    "open_credits",
+    "open_invoices",
     "parse_group_by",
     "payment_page",
+    "period_balance",
     "read_books",
     "replica_billing",
     "subscription_lines",

@@ -48,8 +48,10 @@ def invoice_page(
                 "WHERE (CAST(:w AS text) IS NULL OR i.workspace = :w) "
                 "AND (CAST(:p AS text) IS NULL OR i.period = :p) "
                 "AND (CAST(:s AS text) IS NULL OR i.status = :s) "
-                "AND (CAST(:scope AS text[]) IS NULL OR i.workspace = ANY(CAST(:scope AS text[]))) "
-                "AND (CAST(:ap AS text) IS NULL OR (i.period, i.workspace, i.issued_at, i.invoice_id) "
+                "AND (CAST(:scope AS text[]) IS NULL "
+                " OR i.workspace = ANY(CAST(:scope AS text[]))) "
+                "AND (CAST(:ap AS text) IS NULL "
+                " OR (i.period, i.workspace, i.issued_at, i.invoice_id) "
                 "> (:ap, :aw, CAST(:at AS timestamptz), :ai)) "
                 "ORDER BY i.period, i.workspace, i.issued_at, i.invoice_id LIMIT :n"
             ),

@@ -86,7 +86,8 @@ def open_credits(conn: Connection) -> list[dict[str, Any]]:
             text(
                 "SELECT p.payment_id, p.invoice_id, p.workspace, p.currency, "
                 "p.excess_minor - COALESCE((SELECT sum(a.amount_minor) FROM "
-                " billing_credit_applications a WHERE a.payment_id = p.payment_id), 0) AS left_minor "
+                " billing_credit_applications a WHERE a.payment_id = p.payment_id), 0) "
+                "AS left_minor "
                 "FROM billing_payments p WHERE p.excess_minor > 0 ORDER BY p.position"
             )
         ).mappings()

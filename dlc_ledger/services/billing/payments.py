@@ -37,7 +37,13 @@ def record_payment(
     if key is not None:
         check_name(key, "idempotency key", MAX_NAME)
     result = room.record_payment(
-        store, invoice_id, amount, received_at, reference, principal=principal, key=key,
+        store,
+        invoice_id,
+        amount,
+        received_at,
+        reference,
+        principal=principal,
+        key=key,
         dry_run=dry_run,
     )
     if result.created:

@@ -252,8 +252,13 @@ def _b_writes(sub_id: str, invoice: str) -> dict[tuple[str, str], list[Write]]:
         ("/v1/payments", "post"): [
             (
                 "/v1/payments",
-                {"invoice_id": invoice, "amount": "1.00", "at": now, "reference": "matrix-b",
-                 "dry_run": True},
+                {
+                    "invoice_id": invoice,
+                    "amount": "1.00",
+                    "at": now,
+                    "reference": "matrix-b",
+                    "dry_run": True,
+                },
             ),
         ],
         ("/v1/notifications/rules/{workspace}/{name}", "put"): [

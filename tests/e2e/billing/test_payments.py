@@ -106,9 +106,7 @@ def test_partial_over_and_repeated_payments_and_the_credit_applied_next(
     assert "no invoice 'nope'" in cli("payments", "list", "--invoice", "nope", ok=False)
 
 
-def test_bad_payments_are_refused_with_a_message(
-    store: PostgresEventStore, cli: CliCall
-) -> None:
+def test_bad_payments_are_refused_with_a_message(store: PostgresEventStore, cli: CliCall) -> None:
     invoice = _two_months(store)
     when = "2026-12-05T00:00:00Z"
     assert "no invoice 'nope'" in _pay(cli, "nope", "1.00", when, "r1", ok=False)
@@ -175,9 +173,7 @@ def test_a_paid_invoice_is_never_overdue(
         tick(store, at("2026-12-04T00:00"))
 
 
-def test_payments_through_the_api_for_finance_only(
-    store: PostgresEventStore, cli: CliCall
-) -> None:
+def test_payments_through_the_api_for_finance_only(store: PostgresEventStore, cli: CliCall) -> None:
     from fastapi.testclient import TestClient
 
     from dlc_ledger.api.app import create_app

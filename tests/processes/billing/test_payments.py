@@ -126,9 +126,10 @@ def test_payments_never_move_revenue_and_the_books_stay_balanced(
                 assert row["payment_status"] in ("open", "paid", "overdue")
             assert books.get("cash/USD", Decimal(0)) == received
             applied = sum(r["applied_minor"] for r in rows)
-            assert -books.get("credit/ws-a", Decimal(0)) - books.get(
-                "credit/ws-b", Decimal(0)
-            ) == excess - applied
+            assert (
+                -books.get("credit/ws-a", Decimal(0)) - books.get("credit/ws-b", Decimal(0))
+                == excess - applied
+            )
             for workspace in WORKSPACES:
                 mine = [r for r in rows if r["workspace"] == workspace]
                 assert books[f"receivable/{workspace}"] == sum(r["open_minor"] for r in mine)
