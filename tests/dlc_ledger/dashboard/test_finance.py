@@ -199,8 +199,9 @@ def test_invoices_lines_credit_notes_and_voids(watched: Watched, served: Served)
     settled(page, "invoices")
     invoices, _ = every(served, "v1/invoices", {"limit": 100})
     rows = table_rows(page, "#invoices tbody tr")
-    shown = [(r["cells"][k] for k in ("status", "total", "credited", "paid", "open")) for r in rows]
-    assert [tuple(r) for r in shown] == [
+    keys = ("status", "total", "credited", "paid", "open")
+    shown = [tuple(r["cells"][k] for k in keys) for r in rows]
+    assert shown == [
         (i["payment_status"], i["total_display"], i["credited_display"], i["paid_display"],
          i["open_display"])
         for i in invoices
