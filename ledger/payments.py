@@ -17,10 +17,12 @@ pure: the process steps (:mod:`processes.billing.payments`) read and append.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ledger.accounts import balanced_transaction, receivable_account
+from ledger.bounds import MAX_INT
 from ledger.errors import Invalid
 from ledger.events import LedgerTransactionPosted, Posting
 from ledger.ids import deterministic_id
@@ -41,6 +43,9 @@ __all__ = [
     "payment_transaction",
     "split_payment",
 ]
+
+#: digits, at most one point, an optional sign: no exponent, no spaces inside, bounded length
+_PLAIN = re.compile(r"\s*[+-]?[0-9]{1,30}(\.[0-9]{1,30})?\s*")
 
 CASH = "cash"
 CREDIT = "credit"
@@ -65,11 +70,18 @@ def credit_account(workspace: str) -> str:
 def parse_amount(amount: str, scale: int, currency: str) -> int:
     """``amount`` (currency units, ``"1200.50"``) in minor units; refused unless positive
     and exact at the currency's scale (``1.005`` USD is not stored as ``1.00``)."""
+    if not _PLAIN.fullmatch(amount):
+        raise Invalid(f"amount {amount[:40]!r} is not a plain decimal number (e.g. 1200.50)")
     try:
         value = parse_decimal(amount, what="amount")
     except ValueError as exc:
         raise Invalid(str(exc)) from None
     minor = to_minor(value, scale)
+    if minor > MAX_INT:
+        raise Invalid(
+            f"amount {amount} is beyond the largest amount the ledger holds "
+            f"({format_minor(MAX_INT, scale, currency)})"
+        )
     if from_minor(minor, scale) != value:
         raise Invalid(
             f"amount {amount} has more decimals than {currency} allows (scale {scale}): "

@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from ledger.bounds import (
+    MAX_INT,
     MAX_RATED_QUANTITY,
     Bound,
 )
@@ -208,9 +209,9 @@ class PaymentRecorded(EventData):
     payment_id: str = Name
     invoice_id: str = Name
     workspace: str = Name
-    amount_minor: int = Field(gt=0)
-    applied_minor: int = Field(ge=0)
-    excess_minor: int = Field(ge=0)
+    amount_minor: int = Field(gt=0, le=MAX_INT)
+    applied_minor: int = Field(ge=0, le=MAX_INT)
+    excess_minor: int = Field(ge=0, le=MAX_INT)
     currency: str = Field(pattern=r"^[A-Z]{3}$")
     reference: str = Name
     received_at: AwareDatetime
@@ -229,7 +230,7 @@ class CreditApplied(EventData):
     from_invoice_id: str = Name
     payment_id: str = Name
     workspace: str = Name
-    amount_minor: int = Field(gt=0)
+    amount_minor: int = Field(gt=0, le=MAX_INT)
     currency: str = Field(pattern=r"^[A-Z]{3}$")
     transaction_id: str = Name
 
@@ -242,6 +243,6 @@ class InvoiceOverdue(EventData):
     workspace: str = Name
     period: str
     due_at: AwareDatetime
-    due_days: int = Field(ge=0)
-    open_minor: int = Field(gt=0)
+    due_days: int = Field(ge=0, le=MAX_INT)
+    open_minor: int = Field(gt=0, le=MAX_INT)
     currency: str = Field(pattern=r"^[A-Z]{3}$")
