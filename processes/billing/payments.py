@@ -201,18 +201,18 @@ def apply_credits(store: EventStore, now: datetime) -> tuple[str, ...]:
         if not credits:
             return ()
         envelopes: list[Envelope] = []
-        owed: dict[str, list[list[object]]] = {}
+        # workspace -> its open invoices, oldest first (id, currency); left_on: what each owes
+        owed: dict[str, list[tuple[str, str]]] = {}
+        left_on: dict[str, int] = {}
         for credit in credits:
             workspace = str(credit["workspace"])
             if workspace not in owed:
-                owed[workspace] = [list(row) for row in open_invoices(conn, workspace)]
+                rows = open_invoices(conn, workspace)
+                owed[workspace] = [(i, c) for i, c, _ in rows]
+                left_on.update((i, o) for i, _, o in rows)
             left = int(credit["left_minor"])
-            for target in owed[workspace]:
-                target_id, currency, open_minor = (
-                    str(target[0]),
-                    str(target[1]),
-                    int(str(target[2])),
-                )
+            for target_id, currency in owed[workspace]:
+                open_minor = left_on[target_id]
                 if left == 0:
                     break
                 if open_minor == 0 or currency != credit["currency"]:
@@ -244,7 +244,7 @@ def apply_credits(store: EventStore, now: datetime) -> tuple[str, ...]:
                     )
                 )
                 envelopes.append(transaction_envelope(txn, now, source=RECEIVABLES_SOURCE))
-                target[2] = open_minor - amount
+                left_on[target_id] = open_minor - amount
                 left -= amount
                 done.append(the_id)
         if envelopes:
