@@ -239,3 +239,33 @@ def test_payments_through_the_api_for_finance_only(store: PostgresEventStore, cl
         (row,) = client.get("/v1/invoices", headers=auth("finance")).json()["items"]
         assert (row["payment_status"], row["open_display"]) == ("paid", "0.00 USD")
     assert json.loads(cli("payments", "list", "--format", "json"))[0]["reference"] == "wire-1"
+
+
+def test_two_payments_racing_for_one_invoice_settle_it_once(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    import threading
+
+    from dlc_ledger.services.billing import record_payment
+
+    invoice = _two_months(store)  # 24.00 owed
+    barrier = threading.Barrier(2)
+    results = []
+
+    def pay(ref: str) -> None:
+        barrier.wait()
+        results.append(
+            record_payment(store, invoice, "20.00", at("2026-12-05T00:00"), ref, principal="t")
+        )
+
+    threads = [threading.Thread(target=pay, args=(ref,)) for ref in ("race-1", "race-2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted((r.payment.applied_minor, r.payment.excess_minor) for r in results) == [
+        (400, 1600),
+        (2000, 0),
+    ]
+    shown = _show(cli, invoice)
+    assert (shown["paid"], shown["open"], shown["payment_status"]) == ("24.00", "0.00", "paid")
