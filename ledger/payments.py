@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
 from ledger.accounts import balanced_transaction, receivable_account
 from ledger.bounds import MAX_INT
@@ -37,7 +36,6 @@ __all__ = [
     "application_transaction",
     "cash_account",
     "credit_account",
-    "invoice_status",
     "parse_amount",
     "payment_id",
     "payment_transaction",
@@ -200,22 +198,3 @@ class InvoiceBalance:
     def open_minor(self) -> int:
         left = self.total_minor - self.credited_minor - self.paid_minor - self.applied_minor
         return max(left, 0)
-
-
-def invoice_status(
-    voided: bool,
-    balance: InvoiceBalance,
-    issued_at: datetime,
-    at: datetime,
-    *,
-    due_days: int = DEFAULT_DUE_DAYS,
-) -> str:
-    """``voided``, ``paid`` (nothing open), ``overdue`` (open ``due_days`` after its issue)
-    or ``open``."""
-    if voided:
-        return "voided"
-    if balance.open_minor == 0:
-        return "paid"
-    if at >= issued_at + timedelta(days=due_days):
-        return "overdue"
-    return "open"
