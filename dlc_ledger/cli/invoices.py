@@ -86,7 +86,19 @@ def run(
             f"cluster time observed, {format_timestamp(chosen.at)} (pass --until to choose)",
             err=True,
         )
-    _print_tick(tick(store, chosen.at, grace=timedelta(hours=grace_hours)))
+    result = tick(store, chosen.at, grace=timedelta(hours=grace_hours))
+    _print_tick(result)
+    _print_receivables(result)
+
+
+def _print_receivables(result: TickResult) -> None:
+    """What the tick did with the receivables (docs/finance.md, "Payments and receivables"),
+    when it did anything."""
+    if result.credits_applied or result.overdue:
+        typer.echo(
+            f"applied {len(result.credits_applied)} credit balances to open invoices; "
+            f"{len(result.overdue)} invoices overdue"
+        )
 
 
 @billing_app.command("serve")
