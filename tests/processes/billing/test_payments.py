@@ -2,9 +2,10 @@
 sequence of payments (partial, over, repeated) leaves every revenue/* and deferred/* balance
 unchanged, and ticks that apply credit balances and mark invoices overdue move nothing into
 or out of them (a subscription's daily recognition moves deferred to revenue, nothing
-more); the trial balance stays at zero; what each invoice still owes is its total less what was paid and applied,
-never below zero; each workspace's receivable is the sum of its invoices' open amounts, its
-credit balance what was overpaid and not applied yet, and cash what was received."""
+more); the trial balance stays at zero; what each invoice still owes is its total less what
+was paid and applied, never below zero; each workspace's receivable is the sum of its
+invoices' open amounts, its credit balance what was overpaid and not applied yet, and cash
+what was received."""
 
 from __future__ import annotations
 
