@@ -41,7 +41,7 @@ HEADS = frozenset(
         "0014_dispatch",
         "0015_budgets",
         "0020_token_expiry",
-        "0024_billing_workloads",
+        "0027_billing_payments",
         "0019_notifications",
         "0022_extent",
         "0023_events_by_type",

@@ -26,11 +26,19 @@ def billing_tick(
     grace: timedelta = DEFAULT_GRACE,
     accrual_step: timedelta = DEFAULT_ACCRUAL_STEP,
     periods: PeriodFn | None = None,
+    due_days: int | None = None,
 ) -> TickResult:
     """Advance the subscriptions to ``now``, then rate, accrue and close: the result counts
     both parts' appends (renewals, expiries and days recognised beside the rating)."""
     booked = advance(store, now)
-    result = tick(store, now, grace=grace, accrual_step=accrual_step, periods=periods)
+    result = tick(
+        store,
+        now,
+        grace=grace,
+        accrual_step=accrual_step,
+        periods=periods,
+        due_days=due_days,
+    )
     return replace(
         result,
         renewed=booked.renewed,

@@ -73,6 +73,8 @@ def _tick_summary(result: TickResult) -> dict[str, Any]:
         "sla_assessed": result.sla_assessed,
         "sla_credited_minor": result.sla_credited_minor,
         "invoices": list(result.invoices),
+        "credits_applied": list(result.credits_applied),
+        "overdue": list(result.overdue),
     }
 
 
@@ -124,6 +126,17 @@ def run(
         typer.echo(_json({"until": format_timestamp(chosen.at), **_tick_summary(result)}))
     else:
         _print_tick(result)
+        _print_receivables(result)
+
+
+def _print_receivables(result: TickResult) -> None:
+    """What the tick did with the receivables (docs/finance.md, "Payments and receivables"),
+    when it did anything."""
+    if result.credits_applied or result.overdue:
+        typer.echo(
+            f"applied {len(result.credits_applied)} credit balances to open invoices; "
+            f"{len(result.overdue)} invoices overdue"
+        )
 
 
 @billing_app.command("serve")
@@ -198,8 +211,9 @@ def list_invoices(
 def show_invoice(
     invoice_id: str = typer.Argument(...), fmt: FormatOption = RowFormat.table
 ) -> None:
-    """One invoice: header (with its credit notes) and lines (json: one object; csv/table:
-    the lines). issued_at is cluster time, recorded_at store time."""
+    """One invoice: header (total, credited, paid, open, payment status; its credit notes,
+    payments and the credit applied to it) and lines (json: one object; csv/table: the
+    lines). issued_at is cluster time, recorded_at store time."""
     store = open_reader()
     found = invoice_detail(store, invoice_id)
     with store.reading() as conn:
@@ -214,19 +228,34 @@ def show_invoice(
         (header,) = with_amounts([detail], fmt, scale_of)
         header["lines"] = with_amounts(found.lines, fmt, scale_of, currency=currency)
         header["credit_notes"] = with_amounts(found.credit_notes, fmt, scale_of)
+        header["payments"] = with_amounts(found.payments, fmt, scale_of)
+        header["credit_applied"] = with_amounts(found.credit_applied, fmt, scale_of)
         typer.echo(_json(header))
         return
     if fmt == "table":
         scale = scale_of(currency)
         total = format_minor(detail["total_minor"], scale, currency, grouped=True)
         credited = format_minor(detail["credited_minor"], scale, currency, grouped=True)
+        paid = format_minor(detail["paid_minor"], scale, currency, grouped=True)
+        applied = format_minor(detail["applied_minor"], scale, currency, grouped=True)
+        owed = format_minor(detail["open_minor"], scale, currency, grouped=True)
         workspace = escape_controls(detail["workspace"])  # from the cluster's annotations
         typer.echo(
             f"invoice {detail['invoice_id']}  workspace {workspace}  period "
-            f"{detail['period']}  {detail['status']}  total {total}  credited {credited}\n"
+            f"{detail['period']}  {detail['payment_status']}  total {total}  credited "
+            f"{credited}  paid {paid}  credit applied {applied}  open {owed}\n"
             f"issued_at {detail['issued_at'].isoformat()} (cluster time)  recorded_at "
             f"{detail['recorded_at'].isoformat()} (store time)"
         )
+        for p in found.payments:
+            amount = format_minor(p["amount_minor"], scale, currency, grouped=True)
+            typer.echo(
+                f"payment {p['payment_id']}  {amount}  reference "
+                f"{escape_controls(p['reference'])}  received {p['received_at'].isoformat()}"
+            )
+        for a in found.credit_applied:
+            amount = format_minor(a["amount_minor"], scale, currency, grouped=True)
+            typer.echo(f"credit applied {amount} from invoice {a['from_invoice_id']}")
     emit_rows(with_amounts(lines, fmt, scale_of, currency=currency), fmt)
 
 

@@ -13,9 +13,11 @@ Money enters only as events, and every statement on the billing tables is here:
 - ``reports``, ``invoice_pages``: the finance reports, the invoice and credit-note lists;
   ``top``: a window's costliest groups and its total, ordered and cut in SQL;
   ``replicas``: how each replica of a service was billed (prepaid or spilled);
-- ``balances``: the trial balance and receivables by age; ``journal``: a month's
-  postings as a general ledger imports them; ``trails``: an invoice line's
-  audit trail back to the cluster facts.
+- ``receivables``: what invoices still owe (paid, applied, open, payment status), the
+  payments and the credit balances;
+- ``balances``: the trial balance and receivables by age (by what is still open);
+  ``journal``: a month's postings as a general ledger imports them; ``trails``: an
+  invoice line's audit trail back to the cluster facts.
 
 The pure rules (rating, accounts, rounding, invoice building) are in ``ledger``; the
 use cases the CLI and the API call are in ``dlc_ledger.services.billing`` (a tick, prices,
@@ -43,6 +45,16 @@ from projections.billing.reads import (
     load_schedule,
     occupancy_from_row,
 )
+from projections.billing.receivables import (
+    INVOICE_FIGURES,
+    PAYMENT_STATUSES,
+    credit_balances,
+    invoice_payments,
+    open_credits,
+    open_invoices,
+    payment_page,
+    period_balance,
+)
 from projections.billing.replicas import replica_billing
 from projections.billing.reports import (
     GROUP_KEYS,
@@ -68,6 +80,8 @@ __all__ = [
     "CREDIT_NOTES_ACCOUNT",
     "GROUP_KEYS",
     "JOURNAL_COLUMNS",
+    "INVOICE_FIGURES",
+    "PAYMENT_STATUSES",
     "WORKLOAD_OF_OCCUPANCY",
     "BillingProjection",
     "Invoice",
@@ -83,18 +97,24 @@ __all__ = [
     "cost_report",
     "cost_row",
     "cost_top",
+    "credit_balances",
     "credit_note_page",
     "currency_scales",
     "find_invoice",
     "invoice_detail",
     "invoice_lines",
     "invoice_page",
+    "invoice_payments",
     "job_cost",
     "largest_gpu_line_trail",
     "load_schedule",
     "occupancy_from_row",
+    "open_credits",
+    "open_invoices",
     "parse_group_by",
     "period_bounds",
+    "payment_page",
+    "period_balance",
     "read_books",
     "read_journal",
     "replica_billing",

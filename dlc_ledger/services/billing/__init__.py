@@ -1,11 +1,13 @@
 """The billing context's use cases, in one place: one billing tick at an instant
 (:mod:`.ticks`), publishing prices (:mod:`.prices`: a price book, a spot price) and the
-corrections of an issued invoice (:mod:`.invoices`: void, credit note). Rating, accrual,
+corrections of an issued invoice (:mod:`.invoices`: void, credit note) and payments
+(:mod:`.payments`). Rating, accrual,
 period close and the corrections themselves are the context's process steps
 (:mod:`processes.billing`, with their result types); reading an invoice, a report or the
 books is its view's (:mod:`projections.billing`), which the edges call directly."""
 
 from dlc_ledger.services.billing.invoices import issue_credit_note, void_invoice
+from dlc_ledger.services.billing.payments import record_payment
 from dlc_ledger.services.billing.prices import publish_price_book, publish_spot_price
 from dlc_ledger.services.billing.ticks import tick
 
@@ -13,6 +15,7 @@ __all__ = [
     "issue_credit_note",
     "publish_price_book",
     "publish_spot_price",
+    "record_payment",
     "tick",
     "void_invoice",
 ]
