@@ -107,7 +107,7 @@ class SubscriptionCharge(Part):
 
     subscription_id: str = Name
     term: int = Field(ge=1)
-    kind: Literal["purchase", "renewal", "refund"]
+    kind: Literal["purchase", "renewal", "refund", "add-nodes"]
     workspace: str = Name
     group: str = Name
     spec: str = Name

@@ -2,7 +2,8 @@
 
 The pure rules (no IO): term arithmetic (:mod:`.terms`), the price section of a book
 (:mod:`.specs`), a subscription's state folded from its events (:mod:`.model`), the
-refund rule (:mod:`.refunds`), daily revenue recognition (:mod:`.recognition`), the
+refund rule (:mod:`.refunds`), the changes of a running subscription (:mod:`.changes`),
+daily revenue recognition (:mod:`.recognition`), the
 transactions they post (:mod:`.postings`) and the capacity they give the quota tree
 (:mod:`.capacity`). docs/subscriptions.md states each rule with an example.
 """
@@ -16,6 +17,7 @@ from ledger.subscriptions.capacity import (
     node_resources,
     released_quotas,
 )
+from ledger.subscriptions.changes import add_nodes, schedule_nodes
 from ledger.subscriptions.model import (
     RELEASE_GRACE,
     RENEWAL_LEAD,
@@ -24,6 +26,7 @@ from ledger.subscriptions.model import (
     fold_subscriptions,
 )
 from ledger.subscriptions.postings import (
+    addition_transaction,
     charge_transaction,
     deferred_account,
     recognition_transactions,
@@ -31,7 +34,13 @@ from ledger.subscriptions.postings import (
     subscription_revenue_account,
 )
 from ledger.subscriptions.recognition import recognised_by, recognition_days
-from ledger.subscriptions.refunds import NO_REASON_WINDOW, Refund, TermRefund, refund_for
+from ledger.subscriptions.refunds import (
+    NO_REASON_WINDOW,
+    Refund,
+    TermRefund,
+    refund_for,
+    refund_of,
+)
 from ledger.subscriptions.specs import SpecSchedule, UnknownSpec, node_specs_from_document
 from ledger.subscriptions.terms import add_terms, days_used, term_end
 
@@ -45,7 +54,9 @@ __all__ = [
     "Subscription",
     "TermRefund",
     "UnknownSpec",
+    "add_nodes",
     "add_terms",
+    "addition_transaction",
     "capacity_problems",
     "capacity_shortfalls",
     "charge_transaction",
@@ -61,8 +72,10 @@ __all__ = [
     "recognition_days",
     "recognition_transactions",
     "refund_for",
+    "refund_of",
     "refund_transaction",
     "released_quotas",
+    "schedule_nodes",
     "subscription_revenue_account",
     "term_end",
 ]
