@@ -24,10 +24,10 @@ from dlc_ledger.services.subscriptions import (
     cancel,
     change_rows,
     change_spec,
-    schedule_subscription_nodes,
     find_subscription,
     purchase,
     renew,
+    schedule_subscription_nodes,
     subscription_row,
     subscriptions,
     term_rows,
@@ -317,7 +317,9 @@ def change_command(
         at=parse_instant(at, option="--at") if at else None,
         dry_run=dry_run,
     )
-    verb = "would schedule" if done.dry_run else ("scheduled" if done.created else "already scheduled")
+    verb = (
+        "would schedule" if done.dry_run else ("scheduled" if done.created else "already scheduled")
+    )
     sub = done.subscription
     typer.echo(
         f"{verb} {done.change.nodes} node(s) for {sub.subscription_id} from term "
@@ -360,7 +362,9 @@ def change_spec_command(
     refund = (
         format_minor(done.refund.amount_minor, old.scale, old.currency)
         if done.refund is not None
-        else format_minor(old.cancelled.refund_minor if old.cancelled else 0, old.scale, old.currency)
+        else format_minor(
+            old.cancelled.refund_minor if old.cancelled else 0, old.scale, old.currency
+        )
     )
     typer.echo(
         f"{verb} {old.subscription_id} ({old.spec} in {old.group}) to {new.subscription_id}: "

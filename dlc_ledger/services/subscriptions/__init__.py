@@ -1,5 +1,6 @@
 """The subscriptions context's use cases, in one place: orders (purchase, renew, cancel:
-:mod:`.orders`), their changes (add nodes, nodes at renewal, change spec: :mod:`.changes`), the resource groups they fill (:mod:`.groups`), the utilisation report
+:mod:`.orders`), their changes (add nodes, nodes at renewal, change spec:
+:mod:`.changes`), the resource groups they fill (:mod:`.groups`), the utilisation report
 (:mod:`.reports`) and a replay's subscription plan (:mod:`.plans`). The renewal itself is
 decided in :mod:`processes.subscriptions` (for the scheduler and by hand alike), the rules
 in :mod:`ledger.subscriptions`, the view in :mod:`projections.subscriptions`."""

@@ -30,13 +30,13 @@ from dlc_ledger.services.subscriptions.orders import (
 from ledger.accounts import transaction_envelope
 from ledger.bounds import MAX_LABEL_VALUE, MAX_NAME, check_name
 from ledger.canonical import format_timestamp
+from ledger.envelopes import make_envelope
 from ledger.errors import Conflict, Invalid, NotFound
 from ledger.events import (
     SubscriptionNodesAdded,
     SubscriptionNodesChangeScheduled,
     SubscriptionSpecChanged,
 )
-from ledger.envelopes import make_envelope
 from ledger.ids import deterministic_id
 from ledger.store.base import EventStore, UnitOfWork
 from ledger.subscriptions import (
@@ -301,8 +301,9 @@ def _change_spec(
     old = subs.get(subscription_id)
     if old is None:
         raise NotFound(f"no subscription {subscription_id!r} (see: subscriptions list)")
-    for done in old.changes:
-        if isinstance(done, SubscriptionSpecChanged) and done.key == key:
+    for earlier in old.changes:
+        if isinstance(earlier, SubscriptionSpecChanged) and earlier.key == key:
+            done = earlier
             same = (
                 done.new_spec == spec
                 and (group is None or done.new_group == group)
@@ -383,12 +384,14 @@ def _change_spec(
         False,
     )
     after = cancellation.subscription.after(event)
-    done = SpecChange(after, new, event, cancellation.refund, created=not dry_run, dry_run=dry_run)
+    answer = SpecChange(
+        after, new, event, cancellation.refund, created=not dry_run, dry_run=dry_run
+    )
     if dry_run:
-        return done, [], {}
+        return answer, [], {}
     # the change first on the old stream, then its cancellation: one transaction, the
     # versions read expected (a concurrent cancel or change is refused, not doubled)
-    return done, [*bought, envelope, *cancelled], {**bought_versions, **cancel_versions}
+    return answer, [*bought, envelope, *cancelled], {**bought_versions, **cancel_versions}
 
 
 def change_rows(sub: Subscription) -> list[dict[str, Any]]:

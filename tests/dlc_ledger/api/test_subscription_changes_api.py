@@ -83,7 +83,9 @@ def test_nodes_added_over_http(
     auditor = bearer(tokens["auditor"])
     assert client.post(url, json={**ask, "key": "x"}, headers=auditor).status_code == 403
     # refused: a term already over, a bad count
-    late = client.post(url, json={**ask, "key": "late", "at": "2027-03-01T00:00:00Z"}, headers=finance)
+    late = client.post(
+        url, json={**ask, "key": "late", "at": "2027-03-01T00:00:00Z"}, headers=finance
+    )
     assert "expired" in _problem(late, 409)
     assert client.post(url, json={**ask, "nodes": 0}, headers=finance).status_code == 422
 

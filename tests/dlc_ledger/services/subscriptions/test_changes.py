@@ -185,8 +185,14 @@ def test_a_change_of_spec(store: PostgresEventStore, cli: CliCall) -> None:
     assert "idempotency key 'to-t4' changed" in cli(*other, ok=False)
     subs = load_subscriptions(store)
     (new,) = [s for s in subs.values() if s.subscription_id != old]
-    assert (new.spec, new.group, new.nodes, new.workspace) == ("ml.t4.2xlarge", "gpu-t4", 2, "ws-ls")
-    assert subs[old].cancelled is not None and subs[old].cancelled.refund_minor == 490_000
+    assert (new.spec, new.group, new.nodes, new.workspace) == (
+        "ml.t4.2xlarge",
+        "gpu-t4",
+        2,
+        "ws-ls",
+    )
+    cancelled = subs[old].cancelled
+    assert cancelled is not None and cancelled.refund_minor == 490_000
     # the capacity moves at the instant
     assert _group(cli, "gpu-g2", "2027-01-24T23:59:59Z")["subscribed_nodes"] == 1
     assert _group(cli, "gpu-g2", "2027-01-25T00:00:00Z")["subscribed_nodes"] == 0
