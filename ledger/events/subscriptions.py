@@ -152,11 +152,11 @@ class SubscriptionNodesAdded(EventData):
     term; the group's capacity grows at ``effective_at``."""
 
     subscription_id: str = Name
-    addition: int = Field(ge=1)  # 1, 2, ... within the subscription
+    addition: int = Field(ge=1, le=100_000)  # 1, 2, ... within the subscription
     nodes: int = Field(ge=1, le=100_000)  # added
     nodes_after: int = Field(ge=1, le=200_000)  # the term's nodes from effective_at on
-    days: int = Field(ge=1)  # started days left in the term
-    term_days: int = Field(ge=1)  # days in the term
+    days: int = Field(ge=1, le=366)  # started days left in the term
+    term_days: int = Field(ge=1, le=366)  # days in the term
     part: SubscriptionTerm  # term = the running term's number; starts_at = effective_at
     key: str = Name
 
