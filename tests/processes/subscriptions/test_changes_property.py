@@ -6,7 +6,9 @@ After every command the trial balance is zero per currency; for every subscripti
 deferred account holds paid - recognised - refunded (each read off the transactions that
 touch it: charges, daily recognitions, the cancellation's clearing), what was paid is
 what its terms and additions cost, what was refunded is what its cancellation says, and
-a subscription over defers nothing; and at every command's instant each group's capacity
+a subscription over defers nothing; every issued invoice bills what its workspace's
+receivable holds for its month (the added nodes' lines included); and at every command's
+instant each group's capacity
 is the nodes paid for then (the charges' nodes over their spans) x the spec's GPUs.
 
 Each example gets a database of its own (a clone of the migrated template).
@@ -40,6 +42,7 @@ from tests.processes.subscriptions.test_scheduler import (
     DB_SETTINGS,
     MINUTE,
     ORIGIN,
+    check_invoices,
     fresh_store,
     transactions,
 )
@@ -214,6 +217,7 @@ def test_any_history_of_changes_keeps_the_books_and_the_capacity(
         txns = transactions(store)
         check_books(store, txns)
         check_capacity(store, txns, instants)
+        check_invoices(store)  # every issued invoice bills its period's receivable
         books = {str(a): int(b) for a, b in query(
             store, "SELECT account, sum(amount_minor) FROM billing_postings GROUP BY account"
         )}  # fmt: skip

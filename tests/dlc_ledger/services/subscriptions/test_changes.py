@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from dlc_ledger.services.billing import publish_price_book, tick
+from dlc_ledger.services.quotas import apply_quota_file
 from ledger.store.postgres import PostgresEventStore
 from projections.subscriptions import load_subscriptions
 from tests.support.billing import at, demo_book, query
@@ -207,3 +208,43 @@ def test_a_change_of_spec(store: PostgresEventStore, cli: CliCall) -> None:
     assert books[f"deferred/subscription/{old}"] == 0
     assert sum(books.values()) == 0
     assert [a for _, a in _lines(store, "2027-01")] == [980_000, 420_000, -490_000]
+
+
+TREE = """
+quotas:
+  - name: root
+    min: {gpu/any: 16000, cpu: 100000, memory: 200000}
+    resource_groups: [gpu-g2]
+  - name: team
+    parent: root
+    min: {gpu/any: 16000, cpu: 100000, memory: 200000}
+    workspaces: [ws-ls]
+"""
+
+
+def _over(cli: CliCall, instant: str) -> set[str]:
+    rows = json.loads(cli("quotas", "list", "--format", "json", "--at", instant))
+    return {str(r["quota"]) for r in rows if r["capacity"] == "over"}
+
+
+def test_the_quota_tree_follows_the_changes(store: PostgresEventStore, cli: CliCall) -> None:
+    """The guarantees draw on the group's capacity as the changes leave it, at their
+    instants: 16 GPUs guaranteed on 1 node (8 GPUs) are over until a node is added, and
+    over again once the spec changes (the group holds nothing)."""
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    sub = _buy(
+        cli, "--group", "gpu-g2", "--spec", "ml.g2.8xlarge", "--nodes", "1", "--term", "year",
+        "--at", "2027-01-01T00:00:00Z",
+    )  # fmt: skip
+    apply_quota_file(store, TREE, principal="test", at=at("2027-01-02T00:00"), force=True)
+    assert _over(cli, "2027-01-10T00:00:00Z") == {"root"}
+    cli("subscriptions", "add-nodes", sub, "--nodes", "1", "--key", "grow",
+        "--at", "2027-01-15T00:00:00Z")  # fmt: skip
+    assert _over(cli, "2027-01-14T23:59:59Z") == {"root"}
+    assert _over(cli, "2027-01-15T00:00:00Z") == set()
+    # a tree naming the group is checked against the grown capacity: it fits now
+    assert apply_quota_file(store, TREE, principal="test", at=at("2027-01-15T00:00")) is not None
+    cli("subscriptions", "change-spec", sub, "--spec", "ml.t4.2xlarge", "--group", "gpu-t4",
+        "--key", "t4", "--at", "2027-02-01T00:00:00Z")  # fmt: skip
+    assert _over(cli, "2027-01-31T23:59:59Z") == set()
+    assert _over(cli, "2027-02-01T00:00:00Z") == {"root"}
