@@ -197,6 +197,8 @@ def _charge_line(
 ) -> InvoiceLine:
     """A subscription term ordered (or refunded): one line, already in whole minor units."""
     precise = sum(precise_from_decimal(p.amount_minor) for p in postings)
+    if charge.kind == "sla-credit":
+        return _sla_credit_line(txn, charge, precise, currency)
     unit = f"node-{charge.unit}"
     span = f"{charge.starts_at:%Y-%m-%d} to {charge.ends_at:%Y-%m-%d}"
     what = {
@@ -221,6 +223,32 @@ def _charge_line(
         amount_minor=round_precise(precise),
         transaction_ids=(txn.transaction_id,),
         rate=charge.unit_price,
+        amount_precise=precise_decimal(precise),
+    )
+
+
+def _sla_credit_line(
+    txn: LedgerTransactionPosted, charge: SubscriptionCharge, precise: int, currency: str
+) -> InvoiceLine:
+    """An SLA credit (docs/subscriptions.md, "SLA credits"): negative undelivered
+    node-hours at the term's node-hour price, whole minor units already."""
+    hours = charge.node_hours if charge.node_hours is not None else Decimal(0)
+    span = f"{charge.starts_at:%Y-%m-%d} to {charge.ends_at:%Y-%m-%d}"
+    return InvoiceLine(
+        description=(
+            f"SLA credit for {charge.subscription_id} term {charge.term}: "
+            f"{hours.quantize(Decimal('0.01'))} node-hours "
+            f"of {charge.spec} in {charge.group} not delivered, {span}, at "
+            f"{rate_key(charge.unit_price)} {currency}/node-{charge.unit} pro rata"
+            + (f" ({charge.detail})" if charge.detail else "")
+        ),
+        workspace=charge.workspace,
+        resource=f"subscription/{charge.spec}",
+        billing_mode="quota",
+        quantity=-hours,
+        unit="node-hour",
+        amount_minor=round_precise(precise),
+        transaction_ids=(txn.transaction_id,),
         amount_precise=precise_decimal(precise),
     )
 

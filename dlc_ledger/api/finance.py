@@ -32,6 +32,8 @@ from dlc_ledger.api.reports import (
 from dlc_ledger.presenters import budget_rows, money_fields, month_to_date, top_cost
 from dlc_ledger.services.budgets import default_instant
 from dlc_ledger.services.clocks import projected_cluster_time
+from dlc_ledger.services.subscriptions import prepaid
+from ledger.budgets import period_of
 from ledger.store.base import Connection
 from projections.billing import ScaleOf, currency_scales
 
@@ -47,6 +49,10 @@ class TopBy(StrEnum):
     workspace = "workspace"
 
 
+_WITH_PREPAID = Query(
+    description="Add prepaid_minor: the workspace's subscribed capacity's cost this month "
+    "so far (recognised revenue attributed by guarantee, docs/subscriptions.md)."
+)
 _N = Query(ge=1, le=500, description="How many groups (1 to 500).")
 #: a table a dashboard reads whole: one page by default
 _WHOLE = 1000
@@ -105,20 +111,28 @@ def get_month_to_date(
     request: Request,
     principal: CurrentPrincipal,
     at: AtQuery = None,
+    with_prepaid: Annotated[bool, _WITH_PREPAID] = False,
     limit: LimitQuery = _WHOLE,
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     """``at`` (cluster time) defaults to the latest instant with data (``/v1/extent``'s
-    ``last``); forecast: cost x month length / time elapsed (docs/api.md)."""
-    when = at or projected_cluster_time(request.app.state.store)  # a one-row read
+    ``last``); forecast: cost x month length / time elapsed (docs/api.md);
+    ``with_prepaid``: each workspace's prepaid cost of the month so far beside it."""
+    store = request.app.state.store
+    when = at or projected_cluster_time(store)  # a one-row read
     if when is None:  # nothing stored yet: no month to show
         return listing(request, [], None, name="month-to-date", fmt=fmt, at=None)
     scope = principal.scope
+    shares = None
+    if with_prepaid:
+        month = period_of("month", when)
+        shares = prepaid(store, ("workspace",), month.start, when, workspaces=scope)
 
     def read(conn: Connection) -> list[dict[str, Any]]:
         scale_of = currency_scales(conn)
-        return [_with_budget(r, scale_of) for r in month_to_date(conn, when, workspaces=scope)]
+        rows = month_to_date(conn, when, workspaces=scope, prepaid=shares)
+        return [_with_budget(r, scale_of) for r in rows]
 
     return listed_report(
         request, read, name="month-to-date", limit=limit, cursor=cursor, fmt=fmt, at=when

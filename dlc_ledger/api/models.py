@@ -228,11 +228,17 @@ class CostRow(_Grouped):
     cost_minor_precise: PreciseMinor
     credited_minor: int | None = Field(default=None, description="With net_credits only.")
     net_minor: int | None = Field(default=None, description="With net_credits only.")
+    prepaid_minor: int | None = Field(
+        default=None,
+        description="With with_prepaid only: the subscriptions' recognised revenue of the "
+        "window attributed to the group by guarantee (docs/subscriptions.md).",
+    )
     currency: str
     scale: int
     cost_display: str
     credited_display: str | None = None
     net_display: str | None = None
+    prepaid_display: str | None = None
 
 
 class CostRows(Strict):

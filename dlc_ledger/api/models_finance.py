@@ -115,10 +115,16 @@ class MonthToDateRow(Strict):
     cost_minor: int
     cost_minor_precise: PreciseMinor
     forecast_minor: int
+    prepaid_minor: int | None = Field(
+        default=None,
+        description="With with_prepaid only: what the workspace's subscribed capacity cost "
+        "this month so far (recognised revenue attributed by guarantee).",
+    )
     currency: str | None
     scale: int | None = None
     cost_display: str | None = None
     forecast_display: str | None = None
+    prepaid_display: str | None = None
     budget: BudgetState | None
 
 

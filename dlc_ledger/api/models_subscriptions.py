@@ -366,8 +366,9 @@ class UtilisationRows(Strict):
     """``report subscriptions``: by group or month, subscribed / used / lent / idle /
     over GPU-hours (decimal strings), what the borrowers paid, utilisation, the cost and
     the cost per used GPU-hour; by quota or workspace, each group's cost shown back by
-    guarantee and by use. Amounts as ``*_minor`` + currency + scale + ``*_display``
-    (docs/subscriptions.md, "Are we using what we pay for?")."""
+    guarantee and by use; by term, node-hours subscribed, delivered and not delivered
+    beyond the SLA grace, and the SLA credit. Amounts as ``*_minor`` + currency + scale +
+    ``*_display`` (docs/subscriptions.md, "Are we using what we pay for?", "SLA credits")."""
 
     items: list[dict[str, Any]]
     next_cursor: str | None = None

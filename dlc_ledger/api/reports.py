@@ -26,6 +26,7 @@ from dlc_ledger.api.windows import check_span, finest_step
 from dlc_ledger.presenters import money_fields
 from dlc_ledger.services.access import Principal
 from dlc_ledger.services.errors import InvalidRequest
+from dlc_ledger.services.subscriptions import add_prepaid, check_keys
 from ledger.store.base import Connection
 from projections.billing import (
     GROUP_KEYS,
@@ -55,6 +56,10 @@ _AS_OF = Query(alias="as_of", description="Only what was recorded by then (store
 WindowFromQuery = Annotated[Instant | None, _FROM]
 WindowToQuery = Annotated[Instant | None, _TO]
 AsOfQuery = Annotated[Instant | None, _AS_OF]
+_WITH_PREPAID = Query(
+    description="Add prepaid_minor: the subscriptions' recognised revenue of the window "
+    "attributed by guarantee (docs/subscriptions.md); group by workspace, quota, month only."
+)
 #: a report is one table: its page is as large as a page may be, so a chart reads it whole
 _REPORT_LIMIT = Query(ge=1, le=1000, description="Rows per page (1 to 1,000).")
 
@@ -139,15 +144,21 @@ def get_cost(
     as_of: AsOfQuery = None,
     source: CostSource = CostSource.auto,
     net_credits: bool = False,
+    with_prepaid: Annotated[bool, _WITH_PREPAID] = False,
     limit: Annotated[int, _REPORT_LIMIT] = 1000,
     cursor: CursorQuery = None,
     fmt: FormatQuery = None,
 ) -> dict[str, Any] | Response:
     keys = _keys(group_by)
     window = report_window(principal, start, end, as_of, keys)
+    if with_prepaid:
+        check_keys(keys)
+    store = request.app.state.store
 
     def read(conn: Connection) -> list[dict[str, Any]]:
         rows = cost_report(conn, keys, window, source=source.value, net_credits=net_credits)
+        if with_prepaid:
+            rows = add_prepaid(store, rows, keys, window)
         scale_of = currency_scales(conn)
         return [money_fields(row, scale_of) for row in rows]
 

@@ -92,6 +92,7 @@ class GroupBy(StrEnum):
     month = "month"
     quota = "quota"
     workspace = "workspace"
+    term = "term"
 
 
 Reader = Annotated[Principal, Depends(require_roles("admin", "finance", "auditor"))]
@@ -261,7 +262,9 @@ def post_subscription(
         workspace=body.workspace,
         principal=event_source(principal),
         auto_renew=body.auto_renew,
-        at=when,
+        # what the caller gave: a keyed retry without ``at`` is compared without the
+        # defaulted start (issue 47), which the service defaults to ``when`` as here
+        at=body.at,
         key=body.key,
         dry_run=body.dry_run,
         known_only=not body.allow_unknown_workspace,
@@ -534,9 +537,9 @@ def get_resource_group(
 def get_utilisation(
     request: Request,
     _principal: Reader,
-    group_by: Annotated[GroupBy, Query(description="group, month, quota or workspace.")] = (
-        GroupBy.group
-    ),
+    group_by: Annotated[
+        GroupBy, Query(description="group, month, quota, workspace or term (SLA).")
+    ] = (GroupBy.group),
     start: Annotated[
         Instant | None, Query(alias="from", description="Default: first start.")
     ] = None,

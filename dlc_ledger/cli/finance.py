@@ -75,6 +75,13 @@ def report_cost(
         help="add credited and net (cost - credit notes of each workspace x month's "
         "invoices); group by workspace and/or month only",
     ),
+    with_prepaid: bool = typer.Option(
+        False,
+        "--with-prepaid",
+        help="add prepaid: what the workspaces' subscriptions cost in the window (their "
+        "recognised revenue attributed by guarantee, docs/subscriptions.md); group by "
+        "workspace, quota and/or month only",
+    ),
     fmt: FormatOption = RowFormat.table,
 ) -> None:
     """Cost, grouped (from the ledger, or rated from the facts): minor units, currency,
@@ -83,6 +90,10 @@ def report_cost(
     if source not in ("auto", "ledger", "rated"):
         raise Invalid(f"unknown --source {source!r}: use auto, ledger or rated")
     window = _window(start, end, as_of)
+    if with_prepaid:
+        from dlc_ledger.services.subscriptions import check_keys
+
+        check_keys(keys)
     store = open_reader()
     with store.snapshot() as uow:
         rows = cost_report(
@@ -93,4 +104,8 @@ def report_cost(
             net_credits=net_credits,
         )
         scale_of = currency_scales(uow.connection)
+    if with_prepaid:
+        from dlc_ledger.services.subscriptions import add_prepaid
+
+        rows = add_prepaid(store, rows, keys, window)
     emit_rows(with_amounts(rows, fmt, scale_of), fmt)

@@ -117,7 +117,10 @@ from ledger.events.quotas import (
     WorkspaceBound,
 )
 from ledger.events.subscriptions import (
+    NodeDowntime,
     NodeSpec,
+    SlaCommitment,
+    SlaCreditIssued,
     SubscriptionCancelled,
     SubscriptionExpired,
     SubscriptionNodesAdded,
@@ -179,6 +182,7 @@ __all__ = [
     "Name",
     "NodeBillingMode",
     "NodeCordoned",
+    "NodeDowntime",
     "NodeRegistered",
     "NodeRemoved",
     "NodeSpec",
@@ -216,6 +220,8 @@ __all__ = [
     "ReclaimPolicy",
     "ReplicaSpec",
     "ShortName",
+    "SlaCommitment",
+    "SlaCreditIssued",
     "Spillover",
     "SpotPriceChanged",
     "SubscriptionCancelled",

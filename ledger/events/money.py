@@ -107,7 +107,7 @@ class SubscriptionCharge(Part):
 
     subscription_id: str = Name
     term: int = Field(ge=1)
-    kind: Literal["purchase", "renewal", "refund", "add-nodes"]
+    kind: Literal["purchase", "renewal", "refund", "add-nodes", "sla-credit"]
     workspace: str = Name
     group: str = Name
     spec: str = Name
@@ -117,6 +117,16 @@ class SubscriptionCharge(Part):
     starts_at: AwareDatetime
     ends_at: AwareDatetime
     detail: str = ""
+    #: an SLA credit's undelivered node-hours (the line's quantity, negative); left out
+    #: of the payload when None, so charges stored before it hash as they did
+    node_hours: Decimal | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("node_hours") is None:
+            data.pop("node_hours", None)
+        return data
 
 
 @event_type("LedgerTransactionPosted", version=2)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from decimal import Decimal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
     Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
 )
 
 from ledger.bounds import (
+    MAX_NAME,
     MAX_NODE_GPUS,
     MAX_NODE_MEMORY_MIB,
     Bound,
@@ -23,13 +27,17 @@ from ledger.events.common import (
     NodePrice,
     NonNegative,
     Part,
+    drop_none,
 )
 from ledger.events.money import (
     SubscriptionTermUnit,
 )
 
 __all__ = [
+    "NodeDowntime",
     "NodeSpec",
+    "SlaCommitment",
+    "SlaCreditIssued",
     "SubscriptionCancelled",
     "SubscriptionExpired",
     "SubscriptionNodesAdded",
@@ -43,8 +51,21 @@ __all__ = [
 ]
 
 
+#: The longest grace a delivery commitment may state: a week.
+MAX_SLA_GRACE_MINUTES = 7 * 24 * 60
+
+
+class SlaCommitment(Part):
+    """A spec's delivery commitment (docs/subscriptions.md, "SLA credits"): subscribed
+    nodes the cluster does not deliver for at least ``grace_minutes`` are credited."""
+
+    grace_minutes: int = Field(ge=0, le=MAX_SLA_GRACE_MINUTES)
+
+
 class NodeSpec(Part):
-    """A node spec sold by subscription: its resources and its price per node per term."""
+    """A node spec sold by subscription: its resources and its price per node per term,
+    and its delivery commitment (``sla``, optional: left out of the payload when unset, so
+    a book without one publishes the bytes it always did)."""
 
     flavor: Flavor = "gpu/any"
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
@@ -52,6 +73,11 @@ class NodeSpec(Part):
     memory_mib: Annotated[int, Bound(MAX_NODE_MEMORY_MIB)] = NonNegative
     monthly: NodePrice
     yearly: NodePrice
+    sla: SlaCommitment | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return drop_none(handler, self, "sla")
 
 
 @event_type("SubscriptionPricesPublished")
@@ -140,6 +166,49 @@ class SubscriptionExpired(EventData):
     subscription_id: str = Name
     ended_at: AwareDatetime
     released_at: AwareDatetime
+
+
+#: At most this many nodes are named on an SLA credit (the rest are counted).
+MAX_SLA_NODES_NAMED = 50
+
+
+class NodeDowntime(Part):
+    """A node of the group that was not delivered (cordoned or removed) while the term was
+    short, and for how long of that time."""
+
+    node: str = Name
+    state: Literal["cordoned", "removed"]
+    seconds: Decimal = Field(ge=0, decimal_places=6)
+
+
+@event_type("SlaCreditIssued")
+class SlaCreditIssued(EventData):
+    """Subscribed node-time of one term the cluster did not deliver beyond the spec's grace,
+    credited at the term's node-hour price: ``amount_minor`` = round half-even of
+    ``undelivered_node_seconds`` x ``unit_price`` / ``term_seconds`` (in minor units), never
+    above what the term kept after refunds. Posted by ``transaction_id`` (debit
+    ``revenue/sla-credits/<spec>``, credit ``receivable/<workspace>``), a credit line on
+    the invoice of ``period``."""
+
+    subscription_id: str = Name
+    term: int = Field(ge=1)
+    workspace: LabelValue = Name
+    group: LabelValue = Name
+    spec: str = Name
+    nodes: int = Field(ge=1, le=100_000)
+    starts_at: AwareDatetime
+    ends_at: AwareDatetime  # the end of the term's service (its end, or a cancellation)
+    term_seconds: int = Field(ge=1)  # the whole term's length: the node-hour price's hours
+    unit_price: NodePrice  # per node for the term, as locked
+    grace_minutes: int = Field(ge=0, le=MAX_SLA_GRACE_MINUTES)
+    subscribed_node_seconds: Decimal = Field(ge=0, decimal_places=6)
+    undelivered_node_seconds: Decimal = Field(ge=0, decimal_places=6)
+    amount_minor: int = NonNegative
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    transaction_id: Annotated[str | None, Bound(MAX_NAME)] = None  # None: nothing to credit
+    period: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}$")
+    down_nodes: Annotated[tuple[NodeDowntime, ...], Bound(items=MAX_SLA_NODES_NAMED)] = ()
+    more_down_nodes: int = NonNegative  # cordoned or removed nodes beyond those named
 
 
 @event_type("SubscriptionNodesAdded")

@@ -3,9 +3,10 @@
 The pure rules (no IO): term arithmetic (:mod:`.terms`), the price section of a book
 (:mod:`.specs`), a subscription's state folded from its events (:mod:`.model`), the
 refund rule (:mod:`.refunds`), the changes of a running subscription (:mod:`.changes`),
-daily revenue recognition (:mod:`.recognition`), the
-transactions they post (:mod:`.postings`) and the capacity they give the quota tree
-(:mod:`.capacity`). docs/subscriptions.md states each rule with an example.
+daily revenue recognition (:mod:`.recognition`), the transactions they post
+(:mod:`.postings`), the capacity they give the quota tree (:mod:`.capacity`) and their
+recognised revenue shown back to workspaces (:mod:`.showback`). docs/subscriptions.md
+states each rule with an example.
 """
 
 from ledger.subscriptions.capacity import (

@@ -14,7 +14,7 @@ from ledger.events import SubscriptionTerm, SubscriptionTermUnit
 from ledger.money import to_minor
 from ledger.subscriptions.model import Subscription
 from ledger.subscriptions.specs import SpecSchedule
-from ledger.subscriptions.terms import term_end
+from ledger.subscriptions.terms import anchored_end, term_end
 
 __all__ = ["next_term", "order_term"]
 
@@ -29,10 +29,17 @@ def order_term(
     starts_at: datetime,
     ordered_at: datetime,
     currency: str | None = None,
+    anchor: datetime | None = None,
 ) -> SubscriptionTerm:
     """Term number ``term`` of ``nodes`` nodes of ``spec`` from ``starts_at``, priced at
-    ``ordered_at`` (:class:`~ledger.subscriptions.specs.UnknownSpec` when not sold then)."""
+    ``ordered_at`` (:class:`~ledger.subscriptions.specs.UnknownSpec` when not sold then).
+    ``anchor``: the subscription's start, on which its terms' ends are anchored."""
     starts_at, ordered_at = starts_at.astimezone(UTC), ordered_at.astimezone(UTC)
+    ends_at = term_end(starts_at, unit)
+    if anchor is not None:
+        # never before a month (year) clamped from the start: a term stored before terms
+        # were anchored (ending the 28th) still gets a whole one
+        ends_at = max(anchored_end(anchor, unit, term), ends_at)
     section, node = specs.spec_at(spec, ordered_at)
     if currency is not None and section.currency != currency:
         raise Invalid(
@@ -44,7 +51,7 @@ def order_term(
         term=term,
         unit=unit,
         starts_at=starts_at,
-        ends_at=term_end(starts_at, unit),
+        ends_at=ends_at,
         unit_price=price,
         monthly_price=node.monthly,
         yearly_price=node.yearly,
@@ -66,4 +73,5 @@ def next_term(sub: Subscription, specs: SpecSchedule, ordered_at: datetime) -> S
         starts_at=last.ends_at,
         ordered_at=ordered_at,
         currency=sub.currency,
+        anchor=sub.starts_at,
     )

@@ -16,13 +16,14 @@ from decimal import Decimal
 from typing import Any
 
 from ledger.errors import Invalid, NotFound
-from ledger.events import NodeSpec, SubscriptionPricesPublished
+from ledger.events import NodeSpec, SlaCommitment, SubscriptionPricesPublished
+from ledger.events.subscriptions import MAX_SLA_GRACE_MINUTES
 
 __all__ = ["SpecSchedule", "UnknownSpec", "node_specs_from_document"]
 
 _PRICE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 _SPEC_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-_FIELDS = {"flavor", "gpus", "cpu", "memory_gib", "monthly", "yearly"}
+_FIELDS = {"flavor", "gpus", "cpu", "memory_gib", "monthly", "yearly", "sla"}
 
 
 class UnknownSpec(NotFound):
@@ -45,6 +46,19 @@ def _whole(name: str, key: str, value: object, low: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise Invalid(f"subscriptions.{name}.{key}: a whole number >= {low}, got {value!r}")
     return value
+
+
+def _sla(name: str, value: object) -> SlaCommitment:
+    """``sla: {grace_minutes: N}``: the spec's delivery commitment."""
+    if not isinstance(value, Mapping) or set(value) != {"grace_minutes"}:
+        raise Invalid(f"subscriptions.{name}.sla: a mapping {{grace_minutes: N}}, got {value!r}")
+    grace = _whole(name, "sla.grace_minutes", value["grace_minutes"])
+    if grace > MAX_SLA_GRACE_MINUTES:
+        raise Invalid(
+            f"subscriptions.{name}.sla.grace_minutes: at most {MAX_SLA_GRACE_MINUTES} "
+            f"(a week), got {grace}"
+        )
+    return SlaCommitment(grace_minutes=grace)
 
 
 def node_specs_from_document(raw: Any, scale: int) -> dict[str, NodeSpec]:
@@ -73,6 +87,7 @@ def node_specs_from_document(raw: Any, scale: int) -> dict[str, NodeSpec]:
             memory_mib=_whole(name, "memory_gib", body["memory_gib"], 1) * 1024,
             monthly=_price(name, "monthly", body["monthly"], scale),
             yearly=_price(name, "yearly", body["yearly"], scale),
+            sla=_sla(name, body["sla"]) if "sla" in body else None,
         )
     return specs
 
@@ -96,6 +111,17 @@ class SpecSchedule:
                 f"no price book with a subscriptions section is in force at {t.isoformat()}"
             )
         return self._events[i]
+
+    def sla_of(self, name: str, book_id: str, ordered_at: datetime) -> SlaCommitment | None:
+        """The delivery commitment of spec ``name`` in the book a term was priced from
+        (``book_id``, in force at ``ordered_at``): locked with the term's price."""
+        found: SlaCommitment | None = None
+        for section in self._events:
+            if section.effective_from > ordered_at:
+                break
+            if section.book_id == book_id and name in section.specs:
+                found = section.specs[name].sla
+        return found
 
     def spec_at(self, name: str, t: datetime) -> tuple[SubscriptionPricesPublished, NodeSpec]:
         """The section in force at ``t`` and its spec ``name`` (unknown: the known listed)."""

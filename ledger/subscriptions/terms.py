@@ -2,7 +2,10 @@
 
 A month term bought on 31 January ends on 28 (or 29) February at the same time of
 day: the day of month is clamped, as every billing system that sells calendar terms
-does, and the next term starts where the last one ended (so renewals never drift).
+does. Terms are anchored on the purchase: term *n* ends *n* months (years) after the
+subscription's start, clamped each time, and the next term starts where the last one
+ended; so a subscription bought on the 31st runs 31 Jan -> 28 Feb -> 31 Mar -> 30 Apr
+rather than moving to the 28th for good after February (:func:`anchored_end`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from ledger.errors import Invalid
 from ledger.events import SubscriptionTermUnit
 
-__all__ = ["DAY", "add_terms", "days_used", "term_end"]
+__all__ = ["DAY", "add_terms", "anchored_end", "days_used", "term_end"]
 
 DAY = timedelta(days=1)
 
@@ -34,6 +37,13 @@ def add_terms(start: datetime, unit: SubscriptionTermUnit, count: int = 1) -> da
 def term_end(start: datetime, unit: SubscriptionTermUnit) -> datetime:
     """Where a term of ``unit`` that starts at ``start`` ends."""
     return add_terms(start, unit)
+
+
+def anchored_end(anchor: datetime, unit: SubscriptionTermUnit, term: int) -> datetime:
+    """Where term number ``term`` (1-based) of a subscription that started at ``anchor``
+    ends: ``term`` months (years) after the purchase, the day clamped from the purchase's
+    day each time, not from the last term's (which a short month clamped for good)."""
+    return add_terms(anchor, unit, term)
 
 
 def days_used(start: datetime, at: datetime) -> int:

@@ -12,6 +12,9 @@ term, day) make a repeated or concurrent tick a no-op (the store collapses dupli
 - A term that ends with nothing after it expires: ``SubscriptionExpired``, the
   capacity released after :data:`ledger.subscriptions.RELEASE_GRACE`.
 - Every UTC day that has ended is recognised (deferred -> revenue).
+- A term whose spec states a delivery commitment is assessed a grace after its service
+  ended: its SLA credit for the node-time the cluster did not deliver
+  (:mod:`processes.subscriptions.sla`).
 
 Poison (issue 44): a subscription whose due actions cannot be built (a price in force so
 large the term's amount breaks its bound, arithmetic that overflows:
@@ -29,6 +32,7 @@ from datetime import datetime, timedelta
 import orjson
 
 from ledger.accounts import transaction_envelope
+from ledger.catalogue import decode
 from ledger.envelopes import Envelope, make_envelope
 from ledger.errors import NotFound
 from ledger.events import (
@@ -47,6 +51,7 @@ from ledger.subscriptions import (
     recognition_transactions,
 )
 from processes.subscriptions.renewals import renewal
+from processes.subscriptions.sla import sla_credits
 from projections.subscriptions import load_specs, load_subscriptions, subscription_stream
 
 __all__ = ["RENEWAL_ATTEMPTS", "SCHEDULER_SOURCE", "SubscriptionTick", "advance"]
@@ -63,6 +68,8 @@ class SubscriptionTick:
     renewal_failures: int
     expired: int
     recognised: int  # daily recognition transactions posted (new ones)
+    sla_assessed: int = 0  # terms assessed for their SLA credit (new ones)
+    sla_credited_minor: int = 0  # what those credits came to
 
 
 def _envelope(
@@ -148,7 +155,9 @@ def advance(store: EventStore, now: datetime) -> SubscriptionTick:
         ordered: list[Envelope] = []
         ends: list[Envelope] = []
         days: list[Envelope] = []
-        for sub in load_subscriptions(uow).values():
+        subs = load_subscriptions(uow)
+        renewed: dict[str, Subscription] = {}
+        for sub in subs.values():
             try:
                 renewals, after = _renewals(sub, specs, now)
                 sub_ends = _expiry(after, now)
@@ -166,11 +175,16 @@ def advance(store: EventStore, now: datetime) -> SubscriptionTick:
             ordered.extend(renewals)
             ends.extend(sub_ends)
             days.extend(sub_days)
-        if ordered or ends or days:
-            uow.append([*ordered, *ends, *days])
+            renewed[sub.subscription_id] = after
+        credits = sla_credits(uow, renewed, specs, now, source=SCHEDULER_SOURCE)
+        if ordered or ends or days or credits:
+            uow.append([*ordered, *ends, *days, *credits])
+    assessed = [decode(e) for e in credits if e.type == "SlaCreditIssued"]
     return SubscriptionTick(
         renewed=sum(1 for e in ordered if e.type == "SubscriptionRenewed"),
         renewal_failures=sum(1 for e in ordered if e.type == "SubscriptionRenewalFailed"),
         expired=len(ends),
         recognised=len(days),
+        sla_assessed=len(assessed),
+        sla_credited_minor=sum(getattr(a, "amount_minor", 0) for a in assessed),
     )

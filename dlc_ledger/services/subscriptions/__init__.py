@@ -1,9 +1,10 @@
 """The subscriptions context's use cases, in one place: orders (purchase, renew, cancel:
 :mod:`.orders`), their changes (add nodes, nodes at renewal, change spec:
 :mod:`.changes`), the resource groups they fill (:mod:`.groups`), the utilisation report
-(:mod:`.reports`) and a replay's subscription plan (:mod:`.plans`). The renewal itself is
-decided in :mod:`processes.subscriptions` (for the scheduler and by hand alike), the rules
-in :mod:`ledger.subscriptions`, the view in :mod:`projections.subscriptions`."""
+(:mod:`.reports`), prepaid cost shown back to workspaces (:mod:`.showback`) and a replay's
+subscription plan (:mod:`.plans`). The renewal itself is decided in
+:mod:`processes.subscriptions` (for the scheduler and by hand alike), the rules in
+:mod:`ledger.subscriptions`, the view in :mod:`projections.subscriptions`."""
 
 from dlc_ledger.services.subscriptions.changes import (
     NodesAdded,
@@ -28,9 +29,16 @@ from dlc_ledger.services.subscriptions.orders import (
 )
 from dlc_ledger.services.subscriptions.plans import Plan, buy_plan, carve_plan, parse_plan
 from dlc_ledger.services.subscriptions.reports import GROUP_BY, subscription_report
+from dlc_ledger.services.subscriptions.showback import (
+    PREPAID_KEYS,
+    add_prepaid,
+    check_keys,
+    prepaid,
+)
 
 __all__ = [
     "GROUP_BY",
+    "PREPAID_KEYS",
     "Cancellation",
     "NodesAdded",
     "NodesScheduled",
@@ -38,14 +46,17 @@ __all__ = [
     "Plan",
     "ResourceGroup",
     "SpecChange",
+    "add_prepaid",
     "add_subscription_nodes",
     "buy_plan",
     "cancel",
     "carve_plan",
     "change_rows",
     "change_spec",
+    "check_keys",
     "find_subscription",
     "parse_plan",
+    "prepaid",
     "purchase",
     "renew",
     "resource_group",

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from dlc_ledger.services.quotas import current_tree
 from ledger.errors import NotFound
 from ledger.store.base import EventStore
 from ledger.subscriptions import drawing_groups, group_capacity
 from projections.inventory import capacity_at
+from projections.quotas import specs_at
 from projections.subscriptions import load_subscriptions
 
 __all__ = ["ResourceGroup", "resource_group", "resource_groups"]
@@ -42,7 +42,8 @@ def resource_groups(store: EventStore, at: datetime) -> list[ResourceGroup]:
             str(row["resource_group"]): int(row["nodes"])
             for row in capacity_at(conn, at, ["resource_group"])
         }
-    drawn = drawing_groups(current_tree(store).specs)
+        # the tree in force at ``at``: a quota applied later does not draw on it yet
+        drawn = drawing_groups(specs_at(conn, at))
     names = sorted({s.group for s in subs} | set(delivered) - {"default"})
     out = []
     for name in names:

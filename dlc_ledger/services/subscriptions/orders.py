@@ -140,7 +140,7 @@ def _purchase_of(sub: Subscription) -> SubscriptionPurchased:
         subscription_id=sub.subscription_id,
         group=sub.group,
         spec=sub.spec,
-        nodes=sub.nodes,
+        nodes=sub.nodes_of(1),  # as purchased (changes since are events of their own)
         workspace=sub.workspace,
         auto_renew=sub.auto_renew,
         currency=sub.currency,
@@ -212,6 +212,7 @@ def purchase(
             start=start,
             first=first,
             section=section,
+            start_given=at is not None,
         ),
     )
 
@@ -230,6 +231,7 @@ def _purchase(
     start: datetime,
     first: SubscriptionTerm,
     section: SubscriptionPricesPublished,
+    start_given: bool = True,
 ) -> _Decision[Order]:
     term = first.unit
     current = load_subscriptions(uow)
@@ -261,7 +263,7 @@ def _purchase(
                 f"an identical purchase exists ({sub_id}: {nodes} x {spec} in {group} from "
                 f"{start.isoformat()} for {workspace}); pass --key to buy another"
             )
-        if _purchase_of(existing).model_copy(update={"auto_renew": auto_renew}) != event:
+        if not _same_order(existing, event, start_given):
             raise Conflict(
                 f"idempotency key {key!r} was used for purchase {sub_id} "
                 f"({existing.nodes} x {existing.spec} in {existing.group}); use a new key"
@@ -281,6 +283,23 @@ def _purchase(
     if dry_run:  # built, so checked as the write's: what it would answer, appended not
         return Order(sub, created=False, dry_run=True), [], {}
     return Order(sub, created=True), batch, {subscription_stream(sub_id): 0}
+
+
+def _same_order(existing: Subscription, event: SubscriptionPurchased, start_given: bool) -> bool:
+    """Whether a keyed repeat asks for ``existing``: compared on what the caller gave. A
+    start the caller left out defaulted to *now*, which a retry cannot repeat, so it (and
+    the term priced from it) is not compared then; auto-renew never was."""
+    if start_given:
+        return _purchase_of(existing).model_copy(update={"auto_renew": event.auto_renew}) == event
+    given = (event.group, event.spec, event.nodes, event.first.unit, event.workspace)
+    had = (
+        existing.group,
+        existing.spec,
+        existing.nodes_of(1),
+        existing.terms[0].unit,
+        existing.workspace,
+    )
+    return given == had
 
 
 def renew(
@@ -377,6 +396,12 @@ def _cancel(
             f"subscription {subscription_id} expired at {sub.ends_at.isoformat()}: "
             "nothing left to cancel"
         )
+    if now < sub.starts_at:
+        # not started yet (a purchase with a future start): its order is booked at its
+        # start, so the cancellation is too, refunding every term in full (nothing was
+        # consumed) and ending it there, so its capacity never appears and the charge
+        # and the refund net to zero in the same period
+        now, immediately = sub.starts_at, True
     booked = _booked_until(uow, sub)
     if booked is not None and now < booked:
         raise Conflict(

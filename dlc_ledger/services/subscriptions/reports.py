@@ -6,29 +6,34 @@ beyond what was bought) and idle GPU-hours; utilisation; the subscriptions' cost
 window and the effective cost per used GPU-hour. By ``quota`` or ``workspace``: the
 showback of each group's cost to the quotas that draw on it (and their workspaces), by
 guarantee (their share of the guaranteed GPUs) and by use (their share of the GPU-hours
-used). Rules: docs/subscriptions.md, "Are we using what we pay for?".
+used). By ``term``: each term's node-hours subscribed, delivered and not delivered beyond
+its SLA grace, and its SLA credit (booked, or what it comes to so far). Rules:
+docs/subscriptions.md, "Are we using what we pay for?" and "SLA credits".
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from dlc_ledger.services.quotas import current_tree
+from ledger.canonical import format_timestamp
 from ledger.errors import Invalid
 from ledger.money import to_decimal
 from ledger.store.base import EventStore
 from ledger.subscriptions import drawing_groups
+from ledger.subscriptions.sla import credit_minor
 from ledger.subscriptions.utilisation import GroupMonth, subscription_cost, utilisation
+from processes.subscriptions.sla import assessed_terms, load_deliveries
 from projections.billing import load_schedule
-from projections.subscriptions import gpu_spans, load_subscriptions
+from projections.subscriptions import gpu_spans, load_specs, load_subscriptions
 
 __all__ = ["GROUP_BY", "subscription_report"]
 
-GROUP_BY = ("group", "month", "quota", "workspace")
+GROUP_BY = ("group", "month", "quota", "workspace", "term")
 _GPU_HOUR = Fraction(3_600_000)  # mGPU x seconds
 
 
@@ -49,6 +54,8 @@ def subscription_report(
     subs = list(load_subscriptions(store).values())
     if end <= start or not subs:
         return []  # an empty window, or nothing bought: nothing to weigh
+    if group_by == "term":
+        return _term_rows(store, subs, start, end)
     tree = current_tree(store)
     drawn = drawing_groups(tree.specs)
     with store.reading() as conn:
@@ -72,6 +79,57 @@ def subscription_report(
     if group_by in ("group", "month"):
         return _capacity_rows(figures.months, cost, keys, group_by, currency, scale)
     return _showback_rows(figures.months, cost, keys, tree, drawn, group_by, currency)
+
+
+_NODE_HOUR_US = 3_600_000_000
+
+
+def _node_hours(node_us: int) -> str:
+    return f"{(Decimal(node_us) / _NODE_HOUR_US).quantize(Decimal('0.01'))}"
+
+
+def _term_rows(
+    store: EventStore, subs: list[Any], start: datetime, end: datetime
+) -> list[dict[str, Any]]:
+    """One row per term served in ``[start, end)``: its delivery up to ``end`` (or its end)
+    and its SLA credit: ``credited`` when booked by ``end``, else ``pending`` (what it
+    comes to so far), ``none`` when its book states no commitment."""
+    specs = load_specs(store)
+    booked = assessed_terms(store)
+    by_id = {s.subscription_id: s for s in subs}
+    rows = []
+    for d in load_deliveries(store, subs, specs, end):
+        if d.ends_at <= start:
+            continue
+        sub = by_id[d.subscription_id]
+        credit = booked.get((d.subscription_id, d.term.term))
+        if d.grace_minutes is None:
+            status, minor = "none", None
+        elif credit is not None and credit.ends_at + timedelta(minutes=credit.grace_minutes) <= end:
+            status, minor = "credited", credit.amount_minor  # booked by the window's end
+        else:
+            status, minor = "pending", credit_minor(sub, d)
+        rows.append(
+            {
+                "subscription": d.subscription_id,
+                "term": d.term.term,
+                "group": sub.group,
+                "spec": sub.spec,
+                "workspace": sub.workspace,
+                "starts_at": format_timestamp(d.starts_at),
+                "ends_at": format_timestamp(d.ends_at),
+                "nodes": d.nodes,
+                "grace_minutes": "" if d.grace_minutes is None else d.grace_minutes,
+                "subscribed_node_hours": _node_hours(d.subscribed_us),
+                "delivered_node_hours": _node_hours(d.delivered_us),
+                "undelivered_node_hours": _node_hours(d.undelivered_us),
+                "sla_credit_minor": minor,
+                "sla": status,
+                "currency": sub.currency,
+            }
+        )
+    rows.sort(key=lambda r: (r["group"], r["starts_at"], r["subscription"], r["term"]))
+    return rows
 
 
 def _capacity_rows(

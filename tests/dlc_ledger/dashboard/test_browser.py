@@ -467,16 +467,19 @@ def test_csv_download_is_the_servers(watched: Watched, served: Served) -> None:
         page.click('button.csv[data-table="cost-ws-month"]')
     target = ARTIFACTS / info.value.suggested_filename
     info.value.save_as(target)
-    server = served.api.get(
-        "v1/cost", params={"group_by": "workspace,month", "format": "csv", "limit": 1000}
-    )
+    # with each workspace's prepaid cost beside it (issue 47)
+    query = {"group_by": "workspace,month", "with_prepaid": "true"}
+    server = served.api.get("v1/cost", params={**query, "format": "csv", "limit": 1000})
     assert target.read_bytes().decode() == server.text
-    by_month, _ = every(served, "v1/cost", {"group_by": "workspace,month"})
+    by_month, _ = every(served, "v1/cost", query)
     assert [r["cost_display"] for r in csv.DictReader(io.StringIO(server.text))] == [
         r["cost_display"] for r in by_month
     ]
     assert texts(page, "#cost-ws-month tbody [data-key=cost]") == [
         r["cost_display"] for r in by_month
+    ]
+    assert texts(page, "#cost-ws-month tbody [data-key=prepaid]") == [
+        r["prepaid_display"] for r in by_month
     ]
     stayed_clean(watched, served)
 

@@ -147,11 +147,14 @@ def test_month_to_date_per_workspace(watched: Watched, served: Served) -> None:
     last = extent(served)["last"]
     page = sign_in(watched, served, "#/month")
     settled(page, "month")
-    rows, _ = every(served, "v1/month-to-date", {"at": last})
+    rows, _ = every(served, "v1/month-to-date", {"at": last, "with_prepaid": "true"})
     assert rows
+    # issue 47: a workspace on subscribed capacity shows what it cost, not only 0.00
+    assert any(r["prepaid_minor"] > 0 for r in rows)
     for api in rows:
         card = page.locator(f'article.card[data-workspace="{api["workspace"]}"]')
         expect(card.locator("[data-key=cost]")).to_have_text(api["cost_display"] or NONE)
+        expect(card.locator("[data-key=prepaid]")).to_have_text(api["prepaid_display"] or NONE)
         expect(card.locator("[data-key=forecast]")).to_have_text(api["forecast_display"] or NONE)
         budget = api["budget"]
         expect(card.locator("[data-key=budget]")).to_have_text(
@@ -165,6 +168,9 @@ def test_month_to_date_per_workspace(watched: Watched, served: Served) -> None:
         )
     assert texts(page, "#month-to-date tbody [data-key=workspace]") == [
         r["workspace"] for r in rows
+    ]
+    assert texts(page, "#month-to-date tbody [data-key=prepaid]") == [
+        r["prepaid_display"] for r in rows
     ]
     shot(page, "month-to-date")
     stayed_clean(watched, served)

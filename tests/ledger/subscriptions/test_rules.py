@@ -248,6 +248,28 @@ def test_month_ends_clamp(start: str, end: str) -> None:
     assert add_terms(s, "month") == datetime.fromisoformat(end).replace(tzinfo=UTC)
 
 
+@pytest.mark.parametrize(
+    ("start", "unit", "ends"),
+    [
+        ("2027-01-31T10:15", "month", ["2027-02-28", "2027-03-31", "2027-04-30", "2027-05-31"]),
+        ("2027-01-29T00:00", "month", ["2027-02-28", "2027-03-29", "2027-04-29"]),
+        ("2027-08-31T00:00", "month", ["2027-09-30", "2027-10-31", "2027-11-30"]),
+        ("2028-02-29T06:00", "year", ["2029-02-28", "2030-02-28", "2031-02-28", "2032-02-29"]),
+        ("2027-01-10T00:00", "month", ["2027-02-10", "2027-03-10", "2027-04-10"]),  # unchanged
+    ],
+)
+def test_renewed_terms_are_anchored_on_the_purchase_day(
+    start: str, unit: SubscriptionTermUnit, ends: list[str]
+) -> None:
+    """Issue 47: a month bought on the 31st moved to the 28th for good after February."""
+    s = datetime.fromisoformat(start).replace(tzinfo=UTC)
+    case = build(Decimal("100.00"), Decimal("1000.00"), unit, 1, s, len(ends))
+    assert [t.ends_at.date().isoformat() for t in case.terms] == ends
+    assert all(t.ends_at.timetz() == s.timetz() for t in case.terms)
+    for before, after in pairwise(case.terms):
+        assert after.starts_at == before.ends_at
+
+
 def test_a_leap_day_plus_a_year_is_the_28th() -> None:
     assert add_terms(datetime(2028, 2, 29, 6, tzinfo=UTC), "year") == datetime(
         2029, 2, 28, 6, tzinfo=UTC
@@ -263,7 +285,10 @@ def test_renewals_chain_each_term_from_the_last_end(case: Case) -> None:
         assert after.starts_at == before.ends_at
         assert after.unit == before.unit
     for term in terms:
-        assert term.ends_at == add_terms(term.starts_at, term.unit)
+        # anchored on the purchase: term n ends n units after the start (issue 47)
+        assert term.ends_at == add_terms(case.start, term.unit, term.term)
+        if case.start.astimezone(UTC).day <= 28:  # unaffected: a unit after its own start
+            assert term.ends_at == add_terms(term.starts_at, term.unit)
         price = term.monthly_price if term.unit == "month" else term.yearly_price
         assert term.unit_price == price
         assert term.amount_minor == round(Fraction(price) * case.sub.nodes * 100)

@@ -1,6 +1,7 @@
 // #/cost: the top N jobs (or users, quotas, workspaces) by cost over a window, computed by
 // the server in one request (`/v1/cost/top`), with the window's total as the server gives
-// it; and the cost by workspace and month (`/v1/cost`). No total is added up here.
+// it; and the cost by workspace and month (`/v1/cost`) with, beside it, what each
+// workspace's subscribed capacity cost (`with_prepaid`). No total is added up here.
 
 import { getAll, getJson } from "../api.js";
 import { h, live, section, selectField, table } from "../dom.js";
@@ -27,7 +28,7 @@ export async function costView({ params, go, extent }) {
   const query = { from: win.from, to: win.to };
   const [top, byMonth] = await Promise.all([
     getJson("v1/cost/top", { ...query, by, n }),
-    getAll("v1/cost", { ...query, group_by: "workspace,month" }),
+    getAll("v1/cost", { ...query, group_by: "workspace,month", with_prepaid: true }),
   ]);
   const form = windowControls({
     prefix: "c", label: "Cost window", params, window: win, extent,
@@ -39,6 +40,7 @@ export async function costView({ params, go, extent }) {
   const monthColumns = [
     { key: "workspace", label: "workspace" }, { key: "month", label: "month" },
     { key: "cost", label: "cost", numeric: true, render: (r) => money(r) },
+    { key: "prepaid", label: "prepaid (subscriptions)", numeric: true, render: (r) => money(r, "prepaid") },
   ];
   return section("Cost", form, live("cost",
     h("p", { class: "headline", id: "cost-total" },
@@ -55,5 +57,5 @@ export async function costView({ params, go, extent }) {
     }),
     h("h3", {}, "Cost by workspace and month"),
     table({ id: "cost-ws-month", caption: `Cost by workspace and month, ${windowText(win)}`, columns: monthColumns, rows: byMonth.items,
-      csv: { path: "v1/cost", params: { ...query, group_by: "workspace,month" }, filename: "cost-by-workspace-month.csv" } })));
+      csv: { path: "v1/cost", params: { ...query, group_by: "workspace,month", with_prepaid: true }, filename: "cost-by-workspace-month.csv" } })));
 }
