@@ -13,19 +13,24 @@ from ledger.errors import Conflict, Invalid
 from ledger.events import (
     NodeRegistered,
     NodeSpec,
+    QuotaCreated,
+    QuotaSpec,
     SlaCommitment,
     SubscriptionPricesPublished,
     SubscriptionPurchased,
     SubscriptionRenewed,
+    WorkspaceBound,
 )
 from ledger.subscriptions import (
     SpecSchedule,
     Subscription,
     add_nodes,
     fold_subscriptions,
+    recognition_transactions,
     schedule_nodes,
 )
 from ledger.subscriptions.orders import next_term, order_term
+from ledger.subscriptions.showback import UNATTRIBUTED, TreeTimeline, showback
 from ledger.subscriptions.sla import credit_minor, node_states, term_deliveries
 
 START = datetime(2027, 1, 1, tzinfo=UTC)  # a 31-day month
@@ -138,3 +143,28 @@ def test_the_sla_sweep_counts_the_nodes_added_from_their_instant() -> None:
     assert d.subscribed_us == 31 * day + 21 * day
     assert d.undelivered_us == 21 * day
     assert credit_minor(sub, d) == 21 * 24 * 1_000  # 5,040.00
+
+
+def test_the_showback_shares_the_nodes_added_from_their_instant() -> None:
+    """1 node (8 GPUs) from 2027-01-01, a second added on 2027-01-11: the quota guarantees
+    8 GPUs, so it bears all of the first 10 days and half of each day after (the rest is
+    unattributed); and the nodes added are recognised, so the shares add up to all of it."""
+    sub = _sub()
+    sub = sub.after(add_nodes(sub, 1, START + timedelta(days=10), "k"))
+    quota = QuotaSpec(quota_id="team", min={"gpu/any": 8000}, resource_groups=("grp",))
+    timeline = TreeTimeline(
+        [
+            (START, QuotaCreated(spec=quota)),
+            (START, WorkspaceBound(workspace="ws-a", quota="team")),
+        ]
+    )
+    end = START + timedelta(days=31)
+    ((_, parts),) = showback([sub], timeline, START, end, by_month=False).items()
+    recognised = sum(
+        -int(t.postings[1].amount_minor) for _, t in recognition_transactions(sub, end)
+    )
+    assert recognised == 744_000 + 504_000  # the term, and 21 days of a second node
+    assert sum(parts.values()) == recognised
+    # ws-a: 10 days of 1 node (240,000) + half of 21 days of 2 nodes (2 x 504,000 / 2)
+    assert parts[("ws-a", "team")] == 240_000 + 504_000
+    assert sum(v for (who, _), v in parts.items() if who == UNATTRIBUTED) == 504_000
