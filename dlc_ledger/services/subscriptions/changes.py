@@ -218,8 +218,8 @@ def _schedule(
     pending = sub.pending_nodes
     if key is None and pending is not None and pending.nodes == nodes:
         return NodesScheduled(sub, pending, created=False), [], {}
-    if key is None:  # the request itself names it: term and count
-        key = f"term-{sub.last_term.term + 1}-nodes-{nodes}"
+    if key is None:  # the request names it: term, count, and which change of the subscription
+        key = f"term-{sub.last_term.term + 1}-nodes-{nodes}-change-{len(scheduled) + 1}"
     event = schedule_nodes(sub, nodes, now, key)
     stream = subscription_stream(subscription_id)
     envelope = make_envelope(

@@ -136,6 +136,12 @@ def test_nodes_removed_at_the_renewal(store: PostgresEventStore, cli: CliCall) -
     assert "already scheduled" in cli(*change, "--nodes", "1", "--at-renewal", "--key", "shrink")
     other = cli(*change, "--nodes", "2", "--at-renewal", "--key", "shrink", ok=False)
     assert "idempotency key 'shrink' scheduled 1 node(s)" in other
+    # without a key: the same count again is the same request, another replaces it (and
+    # back again is a change of its own, not the first one's id)
+    unkeyed = ("subscriptions", "change", sub, "--at-renewal", "--at", "2027-01-16T00:00:00Z")
+    assert "already scheduled" in cli(*unkeyed, "--nodes", "1")
+    assert "scheduled 2 node(s)" in cli(*unkeyed, "--nodes", "2")
+    assert "scheduled 1 node(s)" in cli(*unkeyed, "--nodes", "1")
     tick(store, at("2027-02-08T00:00"))  # auto-renewal ordered 2027-02-07, 3 days ahead
     (state,) = load_subscriptions(store).values()
     assert [state.nodes_of(t.term) for t in state.terms] == [3, 1]
