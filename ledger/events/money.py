@@ -108,7 +108,7 @@ class SubscriptionCharge(Part):
 
     subscription_id: str = Name
     term: int = Field(ge=1)
-    kind: Literal["purchase", "renewal", "refund", "sla-credit"]
+    kind: Literal["purchase", "renewal", "refund", "add-nodes", "sla-credit"]
     workspace: str = Name
     group: str = Name
     spec: str = Name

@@ -66,6 +66,9 @@ WRITE_ROLES = {
     ("/v1/payments", "post"): {"admin", "finance"},
     ("/v1/subscriptions/{subscription_id}/renew", "post"): {"admin", "finance"},
     ("/v1/subscriptions/{subscription_id}/cancel", "post"): {"admin", "finance"},
+    ("/v1/subscriptions/{subscription_id}/nodes", "post"): {"admin", "finance"},
+    ("/v1/subscriptions/{subscription_id}/changes", "post"): {"admin", "finance"},
+    ("/v1/subscriptions/{subscription_id}/spec", "post"): {"admin", "finance"},
     # a workspace's rules: an admin, or a token of that workspace (the writes ask for B's)
     ("/v1/notifications/rules/{workspace}/{name}", "put"): {"admin", "workspace:ws-b"},
     ("/v1/notifications/rules/{workspace}/{name}", "delete"): {"admin", "workspace:ws-b"},
@@ -279,6 +282,27 @@ def _b_writes(sub_id: str, invoice: str) -> dict[tuple[str, str], list[Write]]:
         ],
         ("/v1/notifications/secrets/{workspace}/{variable}", "delete"): [
             ("/v1/notifications/secrets/ws-b/B_HOOK?dry_run=true", {}),
+        ],
+        ("/v1/subscriptions/{subscription_id}/nodes", "post"): [
+            (
+                f"/v1/subscriptions/{sub_id}/nodes",
+                {"nodes": 1, "key": "matrix", "at": now, "dry_run": True},
+            ),
+        ],
+        ("/v1/subscriptions/{subscription_id}/changes", "post"): [
+            (f"/v1/subscriptions/{sub_id}/changes", {"nodes": 2, "at": now, "dry_run": True}),
+        ],
+        ("/v1/subscriptions/{subscription_id}/spec", "post"): [
+            (
+                f"/v1/subscriptions/{sub_id}/spec",
+                {
+                    "spec": "ml.t4.2xlarge",
+                    "group": "gpu-t4-matrix",
+                    "key": "matrix",
+                    "at": now,
+                    "dry_run": True,
+                },
+            ),
         ],
         ("/v1/subscriptions/{subscription_id}/cancel", "post"): [
             (f"/v1/subscriptions/{sub_id}/cancel", {"at": now, "dry_run": True}),
