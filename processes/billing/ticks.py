@@ -81,4 +81,4 @@ def tick(
     days = invoice_due_days() if due_days is None else due_days
     overdue = mark_overdue(store, now, due_days=days)
     catch_up_billing(store)  # its postings and invoices, for the reads after it
-    return TickResult(rated, accrued_to, invoices, applied, overdue)
+    return TickResult(rated, accrued_to, invoices, credits_applied=applied, overdue=overdue)
