@@ -210,12 +210,19 @@ def _charge_line(
         return line.model_copy(update={"description": adjusts + line.description})
     unit = f"node-{charge.unit}"
     span = f"{charge.starts_at:%Y-%m-%d} to {charge.ends_at:%Y-%m-%d}"
-    what = {"purchase": "subscription", "renewal": "renewal", "refund": "refund of"}[charge.kind]
+    what = {
+        "purchase": "subscription",
+        "renewal": "renewal",
+        "refund": "refund of",
+        "add-nodes": "nodes added to",
+    }[charge.kind]
+    # nodes added mid-term are charged by started day: the line says how many of the term's
+    prorated = f", {charge.detail}" if charge.kind == "add-nodes" and charge.detail else ""
     return InvoiceLine(
         description=(
             f"{adjusts}{what} {charge.subscription_id} term {charge.term}: {charge.nodes} x "
             f"{charge.spec} in {charge.group}, {span}, at {rate_key(charge.unit_price)} "
-            f"{currency}/{unit}"
+            f"{currency}/{unit}{prorated}"
         ),
         workspace=charge.workspace,
         resource=f"subscription/{charge.spec}",

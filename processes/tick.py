@@ -8,6 +8,7 @@ Subscriptions go first so that a term ordered by ``now`` is invoiced by this tic
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ledger.rating import PeriodFn
@@ -25,7 +26,25 @@ def billing_tick(
     grace: timedelta = DEFAULT_GRACE,
     accrual_step: timedelta = DEFAULT_ACCRUAL_STEP,
     periods: PeriodFn | None = None,
+    due_days: int | None = None,
 ) -> TickResult:
-    """Advance the subscriptions to ``now``, then rate, accrue and close."""
-    advance(store, now)
-    return tick(store, now, grace=grace, accrual_step=accrual_step, periods=periods)
+    """Advance the subscriptions to ``now``, then rate, accrue and close: the result counts
+    both parts' appends (renewals, expiries and days recognised beside the rating)."""
+    booked = advance(store, now)
+    result = tick(
+        store,
+        now,
+        grace=grace,
+        accrual_step=accrual_step,
+        periods=periods,
+        due_days=due_days,
+    )
+    return replace(
+        result,
+        renewed=booked.renewed,
+        renewal_failures=booked.renewal_failures,
+        expired=booked.expired,
+        recognised=booked.recognised,
+        sla_assessed=booked.sla_assessed,
+        sla_credited_minor=booked.sla_credited_minor,
+    )

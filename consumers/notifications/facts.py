@@ -7,7 +7,8 @@ target ``workspace/<ws>``) is the ``BudgetExceeded`` fact: delivering it through
 workspace's rules is what delivers budget notifications. A fact carries only its
 workspace's data: a preemption's victims in other workspaces are a count by reason, never
 their ids, names, users or quotas. A rule the sender disabled (``410 Gone``) is the
-``RuleDisabled`` fact of the rule's workspace.
+``RuleDisabled`` fact of the rule's workspace. An ``InvoiceOverdue`` is its invoice's
+workspace's fact (the invoice, its period and what is still open).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from consumers.notifications.quarantine import quarantine
 from ledger.catalogue import decode
 from ledger.events import (
     AdmissionDecided,
+    InvoiceOverdue,
     JobSubmitted,
     NotificationQueued,
     NotificationRuleDisabled,
@@ -40,6 +42,7 @@ FACT_TYPES = frozenset(
         "NotificationQueued",
         "SubscriptionExpired",
         "NotificationRuleDisabled",
+        "InvoiceOverdue",
     }
 )
 
@@ -176,6 +179,25 @@ def _fact_of(uow: UnitOfWork, jobs: _Jobs, record: RecordedEvent, out: list[Fact
                 cause=str(record.event_id),
                 workspace=off.workspace,
                 data={"disabled_rule": f"{off.workspace}/{off.name}", "reason": off.reason},
+            )
+        )
+    elif kind == "InvoiceOverdue":
+        due = decode(record.envelope)
+        assert isinstance(due, InvoiceOverdue)
+        out.append(
+            Fact(
+                event="InvoiceOverdue",
+                occurred_at=record.occurred_at,
+                cause=str(record.event_id),
+                workspace=due.workspace,
+                data={
+                    "invoice_id": due.invoice_id,
+                    "period": due.period,
+                    "open_minor": due.open_minor,
+                    "currency": due.currency,
+                    "due_at": due.due_at.isoformat(),
+                    "due_days": due.due_days,
+                },
             )
         )
     elif kind == "SubscriptionExpired":

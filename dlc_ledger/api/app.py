@@ -24,6 +24,7 @@ from dlc_ledger.api import (
     invoices,
     jobs,
     notifications,
+    payments,
     quotas,
     reports,
     subscriptions,
@@ -103,6 +104,7 @@ def create_app(
     app.include_router(quotas.router)
     app.include_router(dispatch.router)
     app.include_router(invoices.router)
+    app.include_router(payments.router)
     app.include_router(inventory.router)
     app.include_router(chain.router)
     app.include_router(books.router)

@@ -77,7 +77,7 @@ def get_invoices(
     "/{invoice_id}",
     response_model=InvoiceDetail,
     response_model_exclude_unset=True,
-    summary="One invoice with its lines and credit notes",
+    summary="One invoice with its lines, credit notes, payments and the credit applied",
 )
 def get_invoice(
     request: Request, principal: CurrentPrincipal, invoice_id: str, fmt: FormatQuery = None
@@ -94,5 +94,7 @@ def get_invoice(
     header = money_fields(found.header, scale_of)
     header["lines"] = lines
     header["credit_notes"] = [money_fields(note, scale_of) for note in found.credit_notes]
+    header["payments"] = [money_fields(p, scale_of) for p in found.payments]
+    header["credit_applied"] = [money_fields(a, scale_of) for a in found.credit_applied]
     out: dict[str, Any] = plain(header)
     return with_freshness(request, out)

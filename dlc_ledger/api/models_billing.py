@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field, StrictBool
 
 from dlc_ledger.api.models import DecimalText, Freshness, PreciseMinor, Strict, Timestamp
+from dlc_ledger.api.models_subscriptions import NameText
 
 __all__ = [
+    "CreditApplication",
     "CreditNote",
     "InventoryPage",
     "InventoryRow",
@@ -27,7 +29,14 @@ __all__ = [
     "InvoiceLineJob",
     "InvoicePage",
     "InvoiceSummary",
+    "Payment",
+    "PaymentPage",
+    "PaymentRequest",
+    "PaymentResult",
+    "RecordedPayment",
 ]
+
+PaymentStatus = Literal["open", "paid", "overdue", "voided"]
 
 Period = Annotated[str, Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", examples=["2026-11"])]
 
@@ -39,15 +48,26 @@ class InvoiceSummary(Strict):
     workspace: str
     period: Period
     status: Literal["issued", "voided"]
+    payment_status: PaymentStatus = Field(
+        description="open, paid (nothing open), overdue (InvoiceOverdue recorded, money "
+        "open) or voided."
+    )
     currency: str
     total_minor: int
     credited_minor: int
+    paid_minor: int = Field(description="What its payments settled (excess not included).")
+    applied_minor: int = Field(description="Credit from earlier overpayments applied to it.")
+    open_minor: int = Field(description="What its period still owes.")
     line_count: int
     issued_at: Timestamp
+    overdue_at: Timestamp | None
     recorded_at: Timestamp
     scale: int
     total_display: str
     credited_display: str
+    paid_display: str
+    applied_display: str
+    open_display: str
 
 
 class InvoicePage(Strict):
@@ -94,8 +114,38 @@ class CreditNote(Strict):
     amount_display: str
 
 
+class InvoicePayment(Strict):
+    """A payment as an invoice lists it."""
+
+    payment_id: str
+    reference: str
+    amount_minor: int
+    applied_minor: int
+    excess_minor: int = Field(description="Beyond what the invoice owed: kept as credit.")
+    currency: str
+    received_at: Timestamp
+    recorded_at: Timestamp
+    scale: int
+    amount_display: str
+    applied_display: str
+    excess_display: str
+
+
+class CreditApplication(Strict):
+    """Credit from an overpayment of ``from_invoice_id`` applied to this invoice."""
+
+    application_id: str
+    from_invoice_id: str
+    payment_id: str
+    amount_minor: int
+    currency: str
+    occurred_at: Timestamp
+    scale: int
+    amount_display: str
+
+
 class InvoiceDetail(Strict):
-    """One invoice with its lines and credit notes."""
+    """One invoice with its lines, credit notes, payments and the credit applied to it."""
 
     invoice_id: str
     workspace: str
@@ -105,14 +155,95 @@ class InvoiceDetail(Strict):
     line_count: int
     issued_at: Timestamp
     status: Literal["issued", "voided"]
+    payment_status: PaymentStatus
     void_reason: str | None
     credited_minor: int
+    paid_minor: int
+    applied_minor: int
+    open_minor: int
+    overdue_at: Timestamp | None
     recorded_at: Timestamp
     scale: int
     total_display: str
     credited_display: str
+    paid_display: str
+    applied_display: str
+    open_display: str
     lines: list[InvoiceLine]
     credit_notes: list[CreditNote]
+    payments: list[InvoicePayment]
+    credit_applied: list[CreditApplication]
+    freshness: Freshness | None = None
+
+
+class Payment(Strict):
+    """A payment as listed: how it was split between the invoice and the credit balance."""
+
+    payment_id: str
+    invoice_id: str
+    workspace: str
+    period: str | None
+    reference: str
+    currency: str
+    amount_minor: int
+    applied_minor: int
+    excess_minor: int
+    received_at: Timestamp
+    recorded_at: Timestamp
+    source: str
+    scale: int
+    amount_display: str
+    applied_display: str
+    excess_display: str
+
+
+class PaymentPage(Strict):
+    items: list[Payment]
+    next_cursor: str | None = None
+    freshness: Freshness | None = None
+
+
+class PaymentRequest(Strict):
+    """``payments record``: ``amount`` in currency units as a decimal string."""
+
+    invoice_id: NameText
+    amount: str = Field(
+        min_length=1, max_length=40, examples=["1200.50"], pattern=r"^[^\x00]*$",
+        description="Currency units, positive, no more decimals than the currency's scale.",
+    )  # fmt: skip
+    at: AwareDatetime = Field(description="When the money was received (ISO 8601 with zone).")
+    reference: NameText = Field(description="The bank's reference.")
+    idempotency_key: NameText | None = Field(
+        None, description="A retry with the same key adds nothing (default: the reference)."
+    )
+    dry_run: StrictBool = Field(
+        default=False,
+        description="Answer what would happen (the split, refusals included); append nothing.",
+    )
+
+
+class RecordedPayment(Strict):
+    """The payment a write recorded (or would record: a dry run)."""
+
+    payment_id: str
+    invoice_id: str
+    workspace: str
+    reference: str
+    currency: str
+    amount_minor: int
+    applied_minor: int = Field(description="What settled the invoice.")
+    excess_minor: int = Field(description="Beyond what the invoice owed: kept as credit.")
+    received_at: Timestamp
+    scale: int
+    amount_display: str
+    applied_display: str
+    excess_display: str
+
+
+class PaymentResult(Strict):
+    payment: RecordedPayment
+    created: bool
+    dry_run: bool
     freshness: Freshness | None = None
 
 

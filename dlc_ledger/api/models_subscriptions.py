@@ -24,9 +24,14 @@ from ledger.bounds import MAX_LABEL_VALUE, MAX_NAME, MAX_TEXT, check_free_text, 
 from ledger.subscriptions import Status
 
 __all__ = [
+    "AddNodesRequest",
+    "AddNodesResult",
     "CancelRequest",
     "CancelResult",
     "Cancellation",
+    "ChangeRow",
+    "NodesChangeRequest",
+    "NodesChangeResult",
     "OrderResult",
     "PurchaseRequest",
     "RefundTerm",
@@ -34,6 +39,8 @@ __all__ = [
     "ResourceGroupDetail",
     "ResourceGroupPage",
     "ResourceGroupRow",
+    "SpecChangeRequest",
+    "SpecChangeResult",
     "SubscriptionDetail",
     "SubscriptionPage",
     "SubscriptionSummary",
@@ -127,6 +134,47 @@ class CancelRequest(Strict):
     dry_run: DryRun = False
 
 
+class AddNodesRequest(Strict):
+    """Add ``nodes`` nodes to the running term from ``at`` to its end, charged by started
+    day at the term's locked price (docs/subscriptions.md "Changing a subscription")."""
+
+    nodes: StrictInt = Field(ge=1, le=100_000)
+    key: NameText = Field(
+        description="Idempotency key: a retry answers 200 and adds nothing; another request "
+        "under it is a 409."
+    )
+    at: WriteInstant = None
+    dry_run: DryRun = False
+
+
+class NodesChangeRequest(Strict):
+    """Order the next term (the first not yet ordered) with ``nodes`` nodes: fewer, or
+    more. Only at the renewal: removing nodes mid-term is refused."""
+
+    nodes: StrictInt = Field(ge=1, le=100_000)
+    at_renewal: Literal[True] = Field(
+        default=True, description="Always true: a count changes at the next renewal."
+    )
+    key: NameText | None = None
+    at: WriteInstant = None
+    dry_run: DryRun = False
+
+
+class SpecChangeRequest(Strict):
+    """Replace the subscription by one of ``spec``: bought at ``at`` at the price in force
+    (same payer, term unit and auto-renewal), the old one cancelled immediately with its
+    refund, in one transaction."""
+
+    spec: NameText
+    key: NameText = Field(description="Idempotency key (as for add-nodes).")
+    group: LabelText | None = Field(
+        default=None, description="The new nodes' group; default the one holding ``spec``."
+    )
+    nodes: StrictInt | None = Field(default=None, ge=1, le=100_000)
+    at: WriteInstant = None
+    dry_run: DryRun = False
+
+
 class SubscriptionSummary(Strict):
     """A subscription as of an instant: ``term`` and ``unit_price`` are the running
     term's (else the last's), ``terms`` how many were ordered, ``paid`` their sum."""
@@ -156,6 +204,7 @@ class SubscriptionTermRow(Strict):
 
     term: int
     unit: TermUnit
+    nodes: int = Field(description="The nodes the term was ordered with (added ones apart).")
     starts_at: Timestamp
     ends_at: Timestamp
     ordered_at: Timestamp
@@ -182,9 +231,11 @@ class Cancellation(Strict):
 
 
 class RefundTerm(Strict):
-    """One term's part of a cancellation's refund."""
+    """One term's part of a cancellation's refund (``addition``: the k-th nodes added to
+    the term, refunded as a part of their own; 0: the term itself)."""
 
     term: int
+    addition: int = 0
     paid_minor: int
     consumed_minor: int
     refund_minor: int
@@ -194,6 +245,22 @@ class RefundTerm(Strict):
     paid_display: str
     consumed_display: str
     refund_display: str
+
+
+class ChangeRow(Strict):
+    """One change of a subscription, as ``subscriptions show`` lists it: ``add-nodes``
+    (``amount`` charged), ``nodes-at-renewal`` (pending, applied or replaced) or
+    ``change-spec`` (``amount``: minus the old one's refund)."""
+
+    change: Literal["add-nodes", "nodes-at-renewal", "change-spec"]
+    at: Timestamp
+    nodes: int
+    detail: str
+    amount_minor: int
+    key: str
+    currency: str
+    scale: int
+    amount_display: str
 
 
 class SubscriptionPage(Strict):
@@ -211,6 +278,9 @@ class SubscriptionDetail(Strict):
     subscription: SubscriptionSummary
     terms: list[SubscriptionTermRow]
     cancellation: Cancellation | None
+    changes: list[ChangeRow] = Field(
+        default_factory=list, description="Nodes added, counts scheduled, a spec change."
+    )
     at: Timestamp
     freshness: Freshness | None = None
 
@@ -232,6 +302,35 @@ class CancelResult(Strict):
     subscription: SubscriptionSummary
     cancellation: Cancellation
     refund_terms: list[RefundTerm]
+    dry_run: bool
+    freshness: Freshness | None = None
+
+
+class AddNodesResult(Strict):
+    """Nodes added: the subscription after it, and the change (its charge in ``amount``).
+    ``created``: appended now (false: a retry of the key, or a dry run)."""
+
+    subscription: SubscriptionSummary
+    change: ChangeRow
+    created: bool
+    dry_run: bool
+    freshness: Freshness | None = None
+
+
+class NodesChangeResult(AddNodesResult):
+    """A node count scheduled for the next renewal."""
+
+
+class SpecChangeResult(Strict):
+    """A change of spec: the old subscription (cancelled, its refund per part), the new
+    one and its first term."""
+
+    old: SubscriptionSummary
+    new: SubscriptionSummary
+    term: SubscriptionTermRow
+    cancellation: Cancellation | None
+    refund_terms: list[RefundTerm]
+    created: bool
     dry_run: bool
     freshness: Freshness | None = None
 

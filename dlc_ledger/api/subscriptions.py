@@ -35,13 +35,19 @@ from dlc_ledger.api.listing import (
     plain,
 )
 from dlc_ledger.api.models_subscriptions import (
+    AddNodesRequest,
+    AddNodesResult,
     CancelRequest,
     CancelResult,
+    NodesChangeRequest,
+    NodesChangeResult,
     OrderResult,
     PurchaseRequest,
     RenewRequest,
     ResourceGroupDetail,
     ResourceGroupPage,
+    SpecChangeRequest,
+    SpecChangeResult,
     SubscriptionDetail,
     SubscriptionPage,
     UtilisationRows,
@@ -54,12 +60,16 @@ from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.errors import InvalidRequest
 from dlc_ledger.services.subscriptions import (
     ResourceGroup,
+    add_subscription_nodes,
     cancel,
+    change_rows,
+    change_spec,
     find_subscription,
     purchase,
     renew,
     resource_group,
     resource_groups,
+    schedule_subscription_nodes,
     subscription_report,
     subscription_row,
     subscriptions,
@@ -136,6 +146,7 @@ def _refund_terms(sub: Subscription, refund: Refund) -> list[dict[str, Any]]:
         money_fields(
             {
                 "term": t.term,
+                "addition": t.addition,
                 "paid_minor": t.paid_minor,
                 "consumed_minor": t.consumed_minor,
                 "refund_minor": t.refund_minor,
@@ -146,6 +157,10 @@ def _refund_terms(sub: Subscription, refund: Refund) -> list[dict[str, Any]]:
         )
         for t in refund.terms
     ]
+
+
+def _changes(sub: Subscription) -> list[dict[str, Any]]:
+    return [money_fields(row, _scale(sub)) for row in change_rows(sub)]
 
 
 def _written(request: Request, document: dict[str, Any]) -> dict[str, Any]:
@@ -211,6 +226,7 @@ def get_subscription(
         "subscription": _summary(sub, when),
         "terms": [money_fields(row, _scale(sub)) for row in term_rows(sub)],
         "cancellation": _cancellation(sub),
+        "changes": _changes(sub),
         "at": when,
     }
     return with_freshness(request, plain(document))
@@ -325,6 +341,147 @@ def post_cancellation(
         "subscription": _summary(sub, when),
         "cancellation": _cancellation(sub),
         "refund_terms": _refund_terms(sub, done.refund),
+        "dry_run": done.dry_run,
+    }
+    return _written(request, document)
+
+
+@router.post(
+    "/subscriptions/{subscription_id}/nodes",
+    response_model=AddNodesResult,
+    status_code=201,
+    responses={200: {"model": AddNodesResult, "description": "A retry, or a dry run"}, **_CONFLICT},
+    summary="Add nodes to a subscription's running term (roles admin, finance)",
+)
+def post_nodes(
+    request: Request,
+    response: Response,
+    principal: Writer,
+    subscription_id: str,
+    body: AddNodesRequest,
+) -> dict[str, Any]:
+    """``subscriptions add-nodes``: ``nodes`` more from ``at`` to the end of the running
+    term, charged by started day at the term's locked price, the group's capacity grown
+    at ``at``. 201 when added; 200 for a retry of ``key`` (nothing added) or a dry run;
+    409 for the key reused for another request, a subscription cancelled, expired or
+    not started, or a next term already ordered."""
+    store = request.app.state.store
+    when = _instant(store, body.at)
+    done = add_subscription_nodes(
+        store,
+        subscription_id,
+        nodes=body.nodes,
+        key=body.key,
+        principal=event_source(principal),
+        at=body.at,
+        dry_run=body.dry_run,
+    )
+    if not done.created:
+        response.status_code = 200
+    sub = done.subscription
+    (row,) = [r for r in _changes(sub) if r["key"] == done.added.key and r["change"] == "add-nodes"]
+    document = {
+        "subscription": _summary(sub, max(when, done.added.part.starts_at)),
+        "change": row,
+        "created": done.created,
+        "dry_run": done.dry_run,
+    }
+    return _written(request, document)
+
+
+@router.post(
+    "/subscriptions/{subscription_id}/changes",
+    response_model=NodesChangeResult,
+    status_code=201,
+    responses={
+        200: {"model": NodesChangeResult, "description": "A retry, or a dry run"},
+        **_CONFLICT,
+    },
+    summary="Change a subscription's node count at its next renewal (roles admin, finance)",
+)
+def post_nodes_change(
+    request: Request,
+    response: Response,
+    principal: Writer,
+    subscription_id: str,
+    body: NodesChangeRequest,
+) -> dict[str, Any]:
+    """``subscriptions change SUB --nodes M --at-renewal``: the next term ordered (by hand
+    or automatically) charges ``nodes`` nodes; the capacity changes when it starts. 201
+    when scheduled; 200 for a retry or a dry run; 409 for a key reused for another count,
+    or a subscription cancelled or expired."""
+    store = request.app.state.store
+    when = _instant(store, body.at)
+    done = schedule_subscription_nodes(
+        store,
+        subscription_id,
+        nodes=body.nodes,
+        principal=event_source(principal),
+        key=body.key,
+        at=body.at,
+        dry_run=body.dry_run,
+    )
+    if not done.created:
+        response.status_code = 200
+    sub = done.subscription
+    rows = [r for r in _changes(sub) if r["key"] == done.change.key]
+    document = {
+        "subscription": _summary(sub, when),
+        "change": rows[-1],
+        "created": done.created,
+        "dry_run": done.dry_run,
+    }
+    return _written(request, document)
+
+
+@router.post(
+    "/subscriptions/{subscription_id}/spec",
+    response_model=SpecChangeResult,
+    status_code=201,
+    responses={
+        200: {"model": SpecChangeResult, "description": "A retry, or a dry run"},
+        **_CONFLICT,
+    },
+    summary="Move a subscription to another node spec (roles admin, finance)",
+)
+def post_spec_change(
+    request: Request,
+    response: Response,
+    principal: Writer,
+    subscription_id: str,
+    body: SpecChangeRequest,
+) -> dict[str, Any]:
+    """``subscriptions change-spec``: a new subscription of ``spec`` at the price in force
+    and the old one cancelled immediately with its refund by the refund rule, in one store
+    transaction; the capacity moves from the old group to the new at ``at``. 201 with
+    ``Location`` (the new subscription); 200 for a retry of ``key`` or a dry run; 409 for
+    a key reused for another change, a cancelled or expired subscription, or a group
+    holding another spec; 404 for a spec not sold."""
+    store = request.app.state.store
+    done = change_spec(
+        store,
+        subscription_id,
+        spec=body.spec,
+        key=body.key,
+        principal=event_source(principal),
+        group=body.group,
+        nodes=body.nodes,
+        at=body.at,
+        dry_run=body.dry_run,
+    )
+    old, new = done.old, done.new
+    if done.created:
+        response.headers["Location"] = f"/v1/subscriptions/{new.subscription_id}"
+    else:
+        response.status_code = 200
+    instant = done.change.effective_at
+    document = {
+        "old": _summary(old, instant),
+        "new": _summary(new, instant),
+        "term": _term(new, new.terms[0]),
+        "cancellation": _cancellation(old),
+        "refund_terms": _refund_terms(old, done.refund) if done.refund is not None else [],
+        "created": done.created,
         "dry_run": done.dry_run,
     }
     return _written(request, document)

@@ -23,7 +23,14 @@ from dlc_ledger.cli.options import (
     print_next_cursor,
     require_known,
 )
-from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows, escape_controls
+from dlc_ledger.cli.tables import (
+    DocumentFormat,
+    DocumentFormatOption,
+    FormatOption,
+    RowFormat,
+    emit_rows,
+    escape_controls,
+)
 from dlc_ledger.presenters import with_amounts
 from dlc_ledger.services.billing import (
     close_month,
@@ -54,12 +61,38 @@ invoices_app = typer.Typer(help="Invoices and credit notes.", no_args_is_help=Tr
 SOURCE = "api/invoices-cli"  # the principal of voids and credit notes made here
 
 
+def _tick_summary(result: TickResult) -> dict[str, Any]:
+    """What one tick appended, by kind: rating transactions, the subscriptions' renewals,
+    expiries, days recognised and SLA credits, the invoices issued (each with its
+    rounding)."""
+    r = result.rated
+    return {
+        "accrued_to": format_timestamp(result.accrued_to),
+        "finals": r.finals,
+        "accrued": r.accrued,
+        "rating_transactions": r.posted,
+        "unrateable": r.unrateable,
+        "renewed": result.renewed,
+        "renewal_failures": result.renewal_failures,
+        "expired": result.expired,
+        "recognised_days": result.recognised,
+        "sla_assessed": result.sla_assessed,
+        "sla_credited_minor": result.sla_credited_minor,
+        "invoices": list(result.invoices),
+        "credits_applied": list(result.credits_applied),
+        "overdue": list(result.overdue),
+    }
+
+
 def _print_tick(result: TickResult) -> None:
     r = result.rated
     typer.echo(
         f"rated {r.finals} ended occupancies, accrued {r.accrued} open ones to "
-        f"{result.accrued_to.isoformat()}, posted {r.posted} transactions, "
-        f"{r.unrateable} unrateable; issued {len(result.invoices)} invoices"
+        f"{result.accrued_to.isoformat()}: posted {r.posted} rating transactions, "
+        f"{r.unrateable} unrateable; subscriptions: renewed {result.renewed} "
+        f"({result.renewal_failures} renewals failed), expired {result.expired}, "
+        f"recognised {result.recognised} days, {result.sla_assessed} terms assessed for SLA "
+        f"credits; issued {len(result.invoices)} invoices"
     )
 
 
@@ -81,8 +114,10 @@ def run(
     force: bool = typer.Option(
         False, "--force", help="allow an --until beyond the latest cluster time observed"
     ),
+    fmt: DocumentFormatOption = DocumentFormat.table,
 ) -> None:
-    """Run the rater and one scheduler tick, then exit."""
+    """Run the subscriptions' renewals, expiries and recognition due, the rater and one
+    scheduler tick, then exit; say what each part booked."""
     store = open_store()
     asked = parse_instant(until, option="--until") if until else None
     chosen = billing_instant(store, asked, force=force)
@@ -92,7 +127,22 @@ def run(
             f"cluster time observed, {format_timestamp(chosen.at)} (pass --until to choose)",
             err=True,
         )
-    _print_tick(tick(store, chosen.at, grace=timedelta(hours=grace_hours)))
+    result = tick(store, chosen.at, grace=timedelta(hours=grace_hours))
+    if fmt is DocumentFormat.json:
+        typer.echo(_json({"until": format_timestamp(chosen.at), **_tick_summary(result)}))
+    else:
+        _print_tick(result)
+        _print_receivables(result)
+
+
+def _print_receivables(result: TickResult) -> None:
+    """What the tick did with the receivables (docs/finance.md, "Payments and receivables"),
+    when it did anything."""
+    if result.credits_applied or result.overdue:
+        typer.echo(
+            f"applied {len(result.credits_applied)} credit balances to open invoices; "
+            f"{len(result.overdue)} invoices overdue"
+        )
 
 
 @billing_app.command("close")
@@ -196,8 +246,9 @@ def list_invoices(
 def show_invoice(
     invoice_id: str = typer.Argument(...), fmt: FormatOption = RowFormat.table
 ) -> None:
-    """One invoice: header (with its credit notes) and lines (json: one object; csv/table:
-    the lines). issued_at is cluster time, recorded_at store time."""
+    """One invoice: header (total, credited, paid, open, payment status; its credit notes,
+    payments and the credit applied to it) and lines (json: one object; csv/table: the
+    lines). issued_at is cluster time, recorded_at store time."""
     store = open_reader()
     found = invoice_detail(store, invoice_id)
     with store.reading() as conn:
@@ -212,19 +263,34 @@ def show_invoice(
         (header,) = with_amounts([detail], fmt, scale_of)
         header["lines"] = with_amounts(found.lines, fmt, scale_of, currency=currency)
         header["credit_notes"] = with_amounts(found.credit_notes, fmt, scale_of)
+        header["payments"] = with_amounts(found.payments, fmt, scale_of)
+        header["credit_applied"] = with_amounts(found.credit_applied, fmt, scale_of)
         typer.echo(_json(header))
         return
     if fmt == "table":
         scale = scale_of(currency)
         total = format_minor(detail["total_minor"], scale, currency, grouped=True)
         credited = format_minor(detail["credited_minor"], scale, currency, grouped=True)
+        paid = format_minor(detail["paid_minor"], scale, currency, grouped=True)
+        applied = format_minor(detail["applied_minor"], scale, currency, grouped=True)
+        owed = format_minor(detail["open_minor"], scale, currency, grouped=True)
         workspace = escape_controls(detail["workspace"])  # from the cluster's annotations
         typer.echo(
             f"invoice {detail['invoice_id']}  workspace {workspace}  period "
-            f"{detail['period']}  {detail['status']}  total {total}  credited {credited}\n"
+            f"{detail['period']}  {detail['payment_status']}  total {total}  credited "
+            f"{credited}  paid {paid}  credit applied {applied}  open {owed}\n"
             f"issued_at {detail['issued_at'].isoformat()} (cluster time)  recorded_at "
             f"{detail['recorded_at'].isoformat()} (store time)"
         )
+        for p in found.payments:
+            amount = format_minor(p["amount_minor"], scale, currency, grouped=True)
+            typer.echo(
+                f"payment {p['payment_id']}  {amount}  reference "
+                f"{escape_controls(p['reference'])}  received {p['received_at'].isoformat()}"
+            )
+        for a in found.credit_applied:
+            amount = format_minor(a["amount_minor"], scale, currency, grouped=True)
+            typer.echo(f"credit applied {amount} from invoice {a['from_invoice_id']}")
     emit_rows(with_amounts(lines, fmt, scale_of, currency=currency), fmt)
 
 
@@ -268,15 +334,16 @@ def credit(
     ),
 ) -> None:
     """Issue a credit note against an invoice (and post it to the ledger)."""
+    store = open_store()
     result = issue_credit_note(
-        open_store(), invoice_id, amount, reason, principal=SOURCE, idempotency_key=idempotency_key
+        store, invoice_id, amount, reason, principal=SOURCE, idempotency_key=idempotency_key
     )
     note = result.note
+    with store.reading() as conn:
+        scale = currency_scales(conn)(note.currency)
     word = "issued" if result.created else "already issued, nothing added"
-    typer.echo(
-        f"credit note {note.credit_note_id}: {note.amount_minor} {note.currency} (minor) "
-        f"on invoice {note.invoice_id}: {word}"
-    )
+    shown = format_minor(note.amount_minor, scale, note.currency, grouped=True)
+    typer.echo(f"credit note {note.credit_note_id}: {shown} on invoice {note.invoice_id}: {word}")
 
 
 credits_app = typer.Typer(help="Credit notes.", no_args_is_help=True)

@@ -3,7 +3,9 @@
 ``purchase`` bills the term in full at order time (into deferred revenue, recognised day
 by day); ``renew`` orders the next term by hand (auto-renewal does it 3 days before
 expiry on the billing tick); ``cancel`` ends it at the end of the term, or
-``--immediately`` with a refund. Rules and examples: docs/subscriptions.md.
+``--immediately`` with a refund; ``add-nodes``, ``change`` and ``change-spec`` change a
+running one (docs/subscriptions.md "Changing a subscription"). Rules and examples:
+docs/subscriptions.md.
 """
 
 from __future__ import annotations
@@ -18,16 +20,21 @@ from dlc_ledger.cli.tables import FormatOption, RowFormat, emit_rows
 from dlc_ledger.presenters import with_amounts
 from dlc_ledger.services.clocks import billing_instant
 from dlc_ledger.services.subscriptions import (
+    add_subscription_nodes,
     cancel,
+    change_rows,
+    change_spec,
     find_subscription,
     purchase,
     renew,
+    schedule_subscription_nodes,
     subscription_row,
     subscriptions,
     term_rows,
 )
 from dlc_ledger.wiring import context
 from ledger.canonical import format_timestamp
+from ledger.errors import Invalid
 from ledger.money import format_minor
 from ledger.subscriptions import Subscription
 from projections.billing import currency_scales
@@ -200,3 +207,168 @@ def show_command(
         typer.echo(f"{key:>16}: {value}")
     typer.echo("")
     emit_rows(with_amounts(term_rows(sub), fmt, scale_of), fmt)
+    changes = change_rows(sub)
+    if changes:
+        typer.echo("")
+        typer.echo("changes:")
+        emit_rows(with_amounts(changes, fmt, scale_of), fmt)
+
+
+KeyOption = Annotated[
+    str,
+    typer.Option(
+        "--key", help="Idempotency key: a retry adds nothing; another request under it is refused."
+    ),
+]
+
+
+def _added(sub: Subscription, verb: str, nodes: int, amount: int, detail: str) -> str:
+    money = format_minor(amount, sub.scale, sub.currency)
+    return (
+        f"{verb} {nodes} node(s) to {sub.subscription_id} ({sub.spec} in {sub.group}): {detail}, "
+        f"{money} billed into deferred revenue"
+    )
+
+
+def _add_nodes(subscription_id: str, nodes: int, at: str | None, key: str, dry_run: bool) -> None:
+    store = context.open_store()
+    done = add_subscription_nodes(
+        store,
+        subscription_id,
+        nodes=nodes,
+        key=key,
+        principal=context.local_principal(),
+        at=parse_instant(at, option="--at") if at else None,
+        dry_run=dry_run,
+    )
+    added = done.added
+    verb = "would add" if done.dry_run else ("added" if done.created else "already added")
+    detail = (
+        f"from {format_timestamp(added.part.starts_at)} to {format_timestamp(added.part.ends_at)}"
+        f" (term {added.part.term}, {added.days} of {added.term_days} day(s), "
+        f"{added.nodes_after} node(s) from then)"
+    )
+    typer.echo(_added(done.subscription, verb, added.nodes, added.part.amount_minor, detail))
+
+
+@subscriptions_app.command("add-nodes")
+def add_nodes_command(
+    subscription_id: Annotated[str, typer.Argument(help="The subscription.")],
+    nodes: Annotated[int, typer.Option("--nodes", min=1, help="How many nodes to add.")],
+    key: KeyOption,
+    at: AtOption = None,
+    dry_run: DryRun = False,
+) -> None:
+    """Add NODES nodes from --at to the end of the running term, charged by started day
+    at the term's locked price; the group's capacity grows at --at."""
+    _add_nodes(subscription_id, nodes, at, key, dry_run)
+
+
+@subscriptions_app.command("change")
+def change_command(
+    subscription_id: Annotated[str, typer.Argument(help="The subscription.")],
+    nodes: Annotated[
+        str,
+        typer.Option(
+            "--nodes",
+            help="+N: add N nodes now (mid-term, needs --key); M with --at-renewal: order "
+            "the next term with M nodes.",
+        ),
+    ],
+    at_renewal: Annotated[
+        bool,
+        typer.Option("--at-renewal", help="Apply the count when the next term is ordered."),
+    ] = False,
+    at: AtOption = None,
+    key: Annotated[
+        str | None,
+        typer.Option("--key", help="Idempotency key (required to add nodes)."),
+    ] = None,
+    dry_run: DryRun = False,
+) -> None:
+    """Change the node count: +N now (as add-nodes), or M from the next renewal."""
+    text = nodes.strip()
+    try:
+        count = int(text)
+    except ValueError:
+        raise Invalid(
+            f"--nodes takes +N (add) or M (the count at renewal), got {nodes!r}"
+        ) from None
+    if text.startswith("+"):
+        if at_renewal:
+            raise Invalid("--nodes +N adds nodes now: drop --at-renewal, or give M")
+        if key is None:
+            raise Invalid("adding nodes needs --key (a retry must not add twice)")
+        _add_nodes(subscription_id, count, at, key, dry_run)
+        return
+    if not at_renewal:
+        raise Invalid(
+            "a running term's nodes can only grow (--nodes +N): removing nodes mid-term is "
+            "not refunded by the refund rule, so a new count takes effect at the renewal "
+            "(--nodes M --at-renewal), or cancel the subscription"
+        )
+    store = context.open_store()
+    done = schedule_subscription_nodes(
+        store,
+        subscription_id,
+        nodes=count,
+        principal=context.local_principal(),
+        key=key,
+        at=parse_instant(at, option="--at") if at else None,
+        dry_run=dry_run,
+    )
+    verb = (
+        "would schedule" if done.dry_run else ("scheduled" if done.created else "already scheduled")
+    )
+    sub = done.subscription
+    typer.echo(
+        f"{verb} {done.change.nodes} node(s) for {sub.subscription_id} from term "
+        f"{done.change.from_term} (starting {format_timestamp(sub.last_term.ends_at)} when "
+        f"renewed; {sub.nodes} node(s) until then)"
+    )
+
+
+@subscriptions_app.command("change-spec")
+def change_spec_command(
+    subscription_id: Annotated[str, typer.Argument(help="The subscription to replace.")],
+    spec: Annotated[str, typer.Option("--spec", help="The node spec to move to.")],
+    key: KeyOption,
+    group: Annotated[
+        str | None,
+        typer.Option("--group", help="The group of the new nodes (default: the one holding SPEC)."),
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option("--nodes", min=1, help="Nodes of the new spec (default: as now).")
+    ] = None,
+    at: AtOption = None,
+    dry_run: DryRun = False,
+) -> None:
+    """Move to another spec: a new subscription at the price in force and this one
+    cancelled immediately with its refund, in one transaction."""
+    store = context.open_store()
+    done = change_spec(
+        store,
+        subscription_id,
+        spec=spec,
+        key=key,
+        principal=context.local_principal(),
+        group=group,
+        nodes=nodes,
+        at=parse_instant(at, option="--at") if at else None,
+        dry_run=dry_run,
+    )
+    old, new = done.old, done.new
+    verb = "would change" if done.dry_run else ("changed" if done.created else "already changed")
+    refund = (
+        format_minor(done.refund.amount_minor, old.scale, old.currency)
+        if done.refund is not None
+        else format_minor(
+            old.cancelled.refund_minor if old.cancelled else 0, old.scale, old.currency
+        )
+    )
+    typer.echo(
+        f"{verb} {old.subscription_id} ({old.spec} in {old.group}) to {new.subscription_id}: "
+        f"{_summary(new, 'bought').removeprefix('bought ' + new.subscription_id + ': ')}; "
+        f"{old.subscription_id} cancelled at {format_timestamp(done.change.effective_at)}, "
+        f"refund {refund}"
+    )

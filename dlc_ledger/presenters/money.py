@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ledger.money import from_minor
+from ledger.money import from_minor, plain_decimal
 from projections.billing import ScaleOf
 
 __all__ = ["money_fields", "with_amounts"]
@@ -62,9 +62,10 @@ def with_amounts(
             elif key.endswith(_PRECISE):
                 # sub-minor precision (as posted): for machines, with its decimal amount
                 if fmt != "table" and value is not None:
-                    item[key] = str(value)
-                    precise = Decimal(str(value)).scaleb(-scale)
-                    item[key[: -len(_PRECISE)] + "_precise"] = str(precise.normalize())
+                    # plain decimals, never an exponent ("9.8E+3" is no amount to a reader)
+                    precise = Decimal(str(value))
+                    item[key] = plain_decimal(precise)
+                    item[key[: -len(_PRECISE)] + "_precise"] = plain_decimal(precise.scaleb(-scale))
             elif key == "currency":
                 item[key] = cur
                 if fmt != "table":

@@ -1,5 +1,5 @@
 """Money: ledger transactions (balanced postings of rated usage and charges), invoices,
-voids, credit notes."""
+voids, credit notes, payments, credit applied, overdue invoices."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from ledger.bounds import (
+    MAX_INT,
     MAX_RATED_QUANTITY,
     Bound,
 )
@@ -107,7 +108,7 @@ class SubscriptionCharge(Part):
 
     subscription_id: str = Name
     term: int = Field(ge=1)
-    kind: Literal["purchase", "renewal", "refund", "sla-credit"]
+    kind: Literal["purchase", "renewal", "refund", "add-nodes", "sla-credit"]
     workspace: str = Name
     group: str = Name
     spec: str = Name
@@ -221,3 +222,53 @@ class CreditNoteIssued(EventData):
     amount_minor: int
     currency: str = Field(pattern=r"^[A-Z]{3}$")
     reason: str
+
+
+@event_type("PaymentRecorded")
+class PaymentRecorded(EventData):
+    """Money received against an invoice (stream ``invoice/<id>``), with how it was split:
+    ``applied_minor`` settles the invoice, ``excess_minor`` (an overpayment) is kept as the
+    workspace's credit balance (account ``credit/<workspace>``) for its next invoices.
+    ``amount_minor = applied_minor + excess_minor``; the split is decided once, when the
+    payment is recorded, so a replay folds the same figures."""
+
+    payment_id: str = Name
+    invoice_id: str = Name
+    workspace: str = Name
+    amount_minor: int = Field(gt=0, le=MAX_INT)
+    applied_minor: int = Field(ge=0, le=MAX_INT)
+    excess_minor: int = Field(ge=0, le=MAX_INT)
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    reference: str = Name
+    received_at: AwareDatetime
+    transaction_id: str = Name
+
+
+@event_type("CreditApplied")
+class CreditApplied(EventData):
+    """Part of a workspace's credit balance (an overpayment of ``from_invoice_id``, payment
+    ``payment_id``) applied to a later open invoice ``invoice_id`` (stream
+    ``invoice/<invoice_id>``), with its balanced transaction (debit ``credit/<ws>``, credit
+    ``receivable/<ws>``)."""
+
+    application_id: str = Name
+    invoice_id: str = Name
+    from_invoice_id: str = Name
+    payment_id: str = Name
+    workspace: str = Name
+    amount_minor: int = Field(gt=0, le=MAX_INT)
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    transaction_id: str = Name
+
+
+@event_type("InvoiceOverdue")
+class InvoiceOverdue(EventData):
+    """An issued invoice still open ``due_days`` after its issue (once per invoice)."""
+
+    invoice_id: str = Name
+    workspace: str = Name
+    period: str
+    due_at: AwareDatetime
+    due_days: int = Field(ge=0, le=MAX_INT)
+    open_minor: int = Field(gt=0, le=MAX_INT)
+    currency: str = Field(pattern=r"^[A-Z]{3}$")

@@ -40,10 +40,13 @@ __all__ = [
     "SlaCreditIssued",
     "SubscriptionCancelled",
     "SubscriptionExpired",
+    "SubscriptionNodesAdded",
+    "SubscriptionNodesChangeScheduled",
     "SubscriptionPricesPublished",
     "SubscriptionPurchased",
     "SubscriptionRenewalFailed",
     "SubscriptionRenewed",
+    "SubscriptionSpecChanged",
     "SubscriptionTerm",
 ]
 
@@ -206,3 +209,50 @@ class SlaCreditIssued(EventData):
     period: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}$")
     down_nodes: Annotated[tuple[NodeDowntime, ...], Bound(items=MAX_SLA_NODES_NAMED)] = ()
     more_down_nodes: int = NonNegative  # cordoned or removed nodes beyond those named
+
+
+@event_type("SubscriptionNodesAdded")
+class SubscriptionNodesAdded(EventData):
+    """Nodes added to a running term, co-terminated with it: ``part`` is the addition
+    priced as a term of its own, ``[effective_at, the term's end)`` at the term's locked
+    prices, ``amount_minor`` = the term's daily price per node (unit price / ``term_days``)
+    x ``days`` (every started day left counts) x ``nodes``, rounded half-even once. Billed
+    in full at ``effective_at`` into deferred revenue and recognised day by day like the
+    term; the group's capacity grows at ``effective_at``."""
+
+    subscription_id: str = Name
+    addition: int = Field(ge=1, le=100_000)  # 1, 2, ... within the subscription
+    nodes: int = Field(ge=1, le=100_000)  # added
+    nodes_after: int = Field(ge=1, le=200_000)  # the term's nodes from effective_at on
+    days: int = Field(ge=1, le=366)  # started days left in the term
+    term_days: int = Field(ge=1, le=366)  # days in the term
+    part: SubscriptionTerm  # term = the running term's number; starts_at = effective_at
+    key: str = Name
+
+
+@event_type("SubscriptionNodesChangeScheduled")
+class SubscriptionNodesChangeScheduled(EventData):
+    """A node count for the terms ordered from ``from_term`` on (the next renewal, by hand
+    or automatic, charges ``nodes``); the capacity changes at that term's start. A later
+    change before that renewal replaces it."""
+
+    subscription_id: str = Name
+    nodes: int = Field(ge=1, le=100_000)
+    from_term: int = Field(ge=2)
+    requested_at: AwareDatetime
+    key: str = Name
+
+
+@event_type("SubscriptionSpecChanged")
+class SubscriptionSpecChanged(EventData):
+    """The subscription replaced at ``effective_at`` by ``new_subscription_id`` (of
+    ``new_spec`` in ``new_group``, bought at the book in force then); the same store
+    transaction cancels this one immediately with its refund."""
+
+    subscription_id: str = Name
+    new_subscription_id: str = Name
+    new_spec: str = Name
+    new_group: LabelValue = Name
+    nodes: int = Field(ge=1, le=100_000)
+    effective_at: AwareDatetime
+    key: str = Name

@@ -5,7 +5,8 @@ dotted lower case: ``job.failed``). Most come straight from a stored event of th
 name; the time-based ones (``JobWaitingTooLong``, ``JobRunningTooLong``,
 ``SubscriptionExpiring``) are found by the scheduler on cluster time; the dispatcher's
 decisions give ``PreemptionDecided`` and ``QuotaOverAdmission`` (a job admitted by
-borrowing beyond its quota's guarantee); ``RuleDisabled`` is the sender's own (a webhook
+borrowing beyond its quota's guarantee); ``InvoiceOverdue`` is the billing tick's (an
+invoice still open its due days after its issue); ``RuleDisabled`` is the sender's own (a webhook
 answered ``410 Gone``): an admin's ``'*'`` rule on it hears of every endpoint gone.
 """
 
@@ -31,6 +32,7 @@ RULE_EVENTS: Mapping[str, str] = {
     "BudgetExceeded": "a workspace's spend crossed its budget",
     "SubscriptionExpiring": "a subscription ends within expiring_within_days and will not renew",
     "SubscriptionExpired": "a subscription ended: its capacity is released after 24 hours",
+    "InvoiceOverdue": "an invoice is still open DLC_INVOICE_DUE_DAYS after its issue",
     "RuleDisabled": "a rule's webhook answered 410 Gone, and the sender disabled the rule",
 }
 

@@ -47,8 +47,8 @@ def group_capacity(subs: Iterable[Subscription], at: datetime) -> dict[str, Amou
     """Each group's schedulable capacity at ``at`` (groups with none left out)."""
     out: dict[str, Amounts] = {}
     for sub in subs:
-        if sub.schedulable_at(at):
-            _add(out.setdefault(sub.group, {}), node_resources(sub.node, sub.nodes))
+        if sub.schedulable_at(at):  # nodes at ``at``: changes take effect at their instant
+            _add(out.setdefault(sub.group, {}), node_resources(sub.node, sub.nodes_at(at)))
     return out
 
 

@@ -2,7 +2,12 @@
 
 Pure: the state is what ``SubscriptionPurchased`` / ``Renewed`` / ``RenewalFailed`` /
 ``Cancelled`` / ``Expired`` say, in stream order, so every read (list, capacity,
-billing, the scheduler's renewals) agrees with a replay of the store.
+billing, the scheduler's renewals) agrees with a replay of the store. The changes
+(``NodesAdded``, ``NodesChangeScheduled``, ``SpecChanged``, docs/subscriptions.md
+"Changing a subscription") make the node count a function of time: each term has its own
+count (:attr:`Subscription.term_nodes`), nodes added mid-term are parts of their own
+(:attr:`Subscription.additions`), and :meth:`Subscription.nodes_at` is what the group
+holds at an instant.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from ledger.events import (
     NodeSpec,
     SubscriptionCancelled,
     SubscriptionExpired,
+    SubscriptionNodesAdded,
+    SubscriptionNodesChangeScheduled,
     SubscriptionPurchased,
     SubscriptionRenewalFailed,
     SubscriptionRenewed,
+    SubscriptionSpecChanged,
     SubscriptionTerm,
 )
 
@@ -39,11 +47,16 @@ RELEASE_GRACE = timedelta(hours=24)
 Status = Literal["pending", "active", "cancelling", "cancelled", "expired"]
 
 
+#: a change of a subscription, as its history shows it
+Change = SubscriptionNodesAdded | SubscriptionNodesChangeScheduled | SubscriptionSpecChanged
+
+
 @dataclass(frozen=True)
 class Subscription:
     subscription_id: str
     group: str
     spec: str
+    #: the nodes of the last term ordered, with the nodes added to it
     nodes: int
     workspace: str
     currency: str
@@ -55,6 +68,14 @@ class Subscription:
     cancelled: SubscriptionCancelled | None = None
     expired: SubscriptionExpired | None = None
     renewal_failures: tuple[SubscriptionRenewalFailed, ...] = field(default=())
+    #: each term's nodes as ordered (parallel to ``terms``; empty: ``nodes`` for all)
+    term_nodes: tuple[int, ...] = field(default=())
+    #: nodes added mid-term, each a part co-terminated with its term
+    additions: tuple[SubscriptionNodesAdded, ...] = field(default=())
+    #: the node count the next term will be ordered with (None: ``nodes``)
+    pending_nodes: SubscriptionNodesChangeScheduled | None = None
+    #: every change, in stream order (``subscriptions show``)
+    changes: tuple[Change, ...] = field(default=())
 
     @property
     def starts_at(self) -> datetime:
@@ -93,6 +114,47 @@ class Subscription:
             return "expired"
         return "cancelling" if self.cancelled is not None else "active"
 
+    def nodes_of(self, term: int) -> int:
+        """The nodes term ``term`` was ordered with (nodes added to it not counted)."""
+        if not self.term_nodes:
+            return self.nodes
+        return self.term_nodes[term - 1]
+
+    @property
+    def renewal_nodes(self) -> int:
+        """The nodes the next term is ordered with: a scheduled change, else the last
+        term's nodes with those added to it."""
+        return self.pending_nodes.nodes if self.pending_nodes is not None else self.nodes
+
+    def nodes_at(self, t: datetime) -> int:
+        """The nodes the subscription holds at ``t`` (its term's, with the additions in
+        force by then); 0 outside its schedulable life."""
+        if not self.schedulable_at(t):
+            return 0
+        term = self.term_at(t)
+        if term is None:
+            return 0
+        added = sum(
+            a.nodes
+            for a in self.additions
+            if a.part.term == term.term and a.part.starts_at <= t < a.part.ends_at
+        )
+        return self.nodes_of(term.term) + added
+
+    def parts(self) -> tuple[tuple[SubscriptionTerm, int, int], ...]:
+        """Every paid part: (priced span, nodes, addition number: 0 for a term itself)."""
+        terms = tuple((t, self.nodes_of(t.term), 0) for t in self.terms)
+        return terms + tuple((a.part, a.nodes, a.addition) for a in self.additions)
+
+    def node_spans(self) -> tuple[tuple[datetime, datetime, int], ...]:
+        """(from, to, nodes) over the schedulable life, a span per paid part."""
+        end = self.ends_at
+        return tuple(
+            (p.starts_at, min(p.ends_at, end), nodes)
+            for p, nodes, _ in self.parts()
+            if min(p.ends_at, end) > p.starts_at
+        )
+
     def term_at(self, t: datetime) -> SubscriptionTerm | None:
         for term in self.terms:
             if term.starts_at <= t < term.ends_at:
@@ -103,7 +165,29 @@ class Subscription:
         """This subscription once ``event`` (a later event of its stream) has happened: what
         the fold does, and what a decision expects its own event to make of it."""
         if isinstance(event, SubscriptionRenewed):
-            return replace(self, terms=(*self.terms, event.next), renewal_failures=())
+            nodes = self.renewal_nodes
+            known = self.term_nodes or tuple(self.nodes for _ in self.terms)
+            return replace(
+                self,
+                terms=(*self.terms, event.next),
+                renewal_failures=(),
+                nodes=nodes,
+                term_nodes=(*known, nodes),
+                pending_nodes=None,
+            )
+        if isinstance(event, SubscriptionNodesAdded):
+            known = self.term_nodes or tuple(self.nodes for _ in self.terms)
+            return replace(
+                self,
+                nodes=self.nodes + event.nodes,
+                term_nodes=known,
+                additions=(*self.additions, event),
+                changes=(*self.changes, event),
+            )
+        if isinstance(event, SubscriptionNodesChangeScheduled):
+            return replace(self, pending_nodes=event, changes=(*self.changes, event))
+        if isinstance(event, SubscriptionSpecChanged):
+            return replace(self, changes=(*self.changes, event))
         if isinstance(event, SubscriptionRenewalFailed):
             return replace(self, renewal_failures=(*self.renewal_failures, event))
         if isinstance(event, SubscriptionCancelled):

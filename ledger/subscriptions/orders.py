@@ -68,7 +68,7 @@ def next_term(sub: Subscription, specs: SpecSchedule, ordered_at: datetime) -> S
         specs,
         sub.spec,
         last.unit,
-        sub.nodes,
+        sub.renewal_nodes,  # a change scheduled for the renewal, else the nodes held
         term=last.term + 1,
         starts_at=last.ends_at,
         ordered_at=ordered_at,

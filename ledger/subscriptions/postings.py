@@ -4,6 +4,9 @@
   ``receivable/<workspace>``, credit ``deferred/subscription/<id>``.
 - Each UTC day of a running term moves its share (:mod:`.recognition`) from deferred
   to ``revenue/subscription/<spec>``; a payment never touches revenue.
+- Nodes added mid-term (:class:`SubscriptionNodesAdded`) are billed like a term of their
+  own: in full when added, into the same deferred account, recognised day by day from
+  the instant they were added to the term's end (:func:`addition_transaction`).
 - A cancellation clears what is still deferred: the refund goes back to the
   receivable (a credit line on the invoice of the cancellation's month) and the rest,
   consumed but not yet recognised, to revenue (negative when the no-reason refund
@@ -23,7 +26,13 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from ledger.accounts import balanced_transaction, receivable_account
-from ledger.events import LedgerTransactionPosted, Posting, SubscriptionCharge, SubscriptionTerm
+from ledger.events import (
+    LedgerTransactionPosted,
+    Posting,
+    SubscriptionCharge,
+    SubscriptionNodesAdded,
+    SubscriptionTerm,
+)
 from ledger.ids import deterministic_id
 from ledger.periods import PeriodLocks, book_into_open
 from ledger.subscriptions.model import Subscription
@@ -32,6 +41,7 @@ from ledger.subscriptions.refunds import Refund
 
 __all__ = [
     "DEFERRED",
+    "addition_transaction",
     "charge_transaction",
     "deferred_account",
     "recognition_transactions",
@@ -41,7 +51,7 @@ __all__ = [
 
 DEFERRED = "deferred/subscription"
 
-ChargeKind = Literal["purchase", "renewal", "refund"]
+ChargeKind = Literal["purchase", "renewal", "refund", "add-nodes"]
 
 
 def deferred_account(subscription_id: str) -> str:
@@ -119,6 +129,53 @@ def charge_transaction(
     return _booked(txn, locks, _span(term))
 
 
+def addition_transaction(
+    sub: Subscription,
+    added: SubscriptionNodesAdded,
+    cause_event_id: str,
+    *,
+    locks: PeriodLocks | None = None,
+) -> LedgerTransactionPosted | None:
+    """Nodes added mid-term (None when free): receivable / deferred, in full when added."""
+    part = added.part
+    if part.amount_minor == 0:
+        return None
+    detail = f"{added.days} of {added.term_days} day(s) of term {part.term}"
+    charge = _charge(sub, part, "add-nodes", detail).model_copy(update={"nodes": added.nodes})
+    txn = balanced_transaction(
+        str(
+            deterministic_id(
+                "txn-subscription", sub.subscription_id, "add", str(added.addition), "charge"
+            )
+        ),
+        [
+            Posting(
+                account=receivable_account(sub.workspace),
+                amount_minor=part.amount_minor,
+                currency=sub.currency,
+            ),
+            Posting(
+                account=deferred_account(sub.subscription_id),
+                amount_minor=-part.amount_minor,
+                currency=sub.currency,
+            ),
+        ],
+        cause_event_ids=(cause_event_id,),
+        period=_period(part.ordered_at),
+        memo=f"subscription {sub.subscription_id} term {part.term}: {added.nodes} node(s) "
+        f"added ({detail})",
+        charge=charge,
+    )
+    return _booked(txn, locks, _span(part))
+
+
+def _recognition_key(sub: Subscription, term: SubscriptionTerm, addition: int) -> tuple[str, ...]:
+    # a term's own days keep the ids they always had; an addition's are its own
+    if addition == 0:
+        return (sub.subscription_id, str(term.term))
+    return (sub.subscription_id, str(term.term), "add", str(addition))
+
+
 def recognition_transactions(
     sub: Subscription, until: datetime, *, locks: PeriodLocks | None = None
 ) -> list[tuple[datetime, LedgerTransactionPosted]]:
@@ -127,7 +184,8 @@ def recognition_transactions(
     cancellation, whichever is first."""
     stop = sub.cancelled.effective_at if sub.cancelled is not None else None
     out = []
-    for term in sub.terms:
+    for term, _nodes, addition in sub.parts():
+        label = f"term {term.term}" + (f" addition {addition}" if addition else "")
         for lo, hi, amount in recognition_days(term, stop or term.ends_at):
             if hi > until:
                 break
@@ -138,8 +196,7 @@ def recognition_transactions(
                         str(
                             deterministic_id(
                                 "txn-subscription",
-                                sub.subscription_id,
-                                str(term.term),
+                                *_recognition_key(sub, term, addition),
                                 "recognise",
                                 lo.isoformat(),
                             )
@@ -157,7 +214,7 @@ def recognition_transactions(
                             ),
                         ],
                         period=_period(lo),
-                        memo=f"subscription {sub.subscription_id} term {term.term}: "
+                        memo=f"subscription {sub.subscription_id} {label}: "
                         f"recognised {lo.isoformat()} to {hi.isoformat()}",
                     ),
                 )
@@ -178,9 +235,10 @@ def refund_transaction(
     """Clear what ``sub``'s refunded terms still defer at ``at``: the refund back to the
     receivable, the rest (consumed, not yet recognised) to revenue."""
     terms = {t.term: t for t in sub.terms}
+    parts = {(p.term, addition): p for p, _nodes, addition in sub.parts()}
     deferred = 0
     for part in refund.terms:
-        term = terms[part.term]
+        term = parts[(part.term, part.addition)]
         deferred += term.amount_minor - recognised_by(term, at)
     refund_minor = refund.amount_minor
     if deferred == 0 and refund_minor == 0:

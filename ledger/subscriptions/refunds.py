@@ -11,19 +11,24 @@ For each term at the cancellation instant ``at``:
   term's are;
 - except: within 5 days of a subscription's start, the first term is refunded in full,
   once per paying workspace per calendar year (the no-reason refund).
+
+Nodes added mid-term (:func:`refund_of`) are refunded part by part by the same rule: each
+addition is a running part of its own from the instant it was added, its days used
+counted from then, at its nodes (never the no-reason refund).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from fractions import Fraction
 
 from ledger.events import SubscriptionTerm
 from ledger.money import to_minor
+from ledger.subscriptions.model import Subscription
 from ledger.subscriptions.terms import days_used
 
-__all__ = ["NO_REASON_WINDOW", "Refund", "TermRefund", "refund_for"]
+__all__ = ["NO_REASON_WINDOW", "Refund", "TermRefund", "refund_for", "refund_of"]
 
 NO_REASON_WINDOW = timedelta(days=5)
 _DAYS_PER_MONTH = 30
@@ -36,6 +41,11 @@ class TermRefund:
     consumed_minor: int
     refund_minor: int
     why: str
+    addition: int = 0  # 0: the term itself; k: the k-th nodes added (co-terminated)
+
+    @property
+    def label(self) -> str:
+        return f"term {self.term}" + (f" addition {self.addition}" if self.addition else "")
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,7 @@ class Refund:
 
     @property
     def rule(self) -> str:
-        return "; ".join(f"term {t.term}: {t.why}" for t in self.terms) or "nothing to refund"
+        return "; ".join(f"{t.label}: {t.why}" for t in self.terms) or "nothing to refund"
 
 
 def _running(term: SubscriptionTerm, nodes: int, at: datetime, scale: int) -> TermRefund:
@@ -119,3 +129,38 @@ def refund_for(
         else:
             out.append(_running(term, nodes, at, scale))
     return Refund(tuple(out), no_reason)
+
+
+def refund_of(
+    sub: Subscription,
+    at: datetime,
+    *,
+    no_reason_available: bool,
+    from_term_end: datetime | None = None,
+) -> Refund:
+    """:func:`refund_for` of ``sub``'s terms (the running one at the nodes it was ordered
+    with) and of the nodes added to them, each addition a running part of its own."""
+    running = sub.term_at(at)
+    nodes = sub.nodes_of(running.term) if running is not None else sub.nodes
+    base = refund_for(
+        sub.terms,
+        nodes,
+        at,
+        sub.scale,
+        no_reason_available=no_reason_available,
+        from_term_end=from_term_end,
+    )
+    if from_term_end is not None:  # additions end with their term: nothing after it
+        return base
+    out = list(base.terms)
+    for added in sub.additions:
+        part = added.part
+        if part.ends_at <= at:
+            continue
+        if part.starts_at >= at:
+            whole = TermRefund(part.term, part.amount_minor, 0, part.amount_minor, "")
+            out.append(replace(whole, why="not started: refunded in full"))
+        else:
+            out.append(_running(part, added.nodes, at, sub.scale))
+        out[-1] = replace(out[-1], addition=added.addition)
+    return Refund(tuple(out), base.no_reason)

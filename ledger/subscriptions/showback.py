@@ -96,7 +96,7 @@ def revenue_pieces(sub: Subscription, start: datetime, end: datetime) -> Iterato
     end]`` (a day is recognised once it has ended), and an immediate cancellation's
     consumed-but-unrecognised part when it falls in ``[start, end)``."""
     stop = sub.cancelled.effective_at if sub.cancelled is not None else None
-    for term in sub.terms:
+    for term, _nodes, _addition in sub.parts():  # the terms, and the nodes added to them
         for lo, hi, amount in recognition_days(term, stop or term.ends_at):
             if hi > end:
                 break
@@ -107,7 +107,7 @@ def revenue_pieces(sub: Subscription, start: datetime, end: datetime) -> Iterato
         at = cancelled.effective_at
         if start <= at < end:
             deferred = sum(
-                t.amount_minor - recognised_by(t, at) for t in sub.terms if t.ends_at > at
+                t.amount_minor - recognised_by(t, at) for t, _, _ in sub.parts() if t.ends_at > at
             )
             amount = deferred - cancelled.refund_minor
             if amount:
@@ -158,10 +158,12 @@ def _measure_gpu(sub: Subscription) -> bool:
 
 
 def _capacity(subs: Sequence[Subscription], group: str, at: datetime, gpu: bool) -> int:
+    # the nodes held at ``at``: a count changed at a renewal or nodes added mid-term
+    # count from their instant (0 outside the subscription's schedulable life)
     return sum(
-        s.nodes * (s.node.gpus * 1000 if gpu else s.node.cpu_milli)
+        s.nodes_at(at) * (s.node.gpus * 1000 if gpu else s.node.cpu_milli)
         for s in subs
-        if s.group == group and s.schedulable_at(at)
+        if s.group == group
     )
 
 

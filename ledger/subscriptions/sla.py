@@ -43,7 +43,7 @@ from ledger.events import (
 )
 from ledger.money import to_minor
 from ledger.subscriptions.model import Subscription
-from ledger.subscriptions.refunds import refund_for
+from ledger.subscriptions.refunds import refund_of
 from ledger.subscriptions.specs import SpecSchedule
 
 __all__ = [
@@ -132,13 +132,17 @@ def node_states(facts: Iterable[tuple[datetime, EventData]]) -> list[NodeState]:
 
 def count_changes(sub: Subscription) -> tuple[datetime, ...]:
     """The instants at which ``sub``'s subscribed node count may change: its start and
-    end. (The one place to add a mid-term change of node count.)"""
-    return (sub.starts_at, sub.ends_at)
+    end, each term's start (a count changed at the renewal) and each addition's
+    (nodes added mid-term: docs/subscriptions.md "Changing a subscription")."""
+    starts = (t.starts_at for t in sub.terms[1:])
+    added = (a.part.starts_at for a in sub.additions)
+    return (sub.starts_at, sub.ends_at, *starts, *added)
 
 
 def nodes_at(sub: Subscription, t: datetime) -> int:
-    """``sub``'s subscribed nodes at ``t``: its node count while schedulable, else 0."""
-    return sub.nodes if sub.schedulable_at(t) else 0
+    """``sub``'s subscribed nodes at ``t``: its term's, with the nodes added by then, while
+    schedulable, else 0 (:meth:`Subscription.nodes_at`)."""
+    return sub.nodes_at(t)
 
 
 def purchase_order(sub: Subscription) -> tuple[datetime, str]:
@@ -244,7 +248,7 @@ def _group(
                 TermDelivery(
                     sub.subscription_id,
                     term,
-                    sub.nodes,
+                    sub.nodes_of(term.term),
                     term.starts_at,
                     end,
                     None if sla is None else sla.grace_minutes,
@@ -306,19 +310,17 @@ def _group(
 
 
 def creditable_minor(sub: Subscription, term: SubscriptionTerm) -> int:
-    """What ``term`` kept of its price: its amount less what a cancellation refunded."""
+    """What ``term`` kept of its price (with the nodes added to it): its amount less what
+    a cancellation refunded."""
+    paid = term.amount_minor + sum(
+        a.part.amount_minor for a in sub.additions if a.part.term == term.term
+    )
     cancelled = sub.cancelled
     if cancelled is None or cancelled.mode != "immediately":
-        return term.amount_minor
-    refund = refund_for(
-        sub.terms,
-        sub.nodes,
-        cancelled.effective_at,
-        sub.scale,
-        no_reason_available=cancelled.no_reason,
-    )
+        return paid
+    refund = refund_of(sub, cancelled.effective_at, no_reason_available=cancelled.no_reason)
     refunded = sum(t.refund_minor for t in refund.terms if t.term == term.term)
-    return max(0, term.amount_minor - refunded)
+    return max(0, paid - refunded)
 
 
 def credit_minor(sub: Subscription, delivery: TermDelivery) -> int:

@@ -176,7 +176,13 @@ def utilisation(
     last = max(hi for _, _, hi in lives)
     capacity = _Hourly(_floor_hour(first))
     for sub, lo, hi in lives:
-        capacity.add(sub.group, sub.node.gpus * 1000 * sub.nodes, lo, hi)
+        if not sub.additions and len(set(sub.term_nodes)) <= 1:  # one count all along
+            capacity.add(sub.group, sub.node.gpus * 1000 * sub.nodes, lo, hi)
+            continue
+        for span_lo, span_hi, nodes in sub.node_spans():  # the count changed: part by part
+            a, b = max(span_lo, lo), min(span_hi, hi)
+            if b > a:
+                capacity.add(sub.group, sub.node.gpus * 1000 * nodes, a, b)
     use = _Hourly(_floor_hour(first))
     # use counts in the whole hours the subscriptions touch (and the window holds)
     weighed_from = max(start, _floor_hour(first))
@@ -266,9 +272,8 @@ def subscription_cost(sub: Subscription, start: datetime, end: datetime) -> dict
     if cancelled is not None and cancelled.mode == "immediately":
         at = cancelled.effective_at
         if start <= at < end:
-            refunded = {t.term for t in sub.terms if t.ends_at > at}
             deferred = sum(
-                t.amount_minor - recognised_by(t, at) for t in sub.terms if t.term in refunded
+                t.amount_minor - recognised_by(t, at) for t, _, _ in sub.parts() if t.ends_at > at
             )
             out[_month(at)] += deferred - cancelled.refund_minor
     return dict(out)

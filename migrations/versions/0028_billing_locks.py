@@ -1,7 +1,7 @@
 """Billing branch: period locks, the late adjustments the ledger's cost report moves.
 
 Revision ID: 0028_billing_locks
-Revises: 0024_billing_workloads
+Revises: 0027_billing_payments
 Create Date: 2026-12-07
 
 A posting dated into a locked (closed) period is booked into the earliest open one
@@ -14,7 +14,7 @@ from their stream, ``period/closes``: no table.)
 from alembic import op
 
 revision = "0028_billing_locks"
-down_revision = "0024_billing_workloads"
+down_revision = "0027_billing_payments"
 branch_labels = None
 depends_on = None
 

@@ -1,10 +1,12 @@
 """The billing context's process steps: rate and accrue (:mod:`.rater`), close the due
 periods into invoices (:mod:`.closing`), one tick of both (:mod:`.ticks`), a period closed
-by hand (:mod:`.locks`), and the corrections of an issued invoice, voids and credit notes
-(:mod:`.corrections`)."""
+by hand (:mod:`.locks`), the corrections of an issued invoice, voids and credit notes
+(:mod:`.corrections`), and its receivables: payments, credit balances applied, overdue
+invoices (:mod:`.payments`)."""
 
 from processes.billing.corrections import CreditResult, VoidResult, issue_credit_note, void_invoice
 from processes.billing.locks import PeriodClose, close_period
+from processes.billing.payments import PaymentResult, apply_credits, mark_overdue, record_payment
 from processes.billing.rater import RATER_SOURCE, RateResult, rate
 from processes.billing.ticks import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult, tick
 
@@ -13,13 +15,17 @@ __all__ = [
     "DEFAULT_GRACE",
     "RATER_SOURCE",
     "CreditResult",
+    "PaymentResult",
     "PeriodClose",
     "RateResult",
     "TickResult",
     "VoidResult",
+    "apply_credits",
     "close_period",
     "issue_credit_note",
+    "mark_overdue",
     "rate",
+    "record_payment",
     "tick",
     "void_invoice",
 ]

@@ -101,10 +101,45 @@ _DUE_FROM = (
 )
 
 
+#: An invoiced period's issued invoice (issued by ``:at``): its postings are aged as the invoice.
+_INVOICED = (
+    "EXISTS (SELECT 1 FROM billing_invoices i WHERE i.status = 'issued' "
+    "AND i.workspace = substr(p.account, length('receivable/') + 1) AND i.period = t.period "
+    "AND i.issued_at <= :at)"
+)
+
+#: Each issued invoice's open amount at ``:at``: its total less what its period had
+#: credited, paid (the applied part) and had applied from credit balances by then.
+_INVOICE_OPEN = """
+SELECT i.workspace, i.currency, i.period,
+  i.total_minor
+  - COALESCE((SELECT sum(c.amount_minor) FROM billing_credit_notes c
+      JOIN billing_invoices j ON j.invoice_id = c.invoice_id
+      WHERE j.workspace = i.workspace AND j.period = i.period AND c.recorded_at <= :at), 0)
+  - COALESCE((SELECT sum(pm.applied_minor) FROM billing_payments pm
+      JOIN billing_invoices j ON j.invoice_id = pm.invoice_id
+      WHERE j.workspace = i.workspace AND j.period = i.period AND pm.received_at <= :at), 0)
+  - COALESCE((SELECT sum(a.amount_minor) FROM billing_credit_applications a
+      JOIN billing_invoices j ON j.invoice_id = a.invoice_id
+      WHERE j.workspace = i.workspace AND j.period = i.period AND a.occurred_at <= :at), 0)
+FROM billing_invoices i WHERE i.status = 'issued' AND i.issued_at <= :at
+"""
+
+
+def _bucket(days: int) -> str:
+    for label, start, to in AGE_BUCKETS:
+        if days >= start and (to is None or days <= to):
+            return label
+    return AGE_BUCKETS[0][0]
+
+
 def receivables_by_age(conn: Connection, scale_of: ScaleOf, at: datetime) -> list[dict[str, Any]]:
-    """What each workspace owes at ``at`` (its ``receivable/<workspace>`` balance): ``open``,
-    posted to a period not ended yet (not invoiced), then by days since the period ended
-    (:data:`AGE_BUCKETS`), as accounts receivable are aged from their invoices."""
+    """What each workspace owes at ``at`` (its ``receivable/<workspace>`` balance), aged by
+    what is still open: each issued invoice's open amount (its total less credit notes,
+    payments and credit applied by ``at``) by days since the end of its period
+    (:data:`AGE_BUCKETS`); what no invoice holds yet (usage of a period not invoiced) in
+    ``open`` while its period has not ended, then by days since it ended, as accounts
+    receivable are aged from their invoices. A paid invoice ages nothing."""
     age = f"(CAST(:at AS timestamptz) - {_DUE_FROM})"
     buckets = [f"COALESCE(sum(p.amount_minor) FILTER (WHERE {_DUE_FROM} > :at), 0)"]
     for _, start, to in AGE_BUCKETS:
@@ -113,25 +148,52 @@ def receivables_by_age(conn: Connection, scale_of: ScaleOf, at: datetime) -> lis
             f"COALESCE(sum(p.amount_minor) FILTER (WHERE {_DUE_FROM} <= :at "
             f"AND {age} >= make_interval(days => {start}){upper}), 0)"
         )
-    found = conn.execute(
+    labels = ["open", *(label for label, _, _ in AGE_BUCKETS)]
+    figures: dict[tuple[str, str], dict[str, Decimal]] = {}
+    # what the receivable holds in all (the total), and of it what no invoice holds yet
+    for workspace, currency, total in conn.execute(
         text(
-            f"SELECT substr(p.account, length('receivable/') + 1) AS workspace, p.currency, "
-            f"{', '.join(buckets)}, sum(p.amount_minor) "
-            "FROM billing_postings p JOIN billing_transactions t USING (transaction_id) "
-            "WHERE p.account LIKE 'receivable/%' AND t.occurred_at <= :at "
-            "GROUP BY 1, 2 ORDER BY 2, 1"
+            "SELECT substr(p.account, length('receivable/') + 1), p.currency, "
+            "sum(p.amount_minor) FROM billing_postings p "
+            "JOIN billing_transactions t USING (transaction_id) "
+            "WHERE p.account LIKE 'receivable/%' AND t.occurred_at <= :at GROUP BY 1, 2"
         ),
         {"at": at},
-    ).all()
+    ).all():
+        row = figures.setdefault((workspace, currency), dict.fromkeys(labels, Decimal(0)))
+        row["total"] = Decimal(total)
+    for workspace, currency, *amounts in conn.execute(
+        text(
+            f"SELECT substr(p.account, length('receivable/') + 1) AS workspace, p.currency, "
+            f"{', '.join(buckets)} "
+            "FROM billing_postings p JOIN billing_transactions t USING (transaction_id) "
+            "WHERE p.account LIKE 'receivable/%' AND t.occurred_at <= :at "
+            f"AND t.period IS NOT NULL AND NOT {_INVOICED} GROUP BY 1, 2"
+        ),
+        {"at": at},
+    ).all():
+        row = figures.setdefault((workspace, currency), dict.fromkeys(labels, Decimal(0)))
+        for label, amount in zip(labels, amounts, strict=True):
+            row[label] += Decimal(amount)
+    for workspace, currency, period, open_minor in conn.execute(
+        text(_INVOICE_OPEN), {"at": at}
+    ).all():
+        row = figures.setdefault((workspace, currency), dict.fromkeys(labels, Decimal(0)))
+        ended = datetime.fromisoformat(f"{period}-01T00:00:00+00:00")
+        ended = ended.replace(year=ended.year + ended.month // 12, month=ended.month % 12 + 1)
+        row[_bucket((at - ended).days)] += Decimal(open_minor)
     out = []
-    labels = ["open", *(label for label, _, _ in AGE_BUCKETS)]
-    for workspace, currency, *amounts in found:
+    for (workspace, currency), row in sorted(figures.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        total = row.pop("total", Decimal(0))
+        # what neither an invoice nor a period holds (a credit note of a voided period not
+        # re-issued yet): not invoiced, so with ``open``
+        row["open"] += total - sum(row.values(), Decimal(0))
         scale = scale_of(currency)
-        row: dict[str, Any] = {"workspace": workspace, "currency": currency}
-        for label, amount in zip(labels, amounts[:-1], strict=True):
-            row[label] = _amount(amount, scale)
-        row["total"] = _amount(amounts[-1], scale)
-        out.append(row)
+        item: dict[str, Any] = {"workspace": workspace, "currency": currency}
+        for label in labels:
+            item[label] = _amount(row[label], scale)
+        item["total"] = _amount(total, scale)
+        out.append(item)
     return out
 
 

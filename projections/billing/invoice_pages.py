@@ -13,6 +13,7 @@ from collections.abc import Collection
 from sqlalchemy import Connection, text
 
 from ledger.errors import Invalid
+from projections.billing.receivables import INVOICE_FIGURES
 from projections.pages import Page, check_limit, decode_cursor, encode_cursor
 
 __all__ = ["INVOICE_STATUSES", "credit_note_page", "invoice_page"]
@@ -40,15 +41,19 @@ def invoice_page(
         dict(r)
         for r in conn.execute(
             text(
-                "SELECT invoice_id, workspace, period, status, currency, total_minor, "
-                "credited_minor, line_count, issued_at, recorded_at FROM billing_invoices "
-                "WHERE (CAST(:w AS text) IS NULL OR workspace = :w) "
-                "AND (CAST(:p AS text) IS NULL OR period = :p) "
-                "AND (CAST(:s AS text) IS NULL OR status = :s) "
-                "AND (CAST(:scope AS text[]) IS NULL OR workspace = ANY(CAST(:scope AS text[]))) "
-                "AND (CAST(:ap AS text) IS NULL OR (period, workspace, issued_at, invoice_id) "
+                "SELECT i.invoice_id, i.workspace, i.period, i.status, f.payment_status, "
+                "i.currency, i.total_minor, i.credited_minor, i.paid_minor, i.applied_minor, "
+                "f.open_minor, i.line_count, i.issued_at, i.recorded_at, i.overdue_at "
+                f"FROM billing_invoices i {INVOICE_FIGURES} "
+                "WHERE (CAST(:w AS text) IS NULL OR i.workspace = :w) "
+                "AND (CAST(:p AS text) IS NULL OR i.period = :p) "
+                "AND (CAST(:s AS text) IS NULL OR i.status = :s) "
+                "AND (CAST(:scope AS text[]) IS NULL "
+                " OR i.workspace = ANY(CAST(:scope AS text[]))) "
+                "AND (CAST(:ap AS text) IS NULL "
+                " OR (i.period, i.workspace, i.issued_at, i.invoice_id) "
                 "> (:ap, :aw, CAST(:at AS timestamptz), :ai)) "
-                "ORDER BY period, workspace, issued_at, invoice_id LIMIT :n"
+                "ORDER BY i.period, i.workspace, i.issued_at, i.invoice_id LIMIT :n"
             ),
             {"w": workspace, "p": period, "s": status,
              "scope": None if workspaces is None else sorted(workspaces),

@@ -8,13 +8,14 @@ Reads read the projection as it is.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import text
 
 from ledger.errors import NotFound
 from ledger.store.base import EventStore
+from projections.billing.receivables import INVOICE_FIGURES, invoice_payments
 from projections.billing.reports import invoice_job_costs, invoice_lines
 
 __all__ = ["CREDIT_NOTES_ACCOUNT", "Invoice", "InvoiceDetail", "find_invoice", "invoice_detail"]
@@ -33,6 +34,8 @@ class Invoice:
     total_minor: int
     credited_minor: int
     status: str  # issued | voided
+    open_minor: int = 0  # what its period still owes (docs/finance.md, "Payments and receivables")
+    payment_status: str = "open"  # open | paid | overdue | voided
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class InvoiceDetail:
     header: dict[str, Any]  # every column of billing_invoices
     lines: list[dict[str, Any]]  # each with "jobs": the line's per-job breakdown
     credit_notes: list[dict[str, Any]]
+    payments: list[dict[str, Any]] = field(default_factory=list)
+    credit_applied: list[dict[str, Any]] = field(default_factory=list)
 
 
 def find_invoice(
@@ -53,9 +58,10 @@ def find_invoice(
         conn = uow.connection
         row = conn.execute(
             text(
-                "SELECT invoice_id, workspace, period, currency, total_minor, credited_minor, "
-                "status FROM billing_invoices WHERE invoice_id = :i AND "
-                "(CAST(:scope AS text[]) IS NULL OR workspace = ANY(CAST(:scope AS text[])))"
+                "SELECT i.invoice_id, i.workspace, i.period, i.currency, i.total_minor, "
+                "i.credited_minor, i.status, f.open_minor, f.payment_status "
+                f"FROM billing_invoices i {INVOICE_FIGURES} WHERE i.invoice_id = :i AND "
+                "(CAST(:scope AS text[]) IS NULL OR i.workspace = ANY(CAST(:scope AS text[])))"
             ),
             {"i": invoice_id, "scope": None if workspaces is None else sorted(workspaces)},
         ).first()
@@ -67,18 +73,24 @@ def find_invoice(
 def invoice_detail(
     store: EventStore, invoice_id: str, *, workspaces: Collection[str] | None = None
 ) -> InvoiceDetail:
-    """The invoice header with its lines (each with its jobs) and credit notes (of
+    """The invoice header (with ``open_minor`` and ``payment_status``) with its lines (each
+    with its jobs), credit notes, payments and the credit applied to it (of
     ``workspaces`` only, when given: see :func:`find_invoice`)."""
     find_invoice(store, invoice_id, workspaces=workspaces)
     with store.snapshot() as uow:
         conn = uow.connection
         header = (
             conn.execute(
-                text("SELECT * FROM billing_invoices WHERE invoice_id = :i"), {"i": invoice_id}
+                text(
+                    "SELECT i.*, f.open_minor, f.payment_status "
+                    f"FROM billing_invoices i {INVOICE_FIGURES} WHERE i.invoice_id = :i"
+                ),
+                {"i": invoice_id},
             )
             .mappings()
             .one()
         )
+        received = invoice_payments(conn, invoice_id)
         lines = invoice_lines(conn, invoice_id)
         jobs = invoice_job_costs(conn, invoice_id)
         notes = [
@@ -94,4 +106,10 @@ def invoice_detail(
     for line in lines:
         line["jobs"] = jobs.get(line["line_no"], [])
     # position is the projection's bookkeeping, not part of the invoice
-    return InvoiceDetail({k: v for k, v in header.items() if k != "position"}, lines, notes)
+    return InvoiceDetail(
+        {k: v for k, v in header.items() if k != "position"},
+        lines,
+        notes,
+        received["payments"],
+        received["credit_applied"],
+    )

@@ -26,9 +26,12 @@ from sqlalchemy import Connection, Table, text
 
 from ledger.catalogue import decode
 from ledger.events import (
+    CreditApplied,
     CreditNoteIssued,
     InvoiceIssued,
+    InvoiceOverdue,
     InvoiceVoided,
+    PaymentRecorded,
     PriceBookPublished,
     SpotPriceChanged,
 )
@@ -39,11 +42,13 @@ from projections.base import Projection
 from projections.billing.spillover import spilled
 from projections.billing.tables import (
     billing_cost_monthly,
+    billing_credit_applications,
     billing_credit_notes,
     billing_invoice_lines,
     billing_invoices,
     billing_line_totals,
     billing_occupancies,
+    billing_payments,
     billing_postings,
     billing_prices,
     billing_quota_groups,
@@ -73,6 +78,9 @@ class _Page:
     invoice_lines: list[dict[str, Any]] = field(default_factory=list)
     voids: list[dict[str, Any]] = field(default_factory=list)
     credits: list[dict[str, Any]] = field(default_factory=list)
+    payments: list[dict[str, Any]] = field(default_factory=list)
+    applications: list[dict[str, Any]] = field(default_factory=list)
+    overdue: list[dict[str, Any]] = field(default_factory=list)
     # workspace -> (quota, position): bindings known so far; loaded on first need
     bindings: dict[str, tuple[str | None, int]] | None = None
     bound: dict[str, tuple[str | None, int]] = field(default_factory=dict)  # changed here
@@ -107,6 +115,8 @@ class BillingProjection(Projection):
         billing_workspace_quotas,
         billing_quota_groups,
         billing_workloads,
+        billing_payments,
+        billing_credit_applications,
     )
     event_types = frozenset(
         {
@@ -123,6 +133,9 @@ class BillingProjection(Projection):
             "InvoiceIssued",
             "InvoiceVoided",
             "CreditNoteIssued",
+            "PaymentRecorded",
+            "CreditApplied",
+            "InvoiceOverdue",
         }
     )
 
@@ -169,6 +182,8 @@ class BillingProjection(Projection):
                             "recorded_at": record.recorded_at,
                         }
                     )
+                elif isinstance(data, PaymentRecorded | CreditApplied | InvoiceOverdue):
+                    _fold_receipt(page, record, data)
         _write(conn, page)
 
 
@@ -471,6 +486,45 @@ def _fold_invoice(page: _Page, record: RecordedEvent, d: InvoiceIssued) -> None:
         )
 
 
+def _fold_receipt(
+    page: _Page, record: RecordedEvent, d: PaymentRecorded | CreditApplied | InvoiceOverdue
+) -> None:
+    """Payments, credit applied and overdue marks: rows, and the invoice's figures."""
+    if isinstance(d, PaymentRecorded):
+        page.payments.append(
+            {
+                "payment_id": d.payment_id,
+                "invoice_id": d.invoice_id,
+                "workspace": d.workspace,
+                "amount_minor": d.amount_minor,
+                "applied_minor": d.applied_minor,
+                "excess_minor": d.excess_minor,
+                "currency": d.currency,
+                "reference": d.reference,
+                "received_at": d.received_at,
+                "source": record.source,
+                "position": record.position,
+                "recorded_at": record.recorded_at,
+            }
+        )
+    elif isinstance(d, CreditApplied):
+        page.applications.append(
+            {
+                "application_id": d.application_id,
+                "invoice_id": d.invoice_id,
+                "from_invoice_id": d.from_invoice_id,
+                "payment_id": d.payment_id,
+                "workspace": d.workspace,
+                "amount_minor": d.amount_minor,
+                "currency": d.currency,
+                "occurred_at": record.occurred_at,
+                "position": record.position,
+            }
+        )
+    else:
+        page.overdue.append({"invoice_id": d.invoice_id, "at": record.occurred_at})
+
+
 # --- writing ---------------------------------------------------------------------
 
 _OCC_START = (
@@ -633,6 +687,58 @@ def _write(conn: Connection, page: _Page) -> None:
             ),
             page.credits,
         )
+    _write_receipts(conn, page)
+
+
+def _write_receipts(conn: Connection, page: _Page) -> None:
+    """Payments and applications once each (a row already there was counted already)."""
+    if page.payments:
+        fresh = _inserted(conn, "billing_payments", "payment_id", page.payments)
+        if fresh:
+            conn.execute(
+                text(
+                    "UPDATE billing_invoices SET paid_minor = paid_minor + :applied_minor "
+                    "WHERE invoice_id = :invoice_id"
+                ),
+                fresh,
+            )
+    if page.applications:
+        fresh = _inserted(conn, "billing_credit_applications", "application_id", page.applications)
+        if fresh:
+            conn.execute(
+                text(
+                    "UPDATE billing_invoices SET applied_minor = applied_minor + :amount_minor "
+                    "WHERE invoice_id = :invoice_id"
+                ),
+                fresh,
+            )
+    if page.overdue:
+        conn.execute(
+            text(
+                "UPDATE billing_invoices SET overdue_at = :at "
+                "WHERE invoice_id = :invoice_id AND overdue_at IS NULL"
+            ),
+            page.overdue,
+        )
+
+
+def _inserted(
+    conn: Connection, table: str, key: str, rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Insert ``rows`` (ON CONFLICT DO NOTHING); the ones that were new."""
+    cols = list(rows[0])
+    fresh = []
+    for row in rows:
+        done = conn.execute(
+            text(
+                f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+                f"({', '.join(':' + c for c in cols)}) ON CONFLICT DO NOTHING RETURNING {key}"
+            ),
+            row,
+        ).first()
+        if done is not None:
+            fresh.append(row)
+    return fresh
 
 
 def catch_up_on(uow: UnitOfWork, *, page_size: int = 5000) -> int:

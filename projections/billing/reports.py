@@ -322,10 +322,13 @@ def cost_report(
     source: Source = "auto",
     net_credits: bool = False,
     only: Only | None = None,
+    billed_months: bool = True,
 ) -> list[dict[str, Any]]:
     """Rows of the group keys + ``cost_minor`` (and at full precision) and ``currency``;
     ``net_credits``: also ``credited_minor`` and ``net_minor`` (see :func:`_net_of_credits`);
-    ``only``: just the groups it names (their rows are the same as in the whole report)."""
+    ``only``: just the groups it names (their rows are the same as in the whole report);
+    ``billed_months``: a workspace x month that was billed shows, at 0.00 if it nets to
+    zero (:func:`_with_billed_months`; a ranking of the costliest leaves them out)."""
     ledger = uses_ledger(group_by, window, source)
     if net_credits and not set(group_by) <= CREDIT_KEYS:
         raise Invalid(
@@ -336,11 +339,72 @@ def cost_report(
         rows = _ledger_cost(conn, group_by, window, only)
     else:
         rows = _rated_cost(conn, group_by, window, only)
+    if billed_months:
+        rows = _with_billed_months(conn, rows, group_by, window, only)
     return _net_of_credits(conn, rows, group_by, window) if net_credits else rows
 
 
 #: The keys a credit note can be attributed to: its invoice's workspace and period.
 CREDIT_KEYS = frozenset({"workspace", "month"})
+
+
+def _with_billed_months(
+    conn: Connection,
+    rows: list[dict[str, Any]],
+    group_by: Sequence[str],
+    window: ReportWindow,
+    only: Only | None,
+) -> list[dict[str, Any]]:
+    """``rows`` and a 0.00 row for each workspace x month (on those keys only) of the
+    window that has an issued invoice or postings but no row: a month whose charges net to
+    zero (bought and refunded, rounded to nothing) was billed, and a report that leaves
+    it out reads as if it never was."""
+    if not group_by or not set(group_by) <= CREDIT_KEYS:
+        return rows
+    params: dict[str, Any] = {"workspaces": _scope(window), "as_of": window.as_of}
+    months = ""
+    if window.start is not None:
+        months += " AND {m} >= :pf"
+        params["pf"] = window.start.astimezone(UTC).strftime("%Y-%m")
+    if window.end is not None:  # the month the window's last instant is in
+        months += " AND {m} <= :pt"
+        params["pt"] = (window.end.astimezone(UTC) - timedelta(microseconds=1)).strftime("%Y-%m")
+    scoped = "(CAST(:workspaces AS text[]) IS NULL OR workspace = ANY(:workspaces))"
+    recorded = "(CAST(:as_of AS timestamptz) IS NULL OR recorded_at <= :as_of)"
+    # usage per month from the monthly aggregate (or, as of a store time, the transactions
+    # recorded by then); charges and roundings (no usage month) by their billing period
+    usage = (
+        "SELECT workspace, usage_period, currency FROM billing_transactions "
+        f"WHERE usage_period IS NOT NULL AND {recorded}"
+        if window.as_of is not None
+        else "SELECT workspace, usage_period, currency FROM billing_cost_monthly WHERE TRUE"
+    )
+    billed = conn.execute(
+        text(
+            f"SELECT workspace, period, currency FROM billing_invoices "
+            f"WHERE status = 'issued' AND {scoped} AND {recorded}{months.format(m='period')}"
+            f" UNION {usage} AND {scoped}{months.format(m='usage_period')}"
+            " UNION SELECT workspace, period, currency FROM billing_transactions "
+            "WHERE usage_period IS NULL AND period IS NOT NULL AND workspace IS NOT NULL "
+            f"AND currency IS NOT NULL AND {scoped} AND {recorded}{months.format(m='period')}"
+        ),
+        params,
+    ).all()
+    shown = {(*(row[k] for k in group_by), row["currency"]) for row in rows}
+    added: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for workspace, month, currency in billed:
+        keys = {k: {"workspace": workspace, "month": month}[k] for k in group_by}
+        key = (*keys.values(), currency)
+        if key in shown or key in added:
+            continue
+        if only is not None and only[0] in keys and keys[only[0]] not in only[1]:
+            continue
+        added[key] = cost_row(keys, Decimal(0), currency)
+    if not added:
+        return rows
+    merged = {(*(row[k] for k in group_by), row["currency"]): row for row in rows}
+    merged.update(added)
+    return [merged[key] for key in sorted(merged, key=_sort_key)]
 
 
 def _net_of_credits(

@@ -30,11 +30,13 @@ from ledger.store.schema import metadata
 
 __all__ = [
     "billing_cost_monthly",
+    "billing_credit_applications",
     "billing_credit_notes",
     "billing_invoice_lines",
     "billing_invoices",
     "billing_line_totals",
     "billing_occupancies",
+    "billing_payments",
     "billing_postings",
     "billing_prices",
     "billing_quota_groups",
@@ -203,6 +205,11 @@ billing_invoices = Table(
     Column("credited_minor", BigInteger, nullable=False, server_default=text("0")),
     Column("position", BigInteger, nullable=False),
     Column("recorded_at", _TS, nullable=False),
+    # migration 0027: what its payments settled, the credit applied to it, and when
+    # InvoiceOverdue said it was overdue (docs/finance.md, "Payments and receivables")
+    Column("paid_minor", BigInteger, nullable=False, server_default=text("0")),
+    Column("applied_minor", BigInteger, nullable=False, server_default=text("0")),
+    Column("overdue_at", _TS),
     Index("billing_invoices_workspace_period", "workspace", "period"),
 )
 
@@ -235,6 +242,44 @@ billing_credit_notes = Table(
     Column("position", BigInteger, nullable=False),
     Column("recorded_at", _TS, nullable=False),
     Index("billing_credit_notes_invoice", "invoice_id"),
+)
+
+#: Payments received against invoices (PaymentRecorded, migration 0027): the applied part
+#: settled the invoice, the excess went to the workspace's credit balance.
+billing_payments = Table(
+    "billing_payments",
+    metadata,
+    Column("payment_id", Text, primary_key=True),
+    Column("invoice_id", Text, nullable=False),
+    Column("workspace", Text, nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("applied_minor", BigInteger, nullable=False),
+    Column("excess_minor", BigInteger, nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("reference", Text, nullable=False),
+    Column("received_at", _TS, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("recorded_at", _TS, nullable=False),
+    Index("billing_payments_invoice", "invoice_id"),
+    Index("billing_payments_workspace", "workspace", "position"),
+)
+
+#: Credit balances applied to later invoices (CreditApplied, migration 0027).
+billing_credit_applications = Table(
+    "billing_credit_applications",
+    metadata,
+    Column("application_id", Text, primary_key=True),
+    Column("invoice_id", Text, nullable=False),
+    Column("from_invoice_id", Text, nullable=False),
+    Column("payment_id", Text, nullable=False),
+    Column("workspace", Text, nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("occurred_at", _TS, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Index("billing_credit_applications_invoice", "invoice_id"),
+    Index("billing_credit_applications_payment", "payment_id"),
 )
 
 #: Workspace -> quota bindings (WorkspaceBound) as of the events folded so far.

@@ -86,7 +86,9 @@ def _ledger_top(conn: Connection, by: str, window: ReportWindow, n: int) -> Cost
 
 
 def _rated_top(conn: Connection, by: str, window: ReportWindow, n: int) -> CostTop:
-    rows = cost_report(conn, (by,), window, source="rated")
+    # the costliest groups: a billed month that cost nothing is no group of it, as on the
+    # ledger's side
+    rows = cost_report(conn, (by,), window, source="rated", billed_months=False)
     currencies = sorted({r["currency"] for r in rows})
     _one_currency(len(currencies))
     precise = sum(precise_from_decimal(r["cost_minor_precise"]) for r in rows)

@@ -26,6 +26,9 @@ SUBSCRIPTION_TYPES = (
     "SubscriptionRenewalFailed",
     "SubscriptionCancelled",
     "SubscriptionExpired",
+    "SubscriptionNodesAdded",
+    "SubscriptionNodesChangeScheduled",
+    "SubscriptionSpecChanged",
 )
 
 

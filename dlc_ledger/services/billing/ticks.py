@@ -31,11 +31,19 @@ def tick(
     grace: timedelta = DEFAULT_GRACE,
     accrual_step: timedelta = DEFAULT_ACCRUAL_STEP,
     periods: PeriodFn | None = None,
+    due_days: int | None = None,
 ) -> TickResult:
     """One billing tick at cluster instant ``now`` (:func:`processes.tick.billing_tick`:
     the subscriptions' renewals, expiries and recognition due, then rating and closing),
     then every read model to the head: a write use case, so the reads after it are
     current."""
-    result = billing_tick(store, now, grace=grace, accrual_step=accrual_step, periods=periods)
+    result = billing_tick(
+        store,
+        now,
+        grace=grace,
+        accrual_step=accrual_step,
+        periods=periods,
+        due_days=due_days,
+    )
     catch_up_all(store)
     return result

@@ -52,7 +52,7 @@ def resource_groups(store: EventStore, at: datetime) -> list[ResourceGroup]:
             ResourceGroup(
                 group=name,
                 spec=mine[0].spec if mine else None,
-                subscribed_nodes=sum(s.nodes for s in mine if s.schedulable_at(at)),
+                subscribed_nodes=sum(s.nodes_at(at) for s in mine),
                 delivered_nodes=delivered.get(name, 0),
                 capacity=capacity.get(name, {}),
                 quotas=tuple(sorted(q for q, groups in drawn.items() if name in groups)),

@@ -44,7 +44,7 @@ from ledger.subscriptions import (
     charge_transaction,
     deferred_account,
     fold_subscriptions,
-    refund_for,
+    refund_of,
     refund_transaction,
 )
 from ledger.subscriptions.orders import order_term
@@ -141,7 +141,7 @@ def _purchase_of(sub: Subscription) -> SubscriptionPurchased:
         subscription_id=sub.subscription_id,
         group=sub.group,
         spec=sub.spec,
-        nodes=sub.nodes,
+        nodes=sub.nodes_of(1),  # as purchased (changes since are events of their own)
         workspace=sub.workspace,
         auto_renew=sub.auto_renew,
         currency=sub.currency,
@@ -297,7 +297,7 @@ def _same_order(existing: Subscription, event: SubscriptionPurchased, start_give
     had = (
         existing.group,
         existing.spec,
-        existing.nodes,
+        existing.nodes_of(1),
         existing.terms[0].unit,
         existing.workspace,
     )
@@ -417,20 +417,14 @@ def _cancel(
     if running is None:  # not started yet: nothing ran, so it ends now
         immediately = True
     if immediately:
-        refund = refund_for(
-            sub.terms,
-            sub.nodes,
-            now,
-            sub.scale,
-            no_reason_available=_no_reason_available(subs, sub.workspace, now),
+        refund = refund_of(
+            sub, now, no_reason_available=_no_reason_available(subs, sub.workspace, now)
         )
         effective = now
     else:
         assert running is not None
         effective = running.ends_at
-        refund = refund_for(
-            sub.terms, sub.nodes, now, sub.scale, no_reason_available=False, from_term_end=effective
-        )
+        refund = refund_of(sub, now, no_reason_available=False, from_term_end=effective)
     event = SubscriptionCancelled(
         subscription_id=subscription_id,
         mode="immediately" if immediately else "end-of-term",
@@ -462,12 +456,12 @@ def _cancel(
 def subscription_row(sub: Subscription, at: datetime) -> dict[str, Any]:
     """One subscription as a flat row (CLI tables, CSV and the API), as of ``at``."""
     term = sub.term_at(at) or sub.last_term
-    paid = sum(t.amount_minor for t in sub.terms)
+    paid = sum(part.amount_minor for part, _, _ in sub.parts())  # nodes added too
     return {
         "subscription_id": sub.subscription_id,
         "group": sub.group,
         "spec": sub.spec,
-        "nodes": sub.nodes,
+        "nodes": sub.nodes_at(at) or sub.nodes,  # changes count from their instant
         "workspace": sub.workspace,
         "term": term.unit,
         "status": sub.status(at),
@@ -488,6 +482,7 @@ def term_rows(sub: Subscription) -> list[dict[str, Any]]:
         {
             "term": t.term,
             "unit": t.unit,
+            "nodes": sub.nodes_of(t.term),
             "starts_at": format_timestamp(t.starts_at),
             "ends_at": format_timestamp(t.ends_at),
             "ordered_at": format_timestamp(t.ordered_at),

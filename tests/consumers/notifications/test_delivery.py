@@ -342,3 +342,37 @@ def test_two_rules_matching_one_fact_queue_one_notification_each(
     ids = {receiver.received[0].headers["webhook-id"], second.received[0].headers["webhook-id"]}
     assert len(ids) == 2
     assert sorted(r["rule"] for r in delivery_rows(store)) == ["ws-a/failures", "ws-a/failures-too"]
+
+
+def test_a_rule_on_invoice_overdue_hears_of_an_unpaid_invoice_once(
+    store: PostgresEventStore, receiver: Receiver
+) -> None:
+    from dlc_ledger.services.billing import publish_price_book, tick
+    from tests.support.billing import demo_book, ended, started
+
+    _setup(store)
+    apply_rules_file(
+        store,
+        f"""
+rules:
+  - name: unpaid
+    workspace: ws-a
+    events: [InvoiceOverdue]
+    target: {{webhook: "{receiver.url}", secret_env: LS_HOOK}}
+""",
+        principal="test",
+        at=datetime(2026, 11, 1, tzinfo=UTC),  # in force when the invoice falls due
+    )
+    publish_price_book(store, demo_book(), at=T0 - timedelta(days=90))
+    start = datetime(2026, 11, 5, tzinfo=UTC)
+    store.append([started("a", start), ended("a", start + timedelta(hours=10))])
+    (invoice,) = tick(store, datetime(2026, 12, 2, tzinfo=UTC), due_days=30).invoices
+    assert _until_idle(store) == 0  # issued, not overdue yet
+    assert tick(store, T0, due_days=30).overdue == (invoice,)  # 2027-01-01 was its due day
+    tick(store, T0 + timedelta(days=1), due_days=30)
+    assert _until_idle(store) == 1
+    (hit,) = receiver.received
+    body = Webhook(SECRET).verify(hit.body, hit.headers)
+    assert body["type"] == "invoice.overdue"
+    assert (body["data"]["invoice_id"], body["data"]["open_minor"]) == (invoice, 2400)
+    assert body["data"]["workspace"] == "ws-a"

@@ -17,6 +17,7 @@ from sqlalchemy import text
 
 from consumers.notifications.matcher import match
 from dlc_ledger.services.access import create_token
+from dlc_ledger.services.billing import record_payment
 from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.notifications import set_rule
 from dlc_ledger.services.subscriptions import purchase
@@ -38,11 +39,13 @@ BOOKKEEPERS = {"admin", "finance", "auditor"}
 ROLE_LIMITED = {
     "/v1/chain/verify": {"admin", "auditor"},
     "/v1/ledger/balance": BOOKKEEPERS,
+    "/v1/ledger/export": BOOKKEEPERS,
     "/v1/subscriptions": BOOKKEEPERS,
     "/v1/subscriptions/{subscription_id}": BOOKKEEPERS,
     "/v1/resource-groups": BOOKKEEPERS,
     "/v1/resource-groups/{group}": BOOKKEEPERS,
     "/v1/subscription-utilisation": BOOKKEEPERS,
+    "/v1/payments": BOOKKEEPERS,
     "/metrics": {"admin", "metrics"},
 }
 #: the process's own figures: which names they hold depends on what else ran in the process
@@ -52,14 +55,20 @@ PROCESS_WIDE = {"/metrics"}
 #: subscriptions and who pays them); the others hold none (a resource group names no payer)
 ALL_WORKSPACES = {
     "/v1/ledger/balance",
+    "/v1/ledger/export",
     "/v1/subscriptions",
     "/v1/subscriptions/{subscription_id}",
+    "/v1/payments",
 }
 #: every documented write, by path and method: the roles it is for (403 for the others)
 WRITE_ROLES = {
     ("/v1/subscriptions", "post"): {"admin", "finance"},
+    ("/v1/payments", "post"): {"admin", "finance"},
     ("/v1/subscriptions/{subscription_id}/renew", "post"): {"admin", "finance"},
     ("/v1/subscriptions/{subscription_id}/cancel", "post"): {"admin", "finance"},
+    ("/v1/subscriptions/{subscription_id}/nodes", "post"): {"admin", "finance"},
+    ("/v1/subscriptions/{subscription_id}/changes", "post"): {"admin", "finance"},
+    ("/v1/subscriptions/{subscription_id}/spec", "post"): {"admin", "finance"},
     # a workspace's rules: an admin, or a token of that workspace (the writes ask for B's)
     ("/v1/notifications/rules/{workspace}/{name}", "put"): {"admin", "workspace:ws-b"},
     ("/v1/notifications/rules/{workspace}/{name}", "delete"): {"admin", "workspace:ws-b"},
@@ -139,6 +148,8 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
         invoice = conn.execute(
             text("SELECT invoice_id FROM billing_invoices WHERE workspace = 'ws-b'")
         ).scalar_one()
+    # B's payment: what /v1/payments lists
+    record_payment(store, invoice, "0.01", EPOCH + timedelta(days=40), "b-pay", principal="t")
     return {
         "/v1/whoami": ["/v1/whoami"],
         "/v1/jobs": ["/v1/jobs", "/v1/jobs?workspace=ws-b", "/v1/jobs?status=Running"],
@@ -195,6 +206,10 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
         "/v1/inventory": ["/v1/inventory", "/v1/inventory?group_by=node&format=csv"],
         "/v1/chain/verify": ["/v1/chain/verify"],
         "/v1/ledger/balance": ["/v1/ledger/balance", "/v1/ledger/balance?at=2026-12-15T00:00:00Z"],
+        "/v1/ledger/export": [
+            "/v1/ledger/export?period=2026-11",
+            "/v1/ledger/export?period=2026-11&format=csv",
+        ],
         "/v1/notifications/rules": [
             "/v1/notifications/rules",
             "/v1/notifications/rules?workspace=ws-b&format=csv",
@@ -221,11 +236,15 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
             "/v1/subscription-utilisation?group_by=workspace",
             "/v1/subscription-utilisation?from=2026-11-01T00:00:00Z&format=csv",
         ],
+        "/v1/payments": [
+            "/v1/payments",
+            f"/v1/payments?invoice={invoice}&format=csv",
+        ],
         "/metrics": ["/metrics"],
     }
 
 
-def _b_writes(sub_id: str) -> dict[tuple[str, str], list[Write]]:
+def _b_writes(sub_id: str, invoice: str) -> dict[tuple[str, str], list[Write]]:
     """Per documented write, dry runs that address workspace B's subscription (an
     allowed role's answer names B; nothing is appended, so every role asks the same)."""
     now = "2026-11-20T00:00:00Z"
@@ -239,6 +258,18 @@ def _b_writes(sub_id: str) -> dict[tuple[str, str], list[Write]]:
         ("/v1/subscriptions/{subscription_id}/renew", "post"): [
             (f"/v1/subscriptions/{sub_id}/renew", {"at": now, "dry_run": True}),
         ],
+        ("/v1/payments", "post"): [
+            (
+                "/v1/payments",
+                {
+                    "invoice_id": invoice,
+                    "amount": "1.00",
+                    "at": now,
+                    "reference": "matrix-b",
+                    "dry_run": True,
+                },
+            ),
+        ],
         ("/v1/notifications/rules/{workspace}/{name}", "put"): [
             ("/v1/notifications/rules/ws-b/b-rule-2?dry_run=true", B_RULE),
             ("/v1/notifications/rules/ws-b/b-rule?dry_run=true", {**B_RULE, "enabled": False}),
@@ -251,6 +282,27 @@ def _b_writes(sub_id: str) -> dict[tuple[str, str], list[Write]]:
         ],
         ("/v1/notifications/secrets/{workspace}/{variable}", "delete"): [
             ("/v1/notifications/secrets/ws-b/B_HOOK?dry_run=true", {}),
+        ],
+        ("/v1/subscriptions/{subscription_id}/nodes", "post"): [
+            (
+                f"/v1/subscriptions/{sub_id}/nodes",
+                {"nodes": 1, "key": "matrix", "at": now, "dry_run": True},
+            ),
+        ],
+        ("/v1/subscriptions/{subscription_id}/changes", "post"): [
+            (f"/v1/subscriptions/{sub_id}/changes", {"nodes": 2, "at": now, "dry_run": True}),
+        ],
+        ("/v1/subscriptions/{subscription_id}/spec", "post"): [
+            (
+                f"/v1/subscriptions/{sub_id}/spec",
+                {
+                    "spec": "ml.t4.2xlarge",
+                    "group": "gpu-t4-matrix",
+                    "key": "matrix",
+                    "at": now,
+                    "dry_run": True,
+                },
+            ),
         ],
         ("/v1/subscriptions/{subscription_id}/cancel", "post"): [
             (f"/v1/subscriptions/{sub_id}/cancel", {"at": now, "dry_run": True}),
@@ -275,7 +327,8 @@ def b_writes(
     b_urls: dict[str, list[str]], store: PostgresEventStore
 ) -> dict[tuple[str, str], list[Write]]:
     (sub_url,) = b_urls["/v1/subscriptions/{subscription_id}"]
-    writes = _b_writes(sub_url.rsplit("/", 1)[1])
+    (invoice_url, _) = b_urls["/v1/invoices/{invoice_id}"]
+    writes = _b_writes(sub_url.rsplit("/", 1)[1], invoice_url.rsplit("/", 1)[1])
     documented = {
         (path, method)
         for path, operations in DOCUMENT["paths"].items()

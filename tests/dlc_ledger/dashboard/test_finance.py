@@ -205,9 +205,14 @@ def test_invoices_lines_credit_notes_and_voids(watched: Watched, served: Served)
     settled(page, "invoices")
     invoices, _ = every(served, "v1/invoices", {"limit": 100})
     rows = table_rows(page, "#invoices tbody tr")
-    assert [(r["cells"]["status"], r["cells"]["total"], r["cells"]["credited"]) for r in rows] == [
-        (i["status"], i["total_display"], i["credited_display"]) for i in invoices
-    ]
+    keys = ("status", "total", "credited", "paid", "open")
+    shown = [tuple(r["cells"][k] for k in keys) for r in rows]
+    assert shown == [
+        (i["payment_status"], i["total_display"], i["credited_display"], i["paid_display"],
+         i["open_display"])
+        for i in invoices
+    ]  # fmt: skip
+    assert {i["payment_status"] for i in invoices} >= {"overdue", "voided"}
     shot(page, "invoices")
     # the filters are the API's
     page.select_option("#i-status", "voided")
@@ -244,6 +249,16 @@ def test_invoices_lines_credit_notes_and_voids(watched: Watched, served: Served)
     assert [(n["cells"]["amount"], n["cells"]["reason"]) for n in notes] == [
         (c["amount_display"], c["reason"]) for c in detail["credit_notes"]
     ]
+    # its partial payment, what is still open, and that it is overdue
+    for key, field in (("paid", "paid_display"), ("open", "open_display")):
+        expect(page.locator(f'#invoice-facts [data-key="{key}"]')).to_have_text(detail[field])
+    expect(page.locator('#invoice-facts [data-key="status"]')).to_have_text("overdue")
+    expect(page.locator("#overdue")).to_contain_text(detail["open_display"])
+    (paid,) = table_rows(page, "#payments tbody tr")
+    assert (paid["cells"]["reference"], paid["cells"]["amount"]) == (
+        "dashboard-wire",
+        detail["payments"][0]["amount_display"],
+    )
     assert all(INSTANT.match(t) for t in texts(page, "main time"))
     shot(page, "invoice")
     stayed_clean(watched, served)

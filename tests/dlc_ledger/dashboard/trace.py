@@ -16,7 +16,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 from consumers.projector import Projector
-from dlc_ledger.services.billing import issue_credit_note, tick, void_invoice
+from dlc_ledger.services.billing import issue_credit_note, record_payment, tick, void_invoice
 from dlc_ledger.services.budgets import apply_budget_file
 from dlc_ledger.services.clocks import observed_cluster_time
 from dlc_ledger.wiring.replay import ReplaySummary, run_replay
@@ -24,6 +24,7 @@ from kubesim.clock import DEFAULT_EPOCH
 from kubesim.traces import OPENB_PODS_CSV
 from ledger.events import JobQueued, JobSubmitted, ReplicaSpec
 from ledger.store.postgres import PostgresEventStore
+from processes.billing import mark_overdue
 from projections.billing.invoice_pages import invoice_page
 from projections.dispatch.estimates import projected_now
 from projections.registry import all_projections
@@ -104,11 +105,18 @@ def _first_invoices(store: PostgresEventStore) -> tuple[str, str]:
 
 
 def _finance(store: PostgresEventStore) -> None:
-    """Budgets in force from the slice's start, a voided invoice and a credit note."""
+    """Budgets in force from the slice's start, a voided invoice, a credit note, a payment
+    and the overdue invoices."""
     apply_budget_file(store, BUDGETS, principal="test/dashboard", at=DEFAULT_EPOCH)
     credited, voided = _first_invoices(store)
     void_invoice(store, voided, "dashboard test", principal="test/dashboard")
     issue_credit_note(store, credited, "12.34", "dashboard test", principal="test/dashboard")
+    # a partial payment, then every invoice still open past its (zero) due days is overdue
+    end = observed_cluster_time(store)
+    assert end is not None
+    record_payment(store, credited, "1.00", end, "dashboard-wire", principal="test/dashboard")
+    mark_overdue(store, end, due_days=0)
+    Projector(store, all_projections()).catch_up()
 
 
 def replay_slice(store: PostgresEventStore, bootstrap: str, work: Path) -> ReplaySummary:
