@@ -15,7 +15,7 @@ events yields the same ids and the store's idempotency collapses duplicates.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from ledger.envelopes import Envelope, make_envelope
@@ -276,7 +276,15 @@ def transaction_envelope(
 ) -> Envelope:
     """The event carrying ``txn``: stream ``account/receivable/<workspace>`` (or its first
     posting's account when it has no usage), event id derived from the transaction id, so a
-    transaction posted twice is one event."""
+    transaction posted twice is one event.
+
+    A transaction moved out of a locked period (``service_period``: :mod:`ledger.periods`)
+    occurs no earlier than just after its open period begins: a closed month's trial
+    balance and journal (both by ``occurred_at``) never change after its close."""
+    if txn.service_period is not None and txn.period is not None:
+        year, month = (int(part) for part in txn.period.split("-"))
+        opens = datetime(year, month, 1, tzinfo=UTC) + timedelta(microseconds=1)
+        at = max(at, opens)
     workspace = txn.usage.workspace if txn.usage is not None else None
     account = receivable_account(workspace) if workspace else txn.postings[0].account
     return make_envelope(

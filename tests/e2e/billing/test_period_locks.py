@@ -37,8 +37,11 @@ def test_a_back_dated_purchase_into_an_invoiced_month_is_invoiced(
     assert "issued 1 invoices" in cli(
         "billing", "run", "--until", "2027-11-03T00:00:00Z", "--force"
     )
+    october = cli("ledger", "export", "--period", "2027-10", "--format", "csv")
     _buy(cli, "2027-10-20T00:00:00Z", "i2")
     cli("billing", "run", "--until", "2027-11-05T00:00:00Z", "--force")
+    # the closed month's journal (and so its trial balance movements) never changes
+    assert cli("ledger", "export", "--period", "2027-10", "--format", "csv") == october
     # nothing receivable is left off an invoice once its month is closed
     assert "issued 1 invoices" in cli(
         "billing", "run", "--until", "2027-12-03T00:00:00Z", "--force"
