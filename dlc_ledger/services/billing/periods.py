@@ -35,7 +35,9 @@ class MonthClose:
     at: datetime  # the cluster instant it closed at
     closed: bool  # False: it was closed already (nothing appended for the lock)
     workspaces: tuple[str, ...]  # with postings in the month: whose month is locked
-    invoices: tuple[dict[str, str], ...]  # invoice_id, workspace, period of each issued
+    #: invoice_id, workspace, period of each invoice issued (by the tick or the close; a dry
+    #: run: those due before the tick, which may rate more)
+    invoices: tuple[dict[str, str], ...]
     dry_run: bool = False
 
 
@@ -61,11 +63,11 @@ def close_month(
         )
         return MonthClose(period, now, seen.closed, seen.workspaces, due, dry_run=True)
     check_closable(period, now)  # before the tick: a refused close appends nothing
-    tick(store, now)
+    ticked = tick(store, now)  # issues what was due anyway: the close's answer names them too
     done = close_period(store, period, now, source=principal, reason=reason)
     catch_up_all(store)
     with store.reading() as conn:
-        issued = invoice_keys(conn, list(done.invoices))
+        issued = invoice_keys(conn, [*ticked.invoices, *done.invoices])
         workspaces = period_workspaces(conn, period)
     return MonthClose(period, now, done.closed, tuple(workspaces), tuple(issued))
 
