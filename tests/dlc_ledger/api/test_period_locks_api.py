@@ -60,7 +60,7 @@ def test_a_close_through_the_api_locks_the_month(
     head = store.head_position()
     dry = client.post(CLOSE, json={"at": AT, "force": True, "dry_run": True}, headers=finance)
     assert dry.status_code == 200, dry.text
-    preview = without_freshness(dry.json())
+    preview: dict[str, Any] = without_freshness(dry.json())
     assert preview["dry_run"] is True and preview["closed"] is True
     assert (preview["period"], preview["at"], preview["workspaces"]) == ("2027-01", AT, ["ws-a"])
     (due,) = preview["invoices"]
