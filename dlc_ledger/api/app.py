@@ -25,6 +25,7 @@ from dlc_ledger.api import (
     jobs,
     notifications,
     payments,
+    periods,
     quotas,
     reports,
     subscriptions,
@@ -108,6 +109,7 @@ def create_app(
     app.include_router(inventory.router)
     app.include_router(chain.router)
     app.include_router(books.router)
+    app.include_router(periods.router)
     app.include_router(subscriptions.router)
     app.include_router(notifications.router)
     app.include_router(metrics_router)  # a bearer with admin or metrics (docs/metrics.md)

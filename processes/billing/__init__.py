@@ -5,7 +5,14 @@ by hand (:mod:`.locks`), the corrections of an issued invoice, voids and credit 
 invoices (:mod:`.payments`)."""
 
 from processes.billing.corrections import CreditResult, VoidResult, issue_credit_note, void_invoice
-from processes.billing.locks import PeriodClose, close_period
+from processes.billing.locks import (
+    DueInvoice,
+    PeriodClose,
+    PeriodPreview,
+    check_closable,
+    close_period,
+    preview_close,
+)
 from processes.billing.payments import PaymentResult, apply_credits, mark_overdue, record_payment
 from processes.billing.rater import RATER_SOURCE, RateResult, rate
 from processes.billing.ticks import DEFAULT_ACCRUAL_STEP, DEFAULT_GRACE, TickResult, tick
@@ -15,15 +22,19 @@ __all__ = [
     "DEFAULT_GRACE",
     "RATER_SOURCE",
     "CreditResult",
+    "DueInvoice",
     "PaymentResult",
     "PeriodClose",
+    "PeriodPreview",
     "RateResult",
     "TickResult",
     "VoidResult",
     "apply_credits",
+    "check_closable",
     "close_period",
     "issue_credit_note",
     "mark_overdue",
+    "preview_close",
     "rate",
     "record_payment",
     "tick",

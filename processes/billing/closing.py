@@ -39,7 +39,13 @@ from ledger.store.base import EventStore
 from ledger.store.failures import is_poison
 from projections.billing import catch_up_on, closed_periods
 
-__all__ = ["CLOSE_FAILED_SOURCE", "CLOSING_SOURCE", "close_periods", "period_closed"]
+__all__ = [
+    "CLOSE_FAILED_SOURCE",
+    "CLOSING_SOURCE",
+    "close_periods",
+    "due_invoices",
+    "period_closed",
+]
 
 #: The ``source`` of the invoices a period close issues.
 CLOSING_SOURCE = "scheduler"
@@ -59,6 +65,24 @@ def _due(conn: Connection) -> list[tuple[str, str]]:
         )
     ).all()
     return [(str(w), str(p)) for w, p in rows]
+
+
+def due_invoices(
+    conn: Connection,
+    closed: Collection[str],
+    now: datetime,
+    *,
+    grace: timedelta,
+    periods: PeriodFn,
+) -> list[tuple[str, str, int]]:
+    """(workspace, period, revision) of each invoice a close at ``now`` issues: a period
+    with postings and no issued invoice, whose end + ``grace`` has passed or that is
+    ``closed`` (by hand: grace waived). One rule for the close and its dry run."""
+    return [
+        (workspace, period, _revision(conn, workspace, period))
+        for workspace, period in _due(conn)
+        if period in closed or period_end(period, periods) + grace <= now
+    ]
 
 
 def period_closed(period: str, now: datetime, *, source: str, reason: str) -> Envelope:
@@ -149,11 +173,10 @@ def close_periods(
         catch_up_on(uow)
         envelopes: list[Envelope] = []
         closed = closed_periods(uow)
-        for workspace, period in _due(conn):
-            if period_end(period, period_fn) + grace > now and period not in closed:
-                continue  # not due yet, unless closed by hand
+        for workspace, period, revision in due_invoices(
+            conn, closed, now, grace=grace, periods=period_fn
+        ):
             txns = _invoiced_transactions(conn, workspace, period)
-            revision = _revision(conn, workspace, period)
             try:
                 invoice = build_invoice(
                     workspace,

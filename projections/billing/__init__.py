@@ -37,7 +37,13 @@ from projections.billing.invoices import (
     invoice_detail,
 )
 from projections.billing.journal import JOURNAL_COLUMNS, Journal, period_bounds, read_journal
-from projections.billing.locks import closed_periods, period_locks, period_rows
+from projections.billing.locks import (
+    closed_periods,
+    invoice_keys,
+    period_locks,
+    period_rows,
+    period_workspaces,
+)
 from projections.billing.projection import BillingProjection, catch_up_billing, catch_up_on
 from projections.billing.reads import (
     WORKLOAD_OF_OCCUPANCY,
@@ -105,6 +111,7 @@ __all__ = [
     "currency_scales",
     "find_invoice",
     "invoice_detail",
+    "invoice_keys",
     "invoice_lines",
     "invoice_page",
     "invoice_payments",
@@ -120,6 +127,7 @@ __all__ = [
     "period_bounds",
     "period_locks",
     "period_rows",
+    "period_workspaces",
     "read_books",
     "read_journal",
     "replica_billing",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from ledger.catalogue import decode
 from ledger.events import PeriodClosed
@@ -21,7 +21,13 @@ from ledger.rating import PeriodFn
 from ledger.store.base import UnitOfWork
 from projections.billing.projection import catch_up_on
 
-__all__ = ["closed_periods", "period_locks", "period_rows"]
+__all__ = [
+    "closed_periods",
+    "invoice_keys",
+    "period_locks",
+    "period_rows",
+    "period_workspaces",
+]
 
 
 def closed_periods(uow: UnitOfWork) -> dict[str, tuple[datetime, str, str]]:
@@ -78,3 +84,28 @@ def period_rows(uow: UnitOfWork) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def period_workspaces(conn: Connection, period: str) -> list[str]:
+    """The workspaces with postings in ``period`` (whose month a close locks), sorted."""
+    rows = conn.execute(
+        text(
+            "SELECT DISTINCT workspace FROM billing_transactions "
+            "WHERE period = :p AND workspace IS NOT NULL ORDER BY workspace"
+        ),
+        {"p": period},
+    ).scalars()
+    return [str(w) for w in rows]
+
+
+def invoice_keys(conn: Connection, invoice_ids: list[str]) -> list[dict[str, str]]:
+    """``invoice_id``, ``workspace`` and ``period`` of the invoices named, in (period,
+    workspace) order: what a close's answer says it issued."""
+    rows = conn.execute(
+        text(
+            "SELECT invoice_id, workspace, period FROM billing_invoices "
+            "WHERE invoice_id = ANY(:ids) ORDER BY period, workspace, invoice_id"
+        ),
+        {"ids": invoice_ids},
+    ).all()
+    return [{"invoice_id": str(i), "workspace": str(w), "period": str(p)} for i, w, p in rows]

@@ -40,6 +40,7 @@ ROLE_LIMITED = {
     "/v1/chain/verify": {"admin", "auditor"},
     "/v1/ledger/balance": BOOKKEEPERS,
     "/v1/ledger/export": BOOKKEEPERS,
+    "/v1/ledger/periods": BOOKKEEPERS,
     "/v1/subscriptions": BOOKKEEPERS,
     "/v1/subscriptions/{subscription_id}": BOOKKEEPERS,
     "/v1/resource-groups": BOOKKEEPERS,
@@ -64,6 +65,7 @@ ALL_WORKSPACES = {
 WRITE_ROLES = {
     ("/v1/subscriptions", "post"): {"admin", "finance"},
     ("/v1/payments", "post"): {"admin", "finance"},
+    ("/v1/ledger/periods/{period}/close", "post"): {"admin", "finance"},
     ("/v1/subscriptions/{subscription_id}/renew", "post"): {"admin", "finance"},
     ("/v1/subscriptions/{subscription_id}/cancel", "post"): {"admin", "finance"},
     ("/v1/subscriptions/{subscription_id}/nodes", "post"): {"admin", "finance"},
@@ -210,6 +212,7 @@ def _b_urls(store: PostgresEventStore) -> dict[str, list[str]]:
             "/v1/ledger/export?period=2026-11",
             "/v1/ledger/export?period=2026-11&format=csv",
         ],
+        "/v1/ledger/periods": ["/v1/ledger/periods", "/v1/ledger/periods?format=csv"],
         "/v1/notifications/rules": [
             "/v1/notifications/rules",
             "/v1/notifications/rules?workspace=ws-b&format=csv",
@@ -268,6 +271,13 @@ def _b_writes(sub_id: str, invoice: str) -> dict[tuple[str, str], list[Write]]:
                     "reference": "matrix-b",
                     "dry_run": True,
                 },
+            ),
+        ],
+        # the answer names the workspaces whose month the close locks (B's among them)
+        ("/v1/ledger/periods/{period}/close", "post"): [
+            (
+                "/v1/ledger/periods/2026-11/close",
+                {"at": "2026-12-01T00:00:00Z", "force": True, "dry_run": True},
             ),
         ],
         ("/v1/notifications/rules/{workspace}/{name}", "put"): [
