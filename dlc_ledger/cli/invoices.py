@@ -155,6 +155,9 @@ def close_cmd(
     force: bool = typer.Option(
         False, "--force", help="allow an --at beyond the latest cluster time observed"
     ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="say what the close would lock and issue; append nothing"
+    ),
 ) -> None:
     """Close (lock) a month for every workspace after one billing tick, and issue its
     invoices at once: a posting dated into it later is booked into the earliest open month
@@ -162,7 +165,15 @@ def close_cmd(
     store = open_store()
     when = parse_instant(at, option="--at") if at else None
     done = close_month(store, parse_period(period), principal=SOURCE, at=when, force=force,
-                       reason=reason)  # fmt: skip
+                       reason=reason, dry_run=dry_run)  # fmt: skip
+    if dry_run:
+        state = "would close" if done.closed else "is closed already"
+        typer.echo(
+            f"period {done.period} {state} (dry run, nothing appended): "
+            f"{len(done.workspaces)} workspaces posted to it, {len(done.invoices)} invoices due "
+            "before the close's billing run"
+        )
+        return
     state = "closed" if done.closed else "already closed"
     typer.echo(f"period {done.period} {state}; issued {len(done.invoices)} invoices")
 

@@ -138,6 +138,11 @@ def test_a_closed_month_is_locked_for_every_workspace(
                 "--force", ok=False)  # fmt: skip
     assert "a period is closed once it has ended" in error
     assert "is not a period" in cli("billing", "close", "--period", "2027-13", ok=False)
+    head = query(store, "SELECT max(position) FROM events")
+    dry = cli("billing", "close", "--period", "2027-11", "--at", "2027-12-01T00:00:00Z",
+              "--force", "--dry-run")  # fmt: skip
+    assert dry.strip().startswith("period 2027-11 would close (dry run, nothing appended)")
+    assert query(store, "SELECT max(position) FROM events") == head
     out = cli("billing", "close", "--period", "2027-11", "--at", "2027-12-01T00:00:00Z",
               "--force", "--reason", "month-end")  # fmt: skip
     assert out.strip() == "period 2027-11 closed; issued 1 invoices"  # ws-b's
