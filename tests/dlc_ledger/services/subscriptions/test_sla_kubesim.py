@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from kubernetes import client
+from fastapi.testclient import TestClient
+from kubernetes import client as kube
 
 from consumers.watchers.listwatch import NODES
 from consumers.watchers.runner import Watcher
@@ -24,6 +25,7 @@ from kubesim.objects import node_object
 from kubesim.resources import NODES as SIM_NODES
 from ledger.store.postgres import PostgresEventStore
 from tests.dlc_ledger.services.subscriptions.test_sla import sla_book
+from tests.support.api import bearer
 from tests.support.billing import at, query
 from tests.support.watchers import settle, start_watcher
 
@@ -56,7 +58,7 @@ def _stored(store: PostgresEventStore, type_: str) -> list[tuple[str, datetime]]
 
 
 def test_credits_from_watched_cordons_and_removals_equal_undelivered_hours_at_the_price(
-    cluster: KubeSim, store: PostgresEventStore
+    cluster: KubeSim, store: PostgresEventStore, client: TestClient, tokens: dict[str, str]
 ) -> None:
     sim = cluster
     publish_price_book(store, sla_book(), at=at("2026-10-01T00:00"))
@@ -73,8 +75,8 @@ def test_credits_from_watched_cordons_and_removals_equal_undelivered_hours_at_th
             ),
         )
     watcher: Watcher = start_watcher(sim, store.append, store=store, resources=(NODES,))
-    api = client.ApiClient(client.Configuration(host=sim.url))
-    v1 = client.CoreV1Api(api)
+    api = kube.ApiClient(kube.Configuration(host=sim.url))
+    v1 = kube.CoreV1Api(api)
 
     def cordon(name: str, on: bool) -> None:
         # as `kubectl cordon` / `uncordon` do: a patch of spec.unschedulable; the watcher
@@ -161,3 +163,14 @@ def test_credits_from_watched_cordons_and_removals_equal_undelivered_hours_at_th
     assert unit == "node-hour"
     assert sub in description and "n1" in description and "n3" in description
     assert "n2" not in description
+
+    # `subscriptions show` (the API's): the term credited, the same hours and amount
+    response = client.get(
+        f"/v1/subscriptions/{sub}",
+        params={"at": "2027-03-06T00:00:00Z"},
+        headers=bearer(tokens["auditor"]),
+    )
+    assert response.status_code == 200, response.text
+    (term,) = response.json()["terms"]
+    assert term["sla"] == "credited" and term["sla_credit_minor"] == expected
+    assert Decimal(term["undelivered_node_hours"]) == undelivered_hours
