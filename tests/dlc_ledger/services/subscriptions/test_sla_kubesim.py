@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -75,7 +76,7 @@ def test_credits_from_watched_cordons_and_removals_equal_undelivered_hours_at_th
             ),
         )
     watcher: Watcher = start_watcher(sim, store.append, store=store, resources=(NODES,))
-    api = kube.ApiClient(kube.Configuration(host=sim.url))
+    api: Any = kube.ApiClient(kube.Configuration(host=sim.url))  # the client is untyped
     v1 = kube.CoreV1Api(api)
 
     def cordon(name: str, on: bool) -> None:
