@@ -117,6 +117,8 @@ def test_credits_from_watched_cordons_and_removals_equal_undelivered_hours_at_th
     registered = _stored(store, "NodeRegistered")
     cordons = _stored(store, "NodeCordoned")
     removed = _stored(store, "NodeRemoved")
+    sources = query(store, "SELECT DISTINCT source FROM events WHERE type LIKE 'Node%%'")
+    assert [s for (s,) in sources] == ["kube-watcher/test"]  # the watcher's, cluster `test`
     assert registered == [(n, EPOCH) for n in ("n1", "n2", "n3")]
     assert cordons == [
         ("n1", at("2027-01-05T00:00")),
