@@ -45,6 +45,7 @@ __all__ = [
     "SubscriptionPage",
     "SubscriptionSummary",
     "SubscriptionTermRow",
+    "SubscriptionTermSla",
 ]
 
 TermUnit = Literal["month", "year"]
@@ -216,6 +217,22 @@ class SubscriptionTermRow(Strict):
     amount_display: str
 
 
+class SubscriptionTermSla(SubscriptionTermRow):
+    """A term as ``subscriptions show`` lists it: with its SLA credit as of ``at``, the
+    rows of ``report subscriptions --group-by term`` (docs/subscriptions.md, "SLA
+    credits")."""
+
+    sla: Literal["credited", "pending", "none"] = Field(
+        description="credited: booked by ``at``; pending: what it comes to so far (booked "
+        "a grace after the term's service ends); none: its book states no commitment."
+    )
+    undelivered_node_hours: DecimalText = Field(
+        description="Node-hours short beyond the grace, up to ``at`` (or the term's end)."
+    )
+    sla_credit_minor: int | None = Field(description="The credit (null: no commitment).")
+    sla_credit_display: str | None = None
+
+
 class Cancellation(Strict):
     """How a subscription was cancelled and what was refunded (docs/subscriptions.md)."""
 
@@ -276,7 +293,7 @@ class SubscriptionDetail(Strict):
     """One subscription as of ``at``, its terms, and its cancellation (null: none)."""
 
     subscription: SubscriptionSummary
-    terms: list[SubscriptionTermRow]
+    terms: list[SubscriptionTermSla]
     cancellation: Cancellation | None
     changes: list[ChangeRow] = Field(
         default_factory=list, description="Nodes added, counts scheduled, a spec change."

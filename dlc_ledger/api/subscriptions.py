@@ -73,6 +73,7 @@ from dlc_ledger.services.subscriptions import (
     subscription_report,
     subscription_row,
     subscriptions,
+    term_credits,
     term_rows,
 )
 from ledger.canonical import format_timestamp
@@ -218,13 +219,17 @@ def get_subscription(
     request: Request, _principal: Reader, subscription_id: str, at: AtQuery = None
 ) -> dict[str, Any]:
     """``subscriptions show``: the subscription as of ``at``, each term at the price
-    locked when it was ordered, and its cancellation (null: none)."""
+    locked when it was ordered with its SLA credit as of ``at``, and its cancellation
+    (null: none)."""
     store = request.app.state.store
     when = _instant(store, at)
     sub = find_subscription(store, subscription_id)
     document = {
         "subscription": _summary(sub, when),
-        "terms": [money_fields(row, _scale(sub)) for row in term_rows(sub)],
+        "terms": [
+            money_fields(row, _scale(sub))
+            for row in term_rows(sub, term_credits(store, sub.subscription_id, when))
+        ],
         "cancellation": _cancellation(sub),
         "changes": _changes(sub),
         "at": when,

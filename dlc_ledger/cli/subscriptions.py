@@ -30,6 +30,7 @@ from dlc_ledger.services.subscriptions import (
     schedule_subscription_nodes,
     subscription_row,
     subscriptions,
+    term_credits,
     term_rows,
 )
 from dlc_ledger.wiring import context
@@ -191,7 +192,8 @@ def show_command(
     at: Annotated[str | None, typer.Option("--at", help=f"Status as of: {CLUSTER}.")] = None,
     fmt: FormatOption = RowFormat.table,
 ) -> None:
-    """One subscription and its terms (each at the price locked when it was ordered)."""
+    """One subscription and its terms (each at the price locked when it was ordered, with
+    its SLA credit: credited, pending or none, undelivered node-hours, amount)."""
     store, when = _instant(at)
     sub = find_subscription(store, subscription_id)
     with store.reading() as conn:
@@ -206,7 +208,8 @@ def show_command(
     for key, value in with_amounts([row], fmt, scale_of)[0].items():
         typer.echo(f"{key:>16}: {value}")
     typer.echo("")
-    emit_rows(with_amounts(term_rows(sub), fmt, scale_of), fmt)
+    credits = term_credits(store, sub.subscription_id, when)
+    emit_rows(with_amounts(term_rows(sub, credits), fmt, scale_of), fmt)
     changes = change_rows(sub)
     if changes:
         typer.echo("")

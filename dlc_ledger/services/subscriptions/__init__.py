@@ -28,7 +28,7 @@ from dlc_ledger.services.subscriptions.orders import (
     term_rows,
 )
 from dlc_ledger.services.subscriptions.plans import Plan, buy_plan, carve_plan, parse_plan
-from dlc_ledger.services.subscriptions.reports import GROUP_BY, subscription_report
+from dlc_ledger.services.subscriptions.reports import GROUP_BY, subscription_report, term_credits
 from dlc_ledger.services.subscriptions.showback import (
     PREPAID_KEYS,
     add_prepaid,
@@ -65,5 +65,6 @@ __all__ = [
     "subscription_report",
     "subscription_row",
     "subscriptions",
+    "term_credits",
     "term_rows",
 ]

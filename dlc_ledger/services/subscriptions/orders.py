@@ -16,7 +16,7 @@ paying workspace must be one the ledger knows unless ``known_only`` is off
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -476,8 +476,12 @@ def subscription_row(sub: Subscription, at: datetime) -> dict[str, Any]:
     }
 
 
-def term_rows(sub: Subscription) -> list[dict[str, Any]]:
-    """A subscription's terms, each with its locked price and what it cost."""
+def term_rows(
+    sub: Subscription, credits: Mapping[int, Mapping[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """A subscription's terms, each with its locked price and what it cost; with
+    ``credits`` (:func:`~dlc_ledger.services.subscriptions.term_credits`), each term's SLA
+    credit too: status, undelivered node-hours and amount."""
     return [
         {
             "term": t.term,
@@ -489,6 +493,7 @@ def term_rows(sub: Subscription) -> list[dict[str, Any]]:
             "book_id": t.book_id,
             "unit_price": plain_decimal(t.unit_price),
             "amount_minor": t.amount_minor,
+            **(credits.get(t.term, {}) if credits is not None else {}),
             "currency": sub.currency,
         }
         for t in sub.terms

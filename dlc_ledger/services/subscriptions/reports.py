@@ -31,7 +31,7 @@ from processes.subscriptions.sla import assessed_terms, load_deliveries
 from projections.billing import load_schedule
 from projections.subscriptions import gpu_spans, load_specs, load_subscriptions
 
-__all__ = ["GROUP_BY", "subscription_report"]
+__all__ = ["GROUP_BY", "subscription_report", "term_credits"]
 
 GROUP_BY = ("group", "month", "quota", "workspace", "term")
 _GPU_HOUR = Fraction(3_600_000)  # mGPU x seconds
@@ -86,6 +86,44 @@ _NODE_HOUR_US = 3_600_000_000
 
 def _node_hours(node_us: int) -> str:
     return f"{(Decimal(node_us) / _NODE_HOUR_US).quantize(Decimal('0.01'))}"
+
+
+def term_credits(
+    store: EventStore, subscription_id: str, at: datetime
+) -> dict[int, dict[str, Any]]:
+    """Each term's SLA credit of one subscription as of ``at`` (``subscriptions show``):
+    ``sla`` (``credited``, ``pending``: what it comes to so far, ``none``: no commitment),
+    ``undelivered_node_hours`` and ``sla_credit_minor`` (None: no commitment). The same read
+    as ``report subscriptions --group-by term``, over every subscription of the store: the
+    other subscriptions of its group count (the latest purchase is short first). A term
+    not yet served by ``at`` is pending at zero when its book states a commitment."""
+    subs = list(load_subscriptions(store).values())
+    sub = next((s for s in subs if s.subscription_id == subscription_id), None)
+    if sub is None:
+        return {}
+    rows = {
+        r["term"]: r
+        for r in _term_rows(store, subs, sub.starts_at, at)
+        if r["subscription"] == subscription_id
+    }
+    specs = load_specs(store)
+    out: dict[int, dict[str, Any]] = {}
+    for term in sub.terms:
+        row = rows.get(term.term)
+        if row is not None:
+            status, hours, minor = (
+                row["sla"],
+                row["undelivered_node_hours"],
+                row["sla_credit_minor"],
+            )
+        elif specs.sla_of(sub.spec, term.book_id, term.ordered_at) is None:
+            status, hours, minor = "none", _node_hours(0), None
+        elif term.starts_at >= min(term.ends_at, sub.ends_at):
+            status, hours, minor = "none", _node_hours(0), None  # never served: nothing owed
+        else:
+            status, hours, minor = "pending", _node_hours(0), 0
+        out[term.term] = {"sla": status, "undelivered_node_hours": hours, "sla_credit_minor": minor}
+    return out
 
 
 def _term_rows(

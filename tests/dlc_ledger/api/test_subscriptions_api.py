@@ -122,7 +122,9 @@ def test_purchase_then_list_and_show(
     detail = shown.json()
     assert detail["subscription"]["status"] == "expired"  # a month, not renewed
     assert detail["at"] == "2027-03-01T00:00:00Z" and detail["cancellation"] is None
-    assert detail["terms"] == [term]
+    # the order's term, with its SLA credit (the demo book states no commitment)
+    no_sla = {"sla": "none", "undelivered_node_hours": "0.00", "sla_credit_minor": None}
+    assert detail["terms"] == [term | no_sla]
     assert detail["freshness"]["behind"] == 0
 
     groups = client.get(

@@ -388,3 +388,74 @@ def test_a_cancelled_term_is_credited_to_its_cancellation_and_never_beyond_what_
 def test_a_bad_commitment_is_refused_with_its_field_named(sla: str, message: str) -> None:
     with pytest.raises(Invalid, match=re.escape(message)):
         parse_price_book(SLA_BOOK.replace("{grace_minutes: 15}", sla))
+
+
+def test_show_lists_each_terms_sla_credit(
+    store: PostgresEventStore, cli: CliCall, client: TestClient, tokens: dict[str, str]
+) -> None:
+    publish_price_book(store, sla_book(), at=at("2026-10-01T00:00"))
+    sub = _buy(store, 3, "2027-01-01T00:00", "a")
+    _outages(store)
+    # mid-term: pending, what it comes to so far (n1's 10 hours)
+    early = cli("subscriptions", "show", sub, "--at", "2027-01-06T00:00:00Z")
+    (term,) = [line for line in early.splitlines() if line.lstrip().startswith("1 ")]
+    assert "pending" in term and "10.00" in term and "100.00" in term
+    tick(store, at("2027-02-03T00:00"))
+    shown = cli("subscriptions", "show", sub, "--at", "2027-02-03T00:00:00Z")
+    assert "undelivered_node_hours" in shown and "sla_credit" in shown
+    (term,) = [line for line in shown.splitlines() if line.lstrip().startswith("1 ")]
+    assert "credited" in term and "298.00" in term and "2,980.00" in term
+
+    def terms(at_: str) -> list[dict[str, object]]:
+        response = client.get(
+            f"/v1/subscriptions/{sub}", params={"at": at_}, headers=bearer(tokens["auditor"])
+        )
+        assert response.status_code == 200, response.text
+        items: list[dict[str, object]] = response.json()["terms"]
+        return items
+
+    (credited,) = terms("2027-02-03T00:00:00Z")
+    assert credited["sla"] == "credited" and credited["undelivered_node_hours"] == "298.00"
+    assert credited["sla_credit_minor"] == 298_000
+    assert credited["sla_credit_display"] == "2,980.00 USD"
+    # the same figures as the report's term rows
+    (row,) = json.loads(
+        cli("report", "subscriptions", "--group-by", "term", "--from", "2027-01-01T00:00:00Z",
+            "--to", "2027-02-03T00:00:00Z", "--format", "json")
+    )  # fmt: skip
+    assert (row["sla"], row["undelivered_node_hours"], row["sla_credit_minor"]) == (
+        credited["sla"],
+        credited["undelivered_node_hours"],
+        credited["sla_credit_minor"],
+    )
+    (pending,) = terms("2027-01-06T00:00:00Z")
+    assert pending["sla"] == "pending" and pending["sla_credit_minor"] == 10_000
+    # before its service began: pending at zero
+    (ahead,) = terms("2026-12-31T00:00:00Z")
+    assert (ahead["sla"], ahead["undelivered_node_hours"], ahead["sla_credit_minor"]) == (
+        "pending",
+        "0.00",
+        0,
+    )
+
+
+def test_show_says_none_when_the_book_states_no_commitment(
+    store: PostgresEventStore, cli: CliCall, client: TestClient, tokens: dict[str, str]
+) -> None:
+    plain = parse_price_book(SLA_BOOK.replace("    sla: {grace_minutes: 15}\n", ""))
+    publish_price_book(store, plain, at=at("2026-10-01T00:00"))
+    sub = _buy(store, 3, "2027-01-01T00:00", "a")
+    _outages(store)
+    tick(store, at("2027-02-03T00:00"))
+    response = client.get(
+        f"/v1/subscriptions/{sub}",
+        params={"at": "2027-02-03T00:00:00Z"},
+        headers=bearer(tokens["auditor"]),
+    )
+    assert response.status_code == 200, response.text
+    (term,) = response.json()["terms"]
+    assert term["sla"] == "none" and term["sla_credit_minor"] is None
+    assert "sla_credit_display" not in term or term["sla_credit_display"] is None
+    shown = cli("subscriptions", "show", sub, "--at", "2027-02-03T00:00:00Z")
+    (line,) = [line for line in shown.splitlines() if line.lstrip().startswith("1 ")]
+    assert "none" in line
