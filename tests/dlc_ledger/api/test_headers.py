@@ -56,6 +56,7 @@ SEEDED: dict[str, str] = {
     "workspace": "ws-a",
     "name": "no-such-rule",
     "variable": "NO_SUCH_GRANT",
+    "period": "2026-11",
 }
 RANDOM: dict[str, str] = {
     "event_id": "00000000-0000-4000-8000-000000000037",
@@ -69,7 +70,10 @@ RANDOM: dict[str, str] = {
     "workspace": "ws-none",
     "name": "no-such-rule",
     "variable": "NO_SUCH_GRANT",
+    "period": "1999-01",
 }
+#: the query parameters a route requires (a month's journal names its month)
+REQUIRED_QUERY: dict[str, str] = {"/v1/ledger/export": "?period=2026-11"}
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,8 @@ def served(databases: TemplateDatabases) -> Iterator[Served]:
 
 
 def _url(path: str, values: dict[str, str]) -> str:
-    return re.sub(r"\{([^}:]+)(:[^}]*)?\}", lambda m: values[m.group(1)], path)
+    named = re.sub(r"\{([^}:]+)(:[^}]*)?\}", lambda m: values[m.group(1)], path)
+    return named + REQUIRED_QUERY.get(path, "")
 
 
 def _assert_common(response: Response, path: str, *, policy: str) -> None:
