@@ -38,8 +38,8 @@ from ledger.ids import deterministic_id
 from ledger.money import default_scale, format_minor
 from ledger.payments import (
     DEFAULT_DUE_DAYS,
-    application_id,
     InvoiceBalance,
+    application_id,
     application_transaction,
     over_settlement_id,
     parse_amount,

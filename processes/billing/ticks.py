@@ -14,9 +14,10 @@ A tick:
    passed (:func:`processes.billing.closing.close_periods`);
 3. returns what over-settled invoices were settled beyond their totals to the workspaces'
    credit balances (:func:`processes.billing.payments.return_over_settlements`,
-   ``InvoiceOverSettled``), then applies each workspace's credit balance (overpayments) to its open invoices, the ones
-   just issued included (:func:`processes.billing.payments.apply_credits`), and marks the
-   invoices still open ``due_days`` after their issue overdue
+   ``InvoiceOverSettled``), then applies each workspace's credit balance (overpayments,
+   returned over-settlements) to its open invoices, the ones just issued included
+   (:func:`processes.billing.payments.apply_credits`), and marks the invoices still open
+   ``due_days`` after their issue overdue
    (:func:`processes.billing.payments.mark_overdue`, ``InvoiceOverdue`` once each;
    ``due_days`` default: the setting ``DLC_INVOICE_DUE_DAYS``, else 30);
 4. brings the billing projection to the head, so what it appended is read back at once.

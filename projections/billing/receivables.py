@@ -4,9 +4,9 @@ An invoice's open amount is its total less what was credited, paid and applied o
 period, plus what the period returned to the credit balance (``InvoiceOverSettled``: it
 was settled beyond its total), every revision of it included (a void carries the period's
 credit notes, payments, applied and returned credit to the re-issue, so nothing is owed
-twice); a voided invoice owes nothing. Its payment status is ``voided``, ``paid`` (nothing open), ``overdue``
-(``InvoiceOverdue`` was recorded and money is still open) or ``open``
-(:mod:`ledger.payments`). Reads read the projection as it is.
+twice); a voided invoice owes nothing. Its payment status is ``voided``, ``paid``
+(nothing open), ``overdue`` (``InvoiceOverdue`` was recorded and money is still open) or
+``open`` (:mod:`ledger.payments`). Reads read the projection as it is.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ PAYMENT_STATUSES = ("open", "paid", "overdue", "voided")
 #: ``period_applied``, ``period_returned`` (its period's, voided revisions included),
 #: ``open_minor`` and ``payment_status``. Once the tick has returned an over-settlement
 #: (``processes.billing.payments.return_over_settlements``) the unclipped open amount is
-#: exactly ``open_minor``; the clip only hides an excess not returned yet. Use as ``SELECT i.*, f.* FROM billing_invoices i {INVOICE_FIGURES}``.
+#: exactly ``open_minor``; the clip only hides an excess not returned yet.
+#: Use as ``SELECT i.*, f.* FROM billing_invoices i {INVOICE_FIGURES}``.
 INVOICE_FIGURES = (
     "CROSS JOIN LATERAL (SELECT s.credited AS period_credited, s.paid AS period_paid, "
     " s.applied AS period_applied, s.returned AS period_returned, "
