@@ -19,7 +19,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dlc_ledger.services.billing import (
@@ -117,6 +117,12 @@ def current(rows: list[dict[str, Any]], period: tuple[str, str]) -> str | None:
 
 @DB_SETTINGS
 @given(actions=steps)
+# over-settled: ws-b's November paid in full then credited; and paid, credited, voided,
+# re-issued (the excess returned at the tick and applied to December's invoice)
+@example(actions=[("pay", 2, 4000, 0), ("credit", 2, 500), ("tick", 1), ("credit", 2, 100)])
+@example(
+    actions=[("pay", 2, 4000, 0), ("credit", 2, 300), ("void", 2), ("tick", 2), ("tick", 3)]
+)
 def test_payments_never_move_revenue_and_the_books_stay_balanced(
     databases: TemplateDatabases, actions: list[Action]
 ) -> None:
