@@ -292,6 +292,24 @@ def _run(cli: CliCall, until: str) -> dict[str, Any]:
     return json.loads(cli("billing", "run", "--until", until, "--force", "--format", "json"))  # type: ignore[no-any-return]
 
 
+def _api_shows_the_return(store: PostgresEventStore, invoice: str, settlement: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from dlc_ledger.api.app import create_app
+    from dlc_ledger.services.access import create_token
+
+    secret = create_token(store, ["auditor"], name="auditor", created_by="test").secret
+    with TestClient(create_app(store), raise_server_exceptions=False) as client:
+        got = client.get(f"/v1/invoices/{invoice}", headers={"Authorization": f"Bearer {secret}"})
+        assert got.status_code == 200, got.text
+        body = got.json()
+        assert (body["returned_minor"], body["open_minor"]) == (500, 0)
+        assert [r["settlement_id"] for r in body["returned_to_credit"]] == [settlement]
+        listed = client.get("/v1/invoices", headers={"Authorization": f"Bearer {secret}"})
+        assert listed.status_code == 200, listed.text
+        assert [i["returned_display"] for i in listed.json()["items"]] == ["5.00 USD"]
+
+
 def test_a_credit_note_on_a_paid_invoice_moves_to_the_credit_balance_and_is_applied_next(
     store: PostgresEventStore, cli: CliCall
 ) -> None:
@@ -308,6 +326,7 @@ def test_a_credit_note_on_a_paid_invoice_moves_to_the_credit_balance_and_is_appl
     ((returned,),) = [shown["returned_to_credit"]]
     assert (returned["settlement_id"], returned["amount"]) == (settlement, "5.00")
     assert "returned to credit 5.00 USD" in cli("invoices", "show", november)
+    _api_shows_the_return(store, november, settlement)
     # a re-run adds nothing
     assert _run(cli, "2026-12-03T00:00:00Z")["returned_to_credit"] == []
     assert len(store.read_by_type(["InvoiceOverSettled"])) == 1

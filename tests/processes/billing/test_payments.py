@@ -120,9 +120,7 @@ def current(rows: list[dict[str, Any]], period: tuple[str, str]) -> str | None:
 # over-settled: ws-b's November paid in full then credited; and paid, credited, voided,
 # re-issued (the excess returned at the tick and applied to December's invoice)
 @example(actions=[("pay", 2, 4000, 0), ("credit", 2, 500), ("tick", 1), ("credit", 2, 100)])
-@example(
-    actions=[("pay", 2, 4000, 0), ("credit", 2, 300), ("void", 2), ("tick", 2), ("tick", 3)]
-)
+@example(actions=[("pay", 2, 4000, 0), ("credit", 2, 300), ("void", 2), ("tick", 2), ("tick", 3)])
 def test_payments_never_move_revenue_and_the_books_stay_balanced(
     databases: TemplateDatabases, actions: list[Action]
 ) -> None:
