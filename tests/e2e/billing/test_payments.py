@@ -1,7 +1,9 @@
 """Payments and receivables end to end, through the CLI and the API on PostgreSQL: a partial
 payment, an overpayment kept as credit and applied to the next invoice, a retry that adds
-nothing, the bad inputs refused, ageing by what is still open, and ``InvoiceOverdue``
-appended once (docs/finance.md, "Payments and receivables")."""
+nothing, the bad inputs refused, ageing by what is still open, ``InvoiceOverdue``
+appended once, and an over-settled invoice's excess (a credit note on a paid invoice, a
+paid invoice voided and re-issued smaller) returned to the credit balance by the tick and
+applied to the next invoice (docs/finance.md, "Payments and receivables")."""
 
 from __future__ import annotations
 
