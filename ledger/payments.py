@@ -9,8 +9,14 @@ the receivable, and is applied to the workspace's next open invoices (``CreditAp
 debit ``credit/<workspace>``, credit ``receivable/<workspace>``), each application naming
 the invoice that was overpaid and the invoice it settles.
 
+An invoice settled beyond its total (paid in full, then credited, or voided and re-issued
+smaller) returns the excess to the workspace's credit balance (``InvoiceOverSettled``: debit
+``receivable/<workspace>``, credit ``credit/<workspace>``), applied to the next invoices
+as an overpayment is.
+
 An invoice's open amount is its total less what was credited, paid and applied on its
-period (a void carries them to the re-issue, as it carries credit notes); it is overdue
+period, plus what its period returned to the credit balance (a void carries them to the
+re-issue, as it carries credit notes); it is overdue
 once ``due_days`` have passed since its issue with money still open. Everything here is
 pure: the process steps (:mod:`processes.billing.payments`) read and append.
 """
@@ -36,9 +42,11 @@ __all__ = [
     "application_transaction",
     "cash_account",
     "credit_account",
+    "over_settlement_id",
     "parse_amount",
     "payment_id",
     "payment_transaction",
+    "return_transaction",
     "split_payment",
 ]
 
@@ -185,16 +193,65 @@ def application_transaction(
     )
 
 
+def over_settlement_id(invoice_id: str, settled_minor: int) -> str:
+    """One return per (invoice, what its period had settled): a re-run adds nothing, a
+    further settlement (another credit note, a smaller re-issue) a new one."""
+    return str(deterministic_id("over-settlement", invoice_id, str(settled_minor)))
+
+
+def return_transaction(
+    the_settlement_id: str,
+    invoice_id: str,
+    workspace: str,
+    currency: str,
+    amount_minor: int,
+    *,
+    cause_event_ids: tuple[str, ...] = (),
+) -> LedgerTransactionPosted:
+    """Debit the workspace's receivable, credit its credit balance: what ``invoice_id``'s
+    period was settled beyond its total is no longer owed the other way, it is held for
+    the workspace's next invoices."""
+    if amount_minor <= 0:
+        raise Invalid("a return to the credit balance must be positive")
+    return balanced_transaction(
+        str(deterministic_id("txn-over-settlement", the_settlement_id)),
+        [
+            Posting(
+                account=receivable_account(workspace), amount_minor=amount_minor,
+                currency=currency,
+            ),
+            Posting(
+                account=credit_account(workspace), amount_minor=-amount_minor,
+                currency=currency,
+            ),
+        ],
+        cause_event_ids=cause_event_ids,
+        period=None,
+        memo=f"invoice {invoice_id} settled beyond its total: the excess to the credit balance",
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class InvoiceBalance:
-    """What an invoice's period owes: its total, less credited, paid and applied."""
+    """What an invoice's period owes: its total, less credited, paid and applied, plus what
+    was returned to the credit balance (settled beyond the total)."""
 
     total_minor: int
     credited_minor: int
     paid_minor: int
     applied_minor: int
+    returned_minor: int = 0
+
+    @property
+    def settled_minor(self) -> int:
+        return self.credited_minor + self.paid_minor + self.applied_minor
+
+    @property
+    def excess_minor(self) -> int:
+        """What the period was settled beyond its total and has not returned yet."""
+        return max(self.settled_minor - self.returned_minor - self.total_minor, 0)
 
     @property
     def open_minor(self) -> int:
-        left = self.total_minor - self.credited_minor - self.paid_minor - self.applied_minor
+        left = self.total_minor - self.settled_minor + self.returned_minor
         return max(left, 0)

@@ -41,7 +41,7 @@ HEADS = frozenset(
         "0014_dispatch",
         "0015_budgets",
         "0020_token_expiry",
-        "0028_billing_locks",
+        "0029_billing_credit_returns",
         "0019_notifications",
         "0022_extent",
         "0023_events_by_type",

@@ -96,5 +96,6 @@ def get_invoice(
     header["credit_notes"] = [money_fields(note, scale_of) for note in found.credit_notes]
     header["payments"] = [money_fields(p, scale_of) for p in found.payments]
     header["credit_applied"] = [money_fields(a, scale_of) for a in found.credit_applied]
+    header["returned_to_credit"] = [money_fields(r, scale_of) for r in found.returned_to_credit]
     out: dict[str, Any] = plain(header)
     return with_freshness(request, out)

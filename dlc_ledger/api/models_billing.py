@@ -22,6 +22,7 @@ from dlc_ledger.api.models_subscriptions import NameText
 __all__ = [
     "CreditApplication",
     "CreditNote",
+    "CreditReturn",
     "InventoryPage",
     "InventoryRow",
     "InvoiceDetail",
@@ -57,6 +58,10 @@ class InvoiceSummary(Strict):
     credited_minor: int
     paid_minor: int = Field(description="What its payments settled (excess not included).")
     applied_minor: int = Field(description="Credit from earlier overpayments applied to it.")
+    returned_minor: int = Field(
+        description="What it returned to the credit balance: settled beyond its total "
+        "(InvoiceOverSettled)."
+    )
     open_minor: int = Field(description="What its period still owes.")
     line_count: int
     issued_at: Timestamp
@@ -67,6 +72,7 @@ class InvoiceSummary(Strict):
     credited_display: str
     paid_display: str
     applied_display: str
+    returned_display: str
     open_display: str
 
 
@@ -144,6 +150,18 @@ class CreditApplication(Strict):
     amount_display: str
 
 
+class CreditReturn(Strict):
+    """What this invoice's period was settled beyond its total, returned to the workspace's
+    credit balance (InvoiceOverSettled)."""
+
+    settlement_id: str
+    amount_minor: int
+    currency: str
+    occurred_at: Timestamp
+    scale: int
+    amount_display: str
+
+
 class InvoiceDetail(Strict):
     """One invoice with its lines, credit notes, payments and the credit applied to it."""
 
@@ -160,6 +178,7 @@ class InvoiceDetail(Strict):
     credited_minor: int
     paid_minor: int
     applied_minor: int
+    returned_minor: int
     open_minor: int
     overdue_at: Timestamp | None
     recorded_at: Timestamp
@@ -168,11 +187,13 @@ class InvoiceDetail(Strict):
     credited_display: str
     paid_display: str
     applied_display: str
+    returned_display: str
     open_display: str
     lines: list[InvoiceLine]
     credit_notes: list[CreditNote]
     payments: list[InvoicePayment]
     credit_applied: list[CreditApplication]
+    returned_to_credit: list[CreditReturn]
     freshness: Freshness | None = None
 
 

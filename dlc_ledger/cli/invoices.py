@@ -79,6 +79,7 @@ def _tick_summary(result: TickResult) -> dict[str, Any]:
         "sla_assessed": result.sla_assessed,
         "sla_credited_minor": result.sla_credited_minor,
         "invoices": list(result.invoices),
+        "returned_to_credit": list(result.returned),
         "credits_applied": list(result.credits_applied),
         "overdue": list(result.overdue),
     }
@@ -138,9 +139,10 @@ def run(
 def _print_receivables(result: TickResult) -> None:
     """What the tick did with the receivables (docs/finance.md, "Payments and receivables"),
     when it did anything."""
-    if result.credits_applied or result.overdue:
+    if result.returned or result.credits_applied or result.overdue:
         typer.echo(
-            f"applied {len(result.credits_applied)} credit balances to open invoices; "
+            f"returned {len(result.returned)} over-settled invoices' excess to credit "
+            f"balances; applied {len(result.credits_applied)} credit balances to open invoices; "
             f"{len(result.overdue)} invoices overdue"
         )
 
@@ -276,6 +278,7 @@ def show_invoice(
         header["credit_notes"] = with_amounts(found.credit_notes, fmt, scale_of)
         header["payments"] = with_amounts(found.payments, fmt, scale_of)
         header["credit_applied"] = with_amounts(found.credit_applied, fmt, scale_of)
+        header["returned_to_credit"] = with_amounts(found.returned_to_credit, fmt, scale_of)
         typer.echo(_json(header))
         return
     if fmt == "table":
@@ -285,11 +288,13 @@ def show_invoice(
         paid = format_minor(detail["paid_minor"], scale, currency, grouped=True)
         applied = format_minor(detail["applied_minor"], scale, currency, grouped=True)
         owed = format_minor(detail["open_minor"], scale, currency, grouped=True)
+        returned = format_minor(detail["returned_minor"], scale, currency, grouped=True)
         workspace = escape_controls(detail["workspace"])  # from the cluster's annotations
         typer.echo(
             f"invoice {detail['invoice_id']}  workspace {workspace}  period "
             f"{detail['period']}  {detail['payment_status']}  total {total}  credited "
-            f"{credited}  paid {paid}  credit applied {applied}  open {owed}\n"
+            f"{credited}  paid {paid}  credit applied {applied}  returned to credit "
+            f"{returned}  open {owed}\n"
             f"issued_at {detail['issued_at'].isoformat()} (cluster time)  recorded_at "
             f"{detail['recorded_at'].isoformat()} (store time)"
         )

@@ -1,5 +1,5 @@
 """Money: ledger transactions (balanced postings of rated usage and charges), invoices,
-voids, credit notes, payments, credit applied, overdue invoices."""
+voids, credit notes, payments, credit applied, over-settled invoices, overdue invoices."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ __all__ = [
     "CreditNoteIssued",
     "InvoiceIssued",
     "InvoiceLine",
+    "InvoiceOverSettled",
     "InvoiceVoided",
     "LedgerTransactionPosted",
     "Posting",
@@ -257,6 +258,28 @@ class CreditApplied(EventData):
     payment_id: str = Name
     workspace: str = Name
     amount_minor: int = Field(gt=0, le=MAX_INT)
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    transaction_id: str = Name
+
+
+@event_type("InvoiceOverSettled")
+class InvoiceOverSettled(EventData):
+    """An issued invoice whose period was settled beyond its total (paid, then credited or
+    voided and re-issued smaller): the excess not returned yet, ``returned_minor``, moves
+    from ``receivable/<ws>`` to the workspace's credit balance ``credit/<ws>`` (stream
+    ``invoice/<invoice_id>``), so the next invoices are settled with it (``CreditApplied``
+    naming ``settlement_id`` as its ``payment_id``). ``settled_minor``: what the period
+    had credited, paid and applied when it was decided; ``settlement_id`` is derived from
+    the invoice and that figure, so a re-run adds nothing and a later further excess
+    returns only the difference."""
+
+    settlement_id: str = Name
+    invoice_id: str = Name
+    workspace: str = Name
+    period: str
+    total_minor: int = Field(ge=0, le=MAX_INT)
+    settled_minor: int = Field(gt=0, le=MAX_INT)
+    returned_minor: int = Field(gt=0, le=MAX_INT)
     currency: str = Field(pattern=r"^[A-Z]{3}$")
     transaction_id: str = Name
 

@@ -7,6 +7,12 @@ receivables steps).
   the billing projection is brought to the head, so two payments racing for one invoice
   split what it owes once. Idempotent by its key (default: the reference): a retry with
   the same figures adds nothing, a key reused for another payment is refused.
+- :func:`return_over_settlements`: the billing tick's step before ``apply_credits``: an
+  issued invoice whose period was settled beyond its total (paid, then credited, or
+  voided and re-issued smaller) returns the excess to the workspace's credit balance,
+  ``InvoiceOverSettled`` (debit ``receivable/<ws>``, credit ``credit/<ws>``), id from the
+  invoice and what its period had settled: a re-run adds nothing, a further excess only
+  the difference; ``apply_credits`` then applies it like an overpayment.
 - :func:`apply_credits`: after a period close (the billing tick calls it), each
   workspace's credit balance settles its open invoices, oldest first: one
   ``CreditApplied`` per (overpayment, invoice), naming both invoices.
@@ -27,16 +33,19 @@ from sqlalchemy import text
 from ledger.accounts import transaction_envelope
 from ledger.envelopes import Envelope, make_envelope
 from ledger.errors import Conflict, Invalid, NotFound
-from ledger.events import CreditApplied, InvoiceOverdue, PaymentRecorded
+from ledger.events import CreditApplied, InvoiceOverdue, InvoiceOverSettled, PaymentRecorded
 from ledger.ids import deterministic_id
 from ledger.money import default_scale, format_minor
 from ledger.payments import (
     DEFAULT_DUE_DAYS,
+    InvoiceBalance,
     application_id,
     application_transaction,
+    over_settlement_id,
     parse_amount,
     payment_id,
     payment_transaction,
+    return_transaction,
     split_payment,
 )
 from ledger.store.base import EventStore
@@ -56,6 +65,7 @@ __all__ = [
     "invoice_due_days",
     "mark_overdue",
     "record_payment",
+    "return_over_settlements",
 ]
 
 #: The setting: days from an invoice's issue until money still open on it is overdue.
@@ -187,6 +197,58 @@ def record_payment(
 def payment_transaction_id(the_payment_id: str) -> str:
     """The id of a payment's transaction (as :func:`ledger.payments.payment_transaction`)."""
     return str(deterministic_id("txn-payment", the_payment_id))
+
+
+def return_over_settlements(store: EventStore, now: datetime) -> tuple[str, ...]:
+    """``InvoiceOverSettled`` for every issued invoice whose period was settled (credited,
+    paid, applied) beyond its total and beyond what it returned already: the excess moves
+    from ``receivable/<ws>`` to ``credit/<ws>``; the settlement ids appended."""
+    with store.transaction() as uow:
+        conn = uow.connection
+        uow.lock_appends()
+        catch_up_on(uow)
+        rows = conn.execute(
+            text(
+                "SELECT i.invoice_id, i.workspace, i.period, i.currency, i.total_minor, "
+                "f.period_credited, f.period_paid, f.period_applied, f.period_returned "
+                f"FROM billing_invoices i {INVOICE_FIGURES} WHERE i.status = 'issued' "
+                # a negative total (credits beyond the usage) is no settlement's excess
+                "AND i.total_minor >= 0 AND f.period_credited + f.period_paid "
+                "+ f.period_applied - f.period_returned > i.total_minor "
+                "ORDER BY i.period, i.issued_at, i.invoice_id"
+            )
+        ).all()
+        envelopes: list[Envelope] = []
+        done: list[str] = []
+        for invoice_id, workspace, period, currency, *figures in rows:
+            balance = InvoiceBalance(*(int(v) for v in figures))
+            the_id = over_settlement_id(invoice_id, balance.settled_minor)
+            event_id = deterministic_id("event", "InvoiceOverSettled", the_id)
+            txn = return_transaction(
+                the_id, invoice_id, workspace, currency, balance.excess_minor,
+                cause_event_ids=(str(event_id),),
+            )  # fmt: skip
+            event = InvoiceOverSettled(
+                settlement_id=the_id, invoice_id=invoice_id, workspace=workspace,
+                period=period, total_minor=balance.total_minor,
+                settled_minor=balance.settled_minor, returned_minor=balance.excess_minor,
+                currency=currency, transaction_id=txn.transaction_id,
+            )  # fmt: skip
+            envelopes.append(
+                make_envelope(
+                    event,
+                    event_id=event_id,
+                    stream=f"invoice/{invoice_id}",
+                    occurred_at=now,
+                    observed_at=now,
+                    source=RECEIVABLES_SOURCE,
+                )
+            )
+            envelopes.append(transaction_envelope(txn, now, source=RECEIVABLES_SOURCE))
+            done.append(the_id)
+        if envelopes:
+            uow.append(envelopes, on_conflict="dead-letter")
+    return tuple(done)
 
 
 def apply_credits(store: EventStore, now: datetime) -> tuple[str, ...]:

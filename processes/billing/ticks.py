@@ -12,9 +12,12 @@ A tick:
    stable however often ticks run); nothing after ``now`` is ever posted;
 2. closes every (workspace, period) whose end + grace window (default one day) has
    passed (:func:`processes.billing.closing.close_periods`);
-3. applies each workspace's credit balance (overpayments) to its open invoices, the ones
-   just issued included (:func:`processes.billing.payments.apply_credits`), and marks the
-   invoices still open ``due_days`` after their issue overdue
+3. returns what over-settled invoices were settled beyond their totals to the workspaces'
+   credit balances (:func:`processes.billing.payments.return_over_settlements`,
+   ``InvoiceOverSettled``), then applies each workspace's credit balance (overpayments,
+   returned over-settlements) to its open invoices, the ones just issued included
+   (:func:`processes.billing.payments.apply_credits`), and marks the invoices still open
+   ``due_days`` after their issue overdue
    (:func:`processes.billing.payments.mark_overdue`, ``InvoiceOverdue`` once each;
    ``due_days`` default: the setting ``DLC_INVOICE_DUE_DAYS``, else 30);
 4. brings the billing projection to the head, so what it appended is read back at once.
@@ -29,7 +32,12 @@ from ledger.errors import Invalid
 from ledger.rating import PeriodFn, floor_to
 from ledger.store.base import EventStore
 from processes.billing.closing import close_periods
-from processes.billing.payments import apply_credits, invoice_due_days, mark_overdue
+from processes.billing.payments import (
+    apply_credits,
+    invoice_due_days,
+    mark_overdue,
+    return_over_settlements,
+)
 from processes.billing.rater import RateResult, rate
 from projections.billing import catch_up_billing
 
@@ -55,6 +63,8 @@ class TickResult:
     sla_assessed: int = 0
     sla_credited_minor: int = 0
     credits_applied: tuple[str, ...] = ()  # CreditApplied ids appended by this tick
+    # InvoiceOverSettled ids appended by this tick (excess returned to credit balances)
+    returned: tuple[str, ...] = ()
     overdue: tuple[str, ...] = ()  # invoices this tick marked overdue
 
 
@@ -77,8 +87,12 @@ def tick(
     # nothing after ``now`` is posted: occupancies that end later are accrued, not final
     rated = rate(store, as_of=accrued_to, until=now, periods=periods)
     invoices = close_periods(store, now, grace=grace, periods=periods)
+    # before applying: what an over-settled invoice returns is applied in the same tick
+    returned = return_over_settlements(store, now)
     applied = apply_credits(store, now)
     days = invoice_due_days() if due_days is None else due_days
     overdue = mark_overdue(store, now, due_days=days)
     catch_up_billing(store)  # its postings and invoices, for the reads after it
-    return TickResult(rated, accrued_to, invoices, credits_applied=applied, overdue=overdue)
+    return TickResult(
+        rated, accrued_to, invoices, credits_applied=applied, overdue=overdue, returned=returned
+    )

@@ -109,7 +109,8 @@ _INVOICED = (
 )
 
 #: Each issued invoice's open amount at ``:at``: its total less what its period had
-#: credited, paid (the applied part) and had applied from credit balances by then.
+#: credited, paid (the applied part) and had applied from credit balances by then, plus
+#: what it had returned to the credit balance (settled beyond its total) by then.
 _INVOICE_OPEN = """
 SELECT i.workspace, i.currency, i.period,
   i.total_minor
@@ -122,6 +123,9 @@ SELECT i.workspace, i.currency, i.period,
   - COALESCE((SELECT sum(a.amount_minor) FROM billing_credit_applications a
       JOIN billing_invoices j ON j.invoice_id = a.invoice_id
       WHERE j.workspace = i.workspace AND j.period = i.period AND a.occurred_at <= :at), 0)
+  + COALESCE((SELECT sum(r.amount_minor) FROM billing_credit_returns r
+      JOIN billing_invoices j ON j.invoice_id = r.invoice_id
+      WHERE j.workspace = i.workspace AND j.period = i.period AND r.occurred_at <= :at), 0)
 FROM billing_invoices i WHERE i.status = 'issued' AND i.issued_at <= :at
 """
 

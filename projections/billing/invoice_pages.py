@@ -43,6 +43,7 @@ def invoice_page(
             text(
                 "SELECT i.invoice_id, i.workspace, i.period, i.status, f.payment_status, "
                 "i.currency, i.total_minor, i.credited_minor, i.paid_minor, i.applied_minor, "
+                "i.returned_minor, "
                 "f.open_minor, i.line_count, i.issued_at, i.recorded_at, i.overdue_at "
                 f"FROM billing_invoices i {INVOICE_FIGURES} "
                 "WHERE (CAST(:w AS text) IS NULL OR i.workspace = :w) "

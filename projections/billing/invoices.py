@@ -47,6 +47,8 @@ class InvoiceDetail:
     credit_notes: list[dict[str, Any]]
     payments: list[dict[str, Any]] = field(default_factory=list)
     credit_applied: list[dict[str, Any]] = field(default_factory=list)
+    # what it returned to the credit balance (InvoiceOverSettled: settled beyond its total)
+    returned_to_credit: list[dict[str, Any]] = field(default_factory=list)
 
 
 def find_invoice(
@@ -112,4 +114,5 @@ def invoice_detail(
         notes,
         received["payments"],
         received["credit_applied"],
+        received["returned_to_credit"],
     )

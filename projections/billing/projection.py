@@ -30,6 +30,7 @@ from ledger.events import (
     CreditNoteIssued,
     InvoiceIssued,
     InvoiceOverdue,
+    InvoiceOverSettled,
     InvoiceVoided,
     PaymentRecorded,
     PriceBookPublished,
@@ -44,6 +45,7 @@ from projections.billing.tables import (
     billing_cost_monthly,
     billing_credit_applications,
     billing_credit_notes,
+    billing_credit_returns,
     billing_invoice_lines,
     billing_invoices,
     billing_line_totals,
@@ -80,6 +82,7 @@ class _Page:
     credits: list[dict[str, Any]] = field(default_factory=list)
     payments: list[dict[str, Any]] = field(default_factory=list)
     applications: list[dict[str, Any]] = field(default_factory=list)
+    returns: list[dict[str, Any]] = field(default_factory=list)  # InvoiceOverSettled
     overdue: list[dict[str, Any]] = field(default_factory=list)
     # workspace -> (quota, position): bindings known so far; loaded on first need
     bindings: dict[str, tuple[str | None, int]] | None = None
@@ -117,6 +120,7 @@ class BillingProjection(Projection):
         billing_workloads,
         billing_payments,
         billing_credit_applications,
+        billing_credit_returns,
     )
     event_types = frozenset(
         {
@@ -136,6 +140,7 @@ class BillingProjection(Projection):
             "PaymentRecorded",
             "CreditApplied",
             "InvoiceOverdue",
+            "InvoiceOverSettled",
         }
     )
 
@@ -182,7 +187,9 @@ class BillingProjection(Projection):
                             "recorded_at": record.recorded_at,
                         }
                     )
-                elif isinstance(data, PaymentRecorded | CreditApplied | InvoiceOverdue):
+                elif isinstance(
+                    data, PaymentRecorded | CreditApplied | InvoiceOverdue | InvoiceOverSettled
+                ):
                     _fold_receipt(page, record, data)
         _write(conn, page)
 
@@ -487,9 +494,12 @@ def _fold_invoice(page: _Page, record: RecordedEvent, d: InvoiceIssued) -> None:
 
 
 def _fold_receipt(
-    page: _Page, record: RecordedEvent, d: PaymentRecorded | CreditApplied | InvoiceOverdue
+    page: _Page,
+    record: RecordedEvent,
+    d: PaymentRecorded | CreditApplied | InvoiceOverdue | InvoiceOverSettled,
 ) -> None:
-    """Payments, credit applied and overdue marks: rows, and the invoice's figures."""
+    """Payments, credit applied, over-settlements returned and overdue marks: rows, and
+    the invoice's figures."""
     if isinstance(d, PaymentRecorded):
         page.payments.append(
             {
@@ -516,6 +526,18 @@ def _fold_receipt(
                 "payment_id": d.payment_id,
                 "workspace": d.workspace,
                 "amount_minor": d.amount_minor,
+                "currency": d.currency,
+                "occurred_at": record.occurred_at,
+                "position": record.position,
+            }
+        )
+    elif isinstance(d, InvoiceOverSettled):
+        page.returns.append(
+            {
+                "settlement_id": d.settlement_id,
+                "invoice_id": d.invoice_id,
+                "workspace": d.workspace,
+                "amount_minor": d.returned_minor,
                 "currency": d.currency,
                 "occurred_at": record.occurred_at,
                 "position": record.position,
@@ -708,6 +730,16 @@ def _write_receipts(conn: Connection, page: _Page) -> None:
             conn.execute(
                 text(
                     "UPDATE billing_invoices SET applied_minor = applied_minor + :amount_minor "
+                    "WHERE invoice_id = :invoice_id"
+                ),
+                fresh,
+            )
+    if page.returns:
+        fresh = _inserted(conn, "billing_credit_returns", "settlement_id", page.returns)
+        if fresh:
+            conn.execute(
+                text(
+                    "UPDATE billing_invoices SET returned_minor = returned_minor + :amount_minor "
                     "WHERE invoice_id = :invoice_id"
                 ),
                 fresh,

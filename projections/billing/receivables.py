@@ -1,11 +1,12 @@
 """What invoices still owe: paid, applied, open and the payment status, and the payments.
 
 An invoice's open amount is its total less what was credited, paid and applied on its
-period, every revision of it included (a void carries the period's credit notes, payments
-and applied credit to the re-issue, so nothing is owed twice); a voided invoice owes
-nothing. Its payment status is ``voided``, ``paid`` (nothing open), ``overdue``
-(``InvoiceOverdue`` was recorded and money is still open) or ``open``
-(:mod:`ledger.payments`). Reads read the projection as it is.
+period, plus what the period returned to the credit balance (``InvoiceOverSettled``: it
+was settled beyond its total), every revision of it included (a void carries the period's
+credit notes, payments, applied and returned credit to the re-issue, so nothing is owed
+twice); a voided invoice owes nothing. Its payment status is ``voided``, ``paid``
+(nothing open), ``overdue`` (``InvoiceOverdue`` was recorded and money is still open) or
+``open`` (:mod:`ledger.payments`). Reads read the projection as it is.
 """
 
 from __future__ import annotations
@@ -32,29 +33,35 @@ __all__ = [
 PAYMENT_STATUSES = ("open", "paid", "overdue", "voided")
 
 #: SQL for an invoice row ``i`` of ``billing_invoices``: ``period_credited``, ``period_paid``,
-#: ``period_applied`` (its period's, voided revisions included), ``open_minor`` and
-#: ``payment_status``. Use as ``SELECT i.*, f.* FROM billing_invoices i {INVOICE_FIGURES}``.
+#: ``period_applied``, ``period_returned`` (its period's, voided revisions included),
+#: ``open_minor`` and ``payment_status``. Once the tick has returned an over-settlement
+#: (``processes.billing.payments.return_over_settlements``) the unclipped open amount is
+#: exactly ``open_minor``; the clip only hides an excess not returned yet.
+#: Use as ``SELECT i.*, f.* FROM billing_invoices i {INVOICE_FIGURES}``.
 INVOICE_FIGURES = (
     "CROSS JOIN LATERAL (SELECT s.credited AS period_credited, s.paid AS period_paid, "
-    " s.applied AS period_applied, "
+    " s.applied AS period_applied, s.returned AS period_returned, "
     " CASE WHEN i.status = 'voided' THEN 0 "
-    "  ELSE GREATEST(i.total_minor - s.credited - s.paid - s.applied, 0) END AS open_minor, "
+    "  ELSE GREATEST(i.total_minor - s.credited - s.paid - s.applied + s.returned, 0) "
+    "  END AS open_minor, "
     " CASE WHEN i.status = 'voided' THEN 'voided' "
-    "  WHEN i.total_minor - s.credited - s.paid - s.applied <= 0 THEN 'paid' "
+    "  WHEN i.total_minor - s.credited - s.paid - s.applied + s.returned <= 0 THEN 'paid' "
     "  WHEN i.overdue_at IS NOT NULL THEN 'overdue' ELSE 'open' END AS payment_status "
     " FROM (SELECT CAST(COALESCE(sum(j.credited_minor), 0) AS bigint) AS credited, "
     "  CAST(COALESCE(sum(j.paid_minor), 0) AS bigint) AS paid, "
-    "  CAST(COALESCE(sum(j.applied_minor), 0) AS bigint) AS applied "
+    "  CAST(COALESCE(sum(j.applied_minor), 0) AS bigint) AS applied, "
+    "  CAST(COALESCE(sum(j.returned_minor), 0) AS bigint) AS returned "
     "  FROM billing_invoices j WHERE j.workspace = i.workspace AND j.period = i.period) s"
     ") f"
 )
 
 
 def period_balance(conn: Connection, invoice_id: str) -> InvoiceBalance | None:
-    """The invoice's total, and what its period had credited, paid and applied."""
+    """The invoice's total, and what its period had credited, paid, applied and returned."""
     row = conn.execute(
         text(
-            "SELECT i.total_minor, f.period_credited, f.period_paid, f.period_applied "
+            "SELECT i.total_minor, f.period_credited, f.period_paid, f.period_applied, "
+            "f.period_returned "
             f"FROM billing_invoices i {INVOICE_FIGURES} WHERE i.invoice_id = :i"
         ),
         {"i": invoice_id},
@@ -78,17 +85,23 @@ def open_invoices(conn: Connection, workspace: str) -> list[tuple[str, str, int]
 
 
 def open_credits(conn: Connection) -> list[dict[str, Any]]:
-    """Overpayments not yet applied in full, oldest first: payment id, invoice, workspace,
-    currency and what is left of the excess."""
+    """Credit not yet applied in full, oldest first: overpayments' excess and over-settled
+    invoices' returns (``payment_id``: the payment's, or the return's ``settlement_id``,
+    which the applications name), invoice, workspace, currency and what is left."""
     return [
         dict(r)
         for r in conn.execute(
             text(
-                "SELECT p.payment_id, p.invoice_id, p.workspace, p.currency, "
-                "p.excess_minor - COALESCE((SELECT sum(a.amount_minor) FROM "
-                " billing_credit_applications a WHERE a.payment_id = p.payment_id), 0) "
-                "AS left_minor "
-                "FROM billing_payments p WHERE p.excess_minor > 0 ORDER BY p.position"
+                "SELECT s.payment_id, s.invoice_id, s.workspace, s.currency, "
+                "s.amount_minor - COALESCE((SELECT sum(a.amount_minor) FROM "
+                " billing_credit_applications a WHERE a.payment_id = s.payment_id), 0) "
+                "AS left_minor FROM ("
+                " SELECT p.payment_id, p.invoice_id, p.workspace, p.currency, "
+                " p.excess_minor AS amount_minor, p.position "
+                " FROM billing_payments p WHERE p.excess_minor > 0 "
+                " UNION ALL SELECT r.settlement_id, r.invoice_id, r.workspace, r.currency, "
+                " r.amount_minor, r.position FROM billing_credit_returns r"
+                ") s ORDER BY s.position"
             )
         ).mappings()
         if int(r["left_minor"]) > 0
@@ -109,7 +122,8 @@ def credit_balances(
 
 
 def invoice_payments(conn: Connection, invoice_id: str) -> dict[str, list[dict[str, Any]]]:
-    """The invoice's payments, and the credit applied to it (from which invoice)."""
+    """The invoice's payments, the credit applied to it (from which invoice), and what it
+    returned to the credit balance (settled beyond its total)."""
     payments = [
         dict(r)
         for r in conn.execute(
@@ -132,7 +146,17 @@ def invoice_payments(conn: Connection, invoice_id: str) -> dict[str, list[dict[s
             {"i": invoice_id},
         ).mappings()
     ]
-    return {"payments": payments, "credit_applied": applied}
+    returned = [
+        dict(r)
+        for r in conn.execute(
+            text(
+                "SELECT settlement_id, amount_minor, currency, occurred_at "
+                "FROM billing_credit_returns WHERE invoice_id = :i ORDER BY position"
+            ),
+            {"i": invoice_id},
+        ).mappings()
+    ]
+    return {"payments": payments, "credit_applied": applied, "returned_to_credit": returned}
 
 
 def payment_page(

@@ -32,6 +32,7 @@ __all__ = [
     "billing_cost_monthly",
     "billing_credit_applications",
     "billing_credit_notes",
+    "billing_credit_returns",
     "billing_invoice_lines",
     "billing_invoices",
     "billing_line_totals",
@@ -210,6 +211,8 @@ billing_invoices = Table(
     Column("paid_minor", BigInteger, nullable=False, server_default=text("0")),
     Column("applied_minor", BigInteger, nullable=False, server_default=text("0")),
     Column("overdue_at", _TS),
+    # migration 0029: what InvoiceOverSettled returned from it to the credit balance
+    Column("returned_minor", BigInteger, nullable=False, server_default=text("0")),
     Index("billing_invoices_workspace_period", "workspace", "period"),
 )
 
@@ -280,6 +283,21 @@ billing_credit_applications = Table(
     Column("position", BigInteger, nullable=False),
     Index("billing_credit_applications_invoice", "invoice_id"),
     Index("billing_credit_applications_payment", "payment_id"),
+)
+
+#: Over-settled invoices' excess returned to the credit balance (InvoiceOverSettled,
+#: migration 0029): a credit source like an overpayment's excess.
+billing_credit_returns = Table(
+    "billing_credit_returns",
+    metadata,
+    Column("settlement_id", Text, primary_key=True),
+    Column("invoice_id", Text, nullable=False),
+    Column("workspace", Text, nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("occurred_at", _TS, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Index("billing_credit_returns_invoice", "invoice_id"),
 )
 
 #: Workspace -> quota bindings (WorkspaceBound) as of the events folded so far.

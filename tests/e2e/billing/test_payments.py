@@ -1,12 +1,15 @@
 """Payments and receivables end to end, through the CLI and the API on PostgreSQL: a partial
 payment, an overpayment kept as credit and applied to the next invoice, a retry that adds
-nothing, the bad inputs refused, ageing by what is still open, and ``InvoiceOverdue``
-appended once (docs/finance.md, "Payments and receivables")."""
+nothing, the bad inputs refused, ageing by what is still open, ``InvoiceOverdue``
+appended once, and an over-settled invoice's excess (a credit note on a paid invoice, a
+paid invoice voided and re-issued smaller) returned to the credit balance by the tick and
+applied to the next invoice (docs/finance.md, "Payments and receivables")."""
 
 from __future__ import annotations
 
 import json
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -275,3 +278,120 @@ def test_two_payments_racing_for_one_invoice_settle_it_once(
     ]
     shown = _show(cli, invoice)
     assert (shown["paid"], shown["open"], shown["payment_status"]) == ("24.00", "0.00", "paid")
+
+
+def _receivable(cli: CliCall, workspace: str = "ws-a") -> str:
+    accounts = {r["account"]: r["balance"] for r in _books(cli)["accounts"]}
+    return str(accounts.get(f"receivable/{workspace}", "0"))
+
+
+def _credit(cli: CliCall, workspace: str = "ws-a") -> str:
+    accounts = {r["account"]: r["balance"] for r in _books(cli)["accounts"]}
+    return str(accounts.get(f"credit/{workspace}", "0"))
+
+
+def _run(cli: CliCall, until: str) -> dict[str, Any]:
+    return json.loads(cli("billing", "run", "--until", until, "--force", "--format", "json"))  # type: ignore[no-any-return]
+
+
+def _api_shows_the_return(store: PostgresEventStore, invoice: str, settlement: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from dlc_ledger.api.app import create_app
+    from dlc_ledger.services.access import create_token
+
+    secret = create_token(store, ["auditor"], name="auditor", created_by="test").secret
+    with TestClient(create_app(store), raise_server_exceptions=False) as client:
+        got = client.get(f"/v1/invoices/{invoice}", headers={"Authorization": f"Bearer {secret}"})
+        assert got.status_code == 200, got.text
+        body = got.json()
+        assert (body["returned_minor"], body["open_minor"]) == (500, 0)
+        assert [r["settlement_id"] for r in body["returned_to_credit"]] == [settlement]
+        listed = client.get("/v1/invoices", headers={"Authorization": f"Bearer {secret}"})
+        assert listed.status_code == 200, listed.text
+        assert [i["returned_display"] for i in listed.json()["items"]] == ["5.00 USD"]
+
+
+def test_a_credit_note_on_a_paid_invoice_moves_to_the_credit_balance_and_is_applied_next(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    november = _two_months(store)  # 24.00
+    _pay(cli, november, "24.00", "2026-12-05T00:00:00Z", "bank-1")
+    cli("invoices", "credit", november, "--amount", "5.00", "--reason", "goodwill")
+    assert _receivable(cli) == "-5"  # the gap: settled beyond the total
+
+    ran = _run(cli, "2026-12-03T00:00:00Z")
+    (settlement,) = ran["returned_to_credit"]
+    assert (_receivable(cli), _credit(cli)) == ("0", "-5")
+    shown = _show(cli, november)
+    assert (shown["returned"], shown["open"], shown["payment_status"]) == ("5.00", "0.00", "paid")
+    ((returned,),) = [shown["returned_to_credit"]]
+    assert (returned["settlement_id"], returned["amount"]) == (settlement, "5.00")
+    assert "returned to credit 5.00 USD" in cli("invoices", "show", november)
+    _api_shows_the_return(store, november, settlement)
+    # a re-run adds nothing
+    assert _run(cli, "2026-12-03T00:00:00Z")["returned_to_credit"] == []
+    assert len(store.read_by_type(["InvoiceOverSettled"])) == 1
+    # a further credit note returns only the difference
+    cli("invoices", "credit", november, "--amount", "3.00", "--reason", "sla")
+    (again,) = _run(cli, "2026-12-03T01:00:00Z")["returned_to_credit"]
+    assert again != settlement
+    events = store.read_by_type(["InvoiceOverSettled"])
+    assert [e.envelope.data["returned_minor"] for e in events] == [500, 300]
+    assert (_receivable(cli), _credit(cli)) == ("0", "-8")
+    assert _show(cli, november)["returned"] == "8.00"
+
+    # December's invoice (12.00) is settled with it at its issue, naming November
+    ran = _run(cli, "2027-01-02T00:00:00Z")
+    assert ran["returned_to_credit"] == [] and len(ran["credits_applied"]) == 2
+    (december,) = ran["invoices"]
+    shown = _show(cli, december)
+    assert (shown["total"], shown["applied"], shown["open"]) == ("12.00", "8.00", "4.00")
+    assert {a["from_invoice_id"] for a in shown["credit_applied"]} == {november}
+    assert (_receivable(cli), _credit(cli)) == ("4", "0")
+    (total,) = _books(cli)["totals"]
+    assert total["balanced"] is True
+    aged = {r["workspace"]: r for r in _books(cli, "--at", "2027-01-15T00:00:00Z")["receivables"]}
+    assert aged["ws-a"]["total"] == "4"
+    # a rebuild of the billing view folds the same figures
+    before = [_show(cli, november), _show(cli, december)]
+    cli("projections", "rebuild", "billing", "--page-size", "3")
+    assert [_show(cli, november), _show(cli, december)] == before
+
+
+def test_a_paid_invoice_voided_and_reissued_smaller_returns_the_excess(
+    store: PostgresEventStore, cli: CliCall
+) -> None:
+    publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
+    # an occupancy still open at the close: November is invoiced to its end (25 days)
+    store.append([started("a", at("2026-11-05T00:00"))])
+    (november,) = tick(store, at("2026-12-02T00:00")).invoices
+    total = _show(cli, november)["total"]
+    _pay(cli, november, total, "2026-12-02T12:00:00Z", "bank-1")
+    assert _show(cli, november)["payment_status"] == "paid"
+    cli("invoices", "void", november, "--reason", "the pod had ended on the 5th")
+    # the end the watcher missed: ten hours, not 25 days; the re-issue bills 24.00
+    store.append([ended("a", at("2026-11-05T10:00"))])
+    for until in ("2026-12-03T00:00:00Z", "2026-12-03T00:00:00Z", "2026-12-04T00:00:00Z"):
+        _run(cli, until)
+        assert not _receivable(cli).startswith("-")  # never negative after a tick
+    (reissue,) = [
+        i["invoice_id"]
+        for i in json.loads(cli("invoices", "list", "--format", "json"))
+        if i["status"] == "issued"
+    ]
+    shown = _show(cli, reissue)
+    excess = Decimal(total) - Decimal("24.00")
+    assert (shown["total"], shown["paid"], shown["open"]) == ("24.00", "0.00", "0.00")
+    assert Decimal(shown["returned"]) == excess and shown["payment_status"] == "paid"
+    (event,) = store.read_by_type(["InvoiceOverSettled"])  # re-runs added nothing
+    assert event.envelope.data["invoice_id"] == reissue
+    assert (_receivable(cli), Decimal(_credit(cli))) == ("0", -excess)
+    # December's usage (12.00) is paid from it
+    december = at("2026-12-05T00:00")
+    store.append([started("b", december), ended("b", december + timedelta(hours=5))])
+    ran = _run(cli, "2027-01-02T00:00:00Z")
+    (dec_invoice,) = ran["invoices"]
+    shown = _show(cli, dec_invoice)
+    assert (shown["applied"], shown["open"], shown["payment_status"]) == ("12.00", "0.00", "paid")
+    assert (_receivable(cli), Decimal(_credit(cli))) == ("0", -(excess - 12))

@@ -176,7 +176,7 @@ def test_migration_branch_up_down_up(databases: TemplateDatabases) -> None:
     try:
         upgrade(engine)
         assert "billing_transactions" in inspect(engine).get_table_names()
-        downgrade(engine, "billing@-7")  # 0028, 0027, 0024, 0018, 0017, 0012, then 0004
+        downgrade(engine, "billing@-8")  # 0029, 0028, 0027, 0024, 0018, 0017, 0012, then 0004
         names = inspect(engine).get_table_names()
         assert not [n for n in names if n.startswith("billing_")]
         assert "events" in names

@@ -13,9 +13,12 @@ from hypothesis import strategies as st
 from ledger.accounts import balances
 from ledger.errors import Invalid
 from ledger.payments import (
+    InvoiceBalance,
     application_transaction,
+    over_settlement_id,
     parse_amount,
     payment_transaction,
+    return_transaction,
     split_payment,
 )
 
@@ -48,6 +51,37 @@ def test_an_application_moves_credit_to_the_receivable_only(amount: int) -> None
         "credit/ws-a": amount,
     }
     assert "i1" in txn.memo and "i2" in txn.memo
+
+
+@given(amount=st.integers(1, 10**12))
+def test_a_return_moves_the_receivable_to_the_credit_balance_only(amount: int) -> None:
+    txn = return_transaction("s", "i1", "ws-a", "USD", amount)
+    assert balances(txn.postings) == {"USD": Decimal(0)}
+    assert {p.account: p.amount_minor for p in txn.postings} == {
+        "receivable/ws-a": amount,
+        "credit/ws-a": -amount,
+    }
+    with pytest.raises(Invalid):
+        return_transaction("s", "i1", "ws-a", "USD", 0)
+
+
+@given(
+    total=st.integers(0, 10**9),
+    credited=st.integers(0, 10**9),
+    paid=st.integers(0, 10**9),
+    applied=st.integers(0, 10**9),
+)
+def test_once_the_excess_is_returned_nothing_is_clipped(
+    total: int, credited: int, paid: int, applied: int
+) -> None:
+    before = InvoiceBalance(total, credited, paid, applied)
+    after = InvoiceBalance(total, credited, paid, applied, before.excess_minor)
+    assert after.excess_minor == 0
+    assert after.open_minor == total - after.settled_minor + before.excess_minor >= 0
+    assert before.open_minor == after.open_minor  # the clip hid exactly the excess
+    # the id names the invoice and what it had settled: a further settlement is another
+    assert over_settlement_id("i1", 10) == over_settlement_id("i1", 10)
+    assert over_settlement_id("i1", 10) != over_settlement_id("i1", 11)
 
 
 @pytest.mark.parametrize(
