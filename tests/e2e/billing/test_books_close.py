@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -30,26 +28,23 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from dlc_ledger.services.billing import close_month, publish_price_book, record_payment, tick
+from dlc_ledger.services.billing import close_month, record_payment, tick
 from dlc_ledger.services.subscriptions import (
     add_subscription_nodes,
     cancel,
     change_spec,
     purchase,
 )
-from ledger.accounts import rounding_transaction_id
 from ledger.errors import Conflict, Invalid, NotFound
 from ledger.store.postgres import PostgresEventStore
 from projections.billing import (
-    ReportWindow,
     catch_up_billing,
-    closed_periods,
-    cost_report,
     period_bounds,
     read_books,
     read_journal,
 )
-from tests.support.billing import at, demo_book, ended, query, started
+from tests.support.billing import at, ended, query, started
+from tests.support.closed_books import assert_closed_months_invoiced, fresh_store, month_before
 from tests.support.databases import TemplateDatabases
 
 ORIGIN = at("2027-09-25T00:00")
@@ -87,24 +82,6 @@ steps = st.lists(st.tuples(gaps, actions), min_size=4, max_size=14)
 #: after the last run: payments of the invoices issued by then (which, percent), then a run
 #: that applies the credit of the overpayments to what is still open
 settlements = st.lists(st.tuples(st.integers(0, 5), st.sampled_from([30, 100, 150])), max_size=4)
-
-
-@contextmanager
-def fresh_store(databases: TemplateDatabases) -> Iterator[PostgresEventStore]:
-    url = databases.clone()
-    store = PostgresEventStore(url)
-    try:
-        publish_price_book(store, demo_book(), at=at("2026-10-01T00:00"))
-        yield store
-    finally:
-        store.close()
-        databases.drop(url)
-
-
-def _month_before(t: datetime) -> str:
-    first = t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    last = first - timedelta(days=1)
-    return f"{last.year:04d}-{last.month:02d}"
 
 
 def _earned(store: PostgresEventStore) -> dict[str, int]:
@@ -193,7 +170,7 @@ def _play(
             elif kind == "tick":
                 tick(store, now)
             elif kind == "close":
-                close_month(store, _month_before(now), principal="test", at=now, force=True)
+                close_month(store, month_before(now), principal="test", at=now, force=True)
             else:
                 continue
         except (Conflict, Invalid, NotFound):
@@ -218,49 +195,6 @@ def _months(first: datetime, last: datetime) -> list[str]:
         out.append(f"{year:04d}-{month:02d}")
         year, month = (year + 1, 1) if month == 12 else (year, month + 1)
     return out
-
-
-def _check_invoiced(store: PostgresEventStore) -> None:
-    (unbalanced,) = query(store, "SELECT count(*) FROM (SELECT currency FROM billing_postings "
-                                 "GROUP BY currency HAVING sum(amount_minor) <> 0) u")  # fmt: skip
-    assert unbalanced == (0,)
-    with store.snapshot() as uow:
-        closed = set(closed_periods(uow))
-    issued = query(
-        store, "SELECT invoice_id, workspace, period, total_minor FROM billing_invoices "
-        "WHERE status = 'issued'",
-    )  # fmt: skip
-    roundings = {rounding_transaction_id(r.invoice_id) for r in issued}
-    on_lines: dict[str, int] = defaultdict(int)
-    for (ids,) in query(
-        store, "SELECT l.transaction_ids FROM billing_invoice_lines l "
-        "JOIN billing_invoices i USING (invoice_id) WHERE i.status = 'issued'",
-    ):  # fmt: skip
-        for t in ids:
-            on_lines[t] += 1
-    receivable = query(
-        store,
-        "SELECT DISTINCT t.transaction_id, t.period, t.memo FROM billing_transactions t "
-        "JOIN billing_postings p USING (transaction_id) "
-        "WHERE p.account LIKE 'receivable/%' AND p.amount_minor <> 0 AND t.period IS NOT NULL",
-    )
-    for txn in receivable:
-        if txn.period not in closed:
-            continue
-        if txn.transaction_id in roundings:
-            continue
-        assert on_lines[txn.transaction_id] == 1, (txn.period, txn.memo)
-    with store.reading() as conn:
-        rows = cost_report(conn, ["workspace", "month"], ReportWindow(), source="ledger")
-    cost = {(r["workspace"], r["month"]): r["cost_minor"] for r in rows}
-    invoiced: dict[tuple[str, str], int] = defaultdict(int)
-    for r in issued:
-        invoiced[(r.workspace, r.period)] += int(r.total_minor)
-    for key, total in invoiced.items():
-        assert cost.get(key, 0) == total, key
-    for (ws, month), value in cost.items():
-        if month in closed:
-            assert invoiced.get((ws, month), 0) == value or Decimal(value) == 0, (ws, month)
 
 
 def _check_journal(store: PostgresEventStore, end: datetime) -> None:
@@ -299,5 +233,5 @@ def test_the_books_close_whatever_finance_does(
 ) -> None:
     with fresh_store(databases) as store:
         end = _play(store, plan, paid)
-        _check_invoiced(store)
+        assert_closed_months_invoiced(store, with_payments=True)
         _check_journal(store, end)
